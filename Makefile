@@ -1,0 +1,147 @@
+# rrpc make build. Configure first: sh config_brpc.sh [--with-rdma].
+#
+#   make              libraries, tests, examples, tools
+#   make test         run the host test suite (no RDMA device needed)
+#   make test-rdma    run the RDMA suite: on a real device if one is active,
+#                     otherwise inside the Soft-RoCE VM (tools/rxe-vm)
+#   make SAN=1 ...    the same under ASan+UBSan, outputs in build/san
+#   make fuzz         libFuzzer targets (clang), outputs in build/fuzz
+#
+# Sources are found by directory, so adding a file needs no edit here:
+#   src/rrpc/*.c transport/tcp/*.c transport/rdma/wire/*.c   -> librrpc.a
+#   transport/rdma/*.c (only WITH_RDMA=1) or transport/rdma/none/*.c
+#   src/rrpc/cxx/*.cc + src/rrpc/cxx/*.proto                 -> librrpc_cxx.a
+#   test/*_unittest.cc    -> build/test/<name>      (+ test/*.proto, test/common/*.cc)
+#   test/rdma/*_test.cc   -> build/test/rdma/<name> (only WITH_RDMA=1)
+#   test/fuzz/*_fuzzer.c  -> build/fuzz/<name>
+#   examples/<ex>/*.{c,cpp,cc} with main -> build/examples/<ex>/<file> (+ <ex>/*.proto)
+
+ifeq ($(wildcard config.mk),)
+$(error config.mk is missing: run 'sh config_brpc.sh' (add --with-rdma for RDMA) first)
+endif
+include config.mk
+
+BUILD := build
+ifeq ($(SAN),1)
+BUILD := build/san
+SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+endif
+OPT ?= -O2
+
+CPPFLAGS := -Isrc -I. -I$(BUILD)/gen -D_GNU_SOURCE $(EXTRA_CPPFLAGS)
+CFLAGS := -std=c11 -Wall -Wextra -Werror -g $(OPT) -fPIC $(SANFLAGS) -MMD -MP
+CXXFLAGS := -std=c++17 -Wall -Wextra -Werror -g $(OPT) -fPIC $(SANFLAGS) -MMD -MP
+LDFLAGS := $(EXTRA_LDFLAGS) $(SANFLAGS)
+LDLIBS := -lpthread
+CXXLIBS := -lgflags -lglog -lprotobuf -lpthread
+
+CORE_SRCS := $(wildcard src/rrpc/*.c transport/tcp/*.c transport/rdma/wire/*.c)
+ifeq ($(WITH_RDMA),1)
+CORE_SRCS += $(wildcard transport/rdma/*.c)
+CPPFLAGS += -DRRPC_WITH_RDMA=1
+LDLIBS += -libverbs
+else
+CORE_SRCS += $(wildcard transport/rdma/none/*.c)
+endif
+CXX_SRCS := $(wildcard src/rrpc/cxx/*.cc)
+CXX_PROTOS := $(wildcard src/rrpc/cxx/*.proto)
+
+obj = $(patsubst %,$(BUILD)/obj/%.o,$(1))
+pbcc = $(patsubst %.proto,$(BUILD)/gen/%.pb.cc,$(1))
+
+CORE_OBJS := $(call obj,$(CORE_SRCS))
+CXX_OBJS := $(call obj,$(call pbcc,$(CXX_PROTOS)) $(CXX_SRCS))
+LIBRRPC := $(BUILD)/librrpc.a
+LIBRRPC_CXX := $(BUILD)/librrpc_cxx.a
+
+TEST_PROTOS := $(wildcard test/*.proto)
+TEST_COMMON := $(call obj,$(call pbcc,$(TEST_PROTOS)) $(wildcard test/common/*.cc))
+TESTS := $(patsubst test/%.cc,$(BUILD)/test/%,$(wildcard test/*_unittest.cc))
+ifeq ($(WITH_RDMA),1)
+RDMA_TESTS := $(patsubst test/rdma/%.cc,$(BUILD)/test/rdma/%,$(wildcard test/rdma/*_test.cc))
+endif
+
+EXAMPLE_DIRS := $(patsubst %/,%,$(wildcard examples/*/))
+# Every C/C++ file of an example that defines main() becomes a program.
+EXAMPLE_MAINS := $(shell grep -lE '^int main\(' $(wildcard examples/*/*.c examples/*/*.cc examples/*/*.cpp) /dev/null 2>/dev/null)
+EXAMPLE_BINS := $(foreach f,$(EXAMPLE_MAINS),$(BUILD)/$(basename $(f)))
+GEN_HDRS := $(patsubst %.proto,$(BUILD)/gen/%.pb.h,$(CXX_PROTOS) $(TEST_PROTOS) $(wildcard examples/*/*.proto))
+
+.PHONY: all libs tests examples test test-rdma fuzz clean
+all: libs tests examples $(RDMA_TESTS)
+libs: $(LIBRRPC) $(LIBRRPC_CXX)
+tests: $(TESTS)
+examples: $(EXAMPLE_BINS)
+
+$(LIBRRPC): $(CORE_OBJS)
+	@mkdir -p $(@D)
+	rm -f $@ && $(AR) rcs $@ $^
+$(LIBRRPC_CXX): $(CXX_OBJS)
+	@mkdir -p $(@D)
+	rm -f $@ && $(AR) rcs $@ $^
+
+# Generated protobuf code; every object waits for all generated headers.
+$(BUILD)/gen/%.pb.cc $(BUILD)/gen/%.pb.h: %.proto
+	@mkdir -p $(@D)
+	protoc --cpp_out=$(BUILD)/gen $<
+$(BUILD)/obj/%.c.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+$(BUILD)/obj/%.cc.o: %.cc | $(GEN_HDRS)
+	@mkdir -p $(@D)
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
+$(BUILD)/obj/%.cpp.o: %.cpp | $(GEN_HDRS)
+	@mkdir -p $(@D)
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
+# Generated sources compile with warnings relaxed: protoc's output is not ours.
+$(BUILD)/obj/$(BUILD)/gen/%.pb.cc.o: $(BUILD)/gen/%.pb.cc | $(GEN_HDRS)
+	@mkdir -p $(@D)
+	$(CXX) $(CPPFLAGS) $(filter-out -Werror,$(CXXFLAGS)) -c $< -o $@
+
+GTEST_LIBS := -lgtest_main -lgtest
+$(BUILD)/test/%: $(BUILD)/obj/test/%.cc.o $(TEST_COMMON) $(LIBRRPC_CXX) $(LIBRRPC)
+	@mkdir -p $(@D)
+	$(CXX) $(LDFLAGS) -o $@ $^ $(GTEST_LIBS) $(CXXLIBS) $(LDLIBS)
+
+# Examples: the program's own file + the example's protos + helpers in the
+# same directory that have no main().
+define example_rule
+$(BUILD)/$(basename $(1)): $(call obj,$(1)) \
+    $(call obj,$(call pbcc,$(wildcard $(dir $(1))*.proto))) \
+    $(call obj,$(filter-out $(EXAMPLE_MAINS),$(wildcard $(dir $(1))*.c $(dir $(1))*.cc $(dir $(1))*.cpp))) \
+    $(LIBRRPC_CXX) $(LIBRRPC)
+	@mkdir -p $$(@D)
+	$$(CXX) $$(LDFLAGS) -o $$@ $$^ $$(CXXLIBS) $$(LDLIBS)
+endef
+$(foreach f,$(EXAMPLE_MAINS),$(eval $(call example_rule,$(f))))
+
+test: tests
+	@set -e; fails=0; \
+	for t in $(TESTS); do \
+	  echo "== $$t"; \
+	  if ! $$t; then fails=$$((fails+1)); echo "FAILED: $$t"; fi; \
+	done; \
+	echo "host test binaries: $(words $(TESTS)) run, $$fails failed"; \
+	[ $$fails -eq 0 ]
+
+test-rdma: $(RDMA_TESTS) examples
+	tools/run-rdma-tests $(RDMA_TESTS)
+
+# ---- fuzzing (clang + libFuzzer) -------------------------------------------
+FUZZ_CC ?= clang
+FUZZ_FLAGS := -std=c11 -g -O1 -fsanitize=fuzzer-no-link,address,undefined -D_GNU_SOURCE -Isrc -I.
+FUZZ_CORE_SRCS := $(filter-out transport/rdma/%,$(CORE_SRCS)) $(wildcard transport/rdma/wire/*.c) $(wildcard transport/rdma/none/*.c)
+FUZZ_OBJS := $(patsubst %,build/fuzz/obj/%.o,$(sort $(FUZZ_CORE_SRCS)))
+FUZZERS := $(patsubst test/fuzz/%.c,build/fuzz/%,$(wildcard test/fuzz/*_fuzzer.c))
+fuzz: $(FUZZERS)
+build/fuzz/obj/%.c.o: %.c
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -c $< -o $@
+build/fuzz/%: test/fuzz/%.c $(FUZZ_OBJS)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $^ -lpthread
+
+clean:
+	rm -rf build
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,108 @@
+/* internal/baidu_std.h - private to rrpc: the baidu_std protocol, byte for
+ * byte compatible with brpc's: "PRPC" | body_size (u32 BE) | meta_size
+ * (u32 BE), then RpcMeta (protobuf, package brpc.policy), the message and
+ * the attachment. Pure codecs over bytes and iobufs: no fds, no threads.
+ *
+ * RpcMeta fields handled: 1 request {1 service_name, 2 method_name,
+ * 3 log_id, 8 timeout_ms}, 2 response {1 error_code, 2 error_text},
+ * 3 compress_type, 4 correlation_id, 5 attachment_size. Other fields are
+ * skipped on decode (they are valid protobuf) and never encoded.
+ */
+#ifndef RRPC_INTERNAL_BAIDU_STD_H
+#define RRPC_INTERNAL_BAIDU_STD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "internal/iobuf.h"
+
+#define RRPC_BAIDU_HEADER_SIZE 12
+#define RRPC_BAIDU_DEFAULT_MAX_BODY (64u << 20)
+
+/* A borrowed string: not NUL-terminated, points into someone else's bytes. */
+typedef struct rrpc__str {
+  const char *ptr;
+  size_t len;
+} rrpc__str;
+
+enum {
+  RRPC_META_HAS_REQUEST = 1u << 0,
+  RRPC_META_HAS_RESPONSE = 1u << 1,
+  RRPC_META_HAS_CORRELATION_ID = 1u << 2,
+  RRPC_META_HAS_ATTACHMENT_SIZE = 1u << 3,
+  RRPC_META_HAS_COMPRESS_TYPE = 1u << 4,
+  RRPC_META_HAS_LOG_ID = 1u << 5,
+  RRPC_META_HAS_TIMEOUT_MS = 1u << 6,
+  RRPC_META_HAS_ERROR_CODE = 1u << 7,
+  RRPC_META_HAS_ERROR_TEXT = 1u << 8,
+};
+
+typedef struct rrpc__rpc_meta {
+  uint32_t has; /* RRPC_META_HAS_* bits */
+  /* request */
+  rrpc__str service_name;
+  rrpc__str method_name;
+  int64_t log_id;
+  int32_t timeout_ms;
+  /* response */
+  int32_t error_code;
+  rrpc__str error_text;
+  /* both */
+  int32_t compress_type;
+  int64_t correlation_id;
+  int32_t attachment_size;
+} rrpc__rpc_meta;
+
+/* rrpc__rpc_meta_decode - parse protobuf bytes. Strings in *out borrow from
+ * `p`. 0, or -RRPC_EPARSE for anything that is not valid protobuf of this
+ * schema (truncated varint/length, wrong wire type for a known field, a
+ * request/response sub-message that does not parse, missing required
+ * service_name/method_name in a request). Never reads outside [p, p+n). */
+int rrpc__rpc_meta_decode(const uint8_t *p, size_t n, rrpc__rpc_meta *out);
+
+/* rrpc__rpc_meta_size - bytes rrpc__rpc_meta_encode will write. */
+size_t rrpc__rpc_meta_size(const rrpc__rpc_meta *m);
+
+/* rrpc__rpc_meta_encode - serialize the fields whose has-bits are set, in
+ * field-number order (as the C++ library does). `out` must hold
+ * rrpc__rpc_meta_size(m) bytes. Returns the bytes written. */
+size_t rrpc__rpc_meta_encode(const rrpc__rpc_meta *m, uint8_t *out);
+
+/* One cut message. Owns its copies: meta_bytes (strings in `meta` point into
+ * it), and the payload/attachment iobufs SHARE blocks with the input. */
+typedef struct rrpc__baidu_msg {
+  rrpc__rpc_meta meta;
+  uint8_t *meta_bytes;
+  rrpc_iobuf payload;
+  rrpc_iobuf attachment;
+  /* Set when attachment_size exceeds the bytes after the meta: the frame is
+   * well formed, so the connection survives, but the RPC must fail
+   * (server: answer EREQUEST; client: fail the call with ERESPONSE). The
+   * whole rest of the body is then in payload. */
+  int bad_attachment;
+} rrpc__baidu_msg;
+
+void rrpc__baidu_msg_init(rrpc__baidu_msg *m);
+void rrpc__baidu_msg_destroy(rrpc__baidu_msg *m);
+
+/* rrpc__baidu_cut - try to cut one frame off the front of `in`.
+ * Returns 1 and fills *out (destroy it later) when a whole frame was there;
+ * 0 when more bytes are needed (nothing consumed; a header that is already
+ * wrong is reported at once, without waiting for more bytes);
+ * -RRPC_EPARSE for bad magic, meta_size > body_size or garbage meta;
+ * -RRPC_ETOOBIG when body_size > max_body; -ENOMEM.
+ * On an error the connection must be closed: the stream is unusable. */
+int rrpc__baidu_cut(rrpc_iobuf *in, size_t max_body, rrpc__baidu_msg *out);
+
+/* rrpc__baidu_pack - append one frame to `out`: header and meta COPIED,
+ * payload and attachment SHARED (either may be NULL = empty). Sets
+ * meta->attachment_size (and its has-bit) from the attachment when it is
+ * non-empty. 0, -RRPC_ETOOBIG (body over 4 GiB - 1), or -ENOMEM (then `out`
+ * is unchanged). */
+int rrpc__baidu_pack(rrpc_iobuf *out, rrpc__rpc_meta *meta, const rrpc_iobuf *payload,
+                     const rrpc_iobuf *attachment);
+
+/* rrpc__str_eq - compare a borrowed string with a C string. */
+int rrpc__str_eq(rrpc__str s, const char *cstr);
+
+#endif /* RRPC_INTERNAL_BAIDU_STD_H */

@@ -1,0 +1,86 @@
+/* internal/iobuf.h - private to rrpc and its transports: the iobuf layout
+ * (so the core can embed iobufs without a heap allocation each) and the
+ * operations the I/O paths need (read into a tail block, slice blocks).
+ * Applications use rrpc/iobuf.h only. */
+#ifndef RRPC_INTERNAL_IOBUF_H
+#define RRPC_INTERNAL_IOBUF_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rrpc/iobuf.h"
+
+/* A block: header outside the data. Refcounted; freed by its allocator or by
+ * the user deleter when the count drops to zero. */
+typedef struct rrpc_block {
+  atomic_uint refs;
+  uint32_t cap;  /* usable bytes at data */
+  uint32_t size; /* bytes written so far (only the sole owner appends) */
+  char *data;
+  void *region;                         /* allocator/transport cookie */
+  const rrpc_block_allocator *alloc;    /* NULL for user blocks */
+  rrpc_iobuf_deleter deleter;           /* user blocks only */
+  void *deleter_arg;
+} rrpc_block;
+
+typedef struct rrpc_iobuf_ref {
+  rrpc_block *block; /* one reference counted per ref */
+  uint32_t off;
+  uint32_t len;
+} rrpc_iobuf_ref;
+
+#define RRPC_IOBUF_INLINE_REFS 2
+
+struct rrpc_iobuf {
+  rrpc_iobuf_ref *refs; /* points at inline_refs until it grows */
+  uint32_t start;       /* first live ref (refs before it were popped) */
+  uint32_t end;         /* one past the last live ref */
+  uint32_t cap;
+  size_t len;
+  rrpc_iobuf_ref inline_refs[RRPC_IOBUF_INLINE_REFS];
+};
+
+/* Embedded iobufs: init makes an empty one; destroy drops its references.
+ * Neither allocates nor fails. */
+void rrpc__iobuf_init(rrpc_iobuf *buf);
+void rrpc__iobuf_destroy(rrpc_iobuf *buf);
+
+/* Blocks. alloc makes a block with refs = 1 from the current allocator
+ * (cap >= size). ref/unref are atomic and callable from any thread. */
+int rrpc__block_alloc(size_t size, rrpc_block **out);
+/* rrpc__block_new_user - wrap user memory as a block with refs = 1 (no
+ * copy). On error the deleter does not run. */
+int rrpc__block_new_user(void *data, size_t len, void *region, rrpc_iobuf_deleter deleter,
+                         void *arg, rrpc_block **out);
+void rrpc__block_ref(rrpc_block *b);
+void rrpc__block_unref(rrpc_block *b);
+
+/* rrpc__iobuf_append_block - SHARES [off, off+len) of `b`: takes one new
+ * reference on success. 0 or -ENOMEM. */
+int rrpc__iobuf_append_block(rrpc_iobuf *buf, rrpc_block *b, uint32_t off, uint32_t len);
+
+/* Reading into an iobuf without an extra copy:
+ * rrpc__iobuf_reserve gives writable space at the end of the last block if it
+ * is solely owned and has room, else in a new block (>= min_size bytes, at
+ * least the default block size). Nothing is appended until commit.
+ * rrpc__iobuf_commit appends `n` (<= *avail) bytes that were written there. */
+int rrpc__iobuf_reserve(rrpc_iobuf *buf, size_t min_size, void **ptr, size_t *avail);
+void rrpc__iobuf_commit(rrpc_iobuf *buf, size_t n);
+
+/* rrpc__iobuf_fill_iov - fill up to `max` iovecs from the front of `buf`
+ * (borrowed pointers). Returns how many were filled; *bytes gets their sum. */
+struct iovec;
+int rrpc__iobuf_fill_iov(const rrpc_iobuf *buf, struct iovec *iov, int max, size_t *bytes);
+
+/* rrpc__iobuf_ref_at - the i-th live ref (borrowed), or NULL past the end. */
+static inline const rrpc_iobuf_ref *rrpc__iobuf_ref_at(const rrpc_iobuf *buf, size_t i) {
+  return (buf->start + i < buf->end) ? &buf->refs[buf->start + i] : NULL;
+}
+
+/* rrpc__iobuf_contiguous - if the first `n` bytes lie in one piece, return a
+ * borrowed pointer to them; else copy them into `scratch` (>= n bytes) and
+ * return scratch. NULL if the iobuf holds fewer than n bytes. */
+const void *rrpc__iobuf_contiguous(const rrpc_iobuf *buf, size_t n, void *scratch);
+
+#endif /* RRPC_INTERNAL_IOBUF_H */

@@ -1,0 +1,119 @@
+/* rrpc/iobuf.h - non-contiguous byte buffers made of refcounted blocks.
+ *
+ * An iobuf is a short list of (block, offset, length) references. Blocks are
+ * refcounted and their header lives outside the data, so any memory can be a
+ * block: allocator memory (malloc by default, the RDMA-registered pool when
+ * RDMA is on), user memory with a deleter, or a slice of a receive ring.
+ *
+ * Each function says whether it COPIES bytes or SHARES blocks.
+ * [thread-compatible]: one iobuf must not be used by two threads at once;
+ * different iobufs sharing blocks may be used concurrently (refcounts are
+ * atomic, and a shared block is never written through an iobuf).
+ */
+#ifndef RRPC_IOBUF_H
+#define RRPC_IOBUF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rrpc_iobuf rrpc_iobuf;
+
+/* Default data size of allocator blocks (8 KiB). */
+#define RRPC_IOBUF_DEFAULT_BLOCK_SIZE 8192u
+
+/* ---- block allocator ------------------------------------------------------
+ * The allocator hands out data areas for blocks. `region` is an opaque cookie
+ * the allocator returns with each area (the RDMA pool returns its registered
+ * memory region, so a block's lkey is one pointer away). */
+typedef struct rrpc_block_allocator {
+  const char *name;
+  /* alloc - give at least `size` bytes. On success set *data, *cap (>= size)
+   * and *region (may be NULL), return 0; else a negative code (-ENOMEM,
+   * -RRPC_EPOOL). Called from any thread. */
+  int (*alloc)(void *ctx, size_t size, void **data, size_t *cap, void **region);
+  /* free - return an area given by alloc. Called from any thread. */
+  void (*free)(void *ctx, void *data, size_t cap, void *region);
+  void *ctx;
+} rrpc_block_allocator;
+
+/* rrpc_block_allocator_set - make `a` the allocator for new blocks (NULL
+ * restores malloc). `a` is borrowed and must outlive every block it made.
+ * Blocks already allocated keep the allocator they came from. Thread-safe. */
+void rrpc_block_allocator_set(const rrpc_block_allocator *a);
+/* rrpc_block_allocator_get - the allocator new blocks come from. */
+const rrpc_block_allocator *rrpc_block_allocator_get(void);
+
+/* ---- lifetime ------------------------------------------------------------ */
+
+/* rrpc_iobuf_new - allocate an empty iobuf. 0 or -ENOMEM. */
+int rrpc_iobuf_new(rrpc_iobuf **out);
+/* rrpc_iobuf_free - drop all references and free the iobuf. NULL is a no-op. */
+void rrpc_iobuf_free(rrpc_iobuf *buf);
+
+size_t rrpc_iobuf_length(const rrpc_iobuf *buf);
+/* rrpc_iobuf_clear - drop all references; the iobuf stays usable. */
+void rrpc_iobuf_clear(rrpc_iobuf *buf);
+
+/* ---- appending ----------------------------------------------------------- */
+
+/* rrpc_iobuf_append - COPIES `len` bytes at the end. 0, -ENOMEM or the
+ * allocator's error; on error nothing was appended. */
+int rrpc_iobuf_append(rrpc_iobuf *buf, const void *data, size_t len);
+
+/* rrpc_iobuf_append_iobuf - SHARES every block of `src` at the end of `buf`;
+ * `src` is unchanged. 0 or -ENOMEM (then `buf` is unchanged). */
+int rrpc_iobuf_append_iobuf(rrpc_iobuf *buf, const rrpc_iobuf *src);
+
+/* rrpc_iobuf_move - MOVES all of `src` to the end of `buf` (no refcount
+ * traffic); `src` becomes empty. 0 or -ENOMEM (then both are unchanged). */
+int rrpc_iobuf_move(rrpc_iobuf *buf, rrpc_iobuf *src);
+
+/* A user deleter: runs exactly once, when the last reference to the user
+ * block drops, on whichever thread drops it. */
+typedef void (*rrpc_iobuf_deleter)(void *data, void *arg);
+
+/* rrpc_iobuf_append_user - SHARES user memory [data, data+len) as one block
+ * without copying. `region` is the allocator/transport cookie for that memory
+ * (e.g. from rrpc_rdma_register_memory) or NULL. On success the iobuf owns the
+ * memory until the deleter runs. On error (-ENOMEM, -EINVAL for len == 0 or
+ * len > UINT32_MAX) nothing is appended and the deleter does NOT run: the
+ * caller still owns the memory. */
+int rrpc_iobuf_append_user(rrpc_iobuf *buf, void *data, size_t len, void *region,
+                           rrpc_iobuf_deleter deleter, void *arg);
+
+/* ---- taking bytes out ---------------------------------------------------- */
+
+/* rrpc_iobuf_cut - MOVES the first min(n, length) bytes of `buf` to the end of
+ * `dst` (a block split at the edge is SHARED by both). Returns the bytes moved
+ * (>= 0) or -ENOMEM (then nothing moved). */
+long rrpc_iobuf_cut(rrpc_iobuf *buf, size_t n, rrpc_iobuf *dst);
+
+/* rrpc_iobuf_pop_front - drop the first min(n, length) bytes; returns them. */
+size_t rrpc_iobuf_pop_front(rrpc_iobuf *buf, size_t n);
+
+/* rrpc_iobuf_copy_out - COPIES up to `n` bytes starting at `offset` into
+ * `dst` without consuming them. Returns the bytes copied. */
+size_t rrpc_iobuf_copy_out(const rrpc_iobuf *buf, size_t offset, void *dst, size_t n);
+
+/* ---- looking at the pieces ----------------------------------------------- */
+
+/* rrpc_iobuf_piece_count - number of (block, offset, length) references. */
+size_t rrpc_iobuf_piece_count(const rrpc_iobuf *buf);
+
+/* rrpc_iobuf_piece - the i-th piece: borrowed pointer and length, and the
+ * region cookie of its block (NULL for plain malloc). Valid until `buf`
+ * changes. 0, or -ERANGE if i >= piece_count. */
+int rrpc_iobuf_piece(const rrpc_iobuf *buf, size_t i, const void **data, size_t *len,
+                     void **region);
+
+/* rrpc_iobuf_equals - 1 if the bytes of `buf` equal [data, data+len). */
+int rrpc_iobuf_equals(const rrpc_iobuf *buf, const void *data, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RRPC_IOBUF_H */
