@@ -63,7 +63,8 @@ endif
 
 EXAMPLE_DIRS := $(patsubst %/,%,$(wildcard examples/*/))
 # Every C/C++ file of an example that defines main() becomes a program.
-EXAMPLE_MAINS := $(shell grep -lE '^int main[(]' $(wildcard examples/*/*.c examples/*/*.cc examples/*/*.cpp) /dev/null 2>/dev/null)
+MAIN_RE := ^int main[(]
+EXAMPLE_MAINS := $(shell grep -lE '$(MAIN_RE)' $(wildcard examples/*/*.c examples/*/*.cc examples/*/*.cpp) /dev/null 2>/dev/null)
 EXAMPLE_BINS := $(foreach f,$(EXAMPLE_MAINS),$(BUILD)/$(basename $(f)))
 GEN_HDRS := $(patsubst %.proto,$(BUILD)/gen/%.pb.h,$(CXX_PROTOS) $(TEST_PROTOS) $(wildcard examples/*/*.proto))
 
