@@ -1,5 +1,4 @@
 /* errors.c - text and names for rrpc error codes (see rrpc/errors.h). */
-#define _GNU_SOURCE
 #include "rrpc/errors.h"
 
 #include <errno.h>
