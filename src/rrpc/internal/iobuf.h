@@ -5,16 +5,27 @@
 #ifndef RRPC_INTERNAL_IOBUF_H
 #define RRPC_INTERNAL_IOBUF_H
 
-#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "rrpc/iobuf.h"
 
+/* C++ tests include this header too; C11's atomic_uint is not a C++17 type,
+ * so C++ sees the layout-compatible std::atomic<unsigned> (read it with
+ * .load()). Only the C library code changes refcounts. */
+#ifdef __cplusplus
+#include <atomic>
+typedef std::atomic<unsigned> rrpc__atomic_uint;
+extern "C" {
+#else
+#include <stdatomic.h>
+typedef atomic_uint rrpc__atomic_uint;
+#endif
+
 /* A block: header outside the data. Refcounted; freed by its allocator or by
  * the user deleter when the count drops to zero. */
 typedef struct rrpc_block {
-  atomic_uint refs;
+  rrpc__atomic_uint refs;
   uint32_t cap;  /* usable bytes at data */
   uint32_t size; /* bytes written so far (only the sole owner appends) */
   char *data;
@@ -39,6 +50,8 @@ struct rrpc_iobuf {
   uint32_t cap;
   size_t len;
   rrpc_iobuf_ref inline_refs[RRPC_IOBUF_INLINE_REFS];
+  rrpc_block *spare; /* owned ref: block handed out by reserve, not yet
+                        committed (kept for the next reserve), or NULL */
 };
 
 /* Embedded iobufs: init makes an empty one; destroy drops its references.
@@ -46,8 +59,10 @@ struct rrpc_iobuf {
 void rrpc__iobuf_init(rrpc_iobuf *buf);
 void rrpc__iobuf_destroy(rrpc_iobuf *buf);
 
-/* Blocks. alloc makes a block with refs = 1 from the current allocator
- * (cap >= size). ref/unref are atomic and callable from any thread. */
+/* Blocks. alloc makes a block with refs = 1 and size = 0 from the current
+ * allocator (cap >= size; size 0 or less than the default block size gets
+ * the default). 0, -EINVAL (size > UINT32_MAX) or the allocator's error.
+ * ref/unref are atomic and callable from any thread. */
 int rrpc__block_alloc(size_t size, rrpc_block **out);
 /* rrpc__block_new_user - wrap user memory as a block with refs = 1 (no
  * copy). On error the deleter does not run. */
@@ -57,14 +72,19 @@ void rrpc__block_ref(rrpc_block *b);
 void rrpc__block_unref(rrpc_block *b);
 
 /* rrpc__iobuf_append_block - SHARES [off, off+len) of `b`: takes one new
- * reference on success. 0 or -ENOMEM. */
+ * reference on success (the caller keeps its own). len == 0 appends nothing.
+ * 0, -EINVAL if the range passes b->size, or -ENOMEM (then unchanged). */
 int rrpc__iobuf_append_block(rrpc_iobuf *buf, rrpc_block *b, uint32_t off, uint32_t len);
 
 /* Reading into an iobuf without an extra copy:
  * rrpc__iobuf_reserve gives writable space at the end of the last block if it
  * is solely owned and has room, else in a new block (>= min_size bytes, at
  * least the default block size). Nothing is appended until commit.
- * rrpc__iobuf_commit appends `n` (<= *avail) bytes that were written there. */
+ * 0, -EINVAL (min_size > UINT32_MAX), -ENOMEM or the allocator's error.
+ * rrpc__iobuf_commit appends `n` (<= *avail) bytes that were written there.
+ * `buf` must not change between the two; a reserve not followed by commit
+ * (or commit(0)) appends nothing, and its block is kept for the next reserve
+ * (released by clear/destroy). */
 int rrpc__iobuf_reserve(rrpc_iobuf *buf, size_t min_size, void **ptr, size_t *avail);
 void rrpc__iobuf_commit(rrpc_iobuf *buf, size_t n);
 
@@ -83,4 +103,7 @@ static inline const rrpc_iobuf_ref *rrpc__iobuf_ref_at(const rrpc_iobuf *buf, si
  * return scratch. NULL if the iobuf holds fewer than n bytes. */
 const void *rrpc__iobuf_contiguous(const rrpc_iobuf *buf, size_t n, void *scratch);
 
+#ifdef __cplusplus
+}
+#endif
 #endif /* RRPC_INTERNAL_IOBUF_H */
