@@ -1,0 +1,75 @@
+/* rrpc/controller.h - per-call state of an RPC: error, timeout, latency,
+ * attachments, remote side. Used by both the caller (channel) and the
+ * handler (server).
+ *
+ * [thread-compatible]: a controller belongs to one call at a time; do not
+ * touch it while a call using it is in flight, except from the call's done
+ * callback or the handler that owns it.
+ */
+#ifndef RRPC_CONTROLLER_H
+#define RRPC_CONTROLLER_H
+
+#include <stdint.h>
+
+#include "rrpc/iobuf.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rrpc_controller rrpc_controller;
+
+/* rrpc_controller_new - an empty controller (timeout: the channel's). 0 or -ENOMEM. */
+int rrpc_controller_new(rrpc_controller **out);
+void rrpc_controller_free(rrpc_controller *c);
+/* rrpc_controller_reset - back to the state of a new controller, so it can
+ * carry another call (attachments are emptied). */
+void rrpc_controller_reset(rrpc_controller *c);
+
+/* rrpc_controller_failed - 1 if the call failed. */
+int rrpc_controller_failed(const rrpc_controller *c);
+/* rrpc_controller_error_code - 0, or the negative code of the failure (the
+ * same value a sync rrpc_channel_call returns): -RRPC_ERPCTIMEDOUT,
+ * -RRPC_ENOSERVICE, a handler's code from rrpc_controller_set_failed, ... */
+int rrpc_controller_error_code(const rrpc_controller *c);
+/* rrpc_controller_error_text - "" when not failed. Borrowed; valid until
+ * the controller changes. */
+const char *rrpc_controller_error_text(const rrpc_controller *c);
+
+/* rrpc_controller_set_failed - server side: make the call fail with `code`
+ * (negative or positive; stored negative; 0 becomes -RRPC_EINTERNAL) and a
+ * text (copied, truncated to 512 bytes). The client sees the same code. */
+void rrpc_controller_set_failed(rrpc_controller *c, int code, const char *text);
+
+/* Timeout of the next call in milliseconds: > 0 overrides the channel's,
+ * 0 = use the channel's (default), < 0 = no timeout. */
+void rrpc_controller_set_timeout_ms(rrpc_controller *c, int32_t ms);
+int32_t rrpc_controller_timeout_ms(const rrpc_controller *c);
+
+void rrpc_controller_set_log_id(rrpc_controller *c, int64_t log_id);
+int64_t rrpc_controller_log_id(const rrpc_controller *c);
+
+/* rrpc_controller_latency_us - client: from issuing the call to its
+ * completion. Server: from receiving the request to responding. */
+int64_t rrpc_controller_latency_us(const rrpc_controller *c);
+
+/* Attachments: raw bytes carried after the message without serialization.
+ * Borrowed pointers owned by the controller. Client: fill the request one
+ * before the call; read the response one after. Server: read the request
+ * one; fill the response one before responding. Appending SHARES or COPIES
+ * per the iobuf function used; sending never copies. */
+rrpc_iobuf *rrpc_controller_request_attachment(rrpc_controller *c);
+rrpc_iobuf *rrpc_controller_response_attachment(rrpc_controller *c);
+
+/* rrpc_controller_remote_side - "ip:port" of the peer into buf (NUL
+ * terminated, truncated to len). Empty before the call was sent. */
+void rrpc_controller_remote_side(const rrpc_controller *c, char *buf, size_t len);
+
+/* rrpc_controller_used_rdma - 1 if the call's connection carried it over
+ * RDMA, 0 if over TCP (including an RDMA request that fell back). */
+int rrpc_controller_used_rdma(const rrpc_controller *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RRPC_CONTROLLER_H */

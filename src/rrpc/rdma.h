@@ -1,0 +1,86 @@
+/* rrpc/rdma.h - process-wide RDMA settings and user memory registration.
+ *
+ * Channels and servers opt in with `use_rdma` in their options. The RDMA
+ * runtime starts on first use with the settings given here (or defaults).
+ * In a build without RDMA every function returns -RRPC_ENORDMA.
+ */
+#ifndef RRPC_RDMA_H
+#define RRPC_RDMA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rrpc/iobuf.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Zero or NULL means default for every field; new fields only at the end.
+ * Names follow brpc's flags where the meaning is the same. */
+typedef struct rrpc_rdma_options {
+  const char *device;              /* rdma_device: HCA name; NULL/"" = first with an ACTIVE port */
+  int port;                        /* rdma_port: 0 = 1 */
+  int gid_index_plus1;             /* rdma_gid_index + 1: 0 = auto (the RoCE v2 GID whose
+                                      IPv4-mapped address is the TCP local address, then
+                                      any v2, then v1); N > 0 forces GID index N - 1 */
+  int sq_size;                     /* rdma_sq_size: 0 = 128 */
+  int rq_size;                     /* rdma_rq_size: 0 = 128 */
+  size_t ring_size;                /* rdma_ring_size: receive ring bytes per connection,
+                                      16 KiB << n; 0 = 1 MiB */
+  size_t pool_initial_size_mb;     /* rdma_memory_pool_initial_size_mb: 0 = 64 */
+  size_t pool_increase_size_mb;    /* rdma_memory_pool_increase_size_mb: 0 = 64 */
+  size_t pool_max_size_mb;         /* cap of the registered pool: 0 = 4096 */
+  int use_polling;                 /* rdma_use_polling: busy-poll CQs instead of events */
+  int trace_verbose;               /* rdma_trace_verbose: log every handshake step */
+  int no_fallback;                 /* rdma_fallback=false: a connection that cannot use RDMA
+                                      fails instead of falling back to TCP */
+  int handshake_timeout_ms;        /* per CLC step; 0 = 2000 */
+} rrpc_rdma_options;
+
+/* rrpc_rdma_options_init - fill with the defaults spelled out above
+ * (zeroing the struct gives the same behaviour). */
+void rrpc_rdma_options_init(rrpc_rdma_options *o);
+
+/* rrpc_rdma_global_init - start the RDMA runtime with `o` (copied; NULL =
+ * defaults). Idempotent: a later call returns -EALREADY and changes nothing.
+ * Opens no device yet; devices open on first use. 0, -EALREADY,
+ * -RRPC_ENORDMA. Thread-safe. */
+int rrpc_rdma_global_init(const rrpc_rdma_options *o);
+
+/* rrpc_rdma_available - 1 if this build has RDMA and a usable device with an
+ * ACTIVE port exists, else 0. Opens the device on first call. */
+int rrpc_rdma_available(void);
+
+/* rrpc_rdma_register_memory - register [addr, addr+len) with every RDMA
+ * device rrpc uses, so it can be sent without a copy. *region receives a
+ * cookie to pass to rrpc_iobuf_append_user. The memory must stay valid
+ * until rrpc_rdma_deregister_memory. 0, -EINVAL, -RRPC_ERDMAMEM (the
+ * device refused), -RRPC_ENODEV, -RRPC_ENORDMA. */
+int rrpc_rdma_register_memory(void *addr, size_t len, void **region);
+/* rrpc_rdma_deregister_memory - undo; blocks still referencing the memory
+ * must be gone. 0 or -EINVAL. */
+int rrpc_rdma_deregister_memory(void *region);
+
+/* Counters for tools and tests (monotonic, process-wide). */
+typedef struct rrpc_rdma_stats {
+  uint64_t connections_rdma;      /* handshakes that ended on RDMA */
+  uint64_t connections_fallback;  /* connections that fell back to TCP */
+  uint64_t fallback_last_reason;  /* SMC decline code of the last fallback */
+  uint64_t bytes_written;         /* payload bytes RDMA-written */
+  uint64_t bytes_received;
+  uint64_t writes;                /* RDMA WRITE work requests */
+  uint64_t cdc_sent;              /* CDC messages (pure ACKs/close) sent */
+  uint64_t completions;           /* CQEs polled */
+  uint64_t wakeups;               /* completion-channel events */
+  uint64_t solicited;             /* messages sent with SOLICITED */
+  uint64_t blocked_on_window;     /* times a sender waited for ring space or credits */
+  uint64_t pool_bytes;            /* registered pool size */
+} rrpc_rdma_stats;
+/* rrpc_rdma_get_stats - copy the counters. 0 or -RRPC_ENORDMA. */
+int rrpc_rdma_get_stats(rrpc_rdma_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RRPC_RDMA_H */

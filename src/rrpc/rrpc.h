@@ -1,0 +1,13 @@
+/* rrpc/rrpc.h - the whole public C API of rrpc in one include. */
+#ifndef RRPC_RRPC_H
+#define RRPC_RRPC_H
+
+#include "rrpc/channel.h"
+#include "rrpc/controller.h"
+#include "rrpc/errors.h"
+#include "rrpc/iobuf.h"
+#include "rrpc/log.h"
+#include "rrpc/rdma.h"
+#include "rrpc/server.h"
+
+#endif /* RRPC_RRPC_H */

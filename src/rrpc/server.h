@@ -1,0 +1,87 @@
+/* rrpc/server.h - serving methods over baidu_std (TCP or RDMA).
+ *
+ * A handler receives the request bytes (the serialized message) and the
+ * controller (attachments, remote side) and must respond exactly once with
+ * rrpc_server_call_respond, at once or later, from any thread.
+ */
+#ifndef RRPC_SERVER_H
+#define RRPC_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rrpc/controller.h"
+#include "rrpc/iobuf.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rrpc_server rrpc_server;
+typedef struct rrpc_server_call rrpc_server_call;
+
+/* Server options. Zero means default for every field; new fields are only
+ * ever added at the end. */
+typedef struct rrpc_server_options {
+  int num_threads;         /* event loop threads; 0 = share the process-wide loops */
+  int use_rdma;            /* 1: offer RDMA (SMC-R CLC handshake); clients that
+                              do not ask for it are served over TCP */
+  int handlers_in_pool;    /* 1: run handlers on a worker pool instead of the
+                              loop thread (for handlers that block) */
+  int pool_threads;        /* worker pool size; 0 = 4 */
+  size_t max_body_size;    /* 0 = 64 MiB */
+  int idle_timeout_s;      /* reserved; 0 = never close idle connections */
+} rrpc_server_options;
+
+/* A handler. Runs on a loop thread (or a pool thread); `call` is owned by
+ * rrpc until rrpc_server_call_respond is called with it. */
+typedef void (*rrpc_handler_fn)(void *arg, rrpc_server_call *call);
+
+/* rrpc_server_new - opts may be NULL (all defaults). 0 or -ENOMEM, -EINVAL. */
+int rrpc_server_new(const rrpc_server_options *opts, rrpc_server **out);
+
+/* rrpc_server_add_method - route "service_full_name" (package.Service) +
+ * method to fn(arg, call). Strings are copied; `arg` is borrowed and must
+ * outlive the server. Only before start. 0, -EEXIST, -EBUSY (started),
+ * -EINVAL, -ENOMEM. */
+int rrpc_server_add_method(rrpc_server *s, const char *service_full_name, const char *method,
+                           rrpc_handler_fn fn, void *arg);
+
+/* rrpc_server_start - listen on "ip:port", ":port", or "port"; port 0 picks a
+ * free one (see rrpc_server_port). 0, -EADDRINUSE, -EINVAL,
+ * -RRPC_ENORDMA (use_rdma in a build without RDMA), or another -errno. */
+int rrpc_server_start(rrpc_server *s, const char *addr);
+/* rrpc_server_port - the bound port, or a negative code before start. */
+int rrpc_server_port(const rrpc_server *s);
+
+/* rrpc_server_stop - stop accepting, close every connection (their clients
+ * see their pending calls fail with ECLOSE). Handlers still running may
+ * respond; those responses are dropped. Idempotent. Blocks until the
+ * listener and connections are closed. Any thread except a loop thread. */
+void rrpc_server_stop(rrpc_server *s);
+/* rrpc_server_free - stop if needed, wait for handlers that are still
+ * holding calls to respond, and free. */
+void rrpc_server_free(rrpc_server *s);
+
+/* ---- inside a handler ---------------------------------------------------- */
+
+/* The request message bytes (no attachment). Borrowed from the call. */
+const rrpc_iobuf *rrpc_server_call_request(const rrpc_server_call *call);
+/* The call's controller: request/response attachments, set_failed, remote
+ * side. Borrowed from the call. */
+rrpc_controller *rrpc_server_call_controller(rrpc_server_call *call);
+const char *rrpc_server_call_service(const rrpc_server_call *call);
+const char *rrpc_server_call_method(const rrpc_server_call *call);
+
+/* rrpc_server_call_respond - send the response (`response` may be NULL for
+ * an empty message; its blocks are SHARED, the caller keeps its iobuf) and
+ * release the call, which must not be used afterwards. If the controller
+ * was set failed, the error goes back instead of the message. Exactly once
+ * per call, from any thread. Returns 0 or -RRPC_ECLOSE when the connection
+ * is gone (the call is released either way). */
+int rrpc_server_call_respond(rrpc_server_call *call, const rrpc_iobuf *response);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RRPC_SERVER_H */
