@@ -8,7 +8,7 @@
 #   make fuzz         libFuzzer targets (clang), outputs in build/fuzz
 #
 # Sources are found by directory, so adding a file needs no edit here:
-#   src/rrpc/*.c transport/tcp/*.c transport/rdma/wire/*.c   -> librrpc.a
+#   src/rrpc/*.c transport/*.c transport/tcp/*.c transport/rdma/wire/*.c -> librrpc.a
 #   transport/rdma/*.c (only WITH_RDMA=1) or transport/rdma/none/*.c
 #   src/rrpc/cxx/*.cc + src/rrpc/cxx/*.proto                 -> librrpc_cxx.a
 #   test/*_unittest.cc    -> build/test/<name>      (+ test/*.proto, test/common/*.cc)
@@ -35,7 +35,7 @@ LDFLAGS := $(EXTRA_LDFLAGS) $(SANFLAGS)
 LDLIBS := -lpthread
 CXXLIBS := -lgflags -lglog -lprotobuf -lpthread
 
-CORE_SRCS := $(wildcard src/rrpc/*.c transport/tcp/*.c transport/rdma/wire/*.c)
+CORE_SRCS := $(wildcard src/rrpc/*.c transport/*.c transport/tcp/*.c transport/rdma/wire/*.c)
 ifeq ($(WITH_RDMA),1)
 CORE_SRCS += $(wildcard transport/rdma/*.c)
 CPPFLAGS += -DRRPC_WITH_RDMA=1

@@ -1,5 +1,5 @@
 /* log.c - the process-wide log sink (rrpc/log.h) and its stderr default. */
-#include "internal/log.h"
+#include "rrpc/internal/log.h"
 
 #include <stdarg.h>
 #include <stdatomic.h>

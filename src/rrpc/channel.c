@@ -1,0 +1,477 @@
+/* channel.c - the client side: one connection per channel, many calls in
+ * flight on it, each completed exactly once (response, timeout, or the
+ * connection failing).
+ *
+ * Every completion of a call runs on its connection's loop thread: the
+ * response is cut there, its timeout timer lives there, and the socket's
+ * on_close runs there. So a completion that cancels the timer either
+ * removes it (it will never run) or finds that it already ran - never that
+ * it is running - and calls need no reference counts of their own.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "rrpc/internal/addr.h"
+#include "rrpc/internal/baidu_std.h"
+#include "rrpc/internal/controller.h"
+#include "rrpc/internal/idmap.h"
+#include "rrpc/internal/log.h"
+#include "rrpc/internal/socket.h"
+#include "rrpc/channel.h"
+#include "rrpc/errors.h"
+
+#define DEFAULT_TIMEOUT_MS 500
+#define DEFAULT_CONNECT_TIMEOUT_MS 200
+#define DEFAULT_MAX_RETRY 3
+
+struct conn;
+
+struct call {
+  uint64_t cid;
+  struct conn *conn;
+  rrpc_controller *cntl;
+  rrpc_iobuf *response;
+  rrpc_call_done done;
+  void *arg;
+  rrpc__timer_id timer;
+  /* sync calls: the caller sleeps on `state` (futex word) */
+  atomic_int state;
+  int result;
+};
+
+struct conn {
+  atomic_int refs;
+  rrpc_channel *ch;
+  rrpc__socket *sock;
+  rrpc__loop *loop;
+  pthread_mutex_t mu;
+  rrpc__idmap pending; /* cid -> struct call */
+  int closed;
+  char peer[80];
+};
+
+struct rrpc_channel {
+  struct sockaddr_in addr;
+  char addr_str[80];
+  int32_t timeout_ms;
+  int32_t connect_timeout_ms;
+  int max_retry;
+  size_t max_body;
+  const rrpc_transport_ops *ops;
+  rrpc__loop_group *group;
+  pthread_mutex_t mu; /* conn, nconns, closing */
+  pthread_cond_t cv;
+  struct conn *conn;
+  int nconns; /* connections whose on_close has not run yet */
+  int closing;
+  atomic_uint_least64_t next_cid;
+};
+
+static const rrpc__socket_handler client_handler;
+
+/* ---- completing calls -------------------------------------------------------- */
+
+static void futex_wake_all(atomic_int *w) {
+  syscall(SYS_futex, (int *)w, FUTEX_WAKE_PRIVATE, 0x7fffffff, NULL, NULL, 0);
+}
+
+static void futex_wait_while(atomic_int *w, int val) {
+  while (atomic_load_explicit(w, memory_order_acquire) == val)
+    syscall(SYS_futex, (int *)w, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+}
+
+/* Finish a call: record the outcome in its controller and wake the caller
+ * or run its callback. After this the call must not be touched. */
+static void complete(struct call *c, int code, const char *text) {
+  rrpc_controller *cntl = c->cntl;
+  cntl->latency_us = (int64_t)rrpc__now_us() - cntl->start_us;
+  if (code != 0) rrpc__controller_fail(cntl, code, text, text ? strlen(text) : 0);
+  if (c->done == NULL) {
+    c->result = cntl->error_code;
+    /* The caller's stack frame holds the call: after this store it may
+     * return at any time, so the wake uses only the word's address. */
+    atomic_store_explicit(&c->state, 1, memory_order_release);
+    futex_wake_all(&c->state);
+    return;
+  }
+  rrpc_call_done done = c->done;
+  void *arg = c->arg;
+  free(c);
+  done(arg, cntl);
+}
+
+static void fail_task(void *arg) {
+  struct call *c = arg;
+  complete(c, c->result, NULL);
+}
+
+/* Fail a call that never reached a connection: inline for sync callers,
+ * on a loop thread for async ones (a callback never runs inside the call). */
+static int fail_unsent(rrpc_channel *ch, struct call *c, int code, const char *text) {
+  if (c->done == NULL) {
+    complete(c, code, text);
+    return c->result;
+  }
+  rrpc__controller_fail(c->cntl, code, text, text ? strlen(text) : 0);
+  c->result = code;
+  if (rrpc__loop_post(rrpc__loop_group_next(ch->group), fail_task, c) != 0) {
+    /* No loop can take it (the process is shutting down): the contract of
+     * "never inside the call" yields to "exactly once". */
+    fail_task(c);
+  }
+  return 0;
+}
+
+/* ---- connections ------------------------------------------------------------- */
+
+static void conn_unref(struct conn *cn) {
+  if (atomic_fetch_sub_explicit(&cn->refs, 1, memory_order_acq_rel) != 1) return;
+  if (cn->sock != NULL) rrpc__socket_unref(cn->sock);
+  rrpc__idmap_destroy(&cn->pending);
+  pthread_mutex_destroy(&cn->mu);
+  free(cn);
+}
+
+static void on_timeout(void *arg) {
+  struct call *c = arg;
+  struct conn *cn = c->conn;
+  pthread_mutex_lock(&cn->mu);
+  struct call *mine = rrpc__idmap_take(&cn->pending, c->cid);
+  pthread_mutex_unlock(&cn->mu);
+  if (mine == NULL) return;
+  char text[160];
+  snprintf(text, sizeof text, "RPC to %s timed out after %d ms", cn->peer,
+           (int)rrpc_controller_timeout_ms(c->cntl));
+  complete(c, -RRPC_ERPCTIMEDOUT, text);
+}
+
+static void handle_response(struct conn *cn, rrpc__baidu_msg *msg) {
+  pthread_mutex_lock(&cn->mu);
+  struct call *c = rrpc__idmap_take(&cn->pending, (uint64_t)msg->meta.correlation_id);
+  pthread_mutex_unlock(&cn->mu);
+  if (c == NULL) return; /* timed out already: the late response is dropped */
+  if (c->timer != 0) rrpc__loop_timer_cancel(cn->loop, c->timer);
+  rrpc_controller *cntl = c->cntl;
+  cntl->used_rdma = rrpc__socket_is_rdma(cn->sock);
+  const rrpc__rpc_meta *m = &msg->meta;
+  if ((m->has & RRPC_META_HAS_ERROR_CODE) && m->error_code != 0) {
+    char text[RRPC_ERROR_TEXT_MAX + 1];
+    size_t n = m->error_text.len > RRPC_ERROR_TEXT_MAX ? RRPC_ERROR_TEXT_MAX : m->error_text.len;
+    if (n > 0) memcpy(text, m->error_text.ptr, n);
+    text[n] = '\0';
+    complete(c, m->error_code, n ? text : NULL);
+    return;
+  }
+  if (msg->bad_attachment) {
+    complete(c, -RRPC_ERESPONSE, "response attachment_size is larger than its body");
+    return;
+  }
+  if (c->response != NULL) rrpc_iobuf_move(c->response, &msg->payload);
+  rrpc_iobuf_move(&cntl->resp_att, &msg->attachment);
+  complete(c, 0, NULL);
+}
+
+static int client_on_data(void *owner, rrpc__socket *sock, rrpc_iobuf *rbuf) {
+  (void)sock;
+  struct conn *cn = owner;
+  for (;;) {
+    rrpc__baidu_msg msg;
+    rrpc__baidu_msg_init(&msg);
+    int rc = rrpc__baidu_cut(rbuf, cn->ch->max_body, &msg);
+    if (rc == 0) return 0;
+    if (rc < 0) {
+      RRPC_LOG(WARNING, "closing connection to %s: %s", cn->peer, rrpc_strerror(rc));
+      return rc;
+    }
+    if (!(msg.meta.has & RRPC_META_HAS_RESPONSE) || (msg.meta.has & RRPC_META_HAS_REQUEST)) {
+      rrpc__baidu_msg_destroy(&msg);
+      RRPC_LOG(WARNING, "closing connection to %s: a frame that is not a response", cn->peer);
+      return -RRPC_EPARSE;
+    }
+    handle_response(cn, &msg);
+    rrpc__baidu_msg_destroy(&msg);
+  }
+}
+
+static void client_on_close(void *owner, rrpc__socket *sock, int code) {
+  (void)sock;
+  struct conn *cn = owner;
+  rrpc_channel *ch = cn->ch;
+  pthread_mutex_lock(&cn->mu);
+  cn->closed = 1;
+  pthread_mutex_unlock(&cn->mu);
+  char text[200];
+  snprintf(text, sizeof text, "connection to %s closed: %s", cn->peer, rrpc_strerror(code));
+  /* No new call can join (closed is set), so drain without the lock held
+   * while callbacks run. */
+  for (;;) {
+    pthread_mutex_lock(&cn->mu);
+    struct call *c = rrpc__idmap_take_any(&cn->pending);
+    pthread_mutex_unlock(&cn->mu);
+    if (c == NULL) break;
+    if (c->timer != 0) rrpc__loop_timer_cancel(cn->loop, c->timer);
+    complete(c, -RRPC_ECLOSE, text);
+  }
+  pthread_mutex_lock(&ch->mu);
+  int was_current = ch->conn == cn;
+  if (was_current) ch->conn = NULL;
+  ch->nconns--;
+  pthread_cond_broadcast(&ch->cv);
+  pthread_mutex_unlock(&ch->mu);
+  if (was_current) conn_unref(cn); /* the channel's reference */
+  conn_unref(cn);                  /* the socket owner's reference */
+}
+
+static const rrpc__socket_handler client_handler = {
+    .on_data = client_on_data,
+    .on_close = client_on_close,
+};
+
+/* Blocking connect with a deadline; returns a non-blocking connected fd. */
+static int tcp_connect(const struct sockaddr_in *sa, int timeout_ms, int *out) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -errno;
+  int rc = 0;
+  if (connect(fd, (const struct sockaddr *)sa, sizeof *sa) != 0) {
+    if (errno != EINPROGRESS) {
+      rc = -errno;
+      goto fail;
+    }
+    struct pollfd p = {.fd = fd, .events = POLLOUT};
+    int n;
+    do n = poll(&p, 1, timeout_ms);
+    while (n < 0 && errno == EINTR);
+    if (n == 0) {
+      rc = -ETIMEDOUT;
+      goto fail;
+    }
+    int err = 0;
+    socklen_t len = sizeof err;
+    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err != 0) {
+      rc = -err;
+      goto fail;
+    }
+  }
+  *out = fd;
+  return 0;
+fail:
+  close(fd);
+  return rc;
+}
+
+static int conn_open(rrpc_channel *ch, struct conn **out) {
+  int fd = -1;
+  int rc = -ECONNREFUSED;
+  int attempts = 1 + (ch->max_retry > 0 ? ch->max_retry : 0);
+  for (int i = 0; i < attempts; i++) {
+    rc = tcp_connect(&ch->addr, ch->connect_timeout_ms, &fd);
+    if (rc == 0) break;
+  }
+  if (rc != 0) return rc;
+  struct conn *cn = calloc(1, sizeof *cn);
+  if (cn == NULL) {
+    close(fd);
+    return -ENOMEM;
+  }
+  atomic_init(&cn->refs, 2); /* the channel's and the socket owner's */
+  cn->ch = ch;
+  cn->loop = rrpc__loop_group_next(ch->group);
+  pthread_mutex_init(&cn->mu, NULL);
+  rrpc__idmap_init(&cn->pending);
+  snprintf(cn->peer, sizeof cn->peer, "%s", ch->addr_str);
+  rc = rrpc__socket_create(cn->loop, fd, 1, ch->ops, &client_handler, cn, &cn->sock);
+  if (rc != 0) {
+    pthread_mutex_destroy(&cn->mu);
+    free(cn);
+    return rc;
+  }
+  ch->nconns++;
+  *out = cn;
+  return 0;
+}
+
+/* The current connection with a reference for the caller, connecting if
+ * there is none. ch->mu serializes connecting so one connection is made. */
+static int conn_get(rrpc_channel *ch, struct conn **out) {
+  pthread_mutex_lock(&ch->mu);
+  int rc = 0;
+  if (ch->closing) {
+    rc = -RRPC_ECLOSE;
+  } else {
+    if (ch->conn != NULL && rrpc__socket_failed(ch->conn->sock)) {
+      /* Broken but its on_close has not run yet: stop handing it out. */
+      struct conn *old = ch->conn;
+      ch->conn = NULL;
+      conn_unref(old); /* the channel's reference */
+    }
+    if (ch->conn == NULL) rc = conn_open(ch, &ch->conn);
+    if (rc == 0) {
+      atomic_fetch_add(&ch->conn->refs, 1);
+      *out = ch->conn;
+    }
+  }
+  pthread_mutex_unlock(&ch->mu);
+  return rc;
+}
+
+/* ---- calls ------------------------------------------------------------------ */
+
+static int build_request(rrpc_channel *ch, struct call *c, const char *service, const char *method,
+                         const rrpc_iobuf *request, rrpc_iobuf *frame) {
+  rrpc__rpc_meta meta;
+  memset(&meta, 0, sizeof meta);
+  meta.has = RRPC_META_HAS_REQUEST | RRPC_META_HAS_CORRELATION_ID;
+  meta.service_name = (rrpc__str){service, strlen(service)};
+  meta.method_name = (rrpc__str){method, strlen(method)};
+  if (c->cntl->log_id != 0) {
+    meta.has |= RRPC_META_HAS_LOG_ID;
+    meta.log_id = c->cntl->log_id;
+  }
+  meta.correlation_id = (int64_t)c->cid;
+  int rc = rrpc__baidu_pack(frame, &meta, request, &c->cntl->req_att);
+  if (rc == 0 && rrpc_iobuf_length(frame) - RRPC_BAIDU_HEADER_SIZE > ch->max_body) rc = -RRPC_ETOOBIG;
+  return rc;
+}
+
+/* Put the call on the connection (pending map + timer) unless it closed. */
+static int enroll(struct conn *cn, struct call *c, int32_t timeout_ms) {
+  pthread_mutex_lock(&cn->mu);
+  if (cn->closed || rrpc__socket_failed(cn->sock)) {
+    pthread_mutex_unlock(&cn->mu);
+    return -RRPC_ECLOSE;
+  }
+  int rc = rrpc__idmap_put(&cn->pending, c->cid, c);
+  if (rc == 0 && timeout_ms > 0) {
+    uint64_t deadline = (uint64_t)c->cntl->start_us + (uint64_t)timeout_ms * 1000u;
+    rc = rrpc__loop_timer_add(cn->loop, deadline, on_timeout, c, &c->timer);
+    if (rc != 0) rrpc__idmap_take(&cn->pending, c->cid);
+  }
+  pthread_mutex_unlock(&cn->mu);
+  return rc;
+}
+
+static int issue(rrpc_channel *ch, struct call *c, int32_t timeout_ms, rrpc_iobuf *frame) {
+  char text[200];
+  /* A closed connection found before the request was written is safe to
+   * replace: nothing reached the server. Bounded, in case it keeps dying. */
+  for (int tries = 0;; tries++) {
+    struct conn *cn;
+    int rc = conn_get(ch, &cn);
+    if (rc != 0) {
+      snprintf(text, sizeof text, "cannot connect to %s: %s", ch->addr_str, rrpc_strerror(rc));
+      return fail_unsent(ch, c, rc, text);
+    }
+    c->conn = cn;
+    snprintf(c->cntl->remote, sizeof c->cntl->remote, "%s", cn->peer);
+    rc = enroll(cn, c, timeout_ms);
+    if (rc == 0) {
+      /* From here the call belongs to the connection's loop: it may even
+       * be completed before the write returns. */
+      rrpc__socket_write(cn->sock, frame);
+      conn_unref(cn);
+      return 0;
+    }
+    conn_unref(cn);
+    if (rc != -RRPC_ECLOSE || tries >= 3) {
+      snprintf(text, sizeof text, "cannot send to %s: %s", ch->addr_str, rrpc_strerror(rc));
+      return fail_unsent(ch, c, rc, text);
+    }
+  }
+}
+
+int rrpc_channel_call(rrpc_channel *ch, const char *service, const char *method, rrpc_controller *cntl,
+                      const rrpc_iobuf *request, rrpc_iobuf *response, rrpc_call_done done,
+                      void *arg) {
+  if (ch == NULL || service == NULL || method == NULL || cntl == NULL) return -EINVAL;
+  cntl->error_code = 0;
+  cntl->error_text[0] = '\0';
+  cntl->remote[0] = '\0';
+  cntl->used_rdma = 0;
+  rrpc__iobuf_destroy(&cntl->resp_att);
+  rrpc__iobuf_init(&cntl->resp_att);
+  cntl->start_us = (int64_t)rrpc__now_us();
+  int32_t timeout_ms = cntl->timeout_ms != 0 ? cntl->timeout_ms : ch->timeout_ms;
+
+  struct call local;
+  struct call *c = &local;
+  if (done != NULL) {
+    c = malloc(sizeof *c);
+    if (c == NULL) return -ENOMEM;
+  }
+  memset(c, 0, sizeof *c);
+  atomic_init(&c->state, 0);
+  c->cntl = cntl;
+  c->response = response;
+  c->done = done;
+  c->arg = arg;
+  c->cid = atomic_fetch_add(&ch->next_cid, 1);
+
+  if (done == NULL && rrpc__loop_current() != NULL)
+    return fail_unsent(ch, c, -EDEADLK, "a synchronous call from an rrpc loop thread would deadlock");
+
+  rrpc_iobuf frame;
+  rrpc__iobuf_init(&frame);
+  int rc = build_request(ch, c, service, method, request, &frame);
+  if (rc != 0) {
+    rrpc__iobuf_destroy(&frame);
+    return fail_unsent(ch, c, rc, rc == -RRPC_ETOOBIG ? "request larger than max_body_size" : NULL);
+  }
+  rc = issue(ch, c, timeout_ms, &frame);
+  rrpc__iobuf_destroy(&frame);
+  if (done != NULL) return rc;
+  futex_wait_while(&c->state, 0); /* returns at once if it failed unsent */
+  return c->result;
+}
+
+/* ---- channel lifetime ----------------------------------------------------- */
+
+int rrpc_channel_new(const char *addr, const rrpc_channel_options *opts, rrpc_channel **out) {
+  rrpc_channel_options o;
+  memset(&o, 0, sizeof o);
+  if (opts != NULL) o = *opts;
+  rrpc_channel *ch = calloc(1, sizeof *ch);
+  if (ch == NULL) return -ENOMEM;
+  int rc = rrpc__addr_parse(addr, &ch->addr);
+  if (rc == 0 && ch->addr.sin_addr.s_addr == htonl(INADDR_ANY)) rc = -EINVAL;
+  if (rc == 0) rc = rrpc__transport_pick(o.use_rdma, &ch->ops);
+  if (rc == 0) rc = rrpc__loop_group_global(0, &ch->group);
+  if (rc != 0) {
+    free(ch);
+    return rc;
+  }
+  char ip[INET_ADDRSTRLEN];
+  inet_ntop(AF_INET, &ch->addr.sin_addr, ip, sizeof ip);
+  snprintf(ch->addr_str, sizeof ch->addr_str, "%s:%d", ip, ntohs(ch->addr.sin_port));
+  ch->timeout_ms = o.timeout_ms != 0 ? o.timeout_ms : DEFAULT_TIMEOUT_MS;
+  ch->connect_timeout_ms = o.connect_timeout_ms > 0 ? o.connect_timeout_ms : DEFAULT_CONNECT_TIMEOUT_MS;
+  ch->max_retry = o.max_retry != 0 ? o.max_retry : DEFAULT_MAX_RETRY;
+  ch->max_body = o.max_body_size ? o.max_body_size : RRPC_BAIDU_DEFAULT_MAX_BODY;
+  pthread_mutex_init(&ch->mu, NULL);
+  pthread_cond_init(&ch->cv, NULL);
+  atomic_init(&ch->next_cid, 1);
+  *out = ch;
+  return 0;
+}
+
+void rrpc_channel_free(rrpc_channel *ch) {
+  if (ch == NULL) return;
+  pthread_mutex_lock(&ch->mu);
+  ch->closing = 1;
+  if (ch->conn != NULL) rrpc__socket_fail(ch->conn->sock, -RRPC_ECLOSE);
+  while (ch->nconns > 0) pthread_cond_wait(&ch->cv, &ch->mu);
+  pthread_mutex_unlock(&ch->mu);
+  pthread_mutex_destroy(&ch->mu);
+  pthread_cond_destroy(&ch->cv);
+  free(ch);
+}

@@ -1,0 +1,76 @@
+/* controller.c - per-call state shared by the client and server sides. */
+#include "rrpc/internal/controller.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rrpc/errors.h"
+
+void rrpc__controller_init(rrpc_controller *c) {
+  memset(c, 0, sizeof *c);
+  rrpc__iobuf_init(&c->req_att);
+  rrpc__iobuf_init(&c->resp_att);
+}
+
+void rrpc__controller_destroy(rrpc_controller *c) {
+  rrpc__iobuf_destroy(&c->req_att);
+  rrpc__iobuf_destroy(&c->resp_att);
+}
+
+int rrpc_controller_new(rrpc_controller **out) {
+  rrpc_controller *c = malloc(sizeof *c);
+  if (c == NULL) return -ENOMEM;
+  rrpc__controller_init(c);
+  *out = c;
+  return 0;
+}
+
+void rrpc_controller_free(rrpc_controller *c) {
+  if (c == NULL) return;
+  rrpc__controller_destroy(c);
+  free(c);
+}
+
+void rrpc_controller_reset(rrpc_controller *c) {
+  rrpc__controller_destroy(c);
+  rrpc__controller_init(c);
+}
+
+int rrpc_controller_failed(const rrpc_controller *c) { return c->error_code != 0; }
+int rrpc_controller_error_code(const rrpc_controller *c) { return c->error_code; }
+const char *rrpc_controller_error_text(const rrpc_controller *c) { return c->error_text; }
+
+void rrpc__controller_fail(rrpc_controller *c, int code, const char *text, size_t text_len) {
+  if (code > 0) code = -code;
+  if (code == 0 || code == -1) code = -RRPC_EINTERNAL;
+  c->error_code = code;
+  if (text == NULL || text_len == 0) {
+    text = rrpc_strerror(code);
+    text_len = strlen(text);
+  }
+  if (text_len > RRPC_ERROR_TEXT_MAX) text_len = RRPC_ERROR_TEXT_MAX;
+  memcpy(c->error_text, text, text_len);
+  c->error_text[text_len] = '\0';
+}
+
+void rrpc_controller_set_failed(rrpc_controller *c, int code, const char *text) {
+  rrpc__controller_fail(c, code, text, text ? strlen(text) : 0);
+}
+
+void rrpc_controller_set_timeout_ms(rrpc_controller *c, int32_t ms) { c->timeout_ms = ms; }
+int32_t rrpc_controller_timeout_ms(const rrpc_controller *c) { return c->timeout_ms; }
+void rrpc_controller_set_log_id(rrpc_controller *c, int64_t log_id) { c->log_id = log_id; }
+int64_t rrpc_controller_log_id(const rrpc_controller *c) { return c->log_id; }
+int64_t rrpc_controller_latency_us(const rrpc_controller *c) { return c->latency_us; }
+rrpc_iobuf *rrpc_controller_request_attachment(rrpc_controller *c) { return &c->req_att; }
+rrpc_iobuf *rrpc_controller_response_attachment(rrpc_controller *c) { return &c->resp_att; }
+int rrpc_controller_used_rdma(const rrpc_controller *c) { return c->used_rdma; }
+
+void rrpc_controller_remote_side(const rrpc_controller *c, char *buf, size_t len) {
+  if (len == 0) return;
+  size_t n = strnlen(c->remote, sizeof c->remote);
+  if (n >= len) n = len - 1;
+  memcpy(buf, c->remote, n);
+  buf[n] = '\0';
+}

@@ -1,0 +1,34 @@
+/* internal/controller.h - private to the rrpc core: the controller layout,
+ * so channel and server calls can embed one, and the setters they use. */
+#ifndef RRPC_INTERNAL_CONTROLLER_H
+#define RRPC_INTERNAL_CONTROLLER_H
+
+#include <stdint.h>
+
+#include "rrpc/internal/iobuf.h"
+#include "rrpc/controller.h"
+
+#define RRPC_ERROR_TEXT_MAX 512
+
+struct rrpc_controller {
+  int error_code; /* 0 or negative */
+  int32_t timeout_ms;
+  int64_t log_id;
+  int64_t start_us;
+  int64_t latency_us;
+  int used_rdma;
+  rrpc_iobuf req_att;
+  rrpc_iobuf resp_att;
+  char remote[80];
+  char error_text[RRPC_ERROR_TEXT_MAX + 1];
+};
+
+/* Embedded controllers. */
+void rrpc__controller_init(rrpc_controller *c);
+void rrpc__controller_destroy(rrpc_controller *c);
+
+/* rrpc__controller_fail - record a failure with text (copied, truncated). A
+ * code of 0 or -1 becomes -RRPC_EINTERNAL (brpc maps -1 the same way). */
+void rrpc__controller_fail(rrpc_controller *c, int code, const char *text, size_t text_len);
+
+#endif /* RRPC_INTERNAL_CONTROLLER_H */

@@ -1,0 +1,47 @@
+/* internal/socket.h - private to the rrpc core: creating sockets and the
+ * owner's view of one (what a channel connection or a server connection
+ * needs). Transports see the socket through rrpc/transport.h only. */
+#ifndef RRPC_INTERNAL_SOCKET_H
+#define RRPC_INTERNAL_SOCKET_H
+
+#include <stddef.h>
+
+#include "rrpc/transport.h"
+
+/* What the owner of a socket hears. Both run on the socket's loop thread. */
+typedef struct rrpc__socket_handler {
+  /* on_data - the read buffer grew: cut and handle whole messages, leave
+   * the rest. Return 0, or a negative code to fail the socket. */
+  int (*on_data)(void *owner, rrpc__socket *s, rrpc_iobuf *rbuf);
+  /* on_close - the socket failed with `code`; runs exactly once. After it
+   * returns, on_data is never called again. */
+  void (*on_close)(void *owner, rrpc__socket *s, int code);
+} rrpc__socket_handler;
+
+/* rrpc__socket_create - wrap a connected TCP `fd` (ownership moves to the
+ * socket, even on error) that will be driven by `loop` with transport `ops`.
+ * The socket starts itself on the loop thread (watch the fd, ops->start);
+ * writes issued before the transport is ready are queued. *out holds one
+ * reference for the caller (the owner); `h` and `owner` are borrowed until
+ * on_close has run. 0 or -ENOMEM. Any thread. */
+int rrpc__socket_create(rrpc__loop *loop, int fd, int is_client, const rrpc_transport_ops *ops,
+                        const rrpc__socket_handler *h, void *owner, rrpc__socket **out);
+
+/* rrpc__socket_write - MOVE all of `msg` to the socket's write path (msg is
+ * left empty). Messages keep their order per socket. The first writer writes
+ * on its own thread; concurrent writers queue behind it. 0, or -RRPC_ECLOSE
+ * if the socket has failed (msg is then emptied too). Any thread; the caller
+ * must hold a reference. */
+int rrpc__socket_write(rrpc__socket *s, rrpc_iobuf *msg);
+
+/* rrpc__socket_failed - nonzero once the socket failed (the first code). */
+int rrpc__socket_failed(const rrpc__socket *s);
+
+/* rrpc__socket_peer_str - "ip:port" of the peer. */
+void rrpc__socket_peer_str(const rrpc__socket *s, char *buf, size_t len);
+
+/* rrpc__socket_describe - the transport's one-line description. */
+int rrpc__socket_describe(const rrpc__socket *s, char *buf, size_t len);
+int rrpc__socket_is_rdma(const rrpc__socket *s);
+
+#endif /* RRPC_INTERNAL_SOCKET_H */

@@ -1,0 +1,443 @@
+/* server.c - the rrpc server: listener, accepted connections, method table
+ * and request dispatch over baidu_std. Transport-agnostic: connections get
+ * the ops that rrpc__transport_pick returns for the server's options. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "rrpc/internal/addr.h"
+#include "rrpc/internal/baidu_std.h"
+#include "rrpc/internal/controller.h"
+#include "rrpc/internal/log.h"
+#include "rrpc/internal/socket.h"
+#include "rrpc/internal/worker_pool.h"
+#include "rrpc/errors.h"
+#include "rrpc/server.h"
+
+struct method {
+  char *service;
+  char *name;
+  rrpc_handler_fn fn;
+  void *arg;
+};
+
+/* One accepted connection; lives until its socket's on_close. */
+struct sconn {
+  struct sconn *prev, *next;
+  rrpc_server *srv;
+  rrpc__socket *sock;
+};
+
+enum { SRV_NEW, SRV_RUNNING, SRV_STOPPED };
+
+struct rrpc_server {
+  rrpc_server_options opts;
+  size_t max_body;
+  struct method *methods;
+  size_t nmethods, cap_methods;
+  rrpc__loop_group *group;
+  int own_group;
+  rrpc__worker_pool *pool;
+  const rrpc_transport_ops *ops;
+  int listen_fd;
+  int port;
+  rrpc__loop *lloop;
+  rrpc__watcher lwatch;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int state;
+  struct sconn conns; /* list head */
+  size_t nconns;
+  size_t live_calls; /* calls handed to handlers and not yet responded */
+  int listener_closed;
+};
+
+struct rrpc_server_call {
+  rrpc_server *srv;
+  rrpc__socket *sock; /* refcounted */
+  int64_t cid;
+  const struct method *m;
+  rrpc_iobuf request;
+  rrpc_controller cntl;
+};
+
+static const rrpc__socket_handler server_handler;
+
+/* ---- lifetime -------------------------------------------------------------- */
+
+int rrpc_server_new(const rrpc_server_options *opts, rrpc_server **out) {
+  rrpc_server *s = calloc(1, sizeof *s);
+  if (s == NULL) return -ENOMEM;
+  if (opts != NULL) s->opts = *opts;
+  if (s->opts.num_threads < 0 || s->opts.pool_threads < 0) {
+    free(s);
+    return -EINVAL;
+  }
+  s->max_body = s->opts.max_body_size ? s->opts.max_body_size : RRPC_BAIDU_DEFAULT_MAX_BODY;
+  s->listen_fd = -1;
+  s->port = -RRPC_ENOTREADY;
+  s->conns.next = s->conns.prev = &s->conns;
+  pthread_mutex_init(&s->mu, NULL);
+  pthread_cond_init(&s->cv, NULL);
+  *out = s;
+  return 0;
+}
+
+int rrpc_server_add_method(rrpc_server *s, const char *service, const char *method,
+                           rrpc_handler_fn fn, void *arg) {
+  if (service == NULL || method == NULL || fn == NULL || *service == '\0' || *method == '\0')
+    return -EINVAL;
+  if (s->state != SRV_NEW) return -EBUSY;
+  for (size_t i = 0; i < s->nmethods; i++)
+    if (strcmp(s->methods[i].service, service) == 0 && strcmp(s->methods[i].name, method) == 0)
+      return -EEXIST;
+  if (s->nmethods == s->cap_methods) {
+    size_t ncap = s->cap_methods ? s->cap_methods * 2 : 8;
+    struct method *nm = realloc(s->methods, ncap * sizeof *nm);
+    if (nm == NULL) return -ENOMEM;
+    s->methods = nm;
+    s->cap_methods = ncap;
+  }
+  struct method *m = &s->methods[s->nmethods];
+  m->service = strdup(service);
+  m->name = strdup(method);
+  if (m->service == NULL || m->name == NULL) {
+    free(m->service);
+    free(m->name);
+    return -ENOMEM;
+  }
+  m->fn = fn;
+  m->arg = arg;
+  s->nmethods++;
+  return 0;
+}
+
+/* Linear: services have a handful of methods; a table lookup costs less
+ * than hashing two strings at this size. */
+static int find_method(const rrpc_server *s, rrpc__str svc, rrpc__str name,
+                       const struct method **out) {
+  int service_seen = 0;
+  for (size_t i = 0; i < s->nmethods; i++) {
+    const struct method *m = &s->methods[i];
+    if (!rrpc__str_eq(svc, m->service)) continue;
+    service_seen = 1;
+    if (rrpc__str_eq(name, m->name)) {
+      *out = m;
+      return 0;
+    }
+  }
+  return service_seen ? -RRPC_ENOMETHOD : -RRPC_ENOSERVICE;
+}
+
+/* ---- responding ------------------------------------------------------------ */
+
+static void call_release(rrpc_server_call *call) {
+  rrpc_server *srv = call->srv;
+  rrpc__socket_unref(call->sock);
+  rrpc__iobuf_destroy(&call->request);
+  rrpc__controller_destroy(&call->cntl);
+  free(call);
+  pthread_mutex_lock(&srv->mu);
+  if (--srv->live_calls == 0) pthread_cond_broadcast(&srv->cv);
+  pthread_mutex_unlock(&srv->mu);
+}
+
+int rrpc_server_call_respond(rrpc_server_call *call, const rrpc_iobuf *response) {
+  rrpc_controller *c = &call->cntl;
+  rrpc__rpc_meta meta;
+  memset(&meta, 0, sizeof meta);
+  meta.has = RRPC_META_HAS_RESPONSE | RRPC_META_HAS_CORRELATION_ID;
+  meta.correlation_id = call->cid;
+  int failed = c->error_code != 0;
+  if (failed) {
+    /* The wire carries brpc's positive codes. */
+    meta.has |= RRPC_META_HAS_ERROR_CODE | RRPC_META_HAS_ERROR_TEXT;
+    meta.error_code = -c->error_code;
+    meta.error_text.ptr = c->error_text;
+    meta.error_text.len = strlen(c->error_text);
+  }
+  c->latency_us = (int64_t)rrpc__now_us() - c->start_us;
+  rrpc_iobuf frame;
+  rrpc__iobuf_init(&frame);
+  int rc = rrpc__baidu_pack(&frame, &meta, failed ? NULL : response, failed ? NULL : &c->resp_att);
+  if (rc == 0) {
+    rc = rrpc__socket_write(call->sock, &frame);
+  } else {
+    RRPC_LOG(ERROR, "cannot pack response of %s.%s: %s", call->m ? call->m->service : "?",
+             call->m ? call->m->name : "?", rrpc_strerror(rc));
+    rrpc__socket_fail(call->sock, rc); /* the client must not wait forever */
+  }
+  rrpc__iobuf_destroy(&frame);
+  call_release(call);
+  return rc;
+}
+
+const rrpc_iobuf *rrpc_server_call_request(const rrpc_server_call *call) { return &call->request; }
+rrpc_controller *rrpc_server_call_controller(rrpc_server_call *call) { return &call->cntl; }
+const char *rrpc_server_call_service(const rrpc_server_call *call) { return call->m->service; }
+const char *rrpc_server_call_method(const rrpc_server_call *call) { return call->m->name; }
+
+/* ---- dispatch -------------------------------------------------------------- */
+
+static void run_handler(void *arg) {
+  rrpc_server_call *call = arg;
+  call->m->fn(call->m->arg, call);
+}
+
+/* Decide whether the request can reach a handler; if not, fail it with the
+ * code brpc would use and the name that was not found. */
+static int check_request(rrpc_server *srv, rrpc__baidu_msg *msg, rrpc_server_call *call) {
+  const rrpc__rpc_meta *meta = &msg->meta;
+  char text[300];
+  int rc = find_method(srv, meta->service_name, meta->method_name, &call->m);
+  if (rc == -RRPC_ENOSERVICE) {
+    snprintf(text, sizeof text, "no service named '%.*s'", (int)(meta->service_name.len > 200 ? 200 : meta->service_name.len),
+             meta->service_name.ptr);
+  } else if (rc == -RRPC_ENOMETHOD) {
+    snprintf(text, sizeof text, "service '%.*s' has no method '%.*s'",
+             (int)(meta->service_name.len > 120 ? 120 : meta->service_name.len), meta->service_name.ptr,
+             (int)(meta->method_name.len > 120 ? 120 : meta->method_name.len), meta->method_name.ptr);
+  } else if (msg->bad_attachment) {
+    rc = -RRPC_EREQUEST;
+    snprintf(text, sizeof text, "attachment_size %d is larger than the body", meta->attachment_size);
+  } else if ((meta->has & RRPC_META_HAS_COMPRESS_TYPE) && meta->compress_type != 0) {
+    rc = -RRPC_EREQUEST;
+    snprintf(text, sizeof text, "compress_type %d is not supported", meta->compress_type);
+  }
+  if (rc != 0) rrpc__controller_fail(&call->cntl, rc, text, strlen(text));
+  return rc;
+}
+
+static int handle_request(rrpc_server *srv, rrpc__socket *sock, rrpc__baidu_msg *msg) {
+  if (!(msg->meta.has & RRPC_META_HAS_REQUEST)) {
+    RRPC_LOG(WARNING, "closing a connection that sent a baidu_std frame without a request");
+    return -RRPC_EPARSE;
+  }
+  rrpc_server_call *call = calloc(1, sizeof *call);
+  if (call == NULL) return -ENOMEM;
+  call->srv = srv;
+  call->sock = sock;
+  rrpc__socket_ref(sock);
+  call->cid = msg->meta.correlation_id;
+  rrpc__iobuf_init(&call->request);
+  rrpc__controller_init(&call->cntl);
+  call->cntl.start_us = (int64_t)rrpc__now_us();
+  call->cntl.log_id = msg->meta.log_id;
+  call->cntl.used_rdma = rrpc__socket_is_rdma(sock);
+  rrpc__socket_peer_str(sock, call->cntl.remote, sizeof call->cntl.remote);
+  rrpc_iobuf_move(&call->request, &msg->payload);
+  rrpc_iobuf_move(&call->cntl.req_att, &msg->attachment);
+  pthread_mutex_lock(&srv->mu);
+  srv->live_calls++;
+  pthread_mutex_unlock(&srv->mu);
+  if (check_request(srv, msg, call) != 0) {
+    rrpc_server_call_respond(call, NULL);
+    return 0;
+  }
+  if (srv->pool != NULL && rrpc__worker_pool_submit(srv->pool, run_handler, call) == 0) return 0;
+  run_handler(call); /* run to completion on the loop thread */
+  return 0;
+}
+
+static int server_on_data(void *owner, rrpc__socket *sock, rrpc_iobuf *rbuf) {
+  struct sconn *c = owner;
+  for (;;) {
+    rrpc__baidu_msg msg;
+    rrpc__baidu_msg_init(&msg);
+    int rc = rrpc__baidu_cut(rbuf, c->srv->max_body, &msg);
+    if (rc == 0) return 0;
+    if (rc < 0) {
+      char peer[64];
+      rrpc__socket_peer_str(sock, peer, sizeof peer);
+      RRPC_LOG(WARNING, "closing connection from %s: %s", peer, rrpc_strerror(rc));
+      return rc;
+    }
+    rc = handle_request(c->srv, sock, &msg);
+    rrpc__baidu_msg_destroy(&msg);
+    if (rc < 0) return rc;
+  }
+}
+
+static void server_on_close(void *owner, rrpc__socket *sock, int code) {
+  (void)code;
+  struct sconn *c = owner;
+  rrpc_server *srv = c->srv;
+  pthread_mutex_lock(&srv->mu);
+  c->prev->next = c->next;
+  c->next->prev = c->prev;
+  if (--srv->nconns == 0) pthread_cond_broadcast(&srv->cv);
+  pthread_mutex_unlock(&srv->mu);
+  rrpc__socket_unref(sock);
+  free(c);
+}
+
+static const rrpc__socket_handler server_handler = {
+    .on_data = server_on_data,
+    .on_close = server_on_close,
+};
+
+/* ---- listening ------------------------------------------------------------- */
+
+static void adopt(rrpc_server *srv, int fd) {
+  struct sconn *c = calloc(1, sizeof *c);
+  if (c == NULL) {
+    close(fd);
+    return;
+  }
+  c->srv = srv;
+  pthread_mutex_lock(&srv->mu);
+  if (srv->state != SRV_RUNNING) {
+    pthread_mutex_unlock(&srv->mu);
+    free(c);
+    close(fd);
+    return;
+  }
+  /* Linked before the socket exists so on_close always finds it. */
+  c->next = srv->conns.next;
+  c->prev = &srv->conns;
+  srv->conns.next->prev = c;
+  srv->conns.next = c;
+  srv->nconns++;
+  int rc = rrpc__socket_create(rrpc__loop_group_next(srv->group), fd, 0, srv->ops, &server_handler, c,
+                               &c->sock);
+  if (rc != 0) {
+    c->prev->next = c->next;
+    c->next->prev = c->prev;
+    srv->nconns--;
+    free(c);
+    RRPC_LOG(ERROR, "cannot start an accepted connection: %s", rrpc_strerror(rc));
+  }
+  pthread_mutex_unlock(&srv->mu);
+}
+
+static void on_accept(rrpc__watcher *w, uint32_t events) {
+  (void)events;
+  rrpc_server *srv = w->arg;
+  for (int i = 0; i < 64; i++) {
+    int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK)
+        RRPC_LOG(WARNING, "accept on port %d: %s", srv->port, rrpc_strerror(-errno));
+      return;
+    }
+    adopt(srv, fd);
+  }
+}
+
+static int open_listener(rrpc_server *s, const struct sockaddr_in *sa) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -errno;
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  int rc = 0;
+  if (bind(fd, (const struct sockaddr *)sa, sizeof *sa) != 0 || listen(fd, 1024) != 0) {
+    rc = -errno;
+    close(fd);
+    return rc;
+  }
+  struct sockaddr_in bound;
+  socklen_t len = sizeof bound;
+  getsockname(fd, (struct sockaddr *)&bound, &len);
+  s->listen_fd = fd;
+  s->port = ntohs(bound.sin_port);
+  return 0;
+}
+
+static int start_runtime(rrpc_server *s) {
+  int rc;
+  if (s->opts.num_threads > 0) {
+    rc = rrpc__loop_group_start(s->opts.num_threads, "rrpc-srv", &s->group);
+    s->own_group = (rc == 0);
+  } else {
+    rc = rrpc__loop_group_global(0, &s->group);
+  }
+  if (rc != 0) return rc;
+  if (s->opts.handlers_in_pool) {
+    int n = s->opts.pool_threads > 0 ? s->opts.pool_threads : 4;
+    rc = rrpc__worker_pool_start(n, "rrpc-work", &s->pool);
+  }
+  return rc;
+}
+
+int rrpc_server_start(rrpc_server *s, const char *addr) {
+  if (s->state != SRV_NEW) return -EBUSY;
+  struct sockaddr_in sa;
+  int rc = rrpc__addr_parse(addr, &sa);
+  if (rc != 0) return rc;
+  rc = rrpc__transport_pick(s->opts.use_rdma, &s->ops);
+  if (rc != 0) return rc;
+  rc = start_runtime(s);
+  if (rc != 0) return rc;
+  rc = open_listener(s, &sa);
+  if (rc != 0) return rc;
+  s->lloop = rrpc__loop_group_next(s->group);
+  s->lwatch = (rrpc__watcher){.fd = s->listen_fd, .events = EPOLLIN, .cb = on_accept, .arg = s};
+  pthread_mutex_lock(&s->mu);
+  s->state = SRV_RUNNING;
+  pthread_mutex_unlock(&s->mu);
+  rc = rrpc__loop_watch_add(s->lloop, &s->lwatch);
+  if (rc != 0) {
+    pthread_mutex_lock(&s->mu);
+    s->state = SRV_STOPPED;
+    pthread_mutex_unlock(&s->mu);
+    close(s->listen_fd);
+    s->listen_fd = -1;
+    return rc;
+  }
+  return 0;
+}
+
+int rrpc_server_port(const rrpc_server *s) { return s->port; }
+
+/* On the listener's loop, so no accept callback can be running. */
+static void close_listener_task(void *arg) {
+  rrpc_server *s = arg;
+  rrpc__loop_watch_del(s->lloop, &s->lwatch);
+  close(s->listen_fd);
+  pthread_mutex_lock(&s->mu);
+  s->listen_fd = -1;
+  s->listener_closed = 1;
+  pthread_cond_broadcast(&s->cv);
+  pthread_mutex_unlock(&s->mu);
+}
+
+void rrpc_server_stop(rrpc_server *s) {
+  pthread_mutex_lock(&s->mu);
+  int was_running = s->state == SRV_RUNNING;
+  s->state = SRV_STOPPED;
+  pthread_mutex_unlock(&s->mu);
+  if (!was_running) return;
+  if (rrpc__loop_post(s->lloop, close_listener_task, s) != 0) close_listener_task(s);
+  pthread_mutex_lock(&s->mu);
+  while (!s->listener_closed) pthread_cond_wait(&s->cv, &s->mu);
+  for (struct sconn *c = s->conns.next; c != &s->conns; c = c->next)
+    rrpc__socket_fail(c->sock, -RRPC_ELOGOFF);
+  while (s->nconns > 0) pthread_cond_wait(&s->cv, &s->mu);
+  pthread_mutex_unlock(&s->mu);
+}
+
+void rrpc_server_free(rrpc_server *s) {
+  if (s == NULL) return;
+  rrpc_server_stop(s);
+  pthread_mutex_lock(&s->mu);
+  while (s->live_calls > 0) pthread_cond_wait(&s->cv, &s->mu);
+  pthread_mutex_unlock(&s->mu);
+  if (s->pool != NULL) rrpc__worker_pool_stop(s->pool);
+  if (s->own_group) rrpc__loop_group_stop(s->group);
+  for (size_t i = 0; i < s->nmethods; i++) {
+    free(s->methods[i].service);
+    free(s->methods[i].name);
+  }
+  free(s->methods);
+  pthread_mutex_destroy(&s->mu);
+  pthread_cond_destroy(&s->cv);
+  free(s);
+}

@@ -1,0 +1,314 @@
+/* socket.c - a connection of the rrpc core: its TCP fd, loop, read buffer
+ * and ordered write path, driven through a transport ops table. Knows
+ * nothing about what the transport is, nor about the protocol above it.
+ *
+ * Write path: one "write token" per socket. A writer that finds the token
+ * free takes it and writes on its own thread (no thread hop); writers that
+ * find it taken append to the queue, and the token holder drains the queue
+ * before giving the token back, so order per socket is kept. A transport
+ * that cannot take more returns -EAGAIN and keeps the token until it calls
+ * rrpc__socket_resume_write. Until the transport is ready the token belongs
+ * to the start-up, so early writes just queue.
+ *
+ * Lifetime: refcounted. The fd is closed and the transport's close runs
+ * only when the last reference drops (on the loop thread), so no thread can
+ * be inside a transport write while its state is torn down. Failing a socket
+ * only marks it, shuts the fd down and tells the owner, once.
+ */
+#include "rrpc/internal/socket.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "rrpc/internal/log.h"
+#include "rrpc/errors.h"
+
+struct rrpc__socket {
+  atomic_int refs;
+  atomic_int failed; /* 0, or the first (negative) failure code */
+  int fd;
+  int is_client;
+  rrpc__loop *loop;
+  rrpc__watcher watcher;
+  int watching;
+  uint32_t want_events;
+  pthread_mutex_t ev_mu; /* serializes epoll_ctl changes of want_events */
+  const rrpc_transport_ops *ops;
+  void *tstate;
+  const rrpc__socket_handler *handler;
+  void *owner;
+  int owner_notified;
+  int closed; /* close_task ran (loop thread only) */
+  rrpc_iobuf rbuf; /* loop thread only */
+  /* write side */
+  pthread_mutex_t wmu;
+  int token;         /* 1 while a writer (or the start-up) holds the token */
+  rrpc_iobuf wqueue; /* appended under wmu by writers without the token */
+  rrpc_iobuf wpend;  /* only the token holder touches it */
+  struct sockaddr_storage peer;
+  struct sockaddr_storage local;
+};
+
+static void socket_free(rrpc__socket *s) {
+  if (s->ops != NULL && s->ops->close != NULL) s->ops->close(s);
+  if (s->fd >= 0) close(s->fd);
+  rrpc__iobuf_destroy(&s->rbuf);
+  rrpc__iobuf_destroy(&s->wqueue);
+  rrpc__iobuf_destroy(&s->wpend);
+  pthread_mutex_destroy(&s->wmu);
+  pthread_mutex_destroy(&s->ev_mu);
+  free(s);
+}
+
+static void free_task(void *arg) { socket_free(arg); }
+
+void rrpc__socket_ref(rrpc__socket *s) { atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed); }
+
+void rrpc__socket_unref(rrpc__socket *s) {
+  if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) != 1) return;
+  /* Transport state is torn down on the loop thread, where its watchers and
+   * timers live; a loop that is shutting down runs it here instead. */
+  if (rrpc__loop_in_thread(s->loop) || rrpc__loop_post(s->loop, free_task, s) != 0) socket_free(s);
+}
+
+int rrpc__socket_fd(const rrpc__socket *s) { return s->fd; }
+rrpc__loop *rrpc__socket_loop(const rrpc__socket *s) { return s->loop; }
+rrpc_iobuf *rrpc__socket_rbuf(rrpc__socket *s) { return &s->rbuf; }
+void rrpc__socket_set_tstate(rrpc__socket *s, void *state) { s->tstate = state; }
+void *rrpc__socket_tstate(const rrpc__socket *s) { return s->tstate; }
+int rrpc__socket_is_client(const rrpc__socket *s) { return s->is_client; }
+int rrpc__socket_failed(const rrpc__socket *s) { return atomic_load(&s->failed); }
+
+void rrpc__socket_switch_transport(rrpc__socket *s, const rrpc_transport_ops *ops) {
+  s->ops = ops;
+  s->tstate = NULL;
+}
+
+int rrpc__socket_local_addr(const rrpc__socket *s, struct sockaddr_storage *out) {
+  *out = s->local;
+  return 0;
+}
+
+static void addr_str(const struct sockaddr_storage *ss, char *buf, size_t len) {
+  char ip[INET6_ADDRSTRLEN] = "?";
+  int port = 0;
+  if (ss->ss_family == AF_INET) {
+    const struct sockaddr_in *in = (const struct sockaddr_in *)ss;
+    inet_ntop(AF_INET, &in->sin_addr, ip, sizeof ip);
+    port = ntohs(in->sin_port);
+  } else if (ss->ss_family == AF_INET6) {
+    const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)ss;
+    inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof ip);
+    port = ntohs(in6->sin6_port);
+  }
+  snprintf(buf, len, "%s:%d", ip, port);
+}
+
+void rrpc__socket_peer_str(const rrpc__socket *s, char *buf, size_t len) { addr_str(&s->peer, buf, len); }
+
+int rrpc__socket_describe(const rrpc__socket *s, char *buf, size_t len) {
+  if (s->ops->describe != NULL) return s->ops->describe(s, buf, len);
+  snprintf(buf, len, "%s", s->ops->name);
+  return 0;
+}
+
+int rrpc__socket_is_rdma(const rrpc__socket *s) {
+  return s->ops->is_rdma != NULL && s->ops->is_rdma(s);
+}
+
+/* ---- events ------------------------------------------------------------- */
+
+static void on_fd_event(rrpc__watcher *w, uint32_t events) {
+  rrpc__socket *s = w->arg;
+  if (atomic_load(&s->failed)) return;
+  s->ops->on_fd_event(s, events);
+}
+
+int rrpc__socket_want_writable(rrpc__socket *s, int on) {
+  int rc = 0;
+  pthread_mutex_lock(&s->ev_mu);
+  uint32_t ev = on ? (s->want_events | EPOLLOUT) : (s->want_events & ~(uint32_t)EPOLLOUT);
+  if (ev != s->want_events && s->watching) {
+    rc = rrpc__loop_watch_mod(s->loop, &s->watcher, ev);
+    if (rc == 0) s->want_events = ev;
+  }
+  pthread_mutex_unlock(&s->ev_mu);
+  return rc;
+}
+
+/* ---- failing and closing -------------------------------------------------- */
+
+/* Runs on the loop thread: stop watching, tell the owner once, drop the
+ * reference that the start-up took. */
+static void close_task(void *arg) {
+  rrpc__socket *s = arg;
+  if (s->closed) return;
+  s->closed = 1;
+  if (s->watching) {
+    rrpc__loop_watch_del(s->loop, &s->watcher);
+    s->watching = 0;
+  }
+  if (!s->owner_notified) {
+    s->owner_notified = 1;
+    s->handler->on_close(s->owner, s, atomic_load(&s->failed));
+  }
+  rrpc__socket_unref(s); /* the loop's reference */
+}
+
+void rrpc__socket_fail(rrpc__socket *s, int code) {
+  if (code >= 0) code = -RRPC_ECLOSE;
+  int expected = 0;
+  if (!atomic_compare_exchange_strong(&s->failed, &expected, code)) return;
+  /* Wake any thread blocked on the fd and make the peer see EOF now; the fd
+   * itself stays open until the last reference, so it cannot be reused
+   * under a concurrent writer. */
+  shutdown(s->fd, SHUT_RDWR);
+  if (rrpc__loop_post(s->loop, close_task, s) != 0) {
+    RRPC_LOG(ERROR, "socket fd=%d: loop is gone, closing inline", s->fd);
+    close_task(s);
+  }
+}
+
+/* ---- write path ----------------------------------------------------------- */
+
+/* The token holder writes until the queue is empty (token released), the
+ * transport must wait (token kept), or the socket fails. */
+static void drain(rrpc__socket *s) {
+  for (;;) {
+    if (rrpc_iobuf_length(&s->wpend) == 0) {
+      pthread_mutex_lock(&s->wmu);
+      if (rrpc_iobuf_length(&s->wqueue) == 0) {
+        s->token = 0;
+        pthread_mutex_unlock(&s->wmu);
+        return;
+      }
+      int rc = rrpc_iobuf_move(&s->wpend, &s->wqueue);
+      pthread_mutex_unlock(&s->wmu);
+      if (rc != 0) {
+        rrpc__socket_fail(s, rc);
+        return;
+      }
+    }
+    if (atomic_load(&s->failed)) return; /* keep the token: nothing more goes out */
+    int rc = s->ops->write(s, &s->wpend);
+    if (rc == -EAGAIN) return; /* the transport resumes us; we keep the token */
+    if (rc < 0) {
+      RRPC_LOG(WARNING, "socket fd=%d: write failed: %s", s->fd, rrpc_strerror(rc));
+      rrpc__socket_fail(s, rc);
+      return;
+    }
+  }
+}
+
+int rrpc__socket_write(rrpc__socket *s, rrpc_iobuf *msg) {
+  pthread_mutex_lock(&s->wmu);
+  int failed = atomic_load(&s->failed);
+  if (failed) {
+    pthread_mutex_unlock(&s->wmu);
+    rrpc_iobuf_clear(msg);
+    return -RRPC_ECLOSE;
+  }
+  if (s->token) {
+    int rc = rrpc_iobuf_move(&s->wqueue, msg);
+    pthread_mutex_unlock(&s->wmu);
+    if (rc != 0) rrpc_iobuf_clear(msg);
+    return rc;
+  }
+  s->token = 1;
+  pthread_mutex_unlock(&s->wmu);
+  int rc = rrpc_iobuf_move(&s->wpend, msg); /* wpend is empty: cannot grow */
+  if (rc != 0) {
+    rrpc_iobuf_clear(msg);
+    rrpc__socket_fail(s, rc);
+    return rc;
+  }
+  drain(s);
+  return 0;
+}
+
+void rrpc__socket_resume_write(rrpc__socket *s) { drain(s); }
+
+void rrpc__socket_ready(rrpc__socket *s, int code) {
+  if (code < 0) {
+    rrpc__socket_fail(s, code);
+    return;
+  }
+  drain(s); /* the start-up held the token; now writes flow */
+}
+
+void rrpc__socket_deliver(rrpc__socket *s) {
+  if (atomic_load(&s->failed) || s->owner_notified) return;
+  int rc = s->handler->on_data(s->owner, s, &s->rbuf);
+  if (rc < 0) rrpc__socket_fail(s, rc);
+}
+
+/* ---- creation ------------------------------------------------------------- */
+
+static void start_task(void *arg) {
+  rrpc__socket *s = arg;
+  if (atomic_load(&s->failed)) return; /* its close_task is queued behind us */
+  int rc = rrpc__loop_watch_add(s->loop, &s->watcher);
+  if (rc == 0) {
+    s->watching = 1;
+    rc = s->ops->start(s, s->is_client);
+  }
+  if (rc < 0) {
+    RRPC_LOG(WARNING, "socket fd=%d: %s start failed: %s", s->fd, s->ops->name, rrpc_strerror(rc));
+    rrpc__socket_fail(s, rc);
+  }
+  /* The loop's reference is dropped by close_task once the socket fails. */
+}
+
+static void tune_fd(int fd) {
+  int one = 1;
+  /* RPC messages are latency-bound: never let Nagle hold a small frame. */
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+int rrpc__socket_create(rrpc__loop *loop, int fd, int is_client, const rrpc_transport_ops *ops,
+                        const rrpc__socket_handler *h, void *owner, rrpc__socket **out) {
+  rrpc__socket *s = calloc(1, sizeof *s);
+  if (s == NULL) {
+    close(fd);
+    return -ENOMEM;
+  }
+  atomic_init(&s->refs, 2); /* the caller's and the loop's */
+  atomic_init(&s->failed, 0);
+  s->fd = fd;
+  s->is_client = is_client;
+  s->loop = loop;
+  s->ops = ops;
+  s->handler = h;
+  s->owner = owner;
+  s->token = 1; /* held by the start-up until the transport is ready */
+  s->want_events = EPOLLIN;
+  s->watcher = (rrpc__watcher){.fd = fd, .events = EPOLLIN, .cb = on_fd_event, .arg = s};
+  rrpc__iobuf_init(&s->rbuf);
+  rrpc__iobuf_init(&s->wqueue);
+  rrpc__iobuf_init(&s->wpend);
+  pthread_mutex_init(&s->wmu, NULL);
+  pthread_mutex_init(&s->ev_mu, NULL);
+  socklen_t len = sizeof s->peer;
+  getpeername(fd, (struct sockaddr *)&s->peer, &len);
+  len = sizeof s->local;
+  getsockname(fd, (struct sockaddr *)&s->local, &len);
+  tune_fd(fd);
+  int rc = rrpc__loop_post(loop, start_task, s);
+  if (rc != 0) {
+    s->ops = NULL; /* never started: nothing for the transport to close */
+    socket_free(s);
+    return rc;
+  }
+  *out = s;
+  return 0;
+}

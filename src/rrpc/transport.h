@@ -1,0 +1,97 @@
+/* rrpc/transport.h - the contract between the rrpc core and a transport
+ * (TCP, RDMA). Private to rrpc and its transports; applications never see it.
+ *
+ * A transport is one const table of operations (in the spirit of a
+ * libibverbs provider). The core owns the socket: its TCP fd (every
+ * connection starts as TCP), its loop, its read buffer and its write queue.
+ * The transport owns whatever it hangs on rrpc__socket_set_tstate and moves
+ * bytes: it appends what it receives to the read buffer and writes what the
+ * core hands it. The socket never knows which transport it holds.
+ *
+ * Threads: start, on_fd_event and close run on the socket's loop thread.
+ * write runs on whichever thread holds the socket's write token (any
+ * thread, one at a time). A transport that needs its own events (a
+ * completion channel) registers watchers on rrpc__socket_loop(s).
+ */
+#ifndef RRPC_TRANSPORT_H
+#define RRPC_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rrpc/internal/iobuf.h"
+#include "rrpc/internal/loop.h"
+
+typedef struct rrpc__socket rrpc__socket;
+
+typedef struct rrpc_transport_ops {
+  const char *name;
+  /* start - the TCP connection is up (connected or accepted) and watched
+   * for readability. Run any handshake, then call rrpc__socket_ready(s, 0)
+   * - or rrpc__socket_fail(s, code). Until ready, the core queues writes.
+   * Returns 0 or a negative code (the socket then fails). */
+  int (*start)(rrpc__socket *s, int is_client);
+  /* write - send from the front of `data`, popping what was handed to the
+   * wire. Return 0 when all of it went, -EAGAIN when it must wait (the
+   * transport then calls rrpc__socket_resume_write(s) later, from any
+   * thread), or a negative error (the socket fails). */
+  int (*write)(rrpc__socket *s, rrpc_iobuf *data);
+  /* on_fd_event - the TCP fd has `events` (EPOLLIN/OUT/HUP/ERR). Append
+   * received bytes to rrpc__socket_rbuf(s) and call rrpc__socket_deliver;
+   * on EOF or error call rrpc__socket_fail. */
+  void (*on_fd_event)(rrpc__socket *s, uint32_t events);
+  /* close - release transport state. Called once, on the loop thread,
+   * after the socket failed or was closed; the fd is still open. */
+  void (*close)(rrpc__socket *s);
+  /* describe - one line for tools/logs ("tcp", "rdma qpn=.. gid=.."). */
+  int (*describe)(const rrpc__socket *s, char *buf, size_t len);
+  /* is_rdma - 1 if the socket carries data over RDMA right now. */
+  int (*is_rdma)(const rrpc__socket *s);
+} rrpc_transport_ops;
+
+/* ---- transport selection (transport/registry.c) -------------------------- */
+/* rrpc__transport_pick - ops for a new connection. want_rdma: 0 = TCP,
+ * 1 = RDMA (with fallback to TCP inside the RDMA transport). 0, or
+ * -RRPC_ENORDMA when RDMA is asked for in a build without it. */
+int rrpc__transport_pick(int want_rdma, const rrpc_transport_ops **out);
+/* rrpc__transport_tcp - the plain TCP ops (for fallback). */
+const rrpc_transport_ops *rrpc__transport_tcp(void);
+
+/* ---- what the core offers transports ------------------------------------- */
+int rrpc__socket_fd(const rrpc__socket *s);
+rrpc__loop *rrpc__socket_loop(const rrpc__socket *s);
+/* The read buffer: append received bytes here (loop thread only). */
+rrpc_iobuf *rrpc__socket_rbuf(rrpc__socket *s);
+/* Transport-private state: owned by the transport, freed in its close. */
+void rrpc__socket_set_tstate(rrpc__socket *s, void *state);
+void *rrpc__socket_tstate(const rrpc__socket *s);
+/* rrpc__socket_switch_transport - replace the ops (RDMA -> TCP fallback).
+ * Loop thread, before ready. The old transport's close is NOT called: it
+ * must release its state itself before switching. */
+void rrpc__socket_switch_transport(rrpc__socket *s, const rrpc_transport_ops *ops);
+/* Watch the TCP fd for EPOLLOUT as well (TCP transport's partial writes).
+ * Any thread. */
+int rrpc__socket_want_writable(rrpc__socket *s, int on);
+/* rrpc__socket_ready - the transport can carry messages (code 0): queued
+ * writes start. A negative code fails the socket. Loop thread. */
+void rrpc__socket_ready(rrpc__socket *s, int code);
+/* rrpc__socket_deliver - bytes were appended to the read buffer: let the
+ * protocol cut messages. Loop thread. */
+void rrpc__socket_deliver(rrpc__socket *s);
+/* rrpc__socket_resume_write - a write that returned -EAGAIN may go on.
+ * Any thread. */
+void rrpc__socket_resume_write(rrpc__socket *s);
+/* rrpc__socket_fail - the connection is broken: every pending call on it
+ * fails once with `code`. Any thread; idempotent (the first code wins). */
+void rrpc__socket_fail(rrpc__socket *s, int code);
+/* rrpc__socket_is_client / local and peer addresses (for GID choice). */
+int rrpc__socket_is_client(const rrpc__socket *s);
+struct sockaddr_storage;
+int rrpc__socket_local_addr(const rrpc__socket *s, struct sockaddr_storage *out);
+
+/* A refcount so a transport can keep a socket alive across async work (a
+ * completion, a timer). Any thread. */
+void rrpc__socket_ref(rrpc__socket *s);
+void rrpc__socket_unref(rrpc__socket *s);
+
+#endif /* RRPC_TRANSPORT_H */

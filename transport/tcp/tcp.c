@@ -1,0 +1,115 @@
+/* tcp.c - the TCP transport: writev straight from iobuf blocks, reads into
+ * iobuf blocks. Stateless beyond the socket itself. */
+#include <errno.h>
+#include <stdio.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "rrpc/errors.h"
+#include "rrpc/transport.h"
+
+#define TCP_IOV_MAX 64
+/* Reads per readiness event before yielding to other sockets of the loop. */
+#define TCP_READ_BUDGET 16
+#define TCP_READ_MIN 8192
+#define TCP_READ_MAX (256 * 1024)
+
+static int tcp_start(rrpc__socket *s, int is_client) {
+  (void)is_client;
+  rrpc__socket_ready(s, 0);
+  return 0;
+}
+
+static int tcp_write(rrpc__socket *s, rrpc_iobuf *data) {
+  int fd = rrpc__socket_fd(s);
+  while (rrpc_iobuf_length(data) > 0) {
+    struct iovec iov[TCP_IOV_MAX];
+    size_t bytes = 0;
+    int n = rrpc__iobuf_fill_iov(data, iov, TCP_IOV_MAX, &bytes);
+    /* sendmsg rather than writev: MSG_NOSIGNAL keeps a dead peer from
+     * raising SIGPIPE in the application. */
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+    ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        /* Armed last: once EPOLLOUT can fire, the loop may resume the
+         * write, and we must no longer touch `data`. */
+        int rc = rrpc__socket_want_writable(s, 1);
+        return rc < 0 ? rc : -EAGAIN;
+      }
+      return -errno;
+    }
+    rrpc_iobuf_pop_front(data, (size_t)w);
+  }
+  return 0;
+}
+
+/* Read what is there, growing the read size while reads fill it. */
+static void tcp_read(rrpc__socket *s) {
+  rrpc_iobuf *rbuf = rrpc__socket_rbuf(s);
+  int fd = rrpc__socket_fd(s);
+  size_t want = TCP_READ_MIN;
+  int eof = 0;
+  for (int i = 0; i < TCP_READ_BUDGET; i++) {
+    void *p;
+    size_t avail;
+    int rc = rrpc__iobuf_reserve(rbuf, want, &p, &avail);
+    if (rc != 0) {
+      rrpc__socket_fail(s, rc);
+      return;
+    }
+    ssize_t r = read(fd, p, avail);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      rrpc__socket_deliver(s); /* what arrived before the error still counts */
+      rrpc__socket_fail(s, -errno);
+      return;
+    }
+    if (r == 0) {
+      eof = 1;
+      break;
+    }
+    rrpc__iobuf_commit(rbuf, (size_t)r);
+    if ((size_t)r < avail) break;
+    if (want < TCP_READ_MAX) want *= 2;
+  }
+  rrpc__socket_deliver(s);
+  if (eof) rrpc__socket_fail(s, -RRPC_ECLOSE);
+}
+
+static void tcp_on_fd_event(rrpc__socket *s, uint32_t events) {
+  if (events & EPOLLOUT) {
+    rrpc__socket_want_writable(s, 0);
+    rrpc__socket_resume_write(s);
+  }
+  if (events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP)) tcp_read(s);
+}
+
+static void tcp_close(rrpc__socket *s) { (void)s; }
+
+static int tcp_describe(const rrpc__socket *s, char *buf, size_t len) {
+  (void)s;
+  snprintf(buf, len, "tcp");
+  return 0;
+}
+
+static int tcp_is_rdma(const rrpc__socket *s) {
+  (void)s;
+  return 0;
+}
+
+static const rrpc_transport_ops tcp_ops = {
+    .name = "tcp",
+    .start = tcp_start,
+    .write = tcp_write,
+    .on_fd_event = tcp_on_fd_event,
+    .close = tcp_close,
+    .describe = tcp_describe,
+    .is_rdma = tcp_is_rdma,
+};
+
+const rrpc_transport_ops *rrpc__transport_tcp(void) { return &tcp_ops; }
