@@ -1,0 +1,176 @@
+// channel.cc - rrpc::Channel: protobuf calls over the C channel. Owns the C
+// channel and, per async call, a small record that lives from CallMethod to
+// the completion callback.
+#include "rrpc/cxx/channel.h"
+
+#include <glog/logging.h>
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/message.h>
+
+#include <cerrno>
+#include <exception>
+#include <memory>
+#include <new>
+#include <string>
+
+#include "rrpc/cxx/detail.h"
+#include "rrpc/cxx/flags.h"
+#include "rrpc/errors.h"
+
+namespace rrpc {
+
+ChannelOptions::ChannelOptions() : max_body_size(static_cast<size_t>(FLAGS_max_body_size)) {}
+
+Channel::Channel() { detail::InitRuntimeOnce(); }
+
+Channel::~Channel() {
+  if (ch_ != nullptr) rrpc_channel_free(ch_);
+}
+
+int Channel::Init(const char* ip, int port, const ChannelOptions* opts) {
+  std::string addr = std::string(ip ? ip : "") + ":" + std::to_string(port);
+  return Init(addr.c_str(), opts);
+}
+
+int Channel::Init(const char* server_addr, const ChannelOptions* opts) {
+  if (ch_ != nullptr) {
+    LOG(ERROR) << "rrpc::Channel::Init called twice";
+    return -1;
+  }
+  if (server_addr == nullptr) {
+    LOG(ERROR) << "rrpc::Channel::Init: no server address";
+    return -1;
+  }
+  ChannelOptions o = opts ? *opts : ChannelOptions();
+  if (o.use_rdma && detail::PrepareRdma() != 0) return -1;
+
+  rrpc_channel_options c{};
+  c.timeout_ms = o.timeout_ms > 0 ? o.timeout_ms : -1;
+  c.connect_timeout_ms = o.connect_timeout_ms > 0 ? o.connect_timeout_ms : 0;
+  c.max_retry = o.max_retry > 0 ? o.max_retry : -1;
+  c.use_rdma = o.use_rdma ? 1 : 0;
+  c.max_body_size = o.max_body_size;
+  int rc = rrpc_channel_new(server_addr, &c, &ch_);
+  if (rc != 0) {
+    ch_ = nullptr;
+    LOG(ERROR) << "rrpc::Channel::Init(\"" << server_addr << "\"): " << rrpc_strerror(rc);
+    return -1;
+  }
+  return 0;
+}
+
+namespace {
+
+// The request goes to the C call SHARED and may be dropped as soon as the
+// call returns, so each thread keeps one scratch iobuf for it.
+rrpc_iobuf* ScratchRequest() {
+  thread_local IOBuf scratch;
+  scratch.clear();
+  return scratch.c_iobuf();
+}
+
+// After the C call completed: parse the response unless the call failed.
+void ParseResponse(Controller* cntl, const rrpc_iobuf* bytes,
+                   google::protobuf::Message* response) {
+  if (cntl->Failed() || response == nullptr) return;
+  if (!detail::ParseFromIOBuf(response, bytes)) {
+    cntl->SetFailed(ERESPONSE, "fail to parse the response as %s",
+                    response->GetDescriptor()->full_name().c_str());
+  }
+}
+
+void RunDone(google::protobuf::Closure* done) {
+  try {
+    done->Run();
+  } catch (const std::exception& e) {
+    LOG(ERROR) << "a done closure threw: " << e.what();
+  } catch (...) {
+    LOG(ERROR) << "a done closure threw";
+  }
+}
+
+// One async call in flight: owned by the C call from CallMethod until the
+// callback, which frees it before running the user's done.
+struct AsyncCall {
+  Controller* cntl;                     // borrowed from the caller
+  google::protobuf::Message* response;  // borrowed from the caller
+  google::protobuf::Closure* done;      // borrowed; runs once
+  IOBuf response_bytes;                 // owned
+};
+
+// The C completion: runs exactly once on a loop thread. Nothing may unwind
+// into C from here.
+void OnAsyncDone(void* arg, rrpc_controller* /*c*/) {
+  auto* call = static_cast<AsyncCall*>(arg);
+  try {
+    ParseResponse(call->cntl, call->response_bytes.c_iobuf(), call->response);
+  } catch (const std::exception& e) {
+    call->cntl->SetFailed(ERESPONSE, "parsing the response threw: %s", e.what());
+  } catch (...) {
+    call->cntl->SetFailed(ERESPONSE, "parsing the response threw");
+  }
+  google::protobuf::Closure* done = call->done;
+  delete call;
+  RunDone(done);
+}
+
+}  // namespace
+
+void Channel::CallMethod(const google::protobuf::MethodDescriptor* method,
+                         google::protobuf::RpcController* controller_base,
+                         const google::protobuf::Message* request,
+                         google::protobuf::Message* response, google::protobuf::Closure* done) {
+  auto* cntl = dynamic_cast<Controller*>(controller_base);
+  if (cntl == nullptr) {
+    LOG(ERROR) << "rrpc::Channel::CallMethod needs an rrpc::Controller";
+    if (controller_base != nullptr) controller_base->SetFailed("not an rrpc::Controller");
+    if (done != nullptr) RunDone(done);
+    return;
+  }
+  if (ch_ == nullptr) {
+    cntl->SetFailed(ENOTREADY, "rrpc::Channel is not initialized");
+    if (done != nullptr) RunDone(done);
+    return;
+  }
+
+  rrpc_iobuf* req = ScratchRequest();
+  if (request != nullptr) {
+    std::string why;
+    int rc = detail::SerializeToIOBuf(*request, req, &why);
+    if (rc != 0) {
+      cntl->SetFailed(rc == -ENOMEM ? ENOMEM : EREQUEST, "cannot serialize the request %s: %s",
+                      request->GetDescriptor()->full_name().c_str(), why.c_str());
+      rrpc_iobuf_clear(req);
+      if (done != nullptr) RunDone(done);
+      return;
+    }
+  }
+  const char* service = method->service()->full_name().c_str();
+  const char* name = method->name().c_str();
+
+  if (done == nullptr) {
+    thread_local IOBuf response_bytes;
+    response_bytes.clear();
+    // The code is also in the controller, which ParseResponse reads.
+    (void)rrpc_channel_call(ch_, service, name, cntl->c_controller(), req,
+                            response ? response_bytes.c_iobuf() : nullptr, nullptr, nullptr);
+    rrpc_iobuf_clear(req);
+    ParseResponse(cntl, response_bytes.c_iobuf(), response);
+    response_bytes.clear();
+    return;
+  }
+
+  auto* call = new AsyncCall{cntl, response, done, IOBuf()};
+  int rc = rrpc_channel_call(ch_, service, name, cntl->c_controller(), req,
+                             response ? call->response_bytes.c_iobuf() : nullptr, OnAsyncDone,
+                             call);
+  rrpc_iobuf_clear(req);
+  if (rc != 0) {
+    // The C channel refused the call outright, so its callback will not run.
+    delete call;
+    if (!cntl->Failed()) cntl->SetFailed(-rc, "%s", rrpc_strerror(rc));
+    RunDone(done);
+  }
+}
+
+}  // namespace rrpc

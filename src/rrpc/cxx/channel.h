@@ -1,0 +1,80 @@
+// rrpc/cxx/channel.h - rrpc::Channel, a google::protobuf::RpcChannel that
+// calls protobuf services over baidu_std through the C channel
+// (rrpc/channel.h). Owns its C channel.
+//
+// [thread-safe] once Init() has returned 0: any number of threads may call
+// CallMethod (or stubs made on the channel) at the same time.
+#ifndef RRPC_CXX_CHANNEL_H
+#define RRPC_CXX_CHANNEL_H
+
+#include <google/protobuf/service.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "rrpc/channel.h"
+#include "rrpc/cxx/controller.h"
+
+namespace rrpc {
+
+struct ChannelOptions {
+  // Defaults: brpc's for the call settings, --max_body_size for the size cap.
+  ChannelOptions();
+
+  // RDMA through the SMC-R handshake (TCP fallback per --rdma_fallback). In a
+  // build without RDMA, Init fails and logs how to build with it.
+  bool use_rdma = false;
+  // Per call; < 0 = no timeout (0 is taken the same way). Default 500.
+  int32_t timeout_ms = 500;
+  // Connect timeout; <= 0 = the default, 200.
+  int32_t connect_timeout_ms = 200;
+  // Extra connect attempts per call (a request that may have reached the
+  // server is never resent); 0 = none. Default 3.
+  int max_retry = 3;
+  // Largest response body accepted. Default --max_body_size.
+  size_t max_body_size;
+};
+
+class Channel : public google::protobuf::RpcChannel {
+ public:
+  Channel();
+  ~Channel() override;  // fails the calls in flight (ECLOSE), then closes
+  Channel(const Channel&) = delete;
+  Channel& operator=(const Channel&) = delete;
+
+  // Init - a channel to "ip:port" (or "host:port", resolved once). No
+  // connection is made until the first call. opts may be nullptr (defaults).
+  // 0, or -1 after logging why (bad address, use_rdma without RDMA, called
+  // twice).
+  int Init(const char* server_addr, const ChannelOptions* opts);
+  int Init(const char* ip, int port, const ChannelOptions* opts);
+
+  // CallMethod - call method->service()->full_name() / method->name().
+  // `controller` must be an rrpc::Controller.
+  // - done == nullptr: synchronous; returns when the call is over (check
+  //   controller->Failed()). Not from an rrpc event-loop thread (a server
+  //   method running in the loop, or a done closure): such a call fails at
+  //   once with EDEADLK instead of hanging.
+  // - done != nullptr: asynchronous; done->Run() runs exactly once, after the
+  //   response was parsed into `response` (or the call failed), normally on
+  //   an rrpc loop thread. Calls that cannot even be sent (no rrpc
+  //   Controller, channel not initialized, request missing required fields)
+  //   run done before CallMethod returns.
+  // request is only read during this call (serialized at once); response,
+  // controller and done must stay alive until done runs.
+  // A response that does not parse makes the call fail with ERESPONSE.
+  void CallMethod(const google::protobuf::MethodDescriptor* method,
+                  google::protobuf::RpcController* controller,
+                  const google::protobuf::Message* request, google::protobuf::Message* response,
+                  google::protobuf::Closure* done) override;
+
+  // The C channel, borrowed (nullptr before Init).
+  rrpc_channel* c_channel() { return ch_; }
+
+ private:
+  rrpc_channel* ch_ = nullptr;
+};
+
+}  // namespace rrpc
+
+#endif  // RRPC_CXX_CHANNEL_H

@@ -1,0 +1,101 @@
+// controller.cc - rrpc::Controller over the C controller (rrpc/controller.h).
+// Owns the C controller on the client side, borrows the call's on the server.
+#include "rrpc/cxx/controller.h"
+
+#include <cstdarg>
+#include <cstdio>
+#include <new>
+
+namespace rrpc {
+
+namespace {
+rrpc_controller* NewCController() {
+  rrpc_controller* c = nullptr;
+  if (rrpc_controller_new(&c) != 0) throw std::bad_alloc();
+  return c;
+}
+}  // namespace
+
+Controller::Controller()
+    : c_(NewCController()),
+      owned_(true),
+      request_attachment_(IOBuf::Borrow{}, rrpc_controller_request_attachment(c_)),
+      response_attachment_(IOBuf::Borrow{}, rrpc_controller_response_attachment(c_)) {}
+
+Controller::Controller(Borrow, rrpc_controller* c)
+    : c_(c),
+      owned_(false),
+      request_attachment_(IOBuf::Borrow{}, rrpc_controller_request_attachment(c)),
+      response_attachment_(IOBuf::Borrow{}, rrpc_controller_response_attachment(c)) {}
+
+Controller::~Controller() {
+  // A server-side closure that was never run (the call object went away
+  // without responding) still must run once.
+  RunCancelCallback();
+  if (owned_) rrpc_controller_free(c_);
+}
+
+void Controller::Reset() {
+  rrpc_controller_reset(c_);
+  // The C controller keeps its attachment iobufs across a reset; fetching
+  // them again costs nothing and does not depend on that.
+  request_attachment_.buf_ = rrpc_controller_request_attachment(c_);
+  response_attachment_.buf_ = rrpc_controller_response_attachment(c_);
+}
+
+bool Controller::Failed() const { return rrpc_controller_failed(c_) != 0; }
+
+std::string Controller::ErrorText() const { return rrpc_controller_error_text(c_); }
+
+void Controller::StartCancel() {}
+
+bool Controller::IsCanceled() const { return false; }
+
+void Controller::NotifyOnCancel(google::protobuf::Closure* callback) {
+  if (callback == nullptr) return;
+  if (owned_) {
+    // Client side: rrpc never cancels a call, so the call is over as far as
+    // cancellation goes.
+    callback->Run();
+    return;
+  }
+  RunCancelCallback();  // a second registration replaces (and ends) the first
+  cancel_callback_ = callback;
+}
+
+void Controller::RunCancelCallback() {
+  google::protobuf::Closure* cb = cancel_callback_;
+  cancel_callback_ = nullptr;
+  if (cb != nullptr) cb->Run();
+}
+
+void Controller::SetFailed(const std::string& reason) {
+  rrpc_controller_set_failed(c_, RRPC_EINTERNAL, reason.c_str());
+}
+
+void Controller::SetFailed(int code, const char* fmt, ...) {
+  char text[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof text, fmt, ap);
+  va_end(ap);
+  rrpc_controller_set_failed(c_, code, text);
+}
+
+int Controller::ErrorCode() const { return -rrpc_controller_error_code(c_); }
+
+void Controller::set_timeout_ms(int32_t ms) { rrpc_controller_set_timeout_ms(c_, ms); }
+int32_t Controller::timeout_ms() const { return rrpc_controller_timeout_ms(c_); }
+void Controller::set_log_id(int64_t id) { rrpc_controller_set_log_id(c_, id); }
+int64_t Controller::log_id() const { return rrpc_controller_log_id(c_); }
+int64_t Controller::latency_us() const { return rrpc_controller_latency_us(c_); }
+
+std::string Controller::remote_side() const {
+  char buf[64];
+  rrpc_controller_remote_side(c_, buf, sizeof buf);
+  return buf;
+}
+
+bool Controller::used_rdma() const { return rrpc_controller_used_rdma(c_) != 0; }
+
+}  // namespace rrpc

@@ -1,0 +1,133 @@
+// rrpc/cxx/controller.h - rrpc::Controller, the google::protobuf::RpcController
+// of rrpc: a C++ handle on a C rrpc_controller (rrpc/controller.h).
+//
+// A Controller made by the user OWNS its C controller (client side). The
+// controller a service method receives on the server BORROWS the call's C
+// controller; it is valid until done->Run().
+//
+// [thread-compatible]: one call at a time; do not touch it while a call that
+// uses it is in flight, except from that call's done closure or the server
+// method that owns it.
+#ifndef RRPC_CXX_CONTROLLER_H
+#define RRPC_CXX_CONTROLLER_H
+
+#include <google/protobuf/service.h>
+
+#include <cstdint>
+#include <string>
+
+#include "rrpc/controller.h"
+#include "rrpc/cxx/iobuf.h"
+#include "rrpc/errors.h"
+
+namespace rrpc {
+
+namespace detail {
+struct ServerCall;
+}  // namespace detail
+
+class Controller : public google::protobuf::RpcController {
+ public:
+  // An idle controller for one call at a time. Throws std::bad_alloc if the C
+  // controller cannot be allocated.
+  Controller();
+  ~Controller() override;
+  Controller(const Controller&) = delete;
+  Controller& operator=(const Controller&) = delete;
+
+  // ---- google::protobuf::RpcController --------------------------------------
+  // Back to the state of a new controller (attachments emptied, timeout back
+  // to the channel's) so it can carry another call.
+  void Reset() override;
+  // After the call: true if it failed. ErrorText() says why ("" if not).
+  bool Failed() const override;
+  std::string ErrorText() const override;
+  // Cancellation is not implemented: StartCancel does nothing, IsCanceled is
+  // always false, and NotifyOnCancel's closure runs once when the call ends
+  // (server side: after the response is handed to rrpc; elsewhere: at once).
+  void StartCancel() override;
+  bool IsCanceled() const override;
+  void NotifyOnCancel(google::protobuf::Closure* callback) override;
+  // Server side: fail the call with EINTERNAL and this text.
+  void SetFailed(const std::string& reason) override;
+
+  // ---- rrpc additions (brpc names) --------------------------------------------
+  // Fail the call with `code` (a positive brpc/rrpc code such as
+  // rrpc::EREQUEST, or an errno value) and a printf-style text (cut at 512
+  // bytes). The client sees the same code in ErrorCode().
+  void SetFailed(int code, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
+  // 0 if the call succeeded, else the POSITIVE code (ERPCTIMEDOUT = 1008,
+  // ENOSERVICE = 1001, ECONNREFUSED, ...), as brpc reports it.
+  int ErrorCode() const;
+
+  // Attachments: raw bytes after the message, never serialized or copied on
+  // send. Client: fill the request one before the call, read the response
+  // one after. Server: read the request one, fill the response one before
+  // done->Run(). The IOBufs BORROW the C controller's iobufs.
+  IOBuf& request_attachment() { return request_attachment_; }
+  IOBuf& response_attachment() { return response_attachment_; }
+
+  // Timeout of the next call: > 0 overrides the channel's, < 0 = none,
+  // 0 = the channel's (the default).
+  void set_timeout_ms(int32_t ms);
+  int32_t timeout_ms() const;
+  void set_log_id(int64_t id);
+  int64_t log_id() const;
+  // Client: from issuing the call to its completion. Server: from receiving
+  // the request to responding.
+  int64_t latency_us() const;
+  // "ip:port" of the peer ("" before the call was sent).
+  std::string remote_side() const;
+  // true if the call's connection used RDMA (false over TCP, including a
+  // fallback from RDMA).
+  bool used_rdma() const;
+
+  // The C controller, borrowed.
+  rrpc_controller* c_controller() { return c_; }
+  const rrpc_controller* c_controller() const { return c_; }
+
+ private:
+  friend struct detail::ServerCall;
+  struct Borrow {};
+  // Server side: borrows the call's C controller.
+  Controller(Borrow, rrpc_controller* c);
+  // Server side: runs and forgets the NotifyOnCancel closure.
+  void RunCancelCallback();
+
+  rrpc_controller* c_;
+  bool owned_;
+  IOBuf request_attachment_;
+  IOBuf response_attachment_;
+  google::protobuf::Closure* cancel_callback_ = nullptr;
+};
+
+// brpc-style positive error codes, for SetFailed/ErrorCode comparisons
+// (rrpc::ERPCTIMEDOUT == 1008, as in brpc). The same values as the C
+// RRPC_E... codes; RRPC_ENODEV has no alias here because ENODEV is an errno
+// macro.
+enum : int {
+  ENOSERVICE = RRPC_ENOSERVICE,
+  ENOMETHOD = RRPC_ENOMETHOD,
+  EREQUEST = RRPC_EREQUEST,
+  ERPCAUTH = RRPC_ERPCAUTH,
+  ERPCTIMEDOUT = RRPC_ERPCTIMEDOUT,
+  EOVERCROWDED = RRPC_EOVERCROWDED,
+  EINTERNAL = RRPC_EINTERNAL,
+  ERESPONSE = RRPC_ERESPONSE,
+  ELOGOFF = RRPC_ELOGOFF,
+  ELIMIT = RRPC_ELIMIT,
+  ECLOSE = RRPC_ECLOSE,
+  ERDMA = RRPC_ERDMA,
+  ERDMAMEM = RRPC_ERDMAMEM,
+  EPARSE = RRPC_EPARSE,
+  ETOOBIG = RRPC_ETOOBIG,
+  ENORDMA = RRPC_ENORDMA,
+  EDECLINED = RRPC_EDECLINED,
+  EHANDSHAKE = RRPC_EHANDSHAKE,
+  ENOTREADY = RRPC_ENOTREADY,
+  EPOOL = RRPC_EPOOL,
+};
+
+}  // namespace rrpc
+
+#endif  // RRPC_CXX_CONTROLLER_H

@@ -1,0 +1,29 @@
+// rrpc/cxx/flags.h - the gflags of the C++ face, declared for programs that
+// want to read or set them before creating servers and channels. Names are
+// brpc's where the meaning is the same. The RDMA flags are read once, when
+// the first Server or Channel with use_rdma starts the RDMA runtime; the
+// others give the defaults of ServerOptions/ChannelOptions at construction.
+#ifndef RRPC_CXX_FLAGS_H
+#define RRPC_CXX_FLAGS_H
+
+#include <gflags/gflags.h>
+
+DECLARE_string(rdma_device);
+DECLARE_int32(rdma_port);
+DECLARE_int32(rdma_gid_index);
+DECLARE_int32(rdma_sq_size);
+DECLARE_int32(rdma_rq_size);
+DECLARE_uint64(rdma_ring_size);
+DECLARE_int32(rdma_memory_pool_initial_size_mb);
+DECLARE_int32(rdma_memory_pool_increase_size_mb);
+DECLARE_int32(rdma_memory_pool_max_size_mb);
+DECLARE_bool(rdma_use_polling);
+DECLARE_bool(rdma_trace_verbose);
+DECLARE_bool(rdma_fallback);
+DECLARE_int32(rdma_handshake_timeout_ms);
+DECLARE_uint64(max_body_size);
+DECLARE_int32(event_dispatcher_num);
+DECLARE_bool(usercode_in_pthread);
+DECLARE_int32(usercode_pool_threads);
+
+#endif  // RRPC_CXX_FLAGS_H

@@ -1,0 +1,366 @@
+// server.cc - rrpc::Server: protobuf services on the C server, one C method
+// handler per protobuf method; and the process-wide quit signal. Owns the C
+// server, the method table the C server borrows, and the services added
+// with SERVER_OWNS_SERVICE.
+#include "rrpc/cxx/server.h"
+
+#include <glog/logging.h>
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/message.h>
+#include <semaphore.h>
+#include <signal.h>
+
+#include <cerrno>
+#include <exception>
+#include <new>
+#include <string>
+
+#include "rrpc/cxx/controller.h"
+#include "rrpc/cxx/detail.h"
+#include "rrpc/cxx/flags.h"
+#include "rrpc/cxx/iobuf.h"
+#include "rrpc/errors.h"
+
+namespace rrpc {
+
+// ---- quit signal ---------------------------------------------------------------
+
+namespace {
+std::atomic<bool> g_quit{false};  // lock-free, so the signal handler may set it
+sem_t g_quit_sem;                 // posted once per quit request; sem_post is async-signal-safe
+std::once_flag g_quit_once;
+
+void OnQuitSignal(int sig) {
+  g_quit.store(true);
+  sem_post(&g_quit_sem);
+  // A second Ctrl-C kills the process even if the shutdown hangs.
+  signal(sig, SIG_DFL);
+}
+
+void InstallQuitHandlers() {
+  std::call_once(g_quit_once, [] {
+    sem_init(&g_quit_sem, 0, 0);
+    struct sigaction sa = {};
+    sa.sa_handler = OnQuitSignal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
+  });
+}
+
+void WaitForQuit() {
+  InstallQuitHandlers();
+  while (!g_quit.load()) {
+    if (sem_wait(&g_quit_sem) != 0 && errno != EINTR) break;
+  }
+  sem_post(&g_quit_sem);  // pass the wake-up on to any other waiter
+}
+}  // namespace
+
+bool IsAskedToQuit() {
+  InstallQuitHandlers();
+  return g_quit.load();
+}
+
+void AskToQuit() {
+  InstallQuitHandlers();
+  g_quit.store(true);
+  sem_post(&g_quit_sem);
+}
+
+// ---- options -------------------------------------------------------------------
+
+ServerOptions::ServerOptions()
+    : num_threads(FLAGS_event_dispatcher_num),
+      handlers_in_pool(FLAGS_usercode_in_pthread),
+      pool_threads(FLAGS_usercode_pool_threads),
+      max_body_size(static_cast<size_t>(FLAGS_max_body_size)) {}
+
+// ---- one served call -----------------------------------------------------------
+
+// What the C server borrows as a handler's arg: one protobuf method.
+struct Server::Method {
+  Server* server;
+  google::protobuf::Service* service;
+  const google::protobuf::MethodDescriptor* md;
+  const google::protobuf::Message* request_prototype;   // borrowed from the service
+  const google::protobuf::Message* response_prototype;  // borrowed from the service
+};
+
+namespace detail {
+
+// One call from the C handler to the response. It is also the `done`
+// closure given to the service method. Two references: the handler's (until
+// the method returns) and done's (until done->Run()), so neither the method
+// returning early nor done running early frees it under the other.
+struct ServerCall final : google::protobuf::Closure {
+  ServerCall(Server::Method* m, rrpc_server_call* c)
+      : method(m),
+        call(c),
+        cntl(Controller::Borrow{}, rrpc_server_call_controller(c)),
+        request(m->request_prototype->New()),
+        response(m->response_prototype->New()) {
+    m->server->active_calls_.fetch_add(1);
+  }
+  ~ServerCall() override {
+    delete request;
+    delete response;
+    Server* s = method->server;
+    // Last: after this the server may be destroyed.
+    s->CallEnded();
+  }
+
+  // The C handler (rrpc_handler_fn). Runs on a loop or pool thread.
+  static void Handle(void* arg, rrpc_server_call* c) {
+    auto* m = static_cast<Server::Method*>(arg);
+    ServerCall* sc = nullptr;
+    try {
+      sc = new ServerCall(m, c);
+    } catch (...) {
+      rrpc_controller_set_failed(rrpc_server_call_controller(c), RRPC_EINTERNAL,
+                                 "out of memory");
+      rrpc_server_call_respond(c, nullptr);
+      return;
+    }
+    sc->Dispatch();
+  }
+
+  void Dispatch() {
+    bool parsed = false;
+    try {
+      parsed = ParseFromIOBuf(request, rrpc_server_call_request(call));
+    } catch (...) {
+    }
+    if (!parsed) {
+      cntl.SetFailed(EREQUEST, "fail to parse the request as %s",
+                     request->GetDescriptor()->full_name().c_str());
+      Run();
+      Unref();
+      return;
+    }
+    try {
+      method->service->CallMethod(method->md, &cntl, request, response, this);
+    } catch (const std::exception& e) {
+      Respond(e.what());
+    } catch (...) {
+      Respond("unknown exception");
+    }
+    Unref();
+  }
+
+  // done->Run(): respond with the response (or the failure) once.
+  void Run() override {
+    Respond(nullptr);
+    Unref();
+  }
+
+  // Hand the response to the C server, once: either done->Run() or an
+  // exception out of the method (thrown = its what()) gets here first.
+  void Respond(const char* thrown) {
+    if (responded.exchange(true)) {
+      if (thrown != nullptr) {
+        LOG(ERROR) << method->md->full_name() << " threw after done->Run(): " << thrown;
+      }
+      return;
+    }
+    thread_local IOBuf scratch;  // the response is SHARED into the C call
+    rrpc_iobuf* out = nullptr;
+    try {
+      if (thrown != nullptr) {
+        cntl.SetFailed(EINTERNAL, "%s threw: %s", method->md->full_name().c_str(), thrown);
+      } else if (!cntl.Failed()) {
+        scratch.clear();
+        std::string why;
+        int rc = SerializeToIOBuf(*response, scratch.c_iobuf(), &why);
+        if (rc == 0) {
+          out = scratch.c_iobuf();
+        } else {
+          cntl.SetFailed(rc == -EINVAL ? ERESPONSE : EINTERNAL, "cannot serialize the response %s: %s",
+                         response->GetDescriptor()->full_name().c_str(), why.c_str());
+        }
+      }
+    } catch (...) {
+      out = nullptr;
+      cntl.SetFailed(EINTERNAL, "out of memory while serializing the response");
+    }
+    rrpc_server_call_respond(call, out);  // releases the C call and controller
+    call = nullptr;
+    scratch.clear();
+    try {
+      cntl.RunCancelCallback();
+    } catch (...) {
+      LOG(ERROR) << "a NotifyOnCancel closure threw";
+    }
+  }
+
+  void Unref() {
+    if (refs.fetch_sub(1) == 1) delete this;
+  }
+
+  Server::Method* method;
+  rrpc_server_call* call;  // owned by rrpc until respond
+  Controller cntl;         // borrows the call's C controller
+  google::protobuf::Message* request;   // owned
+  google::protobuf::Message* response;  // owned
+  std::atomic<int> refs{2};
+  std::atomic<bool> responded{false};
+};
+
+}  // namespace detail
+
+// ---- server ----------------------------------------------------------------------
+
+Server::Server() { detail::InitRuntimeOnce(); }
+
+Server::~Server() {
+  Stop(0);
+  Join();
+  for (ServiceEntry& e : services_) {
+    if (e.ownership == SERVER_OWNS_SERVICE) delete e.service;
+  }
+}
+
+int Server::AddService(google::protobuf::Service* service, ServiceOwnership ownership) {
+  if (service == nullptr) {
+    LOG(ERROR) << "rrpc::Server::AddService: service is nullptr";
+    return -1;
+  }
+  if (server_ != nullptr) {
+    LOG(ERROR) << "rrpc::Server::AddService: the server is already started";
+    return -1;
+  }
+  const google::protobuf::ServiceDescriptor* sd = service->GetDescriptor();
+  for (const ServiceEntry& e : services_) {
+    if (e.service->GetDescriptor()->full_name() == sd->full_name()) {
+      LOG(ERROR) << "rrpc::Server::AddService: " << sd->full_name() << " was already added";
+      return -1;
+    }
+  }
+  services_.push_back({service, ownership});
+  for (int i = 0; i < sd->method_count(); i++) {
+    const google::protobuf::MethodDescriptor* md = sd->method(i);
+    methods_.push_back(std::unique_ptr<Method>(new Method{
+        this, service, md, &service->GetRequestPrototype(md), &service->GetResponsePrototype(md)}));
+  }
+  return 0;
+}
+
+int Server::Start(int port, const ServerOptions* opts) {
+  if (port < 0 || port > 65535) {
+    LOG(ERROR) << "rrpc::Server::Start: bad port " << port;
+    return -1;
+  }
+  return Start(std::to_string(port).c_str(), opts);
+}
+
+int Server::Start(const char* addr, const ServerOptions* opts) {
+  if (server_ != nullptr) {
+    LOG(ERROR) << "rrpc::Server::Start: already started";
+    return -1;
+  }
+  if (addr == nullptr) {
+    LOG(ERROR) << "rrpc::Server::Start: no address";
+    return -1;
+  }
+  ServerOptions o = opts ? *opts : ServerOptions();
+  if (o.use_rdma && detail::PrepareRdma() != 0) return -1;
+
+  rrpc_server_options c{};
+  c.num_threads = o.num_threads;
+  c.use_rdma = o.use_rdma ? 1 : 0;
+  c.handlers_in_pool = o.handlers_in_pool ? 1 : 0;
+  c.pool_threads = o.pool_threads;
+  c.max_body_size = o.max_body_size;
+  rrpc_server* s = nullptr;
+  int rc = rrpc_server_new(&c, &s);
+  if (rc != 0) {
+    LOG(ERROR) << "rrpc::Server::Start: " << rrpc_strerror(rc);
+    return -1;
+  }
+  for (const std::unique_ptr<Method>& m : methods_) {
+    rc = rrpc_server_add_method(s, m->md->service()->full_name().c_str(), m->md->name().c_str(),
+                                &detail::ServerCall::Handle, m.get());
+    if (rc != 0) {
+      LOG(ERROR) << "rrpc::Server::Start: cannot add " << m->md->full_name() << ": "
+                 << rrpc_strerror(rc);
+      rrpc_server_free(s);
+      return -1;
+    }
+  }
+  rc = rrpc_server_start(s, addr);
+  if (rc != 0) {
+    LOG(ERROR) << "rrpc::Server::Start(\"" << addr << "\"): " << rrpc_strerror(rc);
+    rrpc_server_free(s);
+    return -1;
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    server_ = s;
+    stopped_ = false;
+  }
+  return 0;
+}
+
+int Server::Stop(int /*closewait_ms*/) {
+  rrpc_server* s;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (server_ == nullptr || stopped_) return 0;
+    s = server_;
+  }
+  // Outside mu_: stopping waits for loop threads, which may be ending calls
+  // (CallEnded takes mu_).
+  rrpc_server_stop(s);
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stopped_ = true;
+  }
+  cv_.notify_all();
+  return 0;
+}
+
+int Server::Join() {
+  rrpc_server* s;
+  {
+    std::unique_lock<std::mutex> lk(mu_);
+    if (server_ == nullptr) return 0;
+    cv_.wait(lk, [this] { return stopped_; });
+    s = server_;
+  }
+  // Waits until every call the C server handed out was responded to.
+  rrpc_server_free(s);
+  {
+    std::unique_lock<std::mutex> lk(mu_);
+    // ...and until the methods that responded early have returned too.
+    cv_.wait(lk, [this] { return active_calls_.load() == 0; });
+    server_ = nullptr;
+  }
+  return 0;
+}
+
+void Server::CallEnded() {
+  if (active_calls_.fetch_sub(1) == 1) {
+    std::lock_guard<std::mutex> lk(mu_);
+    cv_.notify_all();
+  }
+}
+
+void Server::RunUntilAskedToQuit() {
+  WaitForQuit();
+  Stop(0);
+  Join();
+}
+
+int Server::listen_port() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (server_ == nullptr) return -1;
+  int port = rrpc_server_port(server_);
+  return port < 0 ? -1 : port;
+}
+
+bool Server::IsRunning() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return server_ != nullptr && !stopped_;
+}
+
+}  // namespace rrpc

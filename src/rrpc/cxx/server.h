@@ -1,0 +1,123 @@
+// rrpc/cxx/server.h - rrpc::Server, serving google::protobuf::Service
+// implementations over baidu_std through the C server (rrpc/server.h).
+//
+// Each method of each added service is registered under the service's full
+// name (package.Service) and the method name, as brpc's baidu_std
+// dispatches, so brpc clients can call it. A service method runs on an rrpc
+// event loop (or a worker pool with handlers_in_pool); it may call
+// done->Run() at once or later from any thread, exactly once.
+//
+// Not thread-safe: configure, start, stop and join from one thread (Stop
+// may also come from another thread, e.g. to end a Join()).
+#ifndef RRPC_CXX_SERVER_H
+#define RRPC_CXX_SERVER_H
+
+#include <google/protobuf/service.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "rrpc/server.h"
+
+namespace rrpc {
+
+namespace detail {
+struct ServerCall;
+}  // namespace detail
+
+struct ServerOptions {
+  // Defaults from the flags named below.
+  ServerOptions();
+
+  // Offer RDMA (SMC-R handshake); clients that do not ask are served over
+  // TCP. In a build without RDMA, Start fails and logs how to build with it.
+  bool use_rdma = false;
+  // Event-loop threads of this server; 0 = share the process-wide loops.
+  // Default --event_dispatcher_num.
+  int num_threads;
+  // Run methods on a worker pool instead of the loop thread (for methods
+  // that block). Default --usercode_in_pthread.
+  bool handlers_in_pool;
+  // Worker pool size; 0 = 4. Default --usercode_pool_threads.
+  int pool_threads;
+  // Largest request body accepted. Default --max_body_size.
+  size_t max_body_size;
+};
+
+enum ServiceOwnership {
+  SERVER_OWNS_SERVICE,         // the Server deletes the service when it is destroyed
+  SERVER_DOESNT_OWN_SERVICE,   // the service must outlive the Server
+};
+
+// Process-wide quit request, as brpc has it: the first call installs
+// SIGINT/SIGTERM handlers; IsAskedToQuit() is true once one arrived (or
+// AskToQuit() was called). Thread-safe.
+bool IsAskedToQuit();
+void AskToQuit();
+
+class Server {
+ public:
+  Server();
+  ~Server();  // Stop() and Join(), then delete the owned services
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // AddService - serve every method of `service`. Before Start only. 0, or -1
+  // after logging why (nullptr, the same full name added twice, started).
+  int AddService(google::protobuf::Service* service, ServiceOwnership ownership);
+
+  // Start - listen on `port` (0 picks a free one, see listen_port()) or on
+  // "ip:port" / ":port". opts may be nullptr (defaults). 0, or -1 after
+  // logging why (address in use, no services, use_rdma without RDMA, ...).
+  int Start(int port, const ServerOptions* opts);
+  int Start(const char* addr, const ServerOptions* opts);
+
+  // Stop - stop accepting and close every connection (their pending calls
+  // fail with ECLOSE at the clients). Idempotent; any thread but an rrpc
+  // loop thread. closewait_ms is accepted for brpc compatibility and unused.
+  int Stop(int closewait_ms = 0);
+  // Join - wait until Stop() was called (by any thread) and every method
+  // that is still running has called done->Run() and returned. After Join
+  // the server may be started again. 0.
+  int Join();
+  // RunUntilAskedToQuit - block until SIGINT/SIGTERM (or AskToQuit()), then
+  // Stop() and Join().
+  void RunUntilAskedToQuit();
+
+  // The bound port, or -1 when not started.
+  int listen_port() const;
+  // true between a successful Start and Stop.
+  bool IsRunning() const;
+
+  // The C server, borrowed (nullptr when not started).
+  rrpc_server* c_server() { return server_; }
+
+ private:
+  friend struct detail::ServerCall;
+  struct Method;
+  struct ServiceEntry {
+    google::protobuf::Service* service;
+    ServiceOwnership ownership;
+  };
+
+  void CallEnded();
+
+  std::vector<ServiceEntry> services_;
+  std::vector<std::unique_ptr<Method>> methods_;  // borrowed by the C server as handler args
+  rrpc_server* server_ = nullptr;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopped_ = false;  // guarded by mu_
+  // Calls whose method has not both returned and called done->Run().
+  std::atomic<long> active_calls_{0};
+};
+
+}  // namespace rrpc
+
+#endif  // RRPC_CXX_SERVER_H
