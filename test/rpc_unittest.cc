@@ -1,0 +1,488 @@
+// rpc_unittest.cc - end-to-end tests of the C API over TCP loopback:
+// channel + server + controller, attachments, concurrency, timeouts,
+// unknown service/method, malformed frames, a server killed mid-call.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "rrpc/rrpc.h"
+
+extern char **environ;
+
+namespace {
+
+std::string to_string(const rrpc_iobuf *b) {
+  std::string s(rrpc_iobuf_length(b), '\0');
+  rrpc_iobuf_copy_out(b, 0, s.data(), s.size());
+  return s;
+}
+
+std::string pattern(size_t n, unsigned seed) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; i++) s[i] = (char)((i * 131 + seed * 7 + (i >> 9)) & 0xff);
+  return s;
+}
+
+// ---- handlers ---------------------------------------------------------------
+
+void echo_handler(void *, rrpc_server_call *call) {
+  rrpc_controller *c = rrpc_server_call_controller(call);
+  // Echo the attachment back by sharing its blocks.
+  rrpc_iobuf_append_iobuf(rrpc_controller_response_attachment(c), rrpc_controller_request_attachment(c));
+  rrpc_server_call_respond(call, rrpc_server_call_request(call));
+}
+
+void fail_handler(void *, rrpc_server_call *call) {
+  rrpc_controller_set_failed(rrpc_server_call_controller(call), 7777, "told to fail");
+  rrpc_server_call_respond(call, nullptr);
+}
+
+// Responds from another thread after the number of milliseconds in the request.
+void late_handler(void *, rrpc_server_call *call) {
+  int ms = std::atoi(to_string(rrpc_server_call_request(call)).c_str());
+  std::thread([call, ms] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));  // the server's behaviour under test
+    rrpc_iobuf *b;
+    rrpc_iobuf_new(&b);
+    rrpc_iobuf_append(b, "late", 4);
+    rrpc_server_call_respond(call, b);
+    rrpc_iobuf_free(b);
+  }).detach();
+}
+
+struct Held {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<rrpc_server_call *> calls;
+};
+
+void hold_handler(void *arg, rrpc_server_call *call) {
+  Held *h = static_cast<Held *>(arg);
+  std::lock_guard<std::mutex> g(h->mu);
+  h->calls.push_back(call);
+  h->cv.notify_all();
+}
+
+void add_methods(rrpc_server *s, Held *held) {
+  ASSERT_EQ(0, rrpc_server_add_method(s, "test.EchoService", "Echo", echo_handler, nullptr));
+  ASSERT_EQ(0, rrpc_server_add_method(s, "test.EchoService", "Fail", fail_handler, nullptr));
+  ASSERT_EQ(0, rrpc_server_add_method(s, "test.EchoService", "Late", late_handler, nullptr));
+  ASSERT_EQ(0, rrpc_server_add_method(s, "test.EchoService", "Hold", hold_handler, held));
+}
+
+// ---- a server in a child process (for kill -9) -----------------------------
+// When this binary runs with RRPC_TEST_CHILD_SERVER set, it serves Hold on an
+// ephemeral port, prints the port, and waits to be killed.
+__attribute__((constructor)) void maybe_child_server() {
+  if (getenv("RRPC_TEST_CHILD_SERVER") == nullptr) return;
+  static Held held;
+  rrpc_server *s;
+  if (rrpc_server_new(nullptr, &s) != 0) _exit(2);
+  rrpc_server_add_method(s, "test.EchoService", "Hold", hold_handler, &held);
+  rrpc_server_add_method(s, "test.EchoService", "Echo", echo_handler, nullptr);
+  if (rrpc_server_start(s, "127.0.0.1:0") != 0) _exit(3);
+  printf("%d\n", rrpc_server_port(s));
+  fflush(stdout);
+  for (;;) pause();
+}
+
+class RpcTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    rrpc_server_options o = {};
+    o.max_body_size = 16u << 20;
+    ASSERT_EQ(0, rrpc_server_new(&o, &server_));
+    add_methods(server_, &held_);
+    ASSERT_EQ(0, rrpc_server_start(server_, "127.0.0.1:0"));
+    port_ = rrpc_server_port(server_);
+    ASSERT_GT(port_, 0);
+    addr_ = "127.0.0.1:" + std::to_string(port_);
+    rrpc_channel_options co = {};
+    co.timeout_ms = 5000;
+    co.max_body_size = 16u << 20;
+    ASSERT_EQ(0, rrpc_channel_new(addr_.c_str(), &co, &channel_));
+  }
+  void TearDown() override {
+    rrpc_channel_free(channel_);
+    release_held();
+    rrpc_server_free(server_);
+  }
+  void release_held() {
+    std::lock_guard<std::mutex> g(held_.mu);
+    for (auto *c : held_.calls) rrpc_server_call_respond(c, nullptr);
+    held_.calls.clear();
+  }
+  // A sync call; returns the code and fills the response and attachment.
+  int call(const char *method, const std::string &req, const std::string &att, std::string *resp,
+           std::string *resp_att, int32_t timeout_ms = 0) {
+    rrpc_controller *c;
+    EXPECT_EQ(0, rrpc_controller_new(&c));
+    rrpc_controller_set_timeout_ms(c, timeout_ms);
+    rrpc_iobuf *rq, *rs;
+    rrpc_iobuf_new(&rq);
+    rrpc_iobuf_new(&rs);
+    rrpc_iobuf_append(rq, req.data(), req.size());
+    rrpc_iobuf_append(rrpc_controller_request_attachment(c), att.data(), att.size());
+    int rc = rrpc_channel_call(channel_, "test.EchoService", method, c, rq, rs, nullptr, nullptr);
+    EXPECT_EQ(rc, rrpc_controller_error_code(c));
+    if (resp) *resp = to_string(rs);
+    if (resp_att) *resp_att = to_string(rrpc_controller_response_attachment(c));
+    last_error_ = rrpc_controller_error_text(c);
+    rrpc_iobuf_free(rq);
+    rrpc_iobuf_free(rs);
+    rrpc_controller_free(c);
+    return rc;
+  }
+
+  rrpc_server *server_ = nullptr;
+  rrpc_channel *channel_ = nullptr;
+  Held held_;
+  int port_ = 0;
+  std::string addr_;
+  std::string last_error_;
+};
+
+TEST_F(RpcTest, SyncEcho) {
+  std::string resp, att;
+  ASSERT_EQ(0, call("Echo", "hello", "attach", &resp, &att));
+  EXPECT_EQ("hello", resp);
+  EXPECT_EQ("attach", att);
+}
+
+TEST_F(RpcTest, AttachmentSizes) {
+  const size_t sizes[] = {0, 1, 64, 4095, 4096, 8193, 65536, 1u << 20, 8u << 20};
+  unsigned seed = 1;
+  for (size_t n : sizes) {
+    std::string req = pattern(n / 3, seed), att = pattern(n, seed + 1), resp, ratt;
+    ASSERT_EQ(0, call("Echo", req, att, &resp, &ratt)) << n << ": " << last_error_;
+    EXPECT_TRUE(resp == req) << n;
+    EXPECT_TRUE(ratt == att) << n;
+    seed += 2;
+  }
+}
+
+TEST_F(RpcTest, SixtyFourConcurrentCallers) {
+  std::atomic<int> failures{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 64; t++) {
+    ts.emplace_back([this, t, &failures] {
+      for (int i = 0; i < 50; i++) {
+        std::string req = "t" + std::to_string(t) + "-" + std::to_string(i);
+        std::string att = pattern((size_t)(t * 97 + i) % 3000, (unsigned)t), resp, ratt;
+        if (call("Echo", req, att, &resp, &ratt) != 0 || resp != req || ratt != att) failures++;
+      }
+    });
+  }
+  for (auto &t : ts) t.join();
+  EXPECT_EQ(0, failures.load());
+}
+
+struct AsyncState {
+  std::mutex mu;
+  std::condition_variable cv;
+  int done = 0;
+  int failed = 0;
+  std::vector<int> times_called;
+};
+
+struct AsyncCall {
+  AsyncState *st;
+  int idx;
+  rrpc_controller *cntl;
+  rrpc_iobuf *req, *resp;
+  std::string expect;
+};
+
+void async_done(void *arg, rrpc_controller *c) {
+  AsyncCall *a = static_cast<AsyncCall *>(arg);
+  bool ok = !rrpc_controller_failed(c) && to_string(a->resp) == a->expect;
+  std::lock_guard<std::mutex> g(a->st->mu);
+  a->st->times_called[a->idx]++;
+  if (!ok) a->st->failed++;
+  a->st->done++;
+  a->st->cv.notify_all();
+}
+
+TEST_F(RpcTest, AsyncManyInFlight) {
+  const int n = 512;
+  AsyncState st;
+  st.times_called.assign(n, 0);
+  std::vector<AsyncCall> calls(n);
+  for (int i = 0; i < n; i++) {
+    AsyncCall &a = calls[i];
+    a.st = &st;
+    a.idx = i;
+    rrpc_controller_new(&a.cntl);
+    rrpc_iobuf_new(&a.req);
+    rrpc_iobuf_new(&a.resp);
+    a.expect = "req-" + std::to_string(i);
+    rrpc_iobuf_append(a.req, a.expect.data(), a.expect.size());
+    ASSERT_EQ(0, rrpc_channel_call(channel_, "test.EchoService", "Echo", a.cntl, a.req, a.resp, async_done, &a));
+  }
+  {
+    std::unique_lock<std::mutex> g(st.mu);
+    st.cv.wait(g, [&] { return st.done == n; });
+  }
+  EXPECT_EQ(0, st.failed);
+  for (int i = 0; i < n; i++) EXPECT_EQ(1, st.times_called[i]) << i;
+  for (auto &a : calls) {
+    rrpc_controller_free(a.cntl);
+    rrpc_iobuf_free(a.req);
+    rrpc_iobuf_free(a.resp);
+  }
+}
+
+TEST_F(RpcTest, UnknownServiceAndMethod) {
+  rrpc_controller *c;
+  rrpc_controller_new(&c);
+  int rc = rrpc_channel_call(channel_, "test.NoSuchService", "Echo", c, nullptr, nullptr, nullptr, nullptr);
+  EXPECT_EQ(-RRPC_ENOSERVICE, rc);
+  EXPECT_NE(nullptr, strstr(rrpc_controller_error_text(c), "test.NoSuchService"));
+  rc = rrpc_channel_call(channel_, "test.EchoService", "NoSuchMethod", c, nullptr, nullptr, nullptr, nullptr);
+  EXPECT_EQ(-RRPC_ENOMETHOD, rc);
+  EXPECT_NE(nullptr, strstr(rrpc_controller_error_text(c), "NoSuchMethod"));
+  rrpc_controller_free(c);
+  // The connection still serves.
+  std::string resp;
+  EXPECT_EQ(0, call("Echo", "still", "", &resp, nullptr));
+  EXPECT_EQ("still", resp);
+}
+
+TEST_F(RpcTest, HandlerFailureCodeReachesClient) {
+  EXPECT_EQ(-7777, call("Fail", "", "", nullptr, nullptr));
+  EXPECT_EQ("told to fail", last_error_);
+}
+
+TEST_F(RpcTest, TimeoutThenLateResponseIsDropped) {
+  std::string resp;
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(-RRPC_ERPCTIMEDOUT, call("Late", "300", "", &resp, nullptr, 50));
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GE(ms, 50);
+  EXPECT_LT(ms, 280);
+  // A later call on the same connection gets its own response, not the late one.
+  EXPECT_EQ(0, call("Late", "1", "", &resp, nullptr, 2000));
+  EXPECT_EQ("late", resp);
+  EXPECT_EQ(0, call("Echo", "x", "", &resp, nullptr));
+  EXPECT_EQ("x", resp);
+}
+
+TEST_F(RpcTest, ServerStopFailsPendingCallsOnce) {
+  const int n = 8;
+  AsyncState st;
+  st.times_called.assign(n, 0);
+  std::vector<AsyncCall> calls(n);
+  for (int i = 0; i < n; i++) {
+    AsyncCall &a = calls[i];
+    a.st = &st;
+    a.idx = i;
+    rrpc_controller_new(&a.cntl);
+    rrpc_iobuf_new(&a.req);
+    rrpc_iobuf_new(&a.resp);
+    ASSERT_EQ(0, rrpc_channel_call(channel_, "test.EchoService", "Hold", a.cntl, a.req, a.resp, async_done, &a));
+  }
+  {
+    std::unique_lock<std::mutex> g(held_.mu);
+    held_.cv.wait(g, [&] { return (int)held_.calls.size() == n; });
+  }
+  rrpc_server_stop(server_);
+  {
+    std::unique_lock<std::mutex> g(st.mu);
+    st.cv.wait(g, [&] { return st.done == n; });
+  }
+  for (int i = 0; i < n; i++) {
+    EXPECT_EQ(1, st.times_called[i]);
+    EXPECT_EQ(-RRPC_ECLOSE, rrpc_controller_error_code(calls[i].cntl));
+  }
+  release_held();  // responses after stop go nowhere, and nothing crashes
+  for (auto &a : calls) {
+    rrpc_controller_free(a.cntl);
+    rrpc_iobuf_free(a.req);
+    rrpc_iobuf_free(a.resp);
+  }
+}
+
+TEST(RpcKill, ServerKilledMidCallFailsEachPendingCallOnce) {
+  int out[2];
+  ASSERT_EQ(0, pipe(out));
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  posix_spawn_file_actions_addclose(&fa, out[0]);
+  std::vector<std::string> envs;
+  for (char **e = environ; *e; e++) envs.emplace_back(*e);
+  envs.emplace_back("RRPC_TEST_CHILD_SERVER=1");
+  std::vector<char *> envp;
+  for (auto &e : envs) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  ASSERT_GT(n, 0);
+  self[n] = '\0';
+  char *argv[] = {self, nullptr};
+  pid_t pid;
+  ASSERT_EQ(0, posix_spawn(&pid, self, &fa, nullptr, argv, envp.data()));
+  posix_spawn_file_actions_destroy(&fa);
+  close(out[1]);
+  char buf[32] = {0};
+  ASSERT_GT(read(out[0], buf, sizeof buf - 1), 0);
+  close(out[0]);
+  std::string addr = std::string("127.0.0.1:") + std::to_string(atoi(buf));
+
+  rrpc_channel_options co = {};
+  co.timeout_ms = 20000;
+  rrpc_channel *ch;
+  ASSERT_EQ(0, rrpc_channel_new(addr.c_str(), &co, &ch));
+  // One completed call proves the child serves.
+  rrpc_controller *c0;
+  rrpc_controller_new(&c0);
+  ASSERT_EQ(0, rrpc_channel_call(ch, "test.EchoService", "Echo", c0, nullptr, nullptr, nullptr, nullptr));
+  rrpc_controller_free(c0);
+
+  const int k = 16;
+  AsyncState st;
+  st.times_called.assign(k, 0);
+  std::vector<AsyncCall> calls(k);
+  for (int i = 0; i < k; i++) {
+    AsyncCall &a = calls[i];
+    a.st = &st;
+    a.idx = i;
+    rrpc_controller_new(&a.cntl);
+    rrpc_iobuf_new(&a.req);
+    rrpc_iobuf_new(&a.resp);
+    ASSERT_EQ(0, rrpc_channel_call(ch, "test.EchoService", "Hold", a.cntl, a.req, a.resp, async_done, &a));
+  }
+  kill(pid, SIGKILL);
+  int status;
+  waitpid(pid, &status, 0);
+  {
+    std::unique_lock<std::mutex> g(st.mu);
+    st.cv.wait(g, [&] { return st.done == k; });
+  }
+  for (int i = 0; i < k; i++) {
+    EXPECT_EQ(1, st.times_called[i]);
+    EXPECT_EQ(-RRPC_ECLOSE, rrpc_controller_error_code(calls[i].cntl));
+  }
+  for (auto &a : calls) {
+    rrpc_controller_free(a.cntl);
+    rrpc_iobuf_free(a.req);
+    rrpc_iobuf_free(a.resp);
+  }
+  rrpc_channel_free(ch);
+}
+
+TEST(RpcConnect, RefusedConnectionFailsSyncAndAsyncOnce) {
+  // Bind a port and close it, so nothing listens there.
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa = {};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(0, bind(fd, (sockaddr *)&sa, sizeof sa));
+  socklen_t len = sizeof sa;
+  getsockname(fd, (sockaddr *)&sa, &len);
+  close(fd);
+  std::string addr = "127.0.0.1:" + std::to_string(ntohs(sa.sin_port));
+  rrpc_channel *ch;
+  rrpc_channel_options co = {};
+  co.max_retry = -1;
+  ASSERT_EQ(0, rrpc_channel_new(addr.c_str(), &co, &ch));
+  rrpc_controller *c;
+  rrpc_controller_new(&c);
+  EXPECT_EQ(-ECONNREFUSED, rrpc_channel_call(ch, "a.B", "C", c, nullptr, nullptr, nullptr, nullptr));
+  AsyncState st;
+  st.times_called.assign(1, 0);
+  AsyncCall a{&st, 0, c, nullptr, nullptr, ""};
+  rrpc_iobuf_new(&a.resp);
+  ASSERT_EQ(0, rrpc_channel_call(ch, "a.B", "C", c, nullptr, a.resp, async_done, &a));
+  {
+    std::unique_lock<std::mutex> g(st.mu);
+    st.cv.wait(g, [&] { return st.done == 1; });
+  }
+  EXPECT_EQ(1, st.times_called[0]);
+  EXPECT_EQ(-ECONNREFUSED, rrpc_controller_error_code(c));
+  rrpc_iobuf_free(a.resp);
+  rrpc_controller_free(c);
+  rrpc_channel_free(ch);
+}
+
+// ---- malformed frames against a live server -----------------------------------
+
+int raw_connect(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa = {};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons((uint16_t)port);
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, (sockaddr *)&sa, sizeof sa) != 0) return -1;
+  timeval tv = {10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  return fd;
+}
+
+// Sends bytes and reports whether the server closed the connection (EOF).
+bool server_closes_after(int port, const std::string &bytes, bool half_close) {
+  int fd = raw_connect(port);
+  if (fd < 0) return false;
+  if (write(fd, bytes.data(), bytes.size()) != (ssize_t)bytes.size()) return false;
+  if (half_close) shutdown(fd, SHUT_WR);
+  char b[256];
+  ssize_t r;
+  do r = read(fd, b, sizeof b);
+  while (r > 0);
+  close(fd);
+  return r == 0;
+}
+
+std::string header(const char *magic, uint32_t body, uint32_t meta) {
+  std::string h(magic, 4);
+  uint32_t b = htonl(body), m = htonl(meta);
+  h.append((const char *)&b, 4);
+  h.append((const char *)&m, 4);
+  return h;
+}
+
+TEST_F(RpcTest, MalformedFramesCloseOnlyThatConnection) {
+  struct Case {
+    const char *name;
+    std::string bytes;
+    bool half_close;
+  } cases[] = {
+      {"truncated header", std::string("PRP"), true},
+      {"bad magic", header("XRPC", 10, 2) + std::string(10, 'a'), false},
+      {"meta_size > body_size", header("PRPC", 4, 9) + "abcd", false},
+      {"body over max", header("PRPC", 64u << 20, 1), false},
+      {"garbage meta", header("PRPC", 6, 6) + std::string("\xff\xff\xff\xff\xff\xff", 6), false},
+  };
+  for (auto &cs : cases) {
+    EXPECT_TRUE(server_closes_after(port_, cs.bytes, cs.half_close)) << cs.name;
+    std::string resp;
+    EXPECT_EQ(0, call("Echo", cs.name, "", &resp, nullptr)) << cs.name;
+    EXPECT_EQ(cs.name, resp);
+  }
+}
+
+TEST(RpcErrors, StrerrorKnowsEveryCode) {
+  EXPECT_STREQ("ERPCTIMEDOUT", rrpc_err_name(-RRPC_ERPCTIMEDOUT));
+  EXPECT_STREQ("ENOSERVICE", rrpc_err_name(1001));
+  EXPECT_STREQ("ECONNREFUSED", rrpc_err_name(-ECONNREFUSED));
+  EXPECT_NE(nullptr, strstr(rrpc_strerror(-RRPC_ENORDMA), "--with-rdma"));
+  EXPECT_STREQ("unknown error", rrpc_strerror(987654));
+}
+
+}  // namespace
