@@ -14,7 +14,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "internal/iobuf.h"
+#include "rrpc/internal/iobuf.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 #define RRPC_BAIDU_HEADER_SIZE 12
 #define RRPC_BAIDU_DEFAULT_MAX_BODY (64u << 20)
@@ -57,15 +61,21 @@ typedef struct rrpc__rpc_meta {
  * `p`. 0, or -RRPC_EPARSE for anything that is not valid protobuf of this
  * schema (truncated varint/length, wrong wire type for a known field, a
  * request/response sub-message that does not parse, missing required
- * service_name/method_name in a request). Never reads outside [p, p+n). */
+ * service_name/method_name in a request, field number 0, groups). As in
+ * protobuf, a repeated scalar keeps the last value and repeated sub-messages
+ * merge. The has-bits of sub-message fields (LOG_ID, TIMEOUT_MS, ERROR_*) are
+ * set only inside a present request/response. On error *out is zeroed.
+ * Never reads outside [p, p+n). Thread-safe. */
 int rrpc__rpc_meta_decode(const uint8_t *p, size_t n, rrpc__rpc_meta *out);
 
 /* rrpc__rpc_meta_size - bytes rrpc__rpc_meta_encode will write. */
 size_t rrpc__rpc_meta_size(const rrpc__rpc_meta *m);
 
 /* rrpc__rpc_meta_encode - serialize the fields whose has-bits are set, in
- * field-number order (as the C++ library does). `out` must hold
- * rrpc__rpc_meta_size(m) bytes. Returns the bytes written. */
+ * field-number order (as the C++ library does). service_name/method_name
+ * are always written when HAS_REQUEST is set (they are required); LOG_ID and
+ * TIMEOUT_MS only count with HAS_REQUEST, ERROR_* only with HAS_RESPONSE.
+ * `out` must hold rrpc__rpc_meta_size(m) bytes. Returns the bytes written. */
 size_t rrpc__rpc_meta_encode(const rrpc__rpc_meta *m, uint8_t *out);
 
 /* One cut message. Owns its copies: meta_bytes (strings in `meta` point into
@@ -75,34 +85,49 @@ typedef struct rrpc__baidu_msg {
   uint8_t *meta_bytes;
   rrpc_iobuf payload;
   rrpc_iobuf attachment;
-  /* Set when attachment_size exceeds the bytes after the meta: the frame is
-   * well formed, so the connection survives, but the RPC must fail
-   * (server: answer EREQUEST; client: fail the call with ERESPONSE). The
-   * whole rest of the body is then in payload. */
+  /* Set when attachment_size exceeds the bytes after the meta, or is
+   * negative: the frame is well formed, so the connection survives, but the
+   * RPC must fail (server: answer EREQUEST; client: fail the call with
+   * ERESPONSE). The whole rest of the body is then in payload. */
   int bad_attachment;
 } rrpc__baidu_msg;
 
+/* init makes an empty message; destroy frees meta_bytes, drops the iobuf
+ * references and leaves the message empty (destroying twice is harmless).
+ * A message embeds iobufs: do not copy it by value. */
 void rrpc__baidu_msg_init(rrpc__baidu_msg *m);
 void rrpc__baidu_msg_destroy(rrpc__baidu_msg *m);
 
 /* rrpc__baidu_cut - try to cut one frame off the front of `in`.
+ * `out` is (re)initialized by the call: it must not hold a live message.
  * Returns 1 and fills *out (destroy it later) when a whole frame was there;
  * 0 when more bytes are needed (nothing consumed; a header that is already
  * wrong is reported at once, without waiting for more bytes);
  * -RRPC_EPARSE for bad magic, meta_size > body_size or garbage meta;
- * -RRPC_ETOOBIG when body_size > max_body; -ENOMEM.
- * On an error the connection must be closed: the stream is unusable. */
+ * -RRPC_ETOOBIG when body_size > max_body (0 = RRPC_BAIDU_DEFAULT_MAX_BODY);
+ * -ENOMEM. On 0 and on errors *out is left empty.
+ * On an error the connection must be closed: the stream is unusable (`in`
+ * is unchanged, except after -ENOMEM, where part of the frame may be gone).
+ * The meta is COPIED into out->meta_bytes (at most body_size bytes, checked
+ * against max_body first); payload and attachment SHARE blocks with `in`.
+ * [thread-compatible]: `in` and `out` belong to the caller's thread. */
 int rrpc__baidu_cut(rrpc_iobuf *in, size_t max_body, rrpc__baidu_msg *out);
 
 /* rrpc__baidu_pack - append one frame to `out`: header and meta COPIED,
  * payload and attachment SHARED (either may be NULL = empty). Sets
  * meta->attachment_size (and its has-bit) from the attachment when it is
- * non-empty. 0, -RRPC_ETOOBIG (body over 4 GiB - 1), or -ENOMEM (then `out`
- * is unchanged). */
+ * non-empty and clears both when it is empty (brpc sends attachment_size
+ * only when > 0). 0, -RRPC_ETOOBIG (body over 4 GiB - 1, or an attachment
+ * over INT32_MAX), or -ENOMEM / the allocator's error; on any error `out`
+ * and *meta are unchanged. Strings in *meta are borrowed for the call only.
+ * [thread-compatible]. */
 int rrpc__baidu_pack(rrpc_iobuf *out, rrpc__rpc_meta *meta, const rrpc_iobuf *payload,
                      const rrpc_iobuf *attachment);
 
 /* rrpc__str_eq - compare a borrowed string with a C string. */
 int rrpc__str_eq(rrpc__str s, const char *cstr);
 
+#ifdef __cplusplus
+}
+#endif
 #endif /* RRPC_INTERNAL_BAIDU_STD_H */

@@ -1,0 +1,402 @@
+/* rpc_meta.c - the protobuf wire codec for baidu_std's RpcMeta (package
+ * brpc.policy): decode from hostile bytes, encode exactly as the C++ library
+ * serializes. Knows nothing about frames or iobufs (that is baidu_std.c).
+ *
+ * Only the fields listed in internal/baidu_std.h are understood; every other
+ * field of wire type 0, 1, 2 or 5 is skipped. Groups (wire types 3 and 4),
+ * wire types 6 and 7 and field number 0 are malformed. */
+#include "rrpc/internal/baidu_std.h"
+
+#include <string.h>
+
+#include "rrpc/errors.h"
+
+enum {
+  WT_VARINT = 0,
+  WT_FIXED64 = 1,
+  WT_LEN = 2,
+  WT_FIXED32 = 5,
+};
+
+/* Field numbers (facts: specs/brpc-rdma-facts.md section 6). */
+enum {
+  F_META_REQUEST = 1,
+  F_META_RESPONSE = 2,
+  F_META_COMPRESS_TYPE = 3,
+  F_META_CORRELATION_ID = 4,
+  F_META_ATTACHMENT_SIZE = 5,
+  F_REQ_SERVICE_NAME = 1,
+  F_REQ_METHOD_NAME = 2,
+  F_REQ_LOG_ID = 3,
+  F_REQ_TIMEOUT_MS = 8,
+  F_RESP_ERROR_CODE = 1,
+  F_RESP_ERROR_TEXT = 2,
+};
+
+/* ---- decoding ------------------------------------------------------------
+ * A cursor over borrowed bytes; every read checks the bytes left first. */
+typedef struct cursor {
+  const uint8_t *p;
+  const uint8_t *end;
+} cursor;
+
+/* A varint is at most 10 bytes. Like the C++ parser, bits past 64 in the
+ * tenth byte are dropped, and a tenth byte that still has its continuation
+ * bit set is an error. */
+static int read_varint(cursor *c, uint64_t *out) {
+  uint64_t v = 0;
+  for (unsigned i = 0; i < 10; i++) {
+    if (c->p == c->end)
+      return -RRPC_EPARSE;
+    uint8_t b = *c->p++;
+    v |= (uint64_t)(b & 0x7f) << (7 * i);
+    if (!(b & 0x80)) {
+      *out = v;
+      return 0;
+    }
+  }
+  return -RRPC_EPARSE;
+}
+
+/* Tags are 32-bit in protobuf; the field number is the tag >> 3. */
+static int read_tag(cursor *c, uint32_t *field, unsigned *wire_type) {
+  uint64_t tag;
+  int rc = read_varint(c, &tag);
+  if (rc < 0)
+    return rc;
+  if (tag > UINT32_MAX || (tag >> 3) == 0)
+    return -RRPC_EPARSE;
+  *field = (uint32_t)(tag >> 3);
+  *wire_type = (unsigned)(tag & 7);
+  return 0;
+}
+
+/* A length-delimited value: the bytes must all be there. */
+static int read_len(cursor *c, cursor *inner) {
+  uint64_t len;
+  int rc = read_varint(c, &len);
+  if (rc < 0)
+    return rc;
+  if (len > (uint64_t)(c->end - c->p))
+    return -RRPC_EPARSE;
+  inner->p = c->p;
+  inner->end = c->p + len;
+  c->p += len;
+  return 0;
+}
+
+static int skip_field(cursor *c, unsigned wire_type) {
+  uint64_t v;
+  cursor inner;
+  size_t fixed;
+  switch (wire_type) {
+  case WT_VARINT:
+    return read_varint(c, &v);
+  case WT_LEN:
+    return read_len(c, &inner);
+  case WT_FIXED64:
+    fixed = 8;
+    break;
+  case WT_FIXED32:
+    fixed = 4;
+    break;
+  default: /* 3/4 are groups (not accepted), 6/7 do not exist */
+    return -RRPC_EPARSE;
+  }
+  if ((size_t)(c->end - c->p) < fixed)
+    return -RRPC_EPARSE;
+  c->p += fixed;
+  return 0;
+}
+
+/* Scalars of a known field: the wire type must match. int32 values arrive
+ * as 64-bit varints (negatives sign-extended to 10 bytes) and, as in C++,
+ * keep their low 32 bits. */
+static int read_i64(cursor *c, unsigned wire_type, int64_t *out) {
+  uint64_t v;
+  if (wire_type != WT_VARINT)
+    return -RRPC_EPARSE;
+  int rc = read_varint(c, &v);
+  if (rc < 0)
+    return rc;
+  *out = (int64_t)v; /* two's complement on every target we build for */
+  return 0;
+}
+
+static int read_i32(cursor *c, unsigned wire_type, int32_t *out) {
+  int64_t v;
+  int rc = read_i64(c, wire_type, &v);
+  if (rc < 0)
+    return rc;
+  *out = (int32_t)(uint32_t)(uint64_t)v;
+  return 0;
+}
+
+static int read_str(cursor *c, unsigned wire_type, rrpc__str *out) {
+  cursor inner;
+  if (wire_type != WT_LEN)
+    return -RRPC_EPARSE;
+  int rc = read_len(c, &inner);
+  if (rc < 0)
+    return rc;
+  out->ptr = (const char *)inner.p;
+  out->len = (size_t)(inner.end - inner.p);
+  return 0;
+}
+
+/* RpcRequestMeta. Called once per occurrence: protobuf merges repeated
+ * occurrences of a sub-message, so fields already set stay unless this
+ * occurrence sets them again. *seen collects the required fields. */
+static int decode_request(cursor *c, rrpc__rpc_meta *m, unsigned *seen) {
+  while (c->p < c->end) {
+    uint32_t field;
+    unsigned wt;
+    int rc = read_tag(c, &field, &wt);
+    if (rc < 0)
+      return rc;
+    switch (field) {
+    case F_REQ_SERVICE_NAME:
+      rc = read_str(c, wt, &m->service_name);
+      *seen |= 1u;
+      break;
+    case F_REQ_METHOD_NAME:
+      rc = read_str(c, wt, &m->method_name);
+      *seen |= 2u;
+      break;
+    case F_REQ_LOG_ID:
+      rc = read_i64(c, wt, &m->log_id);
+      m->has |= RRPC_META_HAS_LOG_ID;
+      break;
+    case F_REQ_TIMEOUT_MS:
+      rc = read_i32(c, wt, &m->timeout_ms);
+      m->has |= RRPC_META_HAS_TIMEOUT_MS;
+      break;
+    default:
+      rc = skip_field(c, wt);
+      break;
+    }
+    if (rc < 0)
+      return rc;
+  }
+  return 0;
+}
+
+static int decode_response(cursor *c, rrpc__rpc_meta *m) {
+  while (c->p < c->end) {
+    uint32_t field;
+    unsigned wt;
+    int rc = read_tag(c, &field, &wt);
+    if (rc < 0)
+      return rc;
+    switch (field) {
+    case F_RESP_ERROR_CODE:
+      rc = read_i32(c, wt, &m->error_code);
+      m->has |= RRPC_META_HAS_ERROR_CODE;
+      break;
+    case F_RESP_ERROR_TEXT:
+      rc = read_str(c, wt, &m->error_text);
+      m->has |= RRPC_META_HAS_ERROR_TEXT;
+      break;
+    default:
+      rc = skip_field(c, wt);
+      break;
+    }
+    if (rc < 0)
+      return rc;
+  }
+  return 0;
+}
+
+/* Thread-safe (no shared state); strings in *out borrow from p. */
+int rrpc__rpc_meta_decode(const uint8_t *p, size_t n, rrpc__rpc_meta *out) {
+  cursor c;
+  unsigned seen = 0; /* required fields of the request: 1 service, 2 method */
+  int rc = 0;
+
+  memset(out, 0, sizeof(*out));
+  if (n == 0)
+    return 0; /* an empty message; p may be NULL, so no arithmetic on it */
+  c.p = p;
+  c.end = p + n;
+  while (c.p < c.end) {
+    uint32_t field;
+    unsigned wt;
+    cursor inner;
+    rc = read_tag(&c, &field, &wt);
+    if (rc < 0)
+      goto fail;
+    switch (field) {
+    case F_META_REQUEST:
+    case F_META_RESPONSE:
+      if (wt != WT_LEN) {
+        rc = -RRPC_EPARSE;
+        break;
+      }
+      rc = read_len(&c, &inner);
+      if (rc < 0)
+        break;
+      if (field == F_META_REQUEST) {
+        out->has |= RRPC_META_HAS_REQUEST;
+        rc = decode_request(&inner, out, &seen);
+      } else {
+        out->has |= RRPC_META_HAS_RESPONSE;
+        rc = decode_response(&inner, out);
+      }
+      break;
+    case F_META_COMPRESS_TYPE:
+      rc = read_i32(&c, wt, &out->compress_type);
+      out->has |= RRPC_META_HAS_COMPRESS_TYPE;
+      break;
+    case F_META_CORRELATION_ID:
+      rc = read_i64(&c, wt, &out->correlation_id);
+      out->has |= RRPC_META_HAS_CORRELATION_ID;
+      break;
+    case F_META_ATTACHMENT_SIZE:
+      rc = read_i32(&c, wt, &out->attachment_size);
+      out->has |= RRPC_META_HAS_ATTACHMENT_SIZE;
+      break;
+    default:
+      rc = skip_field(&c, wt);
+      break;
+    }
+    if (rc < 0)
+      goto fail;
+  }
+  /* service_name and method_name are `required`: C++ ParseFromArray fails
+   * without them, and so do we. */
+  if ((out->has & RRPC_META_HAS_REQUEST) && seen != 3u) {
+    rc = -RRPC_EPARSE;
+    goto fail;
+  }
+  return 0;
+
+fail:
+  memset(out, 0, sizeof(*out)); /* no half-decoded values, no stray pointers */
+  return rc;
+}
+
+/* ---- encoding ------------------------------------------------------------ */
+
+static size_t varint_size(uint64_t v) {
+  size_t n = 1;
+  while (v >= 0x80) {
+    v >>= 7;
+    n++;
+  }
+  return n;
+}
+
+/* int32 and int64 fields encode as a 64-bit varint of the sign-extended
+ * value, so a negative number always takes 10 bytes. */
+static uint64_t i64_bits(int64_t v) { return (uint64_t)v; }
+static uint64_t i32_bits(int32_t v) { return (uint64_t)(int64_t)v; }
+
+static uint8_t *put_varint(uint8_t *p, uint64_t v) {
+  while (v >= 0x80) {
+    *p++ = (uint8_t)(v | 0x80);
+    v >>= 7;
+  }
+  *p++ = (uint8_t)v;
+  return p;
+}
+
+static uint8_t *put_tag(uint8_t *p, uint32_t field, unsigned wt) {
+  return put_varint(p, ((uint64_t)field << 3) | wt);
+}
+
+static uint8_t *put_str(uint8_t *p, uint32_t field, rrpc__str s) {
+  p = put_tag(p, field, WT_LEN);
+  p = put_varint(p, s.len);
+  if (s.len)
+    memcpy(p, s.ptr, s.len);
+  return p + s.len;
+}
+
+/* All our field numbers are < 16, so every tag is one byte. */
+static size_t str_field_size(rrpc__str s) { return 1 + varint_size(s.len) + s.len; }
+static size_t int_field_size(uint64_t bits) { return 1 + varint_size(bits); }
+
+static size_t request_body_size(const rrpc__rpc_meta *m) {
+  size_t n = str_field_size(m->service_name) + str_field_size(m->method_name);
+  if (m->has & RRPC_META_HAS_LOG_ID)
+    n += int_field_size(i64_bits(m->log_id));
+  if (m->has & RRPC_META_HAS_TIMEOUT_MS)
+    n += int_field_size(i32_bits(m->timeout_ms));
+  return n;
+}
+
+static size_t response_body_size(const rrpc__rpc_meta *m) {
+  size_t n = 0;
+  if (m->has & RRPC_META_HAS_ERROR_CODE)
+    n += int_field_size(i32_bits(m->error_code));
+  if (m->has & RRPC_META_HAS_ERROR_TEXT)
+    n += str_field_size(m->error_text);
+  return n;
+}
+
+/* Thread-safe; reads *m only. */
+size_t rrpc__rpc_meta_size(const rrpc__rpc_meta *m) {
+  size_t n = 0;
+  if (m->has & RRPC_META_HAS_REQUEST) {
+    size_t body = request_body_size(m);
+    n += 1 + varint_size(body) + body;
+  }
+  if (m->has & RRPC_META_HAS_RESPONSE) {
+    size_t body = response_body_size(m);
+    n += 1 + varint_size(body) + body;
+  }
+  if (m->has & RRPC_META_HAS_COMPRESS_TYPE)
+    n += int_field_size(i32_bits(m->compress_type));
+  if (m->has & RRPC_META_HAS_CORRELATION_ID)
+    n += int_field_size(i64_bits(m->correlation_id));
+  if (m->has & RRPC_META_HAS_ATTACHMENT_SIZE)
+    n += int_field_size(i32_bits(m->attachment_size));
+  return n;
+}
+
+/* Thread-safe; reads *m, writes exactly rrpc__rpc_meta_size(m) bytes. */
+size_t rrpc__rpc_meta_encode(const rrpc__rpc_meta *m, uint8_t *out) {
+  uint8_t *p = out;
+  if (m->has & RRPC_META_HAS_REQUEST) {
+    p = put_tag(p, F_META_REQUEST, WT_LEN);
+    p = put_varint(p, request_body_size(m));
+    p = put_str(p, F_REQ_SERVICE_NAME, m->service_name);
+    p = put_str(p, F_REQ_METHOD_NAME, m->method_name);
+    if (m->has & RRPC_META_HAS_LOG_ID) {
+      p = put_tag(p, F_REQ_LOG_ID, WT_VARINT);
+      p = put_varint(p, i64_bits(m->log_id));
+    }
+    if (m->has & RRPC_META_HAS_TIMEOUT_MS) {
+      p = put_tag(p, F_REQ_TIMEOUT_MS, WT_VARINT);
+      p = put_varint(p, i32_bits(m->timeout_ms));
+    }
+  }
+  if (m->has & RRPC_META_HAS_RESPONSE) {
+    p = put_tag(p, F_META_RESPONSE, WT_LEN);
+    p = put_varint(p, response_body_size(m));
+    if (m->has & RRPC_META_HAS_ERROR_CODE) {
+      p = put_tag(p, F_RESP_ERROR_CODE, WT_VARINT);
+      p = put_varint(p, i32_bits(m->error_code));
+    }
+    if (m->has & RRPC_META_HAS_ERROR_TEXT)
+      p = put_str(p, F_RESP_ERROR_TEXT, m->error_text);
+  }
+  if (m->has & RRPC_META_HAS_COMPRESS_TYPE) {
+    p = put_tag(p, F_META_COMPRESS_TYPE, WT_VARINT);
+    p = put_varint(p, i32_bits(m->compress_type));
+  }
+  if (m->has & RRPC_META_HAS_CORRELATION_ID) {
+    p = put_tag(p, F_META_CORRELATION_ID, WT_VARINT);
+    p = put_varint(p, i64_bits(m->correlation_id));
+  }
+  if (m->has & RRPC_META_HAS_ATTACHMENT_SIZE) {
+    p = put_tag(p, F_META_ATTACHMENT_SIZE, WT_VARINT);
+    p = put_varint(p, i32_bits(m->attachment_size));
+  }
+  return (size_t)(p - out);
+}
+
+int rrpc__str_eq(rrpc__str s, const char *cstr) {
+  size_t n = strlen(cstr);
+  return s.len == n && (n == 0 || memcmp(s.ptr, cstr, n) == 0);
+}
