@@ -15,6 +15,7 @@
 #   test/rdma/*_test.cc   -> build/test/rdma/<name> (only WITH_RDMA=1)
 #   test/fuzz/*_fuzzer.c  -> build/fuzz/<name>
 #   examples/<ex>/*.{c,cpp,cc} with main -> build/examples/<ex>/<file> (+ <ex>/*.proto)
+#   bench/*.cc            -> build/bench/<name>
 
 ifeq ($(wildcard config.mk),)
 $(error config.mk is missing: run 'sh config_brpc.sh' (add --with-rdma for RDMA) first)
@@ -68,8 +69,11 @@ EXAMPLE_MAINS := $(shell grep -lE '$(MAIN_RE)' $(wildcard examples/*/*.c example
 EXAMPLE_BINS := $(foreach f,$(EXAMPLE_MAINS),$(BUILD)/$(basename $(f)))
 GEN_HDRS := $(patsubst %.proto,$(BUILD)/gen/%.pb.h,$(CXX_PROTOS) $(TEST_PROTOS) $(wildcard examples/*/*.proto))
 
-.PHONY: all libs tests examples test test-rdma fuzz clean
-all: libs tests examples $(RDMA_TESTS)
+BENCHES := $(patsubst bench/%.cc,$(BUILD)/bench/%,$(wildcard bench/*.cc))
+
+.PHONY: all libs tests examples benches test test-rdma fuzz bench clean
+all: libs tests examples benches $(RDMA_TESTS)
+benches: $(BENCHES)
 libs: $(LIBRRPC) $(LIBRRPC_CXX)
 tests: $(TESTS)
 examples: $(EXAMPLE_BINS)
@@ -98,6 +102,13 @@ $(BUILD)/obj/%.cpp.o: %.cpp | $(GEN_HDRS)
 $(BUILD)/obj/$(BUILD)/gen/%.pb.cc.o: $(BUILD)/gen/%.pb.cc | $(GEN_HDRS)
 	@mkdir -p $(@D)
 	$(CXX) $(CPPFLAGS) $(filter-out -Werror,$(CXXFLAGS)) -c $< -o $@
+
+$(BUILD)/bench/%: $(BUILD)/obj/bench/%.cc.o $(LIBRRPC_CXX) $(LIBRRPC)
+	@mkdir -p $(@D)
+	$(CXX) $(LDFLAGS) -o $@ $^ $(CXXLIBS) $(LDLIBS)
+
+bench: benches
+	$(BUILD)/bench/loopback_bench
 
 GTEST_LIBS := -lgtest_main -lgtest
 $(BUILD)/test/%: $(BUILD)/obj/test/%.cc.o $(TEST_COMMON) $(LIBRRPC_CXX) $(LIBRRPC)
