@@ -1,0 +1,73 @@
+/* transport/rdma/device.h - private to the RDMA transport: the process-wide
+ * RDMA runtime - options, the opened device (context, PD, port), GID choice,
+ * and routing of the device's async events to the endpoint owning a QP. */
+#ifndef RRPC_TRANSPORT_RDMA_DEVICE_H
+#define RRPC_TRANSPORT_RDMA_DEVICE_H
+
+#include <infiniband/verbs.h>
+#include <netinet/in.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "rrpc/rdma.h"
+
+typedef struct rrpc__rdma_dev {
+  struct ibv_context *ctx;
+  struct ibv_pd *pd;
+  uint8_t port;
+  uint8_t link_layer;     /* IBV_LINK_LAYER_ETHERNET (RoCE) or _INFINIBAND */
+  enum ibv_mtu active_mtu;
+  uint16_t lid;
+  uint32_t max_inline;    /* what a QP of this device accepts; 0 if none */
+  int max_sge;
+  char name[64];
+  uint8_t mac[6];         /* of the RoCE netdev (for CLC), zero if unknown */
+} rrpc__rdma_dev;
+
+/* rrpc__rdma_options - the effective global options (defaults applied).
+ * The first call freezes them (rrpc_rdma_global_init after that returns
+ * -EALREADY). Never NULL. Thread-safe. */
+const rrpc_rdma_options *rrpc__rdma_options(void);
+
+/* rrpc__rdma_dev_get - the device, opened on first use (by --rdma_device
+ * name, or the first with an ACTIVE --rdma_port). -RRPC_ENODEV when there
+ * is none or the port is down (checked again on each call while not open,
+ * and the port state is re-queried at most once a second after opening so a
+ * port that went down is reported). No exit() on any failure. Thread-safe. */
+int rrpc__rdma_dev_get(rrpc__rdma_dev **out);
+
+/* rrpc__rdma_dev_pick_gid - the GID for a connection whose TCP local address
+ * is `local`: --rdma_gid_index if set; else on RoCE the RoCE v2 GID whose
+ * IPv4-mapped address equals local's IPv4 address, then any RoCE v2 GID,
+ * then RoCE v1; on IB index 0. 0 or -RRPC_ENODEV (no usable GID). */
+int rrpc__rdma_dev_pick_gid(rrpc__rdma_dev *d, const struct sockaddr_storage *local, int *gid_index,
+                            union ibv_gid *gid);
+
+/* Async events (QP fatal, port down, ...): the endpoint that owns a QP
+ * registers a callback under its qp_num; the device's async-event watcher
+ * (on a loop thread) calls it with the event type. Unregister before
+ * destroying the QP: after unregister returns, cb is not running and will
+ * not run. Port events go to every registered callback. */
+typedef void (*rrpc__rdma_async_cb)(void *arg, enum ibv_event_type ev);
+int rrpc__rdma_dev_watch_qp(rrpc__rdma_dev *d, uint32_t qp_num, rrpc__rdma_async_cb cb, void *arg);
+void rrpc__rdma_dev_unwatch_qp(rrpc__rdma_dev *d, uint32_t qp_num);
+
+/* Process-wide counters behind rrpc_rdma_get_stats (relaxed atomics). */
+typedef enum rrpc__rdma_counter {
+  RRPC_RDMA_CNT_CONN_RDMA,
+  RRPC_RDMA_CNT_CONN_FALLBACK,
+  RRPC_RDMA_CNT_BYTES_WRITTEN,
+  RRPC_RDMA_CNT_BYTES_RECEIVED,
+  RRPC_RDMA_CNT_WRITES,
+  RRPC_RDMA_CNT_CDC_SENT,
+  RRPC_RDMA_CNT_COMPLETIONS,
+  RRPC_RDMA_CNT_WAKEUPS,
+  RRPC_RDMA_CNT_SOLICITED,
+  RRPC_RDMA_CNT_BLOCKED,
+  RRPC_RDMA_CNT__COUNT
+} rrpc__rdma_counter;
+void rrpc__rdma_count(rrpc__rdma_counter c, uint64_t n);
+/* Record a fallback and its SMC decline code (for stats and a log line). */
+void rrpc__rdma_note_fallback(uint32_t decline_code);
+
+#endif /* RRPC_TRANSPORT_RDMA_DEVICE_H */

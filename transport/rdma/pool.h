@@ -1,0 +1,53 @@
+/* transport/rdma/pool.h - private to the RDMA transport: memory registered
+ * with the device. The registered pool is the iobuf block allocator while
+ * RDMA is on, so message blocks go to the wire without a copy; user memory
+ * registered through rrpc_rdma_register_memory uses the same region type.
+ *
+ * A block's `region` cookie is a rrpc__rdma_region*, so its lkey is one
+ * load away. Regions from other allocators (or none) are told apart by the
+ * magic and must be copied into pool memory before sending. */
+#ifndef RRPC_TRANSPORT_RDMA_POOL_H
+#define RRPC_TRANSPORT_RDMA_POOL_H
+
+#include <infiniband/verbs.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "transport/rdma/device.h"
+
+#define RRPC_RDMA_REGION_MAGIC 0x52524d52u /* "RRMR" */
+
+typedef struct rrpc__rdma_region {
+  uint32_t magic;
+  uint32_t lkey;
+  struct ibv_mr *mr;
+  char *base;
+  size_t len;
+} rrpc__rdma_region;
+
+/* rrpc__rdma_region_of - the region of a block cookie if it is ours and
+ * covers [p, p+len), else NULL. O(1). */
+static inline const rrpc__rdma_region *rrpc__rdma_region_of(const void *cookie, const void *p,
+                                                             size_t len) {
+  const rrpc__rdma_region *r = (const rrpc__rdma_region *)cookie;
+  if (r == NULL || r->magic != RRPC_RDMA_REGION_MAGIC) return NULL;
+  const char *c = (const char *)p;
+  if (c < r->base || c + len > r->base + r->len) return NULL;
+  return r;
+}
+
+/* rrpc__rdma_pool_start - register the first pool region on `d` and make the
+ * pool the block allocator (rrpc_block_allocator_set). Idempotent. Sizes
+ * from the options (initial, increase, cap). 0, -RRPC_ERDMAMEM, -ENOMEM. */
+int rrpc__rdma_pool_start(rrpc__rdma_dev *d);
+
+/* rrpc__rdma_pool_alloc - a registered area of >= size bytes (the same path
+ * the block allocator uses), e.g. for bounce copies. 0, -RRPC_EPOOL when the
+ * cap is reached, -RRPC_ERDMAMEM when registration fails. */
+int rrpc__rdma_pool_alloc(size_t size, void **data, size_t *cap, void **region);
+void rrpc__rdma_pool_free(void *data, size_t cap, void *region);
+
+/* rrpc__rdma_pool_bytes - registered bytes now (for stats). */
+size_t rrpc__rdma_pool_bytes(void);
+
+#endif /* RRPC_TRANSPORT_RDMA_POOL_H */
