@@ -65,11 +65,13 @@ void rrpc_iobuf_clear(rrpc_iobuf *buf);
 int rrpc_iobuf_append(rrpc_iobuf *buf, const void *data, size_t len);
 
 /* rrpc_iobuf_append_iobuf - SHARES every block of `src` at the end of `buf`;
- * `src` is unchanged. 0 or -ENOMEM (then `buf` is unchanged). */
+ * `src` is unchanged (buf == src doubles it). 0 or -ENOMEM (then `buf` is
+ * unchanged). */
 int rrpc_iobuf_append_iobuf(rrpc_iobuf *buf, const rrpc_iobuf *src);
 
 /* rrpc_iobuf_move - MOVES all of `src` to the end of `buf` (no refcount
- * traffic); `src` becomes empty. 0 or -ENOMEM (then both are unchanged). */
+ * traffic); `src` becomes empty (buf == src: a no-op). 0 or -ENOMEM (then
+ * both are unchanged). */
 int rrpc_iobuf_move(rrpc_iobuf *buf, rrpc_iobuf *src);
 
 /* A user deleter: runs exactly once, when the last reference to the user
@@ -88,8 +90,8 @@ int rrpc_iobuf_append_user(rrpc_iobuf *buf, void *data, size_t len, void *region
 /* ---- taking bytes out ---------------------------------------------------- */
 
 /* rrpc_iobuf_cut - MOVES the first min(n, length) bytes of `buf` to the end of
- * `dst` (a block split at the edge is SHARED by both). Returns the bytes moved
- * (>= 0) or -ENOMEM (then nothing moved). */
+ * `dst` (a block split at the edge is SHARED by both; dst == buf rotates).
+ * Returns the bytes moved (>= 0) or -ENOMEM (then nothing moved). */
 long rrpc_iobuf_cut(rrpc_iobuf *buf, size_t n, rrpc_iobuf *dst);
 
 /* rrpc_iobuf_pop_front - drop the first min(n, length) bytes; returns them. */

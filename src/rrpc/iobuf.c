@@ -1,0 +1,421 @@
+/* iobuf.c - iobuf operations (append, share, move, cut, pop, reserve/commit, views) over the blocks of block.c. */
+#include "internal/iobuf.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+
+/* Invariants kept by every function here:
+ *  - refs[start, end) are the live refs, each with len > 0 and holding one
+ *    reference on its block; slots outside that range hold nothing;
+ *  - len is the sum of the live refs' lengths;
+ *  - an empty iobuf has start == end == 0 (so the array is reused from the
+ *    front);
+ *  - a block is written only through a ref that is its sole reference and
+ *    ends at block->size (see tail_room), or through the iobuf's own spare. */
+
+void rrpc__iobuf_init(rrpc_iobuf *buf) {
+  buf->refs = buf->inline_refs;
+  buf->start = 0;
+  buf->end = 0;
+  buf->cap = RRPC_IOBUF_INLINE_REFS;
+  buf->len = 0;
+  buf->spare = NULL;
+}
+
+static void drop_refs(rrpc_iobuf *buf) {
+  for (uint32_t i = buf->start; i < buf->end; i++) rrpc__block_unref(buf->refs[i].block);
+  buf->start = 0;
+  buf->end = 0;
+  buf->len = 0;
+}
+
+static void drop_spare(rrpc_iobuf *buf) {
+  if (buf->spare) {
+    rrpc__block_unref(buf->spare);
+    buf->spare = NULL;
+  }
+}
+
+/* Leaves `buf` empty and usable again (as if just initialized). */
+void rrpc__iobuf_destroy(rrpc_iobuf *buf) {
+  drop_refs(buf);
+  drop_spare(buf);
+  if (buf->refs != buf->inline_refs) free(buf->refs);
+  buf->refs = buf->inline_refs;
+  buf->cap = RRPC_IOBUF_INLINE_REFS;
+}
+
+int rrpc_iobuf_new(rrpc_iobuf **out) {
+  rrpc_iobuf *buf = malloc(sizeof(*buf));
+  if (!buf) return -ENOMEM;
+  rrpc__iobuf_init(buf);
+  *out = buf;
+  return 0;
+}
+
+void rrpc_iobuf_free(rrpc_iobuf *buf) {
+  if (!buf) return;
+  rrpc__iobuf_destroy(buf);
+  free(buf);
+}
+
+size_t rrpc_iobuf_length(const rrpc_iobuf *buf) { return buf->len; }
+
+/* The refs array and the spare are kept: a cleared iobuf is usually refilled
+ * (a socket's read buffer), and destroy releases them. The spare is dropped
+ * too, since clear is how callers hand memory back. */
+void rrpc_iobuf_clear(rrpc_iobuf *buf) {
+  drop_refs(buf);
+  drop_spare(buf);
+}
+
+/* ---- the refs array ---------------------------------------------------------- */
+
+/* ensure_room - make room for `n` more refs after `end`. Slides the live refs
+ * to the front when at least half the array is dead (pop_front leaves dead
+ * slots before `start`), else grows it twofold; either way each slot moved is
+ * paid for by an earlier pop or push, so pushes and pops stay O(1) amortized.
+ * Moves refs (and so may change start/end) but never their content.
+ * 0 or -ENOMEM (then nothing changed). */
+static int ensure_room(rrpc_iobuf *buf, size_t n) {
+  uint32_t live = buf->end - buf->start;
+  if (n <= (size_t)(buf->cap - buf->end)) return 0;
+  if (n <= (size_t)(buf->cap - live) && buf->start >= live) {
+    memmove(buf->refs, buf->refs + buf->start, (size_t)live * sizeof(*buf->refs));
+    buf->start = 0;
+    buf->end = live;
+    return 0;
+  }
+  if (n > UINT32_MAX - (size_t)live) return -ENOMEM;
+  size_t need = (size_t)live + n;
+  size_t ncap = (size_t)buf->cap * 2;
+  if (ncap < 8) ncap = 8;
+  while (ncap < need) ncap *= 2;
+  if (ncap > UINT32_MAX) ncap = UINT32_MAX;
+  rrpc_iobuf_ref *nr = malloc(ncap * sizeof(*nr));
+  if (!nr) return -ENOMEM;
+  memcpy(nr, buf->refs + buf->start, (size_t)live * sizeof(*nr));
+  if (buf->refs != buf->inline_refs) free(buf->refs);
+  buf->refs = nr;
+  buf->start = 0;
+  buf->end = live;
+  buf->cap = (uint32_t)ncap;
+  return 0;
+}
+
+/* push - append a ref that already owns its reference; room must exist. */
+static void push(rrpc_iobuf *buf, rrpc_block *b, uint32_t off, uint32_t len) {
+  assert(buf->end < buf->cap && len > 0);
+  rrpc_iobuf_ref *r = &buf->refs[buf->end++];
+  r->block = b;
+  r->off = off;
+  r->len = len;
+  buf->len += len;
+}
+
+/* tail_room - bytes that may be written right after the last ref: only when
+ * its block is referenced by that ref alone and the ref ends where the
+ * block's content ends, so no other iobuf can see the bytes written. */
+static uint32_t tail_room(const rrpc_iobuf *buf) {
+  if (buf->start == buf->end) return 0;
+  const rrpc_iobuf_ref *r = &buf->refs[buf->end - 1];
+  rrpc_block *b = r->block;
+  if (r->off + r->len != b->size || b->size >= b->cap) return 0;
+  /* Acquire pairs with the release in unref: whoever shared the block is
+   * done with it once we see the count back at 1. */
+  if (atomic_load_explicit(&b->refs, memory_order_acquire) != 1u) return 0;
+  return b->cap - b->size;
+}
+
+/* ---- appending --------------------------------------------------------------- */
+
+int rrpc_iobuf_append(rrpc_iobuf *buf, const void *data, size_t len) {
+  if (len == 0) return 0;
+  const char *src = data;
+  size_t room = tail_room(buf);
+  size_t head = len < room ? len : room; /* bytes for the tail of the last block */
+  size_t rest = len - head;
+
+  /* Fresh blocks are asked for at the default size: every allocator (the
+   * RDMA pool included) can give that, and bigger pieces would not help
+   * writev or a scatter list much. An allocator that gives more is used to
+   * its full cap, so this count is an upper bound. */
+  if (rest) {
+    size_t nblocks = rest / RRPC_IOBUF_DEFAULT_BLOCK_SIZE + (rest % RRPC_IOBUF_DEFAULT_BLOCK_SIZE != 0);
+    int rc = ensure_room(buf, nblocks);
+    if (rc < 0) return rc;
+  }
+
+  /* New blocks first, the tail last: on an allocation failure only the new
+   * blocks need undoing. Indices, since ensure_room was the last move. */
+  uint32_t first_new = buf->end;
+  size_t old_len = buf->len;
+  const char *p = src + head;
+  while (rest) {
+    rrpc_block *b;
+    int rc = rrpc__block_alloc(RRPC_IOBUF_DEFAULT_BLOCK_SIZE, &b);
+    if (rc < 0) {
+      while (buf->end > first_new) rrpc__block_unref(buf->refs[--buf->end].block);
+      buf->len = old_len;
+      return rc;
+    }
+    uint32_t m = rest < b->cap ? (uint32_t)rest : b->cap;
+    memcpy(b->data, p, m);
+    b->size = m;
+    push(buf, b, 0, m);
+    p += m;
+    rest -= m;
+  }
+
+  if (head) {
+    rrpc_iobuf_ref *r = &buf->refs[first_new - 1];
+    memcpy(r->block->data + r->block->size, src, head);
+    r->block->size += (uint32_t)head;
+    r->len += (uint32_t)head;
+    buf->len += head;
+  }
+  return 0;
+}
+
+int rrpc_iobuf_append_iobuf(rrpc_iobuf *buf, const rrpc_iobuf *src) {
+  uint32_t n = src->end - src->start;
+  if (n == 0) return 0;
+  /* When buf == src this may move src's refs too; read them after it. */
+  int rc = ensure_room(buf, n);
+  if (rc < 0) return rc;
+  for (uint32_t i = 0; i < n; i++) {
+    const rrpc_iobuf_ref *r = &src->refs[src->start + i];
+    rrpc__block_ref(r->block);
+    push(buf, r->block, r->off, r->len);
+  }
+  return 0;
+}
+
+int rrpc_iobuf_move(rrpc_iobuf *buf, rrpc_iobuf *src) {
+  if (buf == src) return 0;
+  uint32_t n = src->end - src->start;
+  if (n == 0) return 0;
+  if (buf->start == buf->end && src->refs != src->inline_refs) {
+    /* buf is empty: take src's heap array whole instead of copying. */
+    if (buf->refs != buf->inline_refs) free(buf->refs);
+    buf->refs = src->refs;
+    buf->start = src->start;
+    buf->end = src->end;
+    buf->cap = src->cap;
+    buf->len = src->len;
+    src->refs = src->inline_refs;
+    src->cap = RRPC_IOBUF_INLINE_REFS;
+  } else {
+    int rc = ensure_room(buf, n);
+    if (rc < 0) return rc;
+    memcpy(buf->refs + buf->end, src->refs + src->start, (size_t)n * sizeof(*buf->refs));
+    buf->end += n;
+    buf->len += src->len;
+  }
+  src->start = 0;
+  src->end = 0;
+  src->len = 0;
+  return 0;
+}
+
+int rrpc_iobuf_append_user(rrpc_iobuf *buf, void *data, size_t len, void *region,
+                           rrpc_iobuf_deleter deleter, void *arg) {
+  if (len == 0 || len > UINT32_MAX) return -EINVAL;
+  /* Room first: once the block exists, nothing may fail (the deleter must
+   * not run on an error path, and the caller keeps the memory). */
+  int rc = ensure_room(buf, 1);
+  if (rc < 0) return rc;
+  rrpc_block *b;
+  rc = rrpc__block_new_user(data, len, region, deleter, arg, &b);
+  if (rc < 0) return rc;
+  push(buf, b, 0, (uint32_t)len);
+  return 0;
+}
+
+int rrpc__iobuf_append_block(rrpc_iobuf *buf, rrpc_block *b, uint32_t off, uint32_t len) {
+  if (len == 0) return 0;
+  if (off > b->size || len > b->size - off) return -EINVAL;
+  int rc = ensure_room(buf, 1);
+  if (rc < 0) return rc;
+  rrpc__block_ref(b);
+  push(buf, b, off, len);
+  return 0;
+}
+
+/* ---- taking bytes out -------------------------------------------------------- */
+
+long rrpc_iobuf_cut(rrpc_iobuf *buf, size_t n, rrpc_iobuf *dst) {
+  if (n > buf->len) n = buf->len;
+  if (n > LONG_MAX) n = LONG_MAX;
+  if (n == 0) return 0;
+  if (n == buf->len && buf != dst) {
+    int rc = rrpc_iobuf_move(dst, buf);
+    return rc < 0 ? rc : (long)n;
+  }
+
+  /* k whole refs move; `part` bytes of the next one are shared. */
+  uint32_t live = buf->end - buf->start;
+  uint32_t k = 0;
+  size_t whole = 0;
+  while (k < live && whole + buf->refs[buf->start + k].len <= n) whole += buf->refs[buf->start + k++].len;
+  uint32_t part = (uint32_t)(n - whole);
+
+  /* When dst == buf (a rotation) this may move buf's refs: index after it. */
+  int rc = ensure_room(dst, (size_t)k + (part != 0));
+  if (rc < 0) return rc;
+  /* Source [start, start+k) and target [end, end+k) never overlap, even
+   * when dst == buf. */
+  memcpy(dst->refs + dst->end, buf->refs + buf->start, (size_t)k * sizeof(*dst->refs));
+  dst->end += k;
+  dst->len += whole;
+  if (part) {
+    rrpc_iobuf_ref *r = &buf->refs[buf->start + k];
+    rrpc__block_ref(r->block);
+    push(dst, r->block, r->off, part);
+    r->off += part;
+    r->len -= part;
+  }
+  buf->start += k;
+  buf->len -= n;
+  if (buf->start == buf->end) buf->start = buf->end = 0;
+  return (long)n;
+}
+
+size_t rrpc_iobuf_pop_front(rrpc_iobuf *buf, size_t n) {
+  if (n > buf->len) n = buf->len;
+  size_t left = n;
+  while (left) {
+    rrpc_iobuf_ref *r = &buf->refs[buf->start];
+    if (r->len <= left) {
+      left -= r->len;
+      rrpc__block_unref(r->block);
+      buf->start++;
+    } else {
+      r->off += (uint32_t)left;
+      r->len -= (uint32_t)left;
+      left = 0;
+    }
+  }
+  buf->len -= n;
+  if (buf->start == buf->end) buf->start = buf->end = 0;
+  return n;
+}
+
+size_t rrpc_iobuf_copy_out(const rrpc_iobuf *buf, size_t offset, void *dst, size_t n) {
+  if (offset >= buf->len) return 0;
+  if (n > buf->len - offset) n = buf->len - offset;
+  char *out = dst;
+  size_t done = 0;
+  for (uint32_t i = buf->start; i < buf->end && done < n; i++) {
+    const rrpc_iobuf_ref *r = &buf->refs[i];
+    if (offset >= r->len) {
+      offset -= r->len;
+      continue;
+    }
+    size_t m = r->len - offset;
+    if (m > n - done) m = n - done;
+    memcpy(out + done, r->block->data + r->off + offset, m);
+    done += m;
+    offset = 0;
+  }
+  return done;
+}
+
+/* ---- reading into the tail -------------------------------------------------- */
+
+int rrpc__iobuf_reserve(rrpc_iobuf *buf, size_t min_size, void **ptr, size_t *avail) {
+  if (min_size > UINT32_MAX) return -EINVAL;
+  uint32_t room = tail_room(buf);
+  if (room > 0 && room >= min_size) {
+    /* commit tells the two cases apart by the spare: none means the tail. */
+    drop_spare(buf);
+    rrpc_block *b = buf->refs[buf->end - 1].block;
+    *ptr = b->data + b->size;
+    *avail = room;
+    return 0;
+  }
+  /* commit cannot fail, so the ref slot it will fill is made now. */
+  int rc = ensure_room(buf, 1);
+  if (rc < 0) return rc;
+  if (!buf->spare || buf->spare->cap < min_size) {
+    rrpc_block *b;
+    rc = rrpc__block_alloc(min_size, &b);
+    if (rc < 0) return rc;
+    drop_spare(buf);
+    buf->spare = b;
+  }
+  *ptr = buf->spare->data;
+  *avail = buf->spare->cap;
+  return 0;
+}
+
+void rrpc__iobuf_commit(rrpc_iobuf *buf, size_t n) {
+  if (n == 0) return;
+  rrpc_block *b = buf->spare;
+  if (b) {
+    assert(n <= b->cap);
+    buf->spare = NULL;
+    b->size = (uint32_t)n;
+    push(buf, b, 0, (uint32_t)n);
+    return;
+  }
+  assert(buf->start < buf->end);
+  rrpc_iobuf_ref *r = &buf->refs[buf->end - 1];
+  b = r->block;
+  assert(r->off + r->len == b->size && n <= (size_t)(b->cap - b->size));
+  b->size += (uint32_t)n;
+  r->len += (uint32_t)n;
+  buf->len += n;
+}
+
+/* ---- looking at the pieces --------------------------------------------------- */
+
+size_t rrpc_iobuf_piece_count(const rrpc_iobuf *buf) { return buf->end - buf->start; }
+
+int rrpc_iobuf_piece(const rrpc_iobuf *buf, size_t i, const void **data, size_t *len,
+                     void **region) {
+  const rrpc_iobuf_ref *r = rrpc__iobuf_ref_at(buf, i);
+  if (!r) return -ERANGE;
+  if (data) *data = r->block->data + r->off;
+  if (len) *len = r->len;
+  if (region) *region = r->block->region;
+  return 0;
+}
+
+int rrpc_iobuf_equals(const rrpc_iobuf *buf, const void *data, size_t len) {
+  if (len != buf->len) return 0;
+  const char *p = data;
+  for (uint32_t i = buf->start; i < buf->end; i++) {
+    const rrpc_iobuf_ref *r = &buf->refs[i];
+    if (memcmp(r->block->data + r->off, p, r->len) != 0) return 0;
+    p += r->len;
+  }
+  return 1;
+}
+
+int rrpc__iobuf_fill_iov(const rrpc_iobuf *buf, struct iovec *iov, int max, size_t *bytes) {
+  int n = 0;
+  size_t sum = 0;
+  for (uint32_t i = buf->start; i < buf->end && n < max; i++, n++) {
+    const rrpc_iobuf_ref *r = &buf->refs[i];
+    iov[n].iov_base = r->block->data + r->off;
+    iov[n].iov_len = r->len;
+    sum += r->len;
+  }
+  if (bytes) *bytes = sum;
+  return n;
+}
+
+const void *rrpc__iobuf_contiguous(const rrpc_iobuf *buf, size_t n, void *scratch) {
+  if (buf->len < n) return NULL;
+  if (buf->start == buf->end) return scratch; /* n == 0 and nothing to borrow */
+  const rrpc_iobuf_ref *r = &buf->refs[buf->start];
+  if (r->len >= n) return r->block->data + r->off;
+  rrpc_iobuf_copy_out(buf, 0, scratch, n);
+  return scratch;
+}
