@@ -5,6 +5,6 @@
 
 int rrpc__transport_pick(int want_rdma, const rrpc_transport_ops **out) {
   if (want_rdma) return rrpc__rdma_transport_get(out);
-  *out = rrpc__transport_tcp();
+  *out = rrpc__transport_tcp_default();
   return 0;
 }

@@ -158,6 +158,7 @@ static void close_task(void *arg) {
     rrpc__loop_watch_del(s->loop, &s->watcher);
     s->watching = 0;
   }
+  if (s->ops->on_fail != NULL) s->ops->on_fail(s, atomic_load(&s->failed));
   if (!s->owner_notified) {
     s->owner_notified = 1;
     s->handler->on_close(s->owner, s, atomic_load(&s->failed));

@@ -40,8 +40,12 @@ typedef struct rrpc_transport_ops {
    * received bytes to rrpc__socket_rbuf(s) and call rrpc__socket_deliver;
    * on EOF or error call rrpc__socket_fail. */
   void (*on_fd_event)(rrpc__socket *s, uint32_t events);
+  /* on_fail - optional: the socket just failed with `code` (loop thread,
+   * before the owner hears of it). Tell the peer (e.g. a close message) and
+   * stop producing events; state is still released in close. */
+  void (*on_fail)(rrpc__socket *s, int code);
   /* close - release transport state. Called once, on the loop thread,
-   * after the socket failed or was closed; the fd is still open. */
+   * when the last reference to the socket drops; the fd is still open. */
   void (*close)(rrpc__socket *s);
   /* describe - one line for tools/logs ("tcp", "rdma qpn=.. gid=.."). */
   int (*describe)(const rrpc__socket *s, char *buf, size_t len);
@@ -54,8 +58,12 @@ typedef struct rrpc_transport_ops {
  * 1 = RDMA (with fallback to TCP inside the RDMA transport). 0, or
  * -RRPC_ENORDMA when RDMA is asked for in a build without it. */
 int rrpc__transport_pick(int want_rdma, const rrpc_transport_ops **out);
-/* rrpc__transport_tcp - the plain TCP ops (for fallback). */
+/* rrpc__transport_tcp - the plain TCP ops (for an RDMA transport that
+ * falls back after its handshake). */
 const rrpc_transport_ops *rrpc__transport_tcp(void);
+/* rrpc__transport_tcp_default - TCP for new connections: a server socket
+ * first answers an SMC-R CLC Proposal with a Decline. */
+const rrpc_transport_ops *rrpc__transport_tcp_default(void);
 
 /* ---- what the core offers transports ------------------------------------- */
 int rrpc__socket_fd(const rrpc__socket *s);

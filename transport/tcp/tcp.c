@@ -9,6 +9,7 @@
 
 #include "rrpc/errors.h"
 #include "rrpc/transport.h"
+#include "transport/tcp/tcp_internal.h"
 
 #define TCP_IOV_MAX 64
 /* Reads per readiness event before yielding to other sockets of the loop. */
@@ -16,10 +17,19 @@
 #define TCP_READ_MIN 8192
 #define TCP_READ_MAX (256 * 1024)
 
+/* Marks a server socket whose first bytes have not been looked at yet. */
+static char sniff_pending;
+
 static int tcp_start(rrpc__socket *s, int is_client) {
   (void)is_client;
   rrpc__socket_ready(s, 0);
   return 0;
+}
+
+/* The server-side default: look at the first bytes for an SMC-R Proposal. */
+static int tcp_start_sniffing(rrpc__socket *s, int is_client) {
+  if (!is_client) rrpc__socket_set_tstate(s, &sniff_pending);
+  return tcp_start(s, is_client);
 }
 
 static int tcp_write(rrpc__socket *s, rrpc_iobuf *data) {
@@ -86,10 +96,20 @@ static void tcp_on_fd_event(rrpc__socket *s, uint32_t events) {
     rrpc__socket_want_writable(s, 0);
     rrpc__socket_resume_write(s);
   }
-  if (events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP)) tcp_read(s);
+  if (!(events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP))) return;
+  if (rrpc__socket_tstate(s) == &sniff_pending) {
+    int rc = rrpc__tcp_sniff_clc(s);
+    if (rc == 0) return;
+    rrpc__socket_set_tstate(s, NULL);
+    if (rc < 0) {
+      rrpc__socket_fail(s, rc);
+      return;
+    }
+  }
+  tcp_read(s);
 }
 
-static void tcp_close(rrpc__socket *s) { (void)s; }
+static void tcp_close(rrpc__socket *s) { rrpc__socket_set_tstate(s, NULL); }
 
 static int tcp_describe(const rrpc__socket *s, char *buf, size_t len) {
   (void)s;
@@ -112,4 +132,16 @@ static const rrpc_transport_ops tcp_ops = {
     .is_rdma = tcp_is_rdma,
 };
 
+/* The same, but a server socket first declines an SMC-R Proposal. */
+static const rrpc_transport_ops tcp_sniffing_ops = {
+    .name = "tcp",
+    .start = tcp_start_sniffing,
+    .write = tcp_write,
+    .on_fd_event = tcp_on_fd_event,
+    .close = tcp_close,
+    .describe = tcp_describe,
+    .is_rdma = tcp_is_rdma,
+};
+
 const rrpc_transport_ops *rrpc__transport_tcp(void) { return &tcp_ops; }
+const rrpc_transport_ops *rrpc__transport_tcp_default(void) { return &tcp_sniffing_ops; }
