@@ -120,6 +120,7 @@ fi
 # ---- the job -------------------------------------------------------------------------------
 [ -d "$RXE_VM_CWD" ] || fatal "working directory $RXE_VM_CWD is not visible in the guest"
 log "running the command in $RXE_VM_CWD"
+: > "$CTL/started"   # its mtime (host clock) tells the host how long boot + setup took
 env -i /bin/sh "$CTL/job" < /dev/null > "$OUTDEV" 2> "$ERRDEV"
 rc=$?
 put_status "exit $rc" || log "could not write the status file"

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# test/rig/selftest.sh - self-test of the Soft-RoCE VM rig (tools/rxe-vm, tools/run-rdma-tests).
+# Boots the VM a few times and checks what the rig promises: real verbs (rxe0 PORT_ACTIVE, a
+# perftest client+server pair) work, a command's exit status, stdout, stderr, --env and the
+# --out share come back, a hang is killed at --timeout with 124, a crashed guest is a failure
+# (125) and never a pass, and run-rdma-tests counts passes and failures in one boot.
+# Prints "N passed, M failed"; exit status non-zero if any check failed. Takes a few minutes.
+set -u -o pipefail
+
+ROOT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+RXE_VM=$ROOT_DIR/tools/rxe-vm
+WORK=$ROOT_DIR/build/rxe-vm/selftest
+rm -rf "$WORK" && mkdir -p "$WORK" || exit 2
+cd "$ROOT_DIR" || exit 2
+
+PASS=0 FAIL=0
+ok() { echo "selftest: PASS: $*"; PASS=$((PASS + 1)); }
+bad() { echo "selftest: FAIL: $*"; FAIL=$((FAIL + 1)); }
+check() {  # check DESCRIPTION CONDITION...
+    local what=$1; shift
+    if "$@"; then ok "$what"; else bad "$what"; fi
+}
+has() { grep -q -- "$2" "$1"; }
+
+"$RXE_VM" --check || { echo "0 passed, 1 failed"; exit 1; }
+
+# The hang check mostly waits, and an idle guest costs little CPU: run it alongside the rest.
+echo "selftest: [background] a hanging command with --timeout 60"
+(
+    start=$(date +%s)
+    "$RXE_VM" --timeout 60 -- sh -c 'echo hanging; while :; do sleep 1; done' \
+        > "$WORK/hang.out" 2> "$WORK/hang.err"
+    echo "$? $(($(date +%s) - start))" > "$WORK/hang.status"
+) &
+HANG=$!
+
+echo "selftest: [1] ibv_devinfo + perftest pair in the VM"
+start=$(date +%s)
+"$RXE_VM" --out "$WORK/out1" -- sh -c 'ibv_devinfo -d rxe0 && test/rig/verbs-check.sh' \
+    2>&1 | tee "$WORK/verbs.log"
+rc=$?
+echo "selftest: [1] took $(($(date +%s) - start))s"
+check "verbs: tools/rxe-vm exit 0 (got $rc)" [ "$rc" -eq 0 ]
+check "verbs: rxe0 PORT_ACTIVE" has "$WORK/verbs.log" "PORT_ACTIVE"
+check "verbs: ib_send_lat pair passed" has "$WORK/verbs.log" "PASS ib_send_lat"
+check "verbs: ib_write_bw pair passed" has "$WORK/verbs.log" "PASS ib_write_bw"
+check "verbs: logs came back through --out" [ -s "$WORK/out1/verbs-check/ib_write_bw.client.txt" ]
+
+echo "selftest: [2] exit status 3, stdout/stderr, --env, --out"
+start=$(date +%s)
+"$RXE_VM" --out "$WORK/out2" --env RIG_PROBE='two words' -- sh -c \
+    'echo "stdout:$RIG_PROBE"; echo "stderr:$RXE_VM_DEV" >&2; echo written > "$RXE_VM_OUT/probe.txt"; exit 3' \
+    > "$WORK/st.out" 2> "$WORK/st.err"
+rc=$?
+echo "selftest: [2] took $(($(date +%s) - start))s"
+check "status: COMMAND exit 3 => tools/rxe-vm exit 3 (got $rc)" [ "$rc" -eq 3 ]
+check "status: stdout streamed back" has "$WORK/st.out" "^stdout:two words$"
+check "status: stderr streamed back separately" has "$WORK/st.err" "^stderr:rxe0$"
+check "status: file written to the --out share" has "$WORK/out2/probe.txt" "^written$"
+
+echo "selftest: [3] a crashing guest is a failure, not a pass"
+"$RXE_VM" -- sh -c 'echo c > /proc/sysrq-trigger; sleep 60' > "$WORK/crash.out" 2> "$WORK/crash.err"
+rc=$?
+sed 's/^/    /' "$WORK/crash.err" | head -n 3
+check "crash: kernel panic in the guest => exit 125 (got $rc)" [ "$rc" -eq 125 ]
+
+echo "selftest: [4] run-rdma-tests: one boot, counts a pass and a failure"
+mkdir -p "$WORK/bin" && ln -sf /bin/true "$WORK/bin/passes" && ln -sf /bin/false "$WORK/bin/fails"
+"$ROOT_DIR/tools/run-rdma-tests" --vm --out "$WORK/out4" "$WORK/bin/passes" "$WORK/bin/fails" \
+    2>&1 | tee "$WORK/runner.log"
+rc=$?
+check "runner: exit non-zero when one binary fails (got $rc)" [ "$rc" -ne 0 ]
+check "runner: summary line '1 passed, 1 failed'" has "$WORK/runner.log" "^1 passed, 1 failed$"
+
+wait "$HANG"
+read -r rc secs < "$WORK/hang.status"
+sed 's/^/    /' "$WORK/hang.err" | head -n 1
+check "timeout: hanging COMMAND killed with exit 124 (got $rc after ${secs}s)" [ "$rc" -eq 124 ]
+check "timeout: killed near --timeout 60 (${secs}s)" [ "$secs" -ge 60 -a "$secs" -le 100 ]
+check "timeout: its output streamed before the kill" has "$WORK/hang.out" "^hanging$"
+
+echo "$PASS passed, $FAIL failed"
+[ "$FAIL" -eq 0 ]
