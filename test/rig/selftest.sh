@@ -5,7 +5,15 @@
 # --out share come back, a hang is killed at --timeout with 124, a crashed guest is a failure
 # (125) and never a pass, and run-rdma-tests counts passes and failures in one boot.
 # Prints "N passed, M failed"; exit status non-zero if any check failed. Takes a few minutes.
+# --peers (or RIG_SELFTEST_PEERS=1) adds the optional two-guest check (about a minute more).
 set -u -o pipefail
+
+PEERS=${RIG_SELFTEST_PEERS:-0}
+case ${1:-} in
+    --peers) PEERS=1 ;;
+    "") ;;
+    *) echo "usage: test/rig/selftest.sh [--peers]" >&2; exit 2 ;;
+esac
 
 ROOT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 RXE_VM=$ROOT_DIR/tools/rxe-vm
@@ -71,6 +79,15 @@ mkdir -p "$WORK/bin" && ln -sf /bin/true "$WORK/bin/passes" && ln -sf /bin/false
 rc=$?
 check "runner: exit non-zero when one binary fails (got $rc)" [ "$rc" -ne 0 ]
 check "runner: summary line '1 passed, 1 failed'" has "$WORK/runner.log" "^1 passed, 1 failed$"
+
+if [ "$PEERS" = 1 ]; then
+    echo "selftest: [5] two guests joined by a UDP socket netdev (--peers 2)"
+    "$RXE_VM" --peers 2 --out "$WORK/out5" -- test/rig/verbs-check.sh 2>&1 | tee "$WORK/peers.log"
+    rc=$?
+    check "peers: both guests exit 0 (got $rc)" [ "$rc" -eq 0 ]
+    check "peers: vm1 ran the perftest clients" has "$WORK/peers.log" "^\[vm1\] verbs-check: OK"
+    check "peers: vm0 ran the perftest servers" has "$WORK/peers.log" "^\[vm0\] verbs-check: OK"
+fi
 
 wait "$HANG"
 read -r rc secs < "$WORK/hang.status"

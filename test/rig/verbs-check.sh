@@ -3,7 +3,9 @@
 # PORT_ACTIVE and a perftest client+server pair (ib_send_lat, ib_write_bw) completes on it.
 # Runs inside the rxe-vm guest (device and address from RXE_VM_DEV/RXE_VM_ADDR) or directly on a
 # host with an active RDMA port (first active device, loopback for perftest's TCP exchange).
-# Prints the perftest numbers; exit 0 only if every step passed. Copies logs to $RXE_VM_OUT.
+# Under `tools/rxe-vm --peers 2` peer 0 runs the servers and peer 1 the clients, across the
+# two guests. Prints the perftest numbers; exit 0 only if every step passed. Copies logs to
+# $RXE_VM_OUT.
 set -u
 
 fail() { echo "verbs-check: FAIL: $*"; exit 1; }
@@ -20,9 +22,16 @@ if [ -z "$DEV" ]; then
     [ -n "$DEV" ] || fail "no RDMA device with an active port"
 fi
 ADDR=${RXE_VM_ADDR:-127.0.0.1}
+ROLE=both
+set -- ${RXE_VM_PEER_ADDRS:-}
+if [ $# -eq 2 ]; then
+    # Two guests: the client side talks to peer 0's address.
+    if [ "${RXE_VM_PEER:-0}" = 0 ]; then ROLE=server; else ROLE=client; fi
+    ADDR=$1
+fi
 LOGDIR=$(mktemp -d "${TMPDIR:-/tmp}/verbs-check.XXXXXX") || fail "mktemp failed"
 
-echo "verbs-check: device $DEV, perftest control address $ADDR"
+echo "verbs-check: device $DEV, perftest control address $ADDR, role $ROLE"
 ibv_devinfo -d "$DEV" > "$LOGDIR/ibv_devinfo.txt" 2>&1 || fail "ibv_devinfo -d $DEV failed"
 cat "$LOGDIR/ibv_devinfo.txt"
 grep -q PORT_ACTIVE "$LOGDIR/ibv_devinfo.txt" || fail "$DEV port is not PORT_ACTIVE"
@@ -35,9 +44,32 @@ listening() {
         END { exit !found }' /proc/net/tcp /proc/net/tcp6 2> /dev/null
 }
 
-# pair NAME PORT ARGS...: server in the background, client once the server listens.
+# pair NAME PORT ARGS...: server in the background, client once the server listens. In
+# two-guest mode only one side runs here; the client retries the connection until the server
+# in the other guest is up (bounded), since it cannot see the other guest's sockets.
 pair() {
     _name=$1 _port=$2; shift 2
+    _log=$LOGDIR/$_name.client.txt
+    if [ "$ROLE" = server ]; then
+        timeout 300 "$_name" -d "$DEV" -p "$_port" "$@" > "$_log" 2>&1
+        _crc=$?
+        cat "$_log"
+        [ "$_crc" -eq 0 ] || fail "$_name server: exit $_crc"
+        return 0
+    fi
+    if [ "$ROLE" = client ]; then
+        _i=0
+        until timeout 120 "$_name" -d "$DEV" -p "$_port" "$@" "$ADDR" > "$_log" 2>&1; do
+            _i=$((_i + 1))
+            if [ "$_i" -gt 100 ] || ! grep -q "Couldn't connect" "$_log"; then
+                cat "$_log"
+                fail "$_name client to $ADDR failed"
+            fi
+            sleep 0.5
+        done
+        cat "$_log"
+        return 0
+    fi
     timeout 120 "$_name" -d "$DEV" -p "$_port" "$@" > "$LOGDIR/$_name.server.txt" 2>&1 &
     _srv=$!
     _i=0
@@ -50,11 +82,11 @@ pair() {
         fi
         sleep 0.1
     done
-    timeout 120 "$_name" -d "$DEV" -p "$_port" "$@" "$ADDR" > "$LOGDIR/$_name.client.txt" 2>&1
+    timeout 120 "$_name" -d "$DEV" -p "$_port" "$@" "$ADDR" > "$_log" 2>&1
     _crc=$?
     wait "$_srv"
     _src=$?
-    cat "$LOGDIR/$_name.client.txt"
+    cat "$_log"
     if [ "$_crc" -ne 0 ] || [ "$_src" -ne 0 ]; then
         echo "--- $_name server output:"
         cat "$LOGDIR/$_name.server.txt"
@@ -78,7 +110,9 @@ echo "verbs-check: PASS ib_write_bw: $1 B x $2: BW peak $3 MB/s, BW average $4 M
 BW="ib_write_bw $1 B: BW average $4 MB/s"
 
 if [ -n "${RXE_VM_OUT:-}" ] && [ -d "$RXE_VM_OUT" ]; then
-    mkdir -p "$RXE_VM_OUT/verbs-check" && cp "$LOGDIR"/*.txt "$RXE_VM_OUT/verbs-check/"
+    _dst=$RXE_VM_OUT/verbs-check
+    [ "$ROLE" = both ] || _dst=$_dst.$ROLE
+    mkdir -p "$_dst" && cp "$LOGDIR"/*.txt "$_dst/"
 fi
 rm -rf "$LOGDIR"
 echo "verbs-check: OK on $DEV: $LAT; $BW"

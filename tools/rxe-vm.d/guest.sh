@@ -112,7 +112,7 @@ if [ "$RXE_VM_PEERS" -gt 1 ]; then
     # Both guests boot at about the same time; wait (bounded) until the peer answers.
     for a in $RXE_VM_PEER_ADDRS; do
         [ "$a" = "$RXE_VM_ADDR" ] && continue
-        wait_for "$RXE_VM_SETUP_TIMEOUT" "peer $a reachable" ping -c 1 -W 1 "$a" ||
+        wait_for "$RXE_VM_SETUP_TIMEOUT" "peer $a reachable" busybox ping -c 1 -W 1 "$a" ||
             fatal "peer $a did not answer ping"
     done
 fi
