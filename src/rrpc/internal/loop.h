@@ -7,11 +7,20 @@
  * callback may still be running on the loop thread when rrpc__loop_watch_del
  * returns from another thread - owners that free state must hop onto the loop
  * (rrpc__loop_post) before freeing.
+ *
+ * One round of a loop: run the tasks queued so far, run the due timers,
+ * then wait for fd events (without blocking if more tasks arrived) and
+ * dispatch them. A task posted after a watcher was deleted therefore runs
+ * after any callback that deletion could still race with.
  */
 #ifndef RRPC_INTERNAL_LOOP_H
 #define RRPC_INTERNAL_LOOP_H
 
 #include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct rrpc__loop rrpc__loop;
 
@@ -25,9 +34,12 @@ uint64_t rrpc__now_us(void);
 int rrpc__loop_start(const char *name, rrpc__loop **out);
 
 /* rrpc__loop_stop - ask the loop to exit, join its thread and free it. Tasks
- * already posted run before it exits; pending timers are dropped without
- * running (their owners must have cancelled them). Must not be called on
- * the loop's own thread. */
+ * already posted run before it exits; a post racing with stop either runs
+ * or returns -ESHUTDOWN, never both, never neither. Pending timers are
+ * dropped without running (their owners must have cancelled them) and
+ * registered watchers are forgotten (fds are not closed). Blocks until the
+ * thread has exited; no thread may touch `loop` after it returns. Must not
+ * be called on the loop's own thread (it logs an error and does nothing). */
 void rrpc__loop_stop(rrpc__loop *loop);
 
 /* rrpc__loop_in_thread - 1 when called on `loop`'s thread. */
@@ -39,7 +51,18 @@ rrpc__loop *rrpc__loop_current(void);
 /* ---- fd watchers ----------------------------------------------------------
  * A watcher is owned by the caller and embedded in its object; the loop only
  * borrows it while it is registered. Events are EPOLLIN/EPOLLOUT/... bits;
- * watchers are level-triggered unless `events` includes EPOLLET. */
+ * watchers are level-triggered unless `events` includes EPOLLET. The
+ * callback runs on the loop thread with the bits epoll reported (EPOLLERR
+ * and EPOLLHUP arrive even when not asked for).
+ * All three return 0 or -errno from epoll_ctl (-EEXIST: already added,
+ * -ENOENT: not added, -EBADF, -EPERM: fd does not support epoll). Calls on
+ * one watcher must not overlap; the owner serialises them. Delete a watcher
+ * before closing its fd. rrpc__loop_watch_mod stores `events` in w->events
+ * before the kernel sees it (restored on failure), so a callback that the
+ * change triggers may itself call mod again. On the loop thread,
+ * rrpc__loop_watch_del also drops the watcher's events still pending in the
+ * batch being dispatched: once it returns there, the callback is never
+ * called again and the owner may free the watcher at once. */
 typedef struct rrpc__watcher rrpc__watcher;
 typedef void (*rrpc__watch_cb)(rrpc__watcher *w, uint32_t events);
 struct rrpc__watcher {
@@ -56,24 +79,38 @@ int rrpc__loop_watch_del(rrpc__loop *loop, rrpc__watcher *w);
 /* ---- tasks ----------------------------------------------------------------
  * rrpc__loop_post - run fn(arg) on the loop thread soon, in posting order.
  * Never runs it inside the call. 0, -ENOMEM, or -ESHUTDOWN once the loop is
- * stopping (then fn does not run). Any thread. */
+ * stopping (then fn does not run). Any thread; does not block beyond a
+ * short internal lock, and makes a syscall only to wake a sleeping loop.
+ * Tasks posted from the loop thread run in the next round. */
 typedef void (*rrpc__task_fn)(void *arg);
 int rrpc__loop_post(rrpc__loop *loop, rrpc__task_fn fn, void *arg);
 
 /* ---- timers ---------------------------------------------------------------
  * A timer fires once, on the loop thread, at or after `deadline_us`
- * (rrpc__now_us clock). Ids are never reused. */
+ * (rrpc__now_us clock); a deadline in the past fires in the next round.
+ * Timers with equal deadlines fire in the order they were added. Ids are
+ * per loop, increase with every add, are never reused, and are never 0 (so
+ * 0 can mean "no timer"). rrpc__loop_timer_add: 0, -ENOMEM, or -ESHUTDOWN
+ * once the loop is stopping. Any thread; O(log n). */
 typedef uint64_t rrpc__timer_id;
 int rrpc__loop_timer_add(rrpc__loop *loop, uint64_t deadline_us, rrpc__task_fn fn, void *arg,
                          rrpc__timer_id *out);
 /* rrpc__loop_timer_cancel - 0 if the timer was removed before it ran (fn will
- * never run), -ENOENT if it already ran or is running. Any thread. */
+ * never run), -ENOENT if it already ran or is running (or was cancelled, or
+ * never existed). Any thread; O(log n). Cancelling from another thread with
+ * -ENOENT does not wait for a running fn to finish. */
 int rrpc__loop_timer_cancel(rrpc__loop *loop, rrpc__timer_id id);
 
 /* ---- loop groups ----------------------------------------------------------
- * The process-wide group that channels and servers share. Started on first
- * use with `n` loops (0 = default: number of CPUs, at most 4). Later calls
- * return the same group whatever n they pass. */
+ * rrpc__loop_group_global - the process-wide group that channels and
+ * servers share. Started on first use with `n` loops (0 = default: number
+ * of online CPUs, at most 4), threads named "rrpc-loop-<i>". Later calls
+ * return the same group whatever n they pass. It lives until the process
+ * exits (rrpc__loop_group_stop on it is refused). 0, -EINVAL (n < 0) or a
+ * start error, after which a later call tries again. Any thread.
+ * rrpc__loop_group_start - `n` (> 0, else -EINVAL) loops whose threads are
+ * named "<name>-<i>" (name borrowed, cut to fit Linux's 15 characters).
+ * rrpc__loop_group_stop - stop every loop as rrpc__loop_stop does, free g. */
 typedef struct rrpc__loop_group rrpc__loop_group;
 int rrpc__loop_group_global(int n, rrpc__loop_group **out);
 int rrpc__loop_group_start(int n, const char *name, rrpc__loop_group **out);
@@ -82,4 +119,7 @@ int rrpc__loop_group_size(const rrpc__loop_group *g);
 /* rrpc__loop_group_next - pick a loop, round robin. Any thread. */
 rrpc__loop *rrpc__loop_group_next(rrpc__loop_group *g);
 
+#ifdef __cplusplus
+}
+#endif
 #endif /* RRPC_INTERNAL_LOOP_H */

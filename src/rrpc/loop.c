@@ -1,0 +1,422 @@
+/* loop.c - one epoll event loop per thread (internal/loop.h): fd watchers,
+ * cross-thread tasks, timers and the wake-up eventfd. Loop groups live in
+ * loop_group.c, the timer heap in timer_heap.c. */
+#include "rrpc/internal/loop.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rrpc/internal/log.h"
+#include "rrpc/internal/timer_heap.h"
+
+enum {
+  MAX_EVENTS = 256,      /* per epoll_wait; the rest come next round */
+  TASKS_MIN_CAP = 64,    /* first allocation of a task vector */
+  TASKS_KEEP_CAP = 4096, /* a drained vector larger than this is freed */
+  THREAD_NAME_MAX = 16,  /* Linux limit, NUL included */
+};
+
+struct task {
+  rrpc__task_fn fn;
+  void *arg; /* borrowed; handed to fn */
+};
+
+/* A growable array of tasks. Posters append to loop->queue under the
+ * mutex; the loop swaps it with loop->running and runs that one unlocked,
+ * so a post costs one short critical section and no allocation once the
+ * vector has grown. */
+struct task_vec {
+  struct task *items; /* owned */
+  size_t len, cap;
+};
+
+struct rrpc__loop {
+  pthread_t thread;
+  int epfd;
+  int wakefd; /* eventfd; its epoll data.ptr is &loop->wakefd */
+  char name[THREAD_NAME_MAX];
+
+  pthread_mutex_t mu;
+  /* ---- guarded by mu ---- */
+  struct task_vec queue;
+  rrpc__timer_heap timers;
+  int stopping;
+  /* An eventfd write has been (or is about to be) made and the loop has
+   * not consumed it yet: later posters need not write again. */
+  int wake_pending;
+  /* While `sleeping`, the deadline the loop will wake up for on its own
+   * (UINT64_MAX: none). A new timer before it needs a wake-up. */
+  uint64_t wait_deadline;
+  /* 1 from the moment the loop decides to block (under mu, after seeing an
+   * empty queue) until epoll_wait returns. Set under mu; cleared by the
+   * loop without it - a stale 1 only costs a spare wake-up, and a poster
+   * seeing 0 knows the loop will look at the queue again before blocking. */
+  atomic_int sleeping;
+
+  /* ---- loop thread only ---- */
+  struct task_vec running;
+  struct epoll_event *events; /* owned; MAX_EVENTS entries */
+  int cur_i, cur_n;           /* the batch being dispatched (cur_n 0: none) */
+  int woken;                  /* the eventfd was read since the last run_tasks */
+};
+
+static _Thread_local rrpc__loop *tls_current;
+
+/* epoll_pwait2 gives microsecond timeouts; kernels before 5.11 (and some
+ * sandboxes) lack it, and then epoll_wait with milliseconds rounded up. */
+static atomic_int g_no_pwait2;
+
+uint64_t rrpc__now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+int rrpc__loop_in_thread(const rrpc__loop *loop) { return loop && tls_current == loop; }
+
+rrpc__loop *rrpc__loop_current(void) { return tls_current; }
+
+/* ---- wake-up ------------------------------------------------------------- */
+
+/* With mu held: does this change need an eventfd write? Only when the loop
+ * is (about to be) blocked and nobody has written yet, so a busy loop costs
+ * its posters no syscall at all. */
+static int need_wake_locked(rrpc__loop *loop) {
+  if (!atomic_load_explicit(&loop->sleeping, memory_order_relaxed) || loop->wake_pending) return 0;
+  loop->wake_pending = 1;
+  return 1;
+}
+
+static void wake(rrpc__loop *loop) {
+  uint64_t one = 1;
+  ssize_t r;
+  do {
+    r = write(loop->wakefd, &one, sizeof one);
+  } while (r < 0 && errno == EINTR);
+  /* EAGAIN means the counter is already huge, i.e. readable: fine. */
+  if (r < 0 && errno != EAGAIN) RRPC_LOG(ERROR, "loop %s: eventfd write: %s", loop->name, strerror(errno));
+}
+
+/* Called from dispatch when the eventfd is readable. wake_pending is
+ * cleared by the next run_tasks, under the lock it takes anyway: every write
+ * made while it was 1 has landed by then, or is the one this read took. */
+static void consume_wake(rrpc__loop *loop) {
+  uint64_t v;
+  ssize_t r;
+  do {
+    r = read(loop->wakefd, &v, sizeof v);
+  } while (r < 0 && errno == EINTR);
+  loop->woken = 1;
+}
+
+/* ---- tasks --------------------------------------------------------------- */
+
+int rrpc__loop_post(rrpc__loop *loop, rrpc__task_fn fn, void *arg) {
+  int rc = 0, do_wake = 0;
+  pthread_mutex_lock(&loop->mu);
+  if (loop->stopping) {
+    rc = -ESHUTDOWN;
+    goto out;
+  }
+  struct task_vec *q = &loop->queue;
+  if (q->len == q->cap) {
+    size_t cap = q->cap ? q->cap * 2 : TASKS_MIN_CAP;
+    struct task *items = realloc(q->items, cap * sizeof *items);
+    if (!items) {
+      rc = -ENOMEM;
+      goto out;
+    }
+    q->items = items;
+    q->cap = cap;
+  }
+  q->items[q->len].fn = fn;
+  q->items[q->len].arg = arg;
+  q->len++;
+  do_wake = need_wake_locked(loop);
+out:
+  pthread_mutex_unlock(&loop->mu);
+  if (do_wake) wake(loop);
+  return rc;
+}
+
+/* Swap the shared queue out and run it; returns 1 once stop has begun
+ * (then every task posted before it has just run). */
+static int run_tasks(rrpc__loop *loop) {
+  pthread_mutex_lock(&loop->mu);
+  if (loop->woken) {
+    loop->wake_pending = 0;
+    loop->woken = 0;
+  }
+  struct task_vec tmp = loop->queue;
+  loop->queue = loop->running;
+  loop->running = tmp;
+  int stopping = loop->stopping;
+  pthread_mutex_unlock(&loop->mu);
+
+  struct task_vec *r = &loop->running;
+  for (size_t i = 0; i < r->len; i++) r->items[i].fn(r->items[i].arg);
+  r->len = 0;
+  if (r->cap > TASKS_KEEP_CAP) { /* give back what a burst grew */
+    free(r->items);
+    r->items = NULL;
+    r->cap = 0;
+  }
+  return stopping;
+}
+
+/* ---- timers -------------------------------------------------------------- */
+
+int rrpc__loop_timer_add(rrpc__loop *loop, uint64_t deadline_us, rrpc__task_fn fn, void *arg,
+                         rrpc__timer_id *out) {
+  int rc, do_wake = 0;
+  pthread_mutex_lock(&loop->mu);
+  if (loop->stopping) {
+    rc = -ESHUTDOWN;
+  } else {
+    rc = rrpc__timer_heap_add(&loop->timers, deadline_us, fn, arg, out);
+    if (rc == 0 && deadline_us < loop->wait_deadline) do_wake = need_wake_locked(loop);
+  }
+  pthread_mutex_unlock(&loop->mu);
+  if (do_wake) wake(loop);
+  return rc;
+}
+
+int rrpc__loop_timer_cancel(rrpc__loop *loop, rrpc__timer_id id) {
+  /* The loop pops a timer under mu before calling it, so "not in the heap"
+   * is exactly "ran, is running, was cancelled or never existed". */
+  pthread_mutex_lock(&loop->mu);
+  int rc = rrpc__timer_heap_cancel(&loop->timers, id);
+  pthread_mutex_unlock(&loop->mu);
+  return rc;
+}
+
+/* Run the due timers, then decide under the same lock how long to block:
+ * the returned deadline is 0 (do not block: tasks are queued, a timer is
+ * due or stop has begun), UINT64_MAX (no timer) or the earliest deadline.
+ * A non-zero answer marks the loop as sleeping before the lock drops, so
+ * any post or earlier timer after that point writes the eventfd. */
+static uint64_t run_timers_and_plan_wait(rrpc__loop *loop) {
+  uint64_t now = rrpc__now_us();
+  pthread_mutex_lock(&loop->mu);
+  /* Timers that callbacks add now wait for the next round, even if due. */
+  rrpc__timer_id limit = loop->timers.next_id;
+  for (;;) {
+    rrpc__task_fn fn;
+    void *arg;
+    if (rrpc__timer_heap_pop_due(&loop->timers, now, limit, &fn, &arg)) break;
+    pthread_mutex_unlock(&loop->mu);
+    fn(arg);
+    pthread_mutex_lock(&loop->mu);
+  }
+  uint64_t deadline = 0;
+  if (!loop->queue.len && !loop->stopping) {
+    deadline = rrpc__timer_heap_next_deadline(&loop->timers);
+    if (deadline <= now) deadline = 0; /* left behind by `limit` */
+    if (deadline) {
+      loop->wait_deadline = deadline;
+      atomic_store_explicit(&loop->sleeping, 1, memory_order_relaxed);
+    }
+  }
+  pthread_mutex_unlock(&loop->mu);
+  return deadline;
+}
+
+/* ---- the loop ------------------------------------------------------------ */
+
+/* Block in epoll until an fd is ready or `deadline` (UINT64_MAX: none; 0:
+ * do not block). Never returns before the deadline for timeout reasons:
+ * the millisecond fallback rounds up. */
+static int wait_events(rrpc__loop *loop, uint64_t deadline) {
+  int n;
+  if (deadline == 0 || deadline == UINT64_MAX) {
+    n = epoll_wait(loop->epfd, loop->events, MAX_EVENTS, deadline ? -1 : 0);
+  } else {
+    uint64_t now = rrpc__now_us();
+    uint64_t left = deadline > now ? deadline - now : 0;
+    n = -1;
+    errno = ENOSYS;
+    if (!atomic_load_explicit(&g_no_pwait2, memory_order_relaxed)) {
+      struct timespec ts = {.tv_sec = (time_t)(left / 1000000u),
+                            .tv_nsec = (long)(left % 1000000u) * 1000};
+      n = epoll_pwait2(loop->epfd, loop->events, MAX_EVENTS, &ts, NULL);
+      if (n < 0 && errno == ENOSYS) atomic_store_explicit(&g_no_pwait2, 1, memory_order_relaxed);
+    }
+    if (n < 0 && errno == ENOSYS) {
+      uint64_t ms = (left + 999) / 1000;
+      n = epoll_wait(loop->epfd, loop->events, MAX_EVENTS, ms > INT_MAX ? INT_MAX : (int)ms);
+    }
+  }
+  if (n < 0) {
+    if (errno != EINTR) RRPC_LOG(ERROR, "loop %s: epoll_wait: %s", loop->name, strerror(errno));
+    return 0;
+  }
+  return n;
+}
+
+static void dispatch(rrpc__loop *loop, int n) {
+  loop->cur_n = n;
+  for (int i = 0; i < n; i++) {
+    loop->cur_i = i;
+    void *p = loop->events[i].data.ptr;
+    if (!p) continue; /* its watcher was deleted earlier in this batch */
+    if (p == &loop->wakefd) {
+      consume_wake(loop);
+      continue;
+    }
+    rrpc__watcher *w = p;
+    w->cb(w, loop->events[i].events);
+  }
+  loop->cur_n = 0;
+}
+
+static void *loop_main(void *p) {
+  rrpc__loop *loop = p;
+  tls_current = loop;
+  pthread_setname_np(pthread_self(), loop->name);
+  /* One round: tasks, due timers, then block for fds. Tasks posted while
+   * a round runs make the next wait non-blocking, so neither I/O nor tasks
+   * can starve the other. */
+  for (;;) {
+    if (run_tasks(loop)) break;
+    uint64_t deadline = run_timers_and_plan_wait(loop);
+    int n = wait_events(loop, deadline);
+    atomic_store_explicit(&loop->sleeping, 0, memory_order_relaxed);
+    dispatch(loop, n);
+  }
+  tls_current = NULL;
+  return NULL;
+}
+
+/* ---- lifetime ------------------------------------------------------------ */
+
+int rrpc__loop_start(const char *name, rrpc__loop **out) {
+  int rc;
+  rrpc__loop *loop = calloc(1, sizeof *loop);
+  if (!loop) return -ENOMEM;
+  snprintf(loop->name, sizeof loop->name, "%s", name ? name : "rrpc-loop");
+  loop->wait_deadline = UINT64_MAX;
+  rrpc__timer_heap_init(&loop->timers);
+  rc = -pthread_mutex_init(&loop->mu, NULL);
+  if (rc) goto fail_free;
+
+  loop->events = malloc(MAX_EVENTS * sizeof *loop->events);
+  if (!loop->events) {
+    rc = -ENOMEM;
+    goto fail_mutex;
+  }
+  loop->epfd = epoll_create1(EPOLL_CLOEXEC);
+  if (loop->epfd < 0) {
+    rc = -errno;
+    goto fail_events;
+  }
+  loop->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (loop->wakefd < 0) {
+    rc = -errno;
+    goto fail_epfd;
+  }
+  struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &loop->wakefd};
+  if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, loop->wakefd, &ev)) {
+    rc = -errno;
+    goto fail_wakefd;
+  }
+
+  /* The loop thread takes no asynchronous signals: they belong to the
+   * application's threads. Faults still reach it (ASan needs SIGSEGV). */
+  sigset_t all, old;
+  sigfillset(&all);
+  sigdelset(&all, SIGSEGV);
+  sigdelset(&all, SIGBUS);
+  sigdelset(&all, SIGFPE);
+  sigdelset(&all, SIGILL);
+  sigdelset(&all, SIGTRAP);
+  sigdelset(&all, SIGABRT);
+  sigdelset(&all, SIGSYS);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  rc = -pthread_create(&loop->thread, NULL, loop_main, loop);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (rc) goto fail_wakefd;
+  *out = loop;
+  return 0;
+
+fail_wakefd:
+  close(loop->wakefd);
+fail_epfd:
+  close(loop->epfd);
+fail_events:
+  free(loop->events);
+fail_mutex:
+  pthread_mutex_destroy(&loop->mu);
+fail_free:
+  free(loop);
+  return rc;
+}
+
+void rrpc__loop_stop(rrpc__loop *loop) {
+  if (!loop) return;
+  if (rrpc__loop_in_thread(loop)) {
+    /* Joining ourselves would deadlock; leaking is the lesser harm. */
+    RRPC_LOG(ERROR, "loop %s: rrpc__loop_stop called on the loop's own thread; ignored", loop->name);
+    return;
+  }
+  pthread_mutex_lock(&loop->mu);
+  loop->stopping = 1;
+  int do_wake = need_wake_locked(loop);
+  pthread_mutex_unlock(&loop->mu);
+  if (do_wake) wake(loop);
+  pthread_join(loop->thread, NULL);
+
+  /* Posts fail once stopping is set, and the loop's last swap took every
+   * task posted before that, so nothing is left in either vector. */
+  free(loop->queue.items);
+  free(loop->running.items);
+  rrpc__timer_heap_destroy(&loop->timers);
+  close(loop->wakefd);
+  close(loop->epfd);
+  free(loop->events);
+  pthread_mutex_destroy(&loop->mu);
+  free(loop);
+}
+
+/* ---- watchers ------------------------------------------------------------ */
+
+int rrpc__loop_watch_add(rrpc__loop *loop, rrpc__watcher *w) {
+  struct epoll_event ev = {.events = w->events, .data.ptr = w};
+  return epoll_ctl(loop->epfd, EPOLL_CTL_ADD, w->fd, &ev) ? -errno : 0;
+}
+
+int rrpc__loop_watch_mod(rrpc__loop *loop, rrpc__watcher *w, uint32_t events) {
+  /* Store first: the change may fire at once on the loop thread, and a
+   * callback that reacts to it (e.g. by switching EPOLLOUT off again) must
+   * not have its own update overwritten by this one afterwards. */
+  uint32_t old = w->events;
+  w->events = events;
+  struct epoll_event ev = {.events = events, .data.ptr = w};
+  if (epoll_ctl(loop->epfd, EPOLL_CTL_MOD, w->fd, &ev)) {
+    int rc = -errno;
+    w->events = old; /* not registered (or a bad fd): nothing can fire */
+    return rc;
+  }
+  return 0;
+}
+
+int rrpc__loop_watch_del(rrpc__loop *loop, rrpc__watcher *w) {
+  struct epoll_event ev = {0}; /* ignored, but pre-2.6.9 kernels wanted one */
+  int rc = epoll_ctl(loop->epfd, EPOLL_CTL_DEL, w->fd, &ev) ? -errno : 0;
+  /* On the loop thread the rest of the current batch may still name w;
+   * forget those events so the owner can free w as soon as we return. */
+  if (rrpc__loop_in_thread(loop)) {
+    for (int i = loop->cur_i + 1; i < loop->cur_n; i++)
+      if (loop->events[i].data.ptr == w) loop->events[i].data.ptr = NULL;
+  }
+  return rc;
+}
