@@ -151,6 +151,10 @@ static int nearly_blocked(const struct rrpc__tx_window *tx,
 int rrpc__tx_window_want_solicited(const struct rrpc__tx_window *tx,
                                    const struct rrpc__tx_plan *plan,
                                    int end_of_batch, int peer_asked) {
+  /* A pure ACK goes out only when due (a threshold or a request), that is
+   * when the peer may be blocked waiting for it; left unsolicited it could
+   * sit unseen in an event-mode peer's CQ. */
+  if (plan->nseg == 0) return 1;
   return end_of_batch || peer_asked || nearly_blocked(tx, plan);
 }
 

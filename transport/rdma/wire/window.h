@@ -138,9 +138,13 @@ int rrpc__tx_window_commit(struct rrpc__tx_window *tx,
 int rrpc__tx_window_on_ack(struct rrpc__tx_window *tx, uint32_t imm);
 
 /* rrpc__tx_window_want_solicited - whether the last message of plan should
- * raise a solicited event at the peer: at the end of a write batch, when the
- * credits left after it are <= reserve + 1, when the peer's free space after
- * it is below ring/8, or when it answers an ACK request of the peer. */
+ * raise a solicited event at the peer: for data, at the end of a write
+ * batch, when the credits left after it are <= reserve + 1, when the peer's
+ * free space after it is below ring/8, or when it answers an ACK request of
+ * the peer; a pure ACK always (it is sent only when due, so the peer may be
+ * blocked waiting for it, and an unsolicited one could sit unseen in an
+ * event-mode peer's CQ). The first segment of a two-segment plan is never
+ * solicited. */
 int rrpc__tx_window_want_solicited(const struct rrpc__tx_window *tx,
                                    const struct rrpc__tx_plan *plan,
                                    int end_of_batch, int peer_asked);
