@@ -358,6 +358,7 @@ TEST(RxWindow, AckDueThresholds) {
   EXPECT_FALSE(rrpc__rx_window_ack_due(&rx, 0));
   EXPECT_TRUE(rrpc__rx_window_ack_due(&rx, 1));
   EXPECT_TRUE(rrpc__rx_window_owes(&rx));
+  EXPECT_FALSE(rrpc__rx_window_owes_credits(&rx));  // bytes only
   for (int i = 0; i < 3; i++) ASSERT_EQ(0, rrpc__rx_window_on_recv(&rx, 100));
   ASSERT_EQ(0, rrpc__rx_window_on_release(&rx, 200));
   EXPECT_FALSE(rrpc__rx_window_ack_due(&rx, 0));  // 999 bytes
@@ -654,7 +655,7 @@ class Model {
     if (!force_try && !rrpc__rx_window_ack_due(&e.rx, e.peer_req)) return 0;
     if (!rrpc__rx_window_owes(&e.rx)) return 0;
     rrpc__tx_plan pl;
-    if (rrpc__tx_window_plan_ack(&e.tx, e.rx.owed > 0, &pl) != 0) return 0;
+    if (rrpc__tx_window_plan_ack(&e.tx, rrpc__rx_window_owes_credits(&e.rx), &pl) != 0) return 0;
     Msg m;
     m.len = 0;
     m.solicited = rrpc__tx_window_want_solicited(&e.tx, &pl, 0, e.peer_req);
@@ -920,6 +921,18 @@ TEST(WindowModel, RandomExchangesNeverOverrunAndAlwaysFinish) {
               static_cast<unsigned long long>(total.acks),
               static_cast<unsigned long long>(total.solicited),
               static_cast<unsigned long long>(total.wakeups));
+}
+
+// The schedule that deadlocks when a pure ACK may spend the last credit
+// without returning one (plan_ack fed rrpc__rx_window_owes instead of
+// rrpc__rx_window_owes_credits): both ends at zero credits, each owing 3.
+TEST(WindowModel, LastCreditRuleRegression) {
+  Model m(2740, 1000, 2, 3, 3, 1, false, true);
+  m.RandomPhase(4000, 20000);
+  ASSERT_FALSE(HasFailure());
+  m.DrainPhase();
+  ASSERT_FALSE(HasFailure());
+  EXPECT_GT(m.sent(0) + m.sent(1), 0u);
 }
 
 // One bulk direction: 16 MiB through a 256 KiB ring, both sides in event

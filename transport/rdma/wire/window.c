@@ -201,6 +201,10 @@ int rrpc__rx_window_owes(const struct rrpc__rx_window *rx) {
   return rx->owed > 0 || rx->cons > rx->acked;
 }
 
+int rrpc__rx_window_owes_credits(const struct rrpc__rx_window *rx) {
+  return rx->owed > 0;
+}
+
 int rrpc__rx_window_ack_due(const struct rrpc__rx_window *rx,
                             int peer_requested) {
   if (rx->owed >= credit_threshold(rx->depth)) return 1;

@@ -116,9 +116,11 @@ int rrpc__tx_window_plan(const struct rrpc__tx_window *tx, uint64_t pending,
                          struct rrpc__tx_plan *plan);
 
 /* rrpc__tx_window_plan_ack - a pure ACK (SEND_WITH_IMM or CDC). It may take
- * the reserve, but the very last credit only if it returns credits
- * (returns_credits != 0): then the peer can always answer, and two peers can
- * never both end at zero credits. Returns 0 or -EAGAIN (blocked =
+ * the reserve, but the very last credit only if the ACK returns at least one
+ * credit: pass returns_credits = rrpc__rx_window_owes_credits(rx) (NOT
+ * rrpc__rx_window_owes, which also counts bytes). Then the peer can always
+ * answer, and two peers can never both end at zero credits (the model test
+ * finds that deadlock without this rule). Returns 0 or -EAGAIN (blocked =
  * RRPC_TX_BLOCKED_CREDITS). */
 int rrpc__tx_window_plan_ack(const struct rrpc__tx_window *tx,
                              int returns_credits, struct rrpc__tx_plan *plan);
@@ -198,6 +200,10 @@ int rrpc__rx_window_ack_due(const struct rrpc__rx_window *rx,
 
 /* rrpc__rx_window_owes - 1 if any credit or consumed byte is unreported. */
 int rrpc__rx_window_owes(const struct rrpc__rx_window *rx);
+
+/* rrpc__rx_window_owes_credits - 1 if a reposted receive is unreported, i.e.
+ * the next take_ack returns at least one credit. */
+int rrpc__rx_window_owes_credits(const struct rrpc__rx_window *rx);
 
 /* rrpc__rx_window_take_ack - build the immediate for the next outgoing
  * message: returns at most 127 credits and 16 MiB-1 bytes of what is owed,
