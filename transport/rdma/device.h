@@ -11,6 +11,11 @@
 
 #include "rrpc/rdma.h"
 
+/* C++ (the RDMA tests) includes this header too. */
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct rrpc__rdma_dev {
   struct ibv_context *ctx;
   struct ibv_pd *pd;
@@ -36,18 +41,45 @@ const rrpc_rdma_options *rrpc__rdma_options(void);
  * port that went down is reported). No exit() on any failure. Thread-safe. */
 int rrpc__rdma_dev_get(rrpc__rdma_dev **out);
 
+/* rrpc__rdma_dev_open - open device `name` (NULL or "": the first device
+ * whose port `port` is ACTIVE) on its own, outside the process-wide one:
+ * context, PD, port facts, max_inline, MAC, GID table, async-event watcher
+ * on a loop of the global loop group. rrpc__rdma_dev_get uses it once with
+ * the global options; tests use it directly. 0, -RRPC_ENODEV (no such
+ * device, port down or absent), -RRPC_ERDMA (a verbs call failed), -ENOMEM
+ * or the loop's error. Blocks (verbs queries); thread-safe. */
+int rrpc__rdma_dev_open(const char *name, int port, rrpc__rdma_dev **out);
+/* rrpc__rdma_dev_close - undo rrpc__rdma_dev_open: the async watcher is gone
+ * (and not running) when it returns. Every QP watch and every MR/QP/CQ on
+ * the PD must be gone first. Never on the process-wide device (it lives
+ * until exit: pool regions are registered on its PD). Not on a loop thread. */
+void rrpc__rdma_dev_close(rrpc__rdma_dev *d);
+
 /* rrpc__rdma_dev_pick_gid - the GID for a connection whose TCP local address
  * is `local`: --rdma_gid_index if set; else on RoCE the RoCE v2 GID whose
  * IPv4-mapped address equals local's IPv4 address, then any RoCE v2 GID,
- * then RoCE v1; on IB index 0. 0 or -RRPC_ENODEV (no usable GID). */
+ * then RoCE v1; on IB index 0. 0 or -RRPC_ENODEV (no usable GID). The table
+ * is cached and re-read after a GID_CHANGE event. Thread-safe. */
 int rrpc__rdma_dev_pick_gid(rrpc__rdma_dev *d, const struct sockaddr_storage *local, int *gid_index,
                             union ibv_gid *gid);
+/* rrpc__rdma_dev_gid_mac - the MAC of the netdev behind GID `gid_index` (a
+ * GID on a VLAN or macvlan netdev has that netdev's MAC, not d->mac), for
+ * the CLC messages. 0, -ENOENT (no such GID or no netdev, e.g. on IB) or
+ * -errno of the ioctl. Thread-safe. */
+int rrpc__rdma_dev_gid_mac(rrpc__rdma_dev *d, int gid_index, uint8_t mac[6]);
 
 /* Async events (QP fatal, port down, ...): the endpoint that owns a QP
  * registers a callback under its qp_num; the device's async-event watcher
  * (on a loop thread) calls it with the event type. Unregister before
  * destroying the QP: after unregister returns, cb is not running and will
- * not run. Port events go to every registered callback. */
+ * not run. Port events (and DEVICE_FATAL) go to every registered callback.
+ * Each event is acked before any callback runs, so a callback (or anyone)
+ * may destroy the QP without waiting on the ack.
+ * Callbacks run one at a time, on the watcher's loop thread, under a
+ * dispatch lock: unwatch from another thread waits for a running callback,
+ * so never call unwatch while holding a lock that the callback takes.
+ * Unwatch from inside a callback (any entry) does not wait.
+ * watch: 0, -EEXIST (qp_num already watched) or -ENOMEM. Thread-safe. */
 typedef void (*rrpc__rdma_async_cb)(void *arg, enum ibv_event_type ev);
 int rrpc__rdma_dev_watch_qp(rrpc__rdma_dev *d, uint32_t qp_num, rrpc__rdma_async_cb cb, void *arg);
 void rrpc__rdma_dev_unwatch_qp(rrpc__rdma_dev *d, uint32_t qp_num);
@@ -70,4 +102,7 @@ void rrpc__rdma_count(rrpc__rdma_counter c, uint64_t n);
 /* Record a fallback and its SMC decline code (for stats and a log line). */
 void rrpc__rdma_note_fallback(uint32_t decline_code);
 
+#ifdef __cplusplus
+}
+#endif
 #endif /* RRPC_TRANSPORT_RDMA_DEVICE_H */
