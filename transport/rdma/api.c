@@ -1,0 +1,269 @@
+/* api.c - the public RDMA API of rrpc/rdma.h in a build with RDMA: global
+ * options (set once, frozen on first use), availability, user memory
+ * registration and the process-wide counters. The device is device.c's,
+ * the pool pool.c's. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rrpc/errors.h"
+#include "rrpc/internal/log.h"
+#include "rrpc/rdma.h"
+#include "transport/rdma/device.h"
+#include "transport/rdma/pool.h"
+
+enum {
+  DEFAULT_PORT = 1,
+  DEFAULT_QUEUE = 128,
+  DEFAULT_HANDSHAKE_MS = 2000,
+  DEFAULT_POOL_INITIAL_MB = 64,
+  DEFAULT_POOL_INCREASE_MB = 64,
+  DEFAULT_POOL_MAX_MB = 4096,
+  DEVICE_NAME_MAX = 64, /* rrpc__rdma_dev.name */
+  QUEUE_MAX = 65535,    /* sq/rq depths travel in 16 bits in brpc-like tools */
+};
+static const size_t RING_MIN = (size_t)16 << 10;
+static const size_t RING_DEFAULT = (size_t)1 << 20;
+static const size_t RING_MAX = (size_t)1 << 30; /* larger asks are surely mistakes */
+
+/* ---- options ---------------------------------------------------------------- */
+
+static pthread_mutex_t g_opts_mu = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int g_opts_frozen; /* 1 once g_opts is final; then read without the lock */
+static rrpc_rdma_options g_opts;
+static char g_device[DEVICE_NAME_MAX]; /* g_opts.device points here (a copy) */
+
+void rrpc_rdma_options_init(rrpc_rdma_options *o) {
+  memset(o, 0, sizeof *o);
+  o->device = NULL;
+  o->port = DEFAULT_PORT;
+  o->gid_index_plus1 = 0;
+  o->sq_size = DEFAULT_QUEUE;
+  o->rq_size = DEFAULT_QUEUE;
+  o->ring_size = RING_DEFAULT;
+  o->pool_initial_size_mb = DEFAULT_POOL_INITIAL_MB;
+  o->pool_increase_size_mb = DEFAULT_POOL_INCREASE_MB;
+  o->pool_max_size_mb = DEFAULT_POOL_MAX_MB;
+  o->handshake_timeout_ms = DEFAULT_HANDSHAKE_MS;
+}
+
+/* Smallest 16 KiB << n that holds `want` (the ring is indexed with a mask
+ * and SMC-R encodes RMB sizes as 16 KiB << n, so sizes in between would
+ * only be wasted or unencodable; rounding up never gives less than asked). */
+static size_t ring_round_up(size_t want) {
+  size_t r = RING_MIN;
+  while (r < want) r <<= 1;
+  return r;
+}
+
+/* Copy `in` with zeros turned into defaults and checked. 0 or -EINVAL. */
+static int options_normalize(const rrpc_rdma_options *in, rrpc_rdma_options *out,
+                             char device[DEVICE_NAME_MAX]) {
+  rrpc_rdma_options def;
+  rrpc_rdma_options_init(&def);
+  *out = *in;
+  if (in->port < 0 || in->port > 255 || in->gid_index_plus1 < 0 || in->sq_size < 0 ||
+      in->sq_size > QUEUE_MAX || in->rq_size < 0 || in->rq_size > QUEUE_MAX ||
+      in->handshake_timeout_ms < 0 || in->ring_size > RING_MAX)
+    return -EINVAL;
+  device[0] = '\0';
+  out->device = NULL;
+  if (in->device && in->device[0]) {
+    size_t len = strlen(in->device);
+    if (len >= DEVICE_NAME_MAX) return -EINVAL;
+    memcpy(device, in->device, len + 1);
+    out->device = device;
+  }
+  if (out->port == 0) out->port = def.port;
+  if (out->sq_size == 0) out->sq_size = def.sq_size;
+  if (out->rq_size == 0) out->rq_size = def.rq_size;
+  out->ring_size = out->ring_size ? ring_round_up(out->ring_size) : def.ring_size;
+  if (out->pool_initial_size_mb == 0) out->pool_initial_size_mb = def.pool_initial_size_mb;
+  if (out->pool_increase_size_mb == 0) out->pool_increase_size_mb = def.pool_increase_size_mb;
+  if (out->pool_max_size_mb == 0) out->pool_max_size_mb = def.pool_max_size_mb;
+  /* A cap below the first region would refuse the first region: the cap
+   * wins, as it is the promise about pinned memory. */
+  if (out->pool_initial_size_mb > out->pool_max_size_mb)
+    out->pool_initial_size_mb = out->pool_max_size_mb;
+  if (out->handshake_timeout_ms == 0) out->handshake_timeout_ms = def.handshake_timeout_ms;
+  out->use_polling = in->use_polling != 0;
+  out->trace_verbose = in->trace_verbose != 0;
+  out->no_fallback = in->no_fallback != 0;
+  return 0;
+}
+
+int rrpc_rdma_global_init(const rrpc_rdma_options *o) {
+  rrpc_rdma_options def, norm;
+  char device[DEVICE_NAME_MAX];
+  if (o == NULL) {
+    rrpc_rdma_options_init(&def);
+    o = &def;
+  }
+  int rc = options_normalize(o, &norm, device);
+  if (rc) return rc;
+  pthread_mutex_lock(&g_opts_mu);
+  if (atomic_load_explicit(&g_opts_frozen, memory_order_relaxed)) {
+    pthread_mutex_unlock(&g_opts_mu);
+    return -EALREADY;
+  }
+  memcpy(g_device, device, sizeof g_device);
+  g_opts = norm;
+  if (g_opts.device) g_opts.device = g_device;
+  atomic_store_explicit(&g_opts_frozen, 1, memory_order_release);
+  pthread_mutex_unlock(&g_opts_mu);
+  return 0;
+}
+
+const rrpc_rdma_options *rrpc__rdma_options(void) {
+  if (!atomic_load_explicit(&g_opts_frozen, memory_order_acquire)) {
+    /* First use without rrpc_rdma_global_init: freeze the defaults. Losing
+     * the race to a concurrent global_init is fine: its options stand. */
+    rrpc_rdma_options def;
+    rrpc_rdma_options_init(&def);
+    pthread_mutex_lock(&g_opts_mu);
+    if (!atomic_load_explicit(&g_opts_frozen, memory_order_relaxed)) {
+      options_normalize(&def, &g_opts, g_device);
+      atomic_store_explicit(&g_opts_frozen, 1, memory_order_release);
+    }
+    pthread_mutex_unlock(&g_opts_mu);
+  }
+  return &g_opts;
+}
+
+/* ---- availability ---------------------------------------------------------- */
+
+int rrpc_rdma_available(void) {
+  rrpc__rdma_dev *d;
+  return rrpc__rdma_dev_get(&d) == 0;
+}
+
+/* ---- user memory --------------------------------------------------------------
+ * User regions are kept in a list so deregister can tell its own cookies
+ * from pool regions and from garbage (both share the region magic, which
+ * the data path reads), and a second deregister is -EINVAL, not a double
+ * free. */
+
+typedef struct user_region {
+  rrpc__rdma_region r; /* first: the cookie handed out is &r */
+  struct user_region *prev, *next;
+} user_region;
+
+static pthread_mutex_t g_user_mu = PTHREAD_MUTEX_INITIALIZER;
+static user_region *g_user_head;
+
+int rrpc_rdma_register_memory(void *addr, size_t len, void **region) {
+  if (region == NULL) return -EINVAL;
+  *region = NULL;
+  if (addr == NULL || len == 0) return -EINVAL;
+  rrpc__rdma_dev *d;
+  int rc = rrpc__rdma_dev_get(&d);
+  if (rc) return rc;
+  user_region *u = calloc(1, sizeof *u);
+  if (u == NULL) return -ENOMEM;
+  /* LOCAL_WRITE only: sends need just the lkey, and no peer may write
+   * here (remote access would be a liberty the user did not grant). */
+  struct ibv_mr *mr = ibv_reg_mr(d->pd, addr, len, IBV_ACCESS_LOCAL_WRITE);
+  if (mr == NULL) {
+    int err = errno;
+    RRPC_LOG(WARNING, "rdma: registering %zu bytes of user memory at %p failed: %s%s", len, addr,
+             strerror(err), err == ENOMEM || err == EPERM ? " (check ulimit -l)" : "");
+    free(u);
+    return -RRPC_ERDMAMEM;
+  }
+  u->r.magic = RRPC_RDMA_REGION_MAGIC;
+  u->r.lkey = mr->lkey;
+  u->r.mr = mr;
+  u->r.base = addr;
+  u->r.len = len;
+  pthread_mutex_lock(&g_user_mu);
+  u->next = g_user_head;
+  if (g_user_head) g_user_head->prev = u;
+  g_user_head = u;
+  pthread_mutex_unlock(&g_user_mu);
+  *region = &u->r;
+  return 0;
+}
+
+int rrpc_rdma_deregister_memory(void *region) {
+  if (region == NULL) return -EINVAL;
+  pthread_mutex_lock(&g_user_mu);
+  user_region *u = g_user_head;
+  while (u && &u->r != region) u = u->next;
+  if (u) {
+    if (u->prev) u->prev->next = u->next;
+    else g_user_head = u->next;
+    if (u->next) u->next->prev = u->prev;
+  }
+  pthread_mutex_unlock(&g_user_mu);
+  if (u == NULL) return -EINVAL;
+  int rc = ibv_dereg_mr(u->r.mr);
+  if (rc) RRPC_LOG(ERROR, "rdma: ibv_dereg_mr of user memory %p: %s", (void *)u->r.base, strerror(rc));
+  u->r.magic = 0; /* a stale cookie no longer looks registered */
+  free(u);
+  return 0;
+}
+
+/* ---- counters ------------------------------------------------------------------ */
+
+static _Atomic uint64_t g_counters[RRPC_RDMA_CNT__COUNT];
+static _Atomic uint64_t g_fallback_reason;
+
+/* Distinct decline codes already logged at WARNING (the rest go to DEBUG so
+ * a fleet of falling-back connections does not flood the log). */
+enum { SEEN_CODES = 16 };
+static _Atomic uint32_t g_seen_codes[SEEN_CODES];
+
+void rrpc__rdma_count(rrpc__rdma_counter c, uint64_t n) {
+  if ((unsigned)c >= RRPC_RDMA_CNT__COUNT) return;
+  atomic_fetch_add_explicit(&g_counters[c], n, memory_order_relaxed);
+}
+
+static int first_sighting(uint32_t code) {
+  for (int i = 0; i < SEEN_CODES; i++) {
+    uint32_t cur = atomic_load_explicit(&g_seen_codes[i], memory_order_relaxed);
+    if (cur == code + 1u) return 0;
+    if (cur == 0) {
+      uint32_t zero = 0;
+      if (atomic_compare_exchange_strong_explicit(&g_seen_codes[i], &zero, code + 1u,
+                                                  memory_order_relaxed, memory_order_relaxed))
+        return 1;
+      if (zero == code + 1u) return 0;
+    }
+  }
+  return 0; /* table full: enough variety logged */
+}
+
+void rrpc__rdma_note_fallback(uint32_t decline_code) {
+  atomic_fetch_add_explicit(&g_counters[RRPC_RDMA_CNT_CONN_FALLBACK], 1, memory_order_relaxed);
+  atomic_store_explicit(&g_fallback_reason, decline_code, memory_order_relaxed);
+  if (first_sighting(decline_code))
+    RRPC_LOG(WARNING, "rdma: connection falls back to TCP, reason 0x%08x (further ones with this "
+             "reason are logged at DEBUG)", decline_code);
+  else
+    RRPC_LOG(DEBUG, "rdma: connection falls back to TCP, reason 0x%08x", decline_code);
+}
+
+static uint64_t load(rrpc__rdma_counter c) {
+  return atomic_load_explicit(&g_counters[c], memory_order_relaxed);
+}
+
+int rrpc_rdma_get_stats(rrpc_rdma_stats *out) {
+  if (out == NULL) return -EINVAL;
+  memset(out, 0, sizeof *out);
+  out->connections_rdma = load(RRPC_RDMA_CNT_CONN_RDMA);
+  out->connections_fallback = load(RRPC_RDMA_CNT_CONN_FALLBACK);
+  out->fallback_last_reason = atomic_load_explicit(&g_fallback_reason, memory_order_relaxed);
+  out->bytes_written = load(RRPC_RDMA_CNT_BYTES_WRITTEN);
+  out->bytes_received = load(RRPC_RDMA_CNT_BYTES_RECEIVED);
+  out->writes = load(RRPC_RDMA_CNT_WRITES);
+  out->cdc_sent = load(RRPC_RDMA_CNT_CDC_SENT);
+  out->completions = load(RRPC_RDMA_CNT_COMPLETIONS);
+  out->wakeups = load(RRPC_RDMA_CNT_WAKEUPS);
+  out->solicited = load(RRPC_RDMA_CNT_SOLICITED);
+  out->blocked_on_window = load(RRPC_RDMA_CNT_BLOCKED);
+  out->pool_bytes = rrpc__rdma_pool_bytes();
+  return 0;
+}
