@@ -15,6 +15,11 @@
 
 #include "transport/rdma/device.h"
 
+/* C++ (the RDMA tests) includes this header too. */
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define RRPC_RDMA_REGION_MAGIC 0x52524d52u /* "RRMR" */
 
 typedef struct rrpc__rdma_region {
@@ -50,4 +55,7 @@ void rrpc__rdma_pool_free(void *data, size_t cap, void *region);
 /* rrpc__rdma_pool_bytes - registered bytes now (for stats). */
 size_t rrpc__rdma_pool_bytes(void);
 
+#ifdef __cplusplus
+}
+#endif
 #endif /* RRPC_TRANSPORT_RDMA_POOL_H */

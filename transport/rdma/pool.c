@@ -1,0 +1,415 @@
+/* pool.c - the registered memory pool (pool.h): regions registered once on
+ * the device's PD, carved into size classes with per-class free lists, and
+ * installed as the iobuf block allocator. Owns nothing of the device but
+ * its PD (borrowed).
+ *
+ * Size classes: 8 KiB (the iobuf default block), 64 KiB, 512 KiB, 4 MiB; a
+ * request gets the smallest class that holds it (so at most 8x is wasted,
+ * and only on odd sizes - the iobuf asks for 8 KiB almost always). A
+ * request above 4 MiB gets a dedicated region of its own, registered for
+ * it, deregistered and unmapped when it is freed; its bytes count against
+ * the cap while it lives.
+ *
+ * Regions: the first has rdma_memory_pool_initial_size_mb; when no region
+ * has room left for a class block, one more region of
+ * rdma_memory_pool_increase_size_mb (or the class size, if larger) is
+ * mapped and registered, as long as the total stays within
+ * pool_max_size_mb (the last region is cut to fit). Blocks are carved off a
+ * region's unused tail one at a time and, once freed, go back to their
+ * class's free list; memory never moves between classes (no coalescing).
+ *
+ * Regions are kept until the process exits, never deregistered: a block's
+ * region cookie is read by whoever holds the block (an iobuf anywhere in
+ * the process, a send still in flight on a QP), so giving a region back
+ * would need every one of its blocks to be free at once and its cookie to
+ * be unreachable; and registering again costs a page pinning walk. The cap
+ * bounds what this keeps pinned.
+ *
+ * Thread-safety: every entry point may be called from any thread. Each
+ * class has its own mutex; the 8 KiB class also has a small per-thread
+ * cache (most alloc/free pairs of message blocks never take a lock).
+ * Growth is serialized by grow_mu. */
+#include "transport/rdma/pool.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "rrpc/errors.h"
+#include "rrpc/internal/log.h"
+#include "rrpc/iobuf.h"
+
+enum {
+  NCLASSES = 4,
+  PAGE = 4096,
+  TL_CACHE_MAX = 64,   /* 8 KiB blocks kept per thread (512 KiB) */
+  TL_CACHE_MOVE = 32,  /* moved to/from the shared list at a time */
+};
+static const size_t class_size[NCLASSES] = {8u << 10, 64u << 10, 512u << 10, 4u << 20};
+
+typedef struct pool_region {
+  rrpc__rdma_region r; /* first: the cookie handed out is &r */
+  struct pool_region *next; /* class regions only; under grow_mu */
+  size_t used;              /* bytes carved off the front; under grow_mu */
+  int dedicated;            /* one block, released with it */
+} pool_region;
+
+/* A free block holds its own list link and its region. */
+typedef struct free_node {
+  struct free_node *next;
+  pool_region *region;
+} free_node;
+
+typedef struct pool_class {
+  pthread_mutex_t mu;
+  free_node *head;
+  size_t nfree;
+} pool_class;
+
+static struct {
+  atomic_int started;
+  pthread_mutex_t grow_mu; /* start, regions, carving, cap accounting */
+  struct ibv_pd *pd;       /* borrowed from the process-wide device */
+  const char *dev_name;    /* borrowed, for logs */
+  size_t increase, cap;    /* bytes */
+  pool_region *regions;    /* class regions, newest first */
+  size_t reserved;         /* bytes mapped+registered or being so; under grow_mu */
+  _Atomic size_t bytes;    /* registered bytes, for stats */
+  pool_class cls[NCLASSES];
+} g_pool = {
+    .grow_mu = PTHREAD_MUTEX_INITIALIZER,
+    .cls = {{.mu = PTHREAD_MUTEX_INITIALIZER},
+            {.mu = PTHREAD_MUTEX_INITIALIZER},
+            {.mu = PTHREAD_MUTEX_INITIALIZER},
+            {.mu = PTHREAD_MUTEX_INITIALIZER}},
+};
+
+static pool_region *region_of_cookie(void *cookie) {
+  return (pool_region *)((char *)cookie - offsetof(pool_region, r));
+}
+
+static int class_of(size_t size) {
+  for (int c = 0; c < NCLASSES; c++)
+    if (size <= class_size[c]) return c;
+  return -1;
+}
+
+/* ---- registration ------------------------------------------------------------ */
+
+/* Map and register `len` bytes (a multiple of PAGE). Relaxed ordering is
+ * asked first (PCIe may reorder our DMA, which is faster on some hosts)
+ * and dropped if the device or kernel refuses it. 0, -ENOMEM or
+ * -RRPC_ERDMAMEM. */
+static int region_create(size_t len, int dedicated, pool_region **out) {
+  pool_region *pr = calloc(1, sizeof *pr);
+  if (pr == NULL) return -ENOMEM;
+  void *mem = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) {
+    RRPC_LOG(WARNING, "rdma pool: cannot map %zu bytes: %s", len, strerror(errno));
+    free(pr);
+    return -ENOMEM;
+  }
+  struct ibv_mr *mr = ibv_reg_mr(g_pool.pd, mem, len,
+                                 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_RELAXED_ORDERING);
+  if (mr == NULL) mr = ibv_reg_mr(g_pool.pd, mem, len, IBV_ACCESS_LOCAL_WRITE);
+  if (mr == NULL) {
+    int err = errno;
+    RRPC_LOG(WARNING, "rdma pool: registering %zu bytes on %s failed: %s%s", len, g_pool.dev_name,
+             strerror(err), err == ENOMEM || err == EPERM ? " (check ulimit -l)" : "");
+    munmap(mem, len);
+    free(pr);
+    return -RRPC_ERDMAMEM;
+  }
+  pr->r.magic = RRPC_RDMA_REGION_MAGIC;
+  pr->r.lkey = mr->lkey;
+  pr->r.mr = mr;
+  pr->r.base = mem;
+  pr->r.len = len;
+  pr->dedicated = dedicated;
+  atomic_fetch_add_explicit(&g_pool.bytes, len, memory_order_relaxed);
+  *out = pr;
+  return 0;
+}
+
+static void region_destroy(pool_region *pr) {
+  int rc = ibv_dereg_mr(pr->r.mr);
+  if (rc) RRPC_LOG(ERROR, "rdma pool: ibv_dereg_mr: %s", strerror(rc));
+  munmap(pr->r.base, pr->r.len);
+  atomic_fetch_sub_explicit(&g_pool.bytes, pr->r.len, memory_order_relaxed);
+  pr->r.magic = 0;
+  free(pr);
+}
+
+/* ---- carving --------------------------------------------------------------------- */
+
+/* One new block of class c off some region's tail, growing the pool if no
+ * region has room. 0, -RRPC_EPOOL (the cap), -RRPC_ERDMAMEM or -ENOMEM. */
+static int carve(int c, void **data, pool_region **region) {
+  const size_t sz = class_size[c];
+  int rc = 0;
+  pthread_mutex_lock(&g_pool.grow_mu);
+  pool_region *pr = g_pool.regions;
+  while (pr && pr->r.len - pr->used < sz) pr = pr->next;
+  if (pr == NULL) {
+    size_t len = g_pool.increase > sz ? g_pool.increase : sz;
+    if (g_pool.reserved + len > g_pool.cap) len = g_pool.cap - g_pool.reserved;
+    len -= len % PAGE;
+    if (len < sz) {
+      rc = -RRPC_EPOOL;
+      goto out;
+    }
+    rc = region_create(len, 0, &pr);
+    if (rc) goto out;
+    g_pool.reserved += len;
+    pr->next = g_pool.regions;
+    g_pool.regions = pr;
+    RRPC_LOG(INFO, "rdma pool: grew by %zu bytes to %zu (cap %zu)", len, g_pool.reserved,
+             g_pool.cap);
+  }
+  *data = pr->r.base + pr->used;
+  *region = pr;
+  pr->used += sz;
+out:
+  pthread_mutex_unlock(&g_pool.grow_mu);
+  return rc;
+}
+
+/* A dedicated region for one large block. The bytes are reserved against
+ * the cap first, so registration runs without grow_mu. */
+static int dedicated_alloc(size_t size, void **data, size_t *cap, void **region) {
+  if (size > SIZE_MAX - PAGE) return -RRPC_EPOOL;
+  size_t len = (size + PAGE - 1) / PAGE * PAGE;
+  pthread_mutex_lock(&g_pool.grow_mu);
+  int over = len > g_pool.cap - g_pool.reserved;
+  if (!over) g_pool.reserved += len;
+  pthread_mutex_unlock(&g_pool.grow_mu);
+  if (over) return -RRPC_EPOOL;
+  pool_region *pr;
+  int rc = region_create(len, 1, &pr);
+  if (rc) {
+    pthread_mutex_lock(&g_pool.grow_mu);
+    g_pool.reserved -= len;
+    pthread_mutex_unlock(&g_pool.grow_mu);
+    return rc;
+  }
+  *data = pr->r.base;
+  *cap = len;
+  *region = &pr->r;
+  return 0;
+}
+
+static void dedicated_free(pool_region *pr) {
+  size_t len = pr->r.len;
+  region_destroy(pr);
+  pthread_mutex_lock(&g_pool.grow_mu);
+  g_pool.reserved -= len;
+  pthread_mutex_unlock(&g_pool.grow_mu);
+}
+
+/* ---- per-thread cache of 8 KiB blocks ----------------------------------------------
+ * Emptied into the shared list by a pthread key destructor at thread exit;
+ * after that (later destructors may still free blocks) frees go straight
+ * to the shared list. */
+
+typedef struct tl_cache {
+  free_node *head;
+  unsigned n;
+  int registered; /* the key destructor will run for this thread */
+  int dead;       /* it ran: cache nothing more */
+} tl_cache;
+
+static _Thread_local tl_cache tl_small;
+static pthread_key_t tl_key;
+static pthread_once_t tl_once = PTHREAD_ONCE_INIT;
+static int tl_key_ok;
+
+/* Push a chain [first..last] of n nodes onto class c's shared list. */
+static void class_push_chain(int c, free_node *first, free_node *last, size_t n) {
+  pool_class *k = &g_pool.cls[c];
+  pthread_mutex_lock(&k->mu);
+  last->next = k->head;
+  k->head = first;
+  k->nfree += n;
+  pthread_mutex_unlock(&k->mu);
+}
+
+static void tl_drain(void *p) {
+  tl_cache *t = p;
+  if (t->head) {
+    free_node *last = t->head;
+    while (last->next) last = last->next;
+    class_push_chain(0, t->head, last, t->n);
+  }
+  t->head = NULL;
+  t->n = 0;
+  t->dead = 1;
+}
+
+static void tl_key_init(void) { tl_key_ok = pthread_key_create(&tl_key, tl_drain) == 0; }
+
+/* Take up to `want` nodes off class c's shared list. */
+static free_node *class_pop(int c, unsigned want, unsigned *got) {
+  pool_class *k = &g_pool.cls[c];
+  pthread_mutex_lock(&k->mu);
+  free_node *first = k->head, *last = NULL;
+  unsigned n = 0;
+  for (free_node *f = first; f && n < want; f = f->next) {
+    last = f;
+    n++;
+  }
+  if (last) {
+    k->head = last->next;
+    last->next = NULL;
+    k->nfree -= n;
+  }
+  pthread_mutex_unlock(&k->mu);
+  *got = n;
+  return n ? first : NULL;
+}
+
+static int tl_usable(tl_cache *t) {
+  if (t->dead) return 0;
+  if (!t->registered) {
+    /* Without a working key the cache would leak at thread exit. */
+    pthread_once(&tl_once, tl_key_init);
+    if (tl_key_ok && pthread_setspecific(tl_key, t) == 0) t->registered = 1;
+  }
+  return t->registered;
+}
+
+/* ---- the allocator ------------------------------------------------------------------ */
+
+int rrpc__rdma_pool_alloc(size_t size, void **data, size_t *cap, void **region) {
+  if (!atomic_load_explicit(&g_pool.started, memory_order_acquire)) return -RRPC_ENOTREADY;
+  int c = class_of(size);
+  if (c < 0) return dedicated_alloc(size, data, cap, region);
+
+  free_node *f = NULL;
+  if (c == 0) {
+    tl_cache *t = &tl_small;
+    if (t->head == NULL && tl_usable(t)) {
+      unsigned got;
+      t->head = class_pop(0, TL_CACHE_MOVE, &got);
+      t->n = got;
+    }
+    if (t->head) {
+      f = t->head;
+      t->head = f->next;
+      t->n--;
+    }
+  }
+  if (f == NULL) {
+    unsigned got;
+    f = class_pop(c, 1, &got);
+  }
+  if (f) {
+    *region = &f->region->r;
+    *data = f;
+    *cap = class_size[c];
+    return 0;
+  }
+  pool_region *pr;
+  void *p;
+  int rc = carve(c, &p, &pr);
+  if (rc) return rc;
+  *data = p;
+  *cap = class_size[c];
+  *region = &pr->r;
+  return 0;
+}
+
+void rrpc__rdma_pool_free(void *data, size_t cap, void *region) {
+  if (data == NULL) return;
+  const rrpc__rdma_region *r = rrpc__rdma_region_of(region, data, cap);
+  if (r == NULL) {
+    RRPC_LOG(ERROR, "rdma pool: free of %p (%zu bytes) that is not pool memory; leaked", data, cap);
+    return;
+  }
+  pool_region *pr = region_of_cookie(region);
+  if (pr->dedicated) {
+    dedicated_free(pr);
+    return;
+  }
+  int c = class_of(cap);
+  if (c < 0 || class_size[c] != cap) {
+    RRPC_LOG(ERROR, "rdma pool: free of %p with size %zu, which is no class; leaked", data, cap);
+    return;
+  }
+  free_node *f = data;
+  f->region = pr;
+  if (c == 0) {
+    tl_cache *t = &tl_small;
+    if (tl_usable(t)) {
+      if (t->n >= TL_CACHE_MAX) {
+        /* Hand the older half back so other threads can use it. */
+        free_node *first = t->head, *last = first;
+        for (unsigned i = 1; i < TL_CACHE_MOVE; i++) last = last->next;
+        t->head = last->next;
+        t->n -= TL_CACHE_MOVE;
+        class_push_chain(0, first, last, TL_CACHE_MOVE);
+      }
+      f->next = t->head;
+      t->head = f;
+      t->n++;
+      return;
+    }
+  }
+  class_push_chain(c, f, f, 1);
+}
+
+static int pool_block_alloc(void *ctx, size_t size, void **data, size_t *cap, void **region) {
+  (void)ctx;
+  return rrpc__rdma_pool_alloc(size, data, cap, region);
+}
+
+static void pool_block_free(void *ctx, void *data, size_t cap, void *region) {
+  (void)ctx;
+  rrpc__rdma_pool_free(data, cap, region);
+}
+
+static const rrpc_block_allocator pool_allocator = {
+    .name = "rdma-pool",
+    .alloc = pool_block_alloc,
+    .free = pool_block_free,
+    .ctx = NULL,
+};
+
+size_t rrpc__rdma_pool_bytes(void) {
+  return atomic_load_explicit(&g_pool.bytes, memory_order_relaxed);
+}
+
+int rrpc__rdma_pool_start(rrpc__rdma_dev *d) {
+  if (atomic_load_explicit(&g_pool.started, memory_order_acquire)) return 0;
+  const rrpc_rdma_options *o = rrpc__rdma_options();
+  int rc = 0;
+  pthread_mutex_lock(&g_pool.grow_mu);
+  if (atomic_load_explicit(&g_pool.started, memory_order_relaxed)) goto out;
+  if (o->pool_max_size_mb > SIZE_MAX >> 20 || o->pool_increase_size_mb > SIZE_MAX >> 20) {
+    rc = -EINVAL;
+    goto out;
+  }
+  g_pool.pd = d->pd;
+  g_pool.dev_name = d->name;
+  g_pool.cap = o->pool_max_size_mb << 20;
+  g_pool.increase = o->pool_increase_size_mb << 20;
+  size_t initial = o->pool_initial_size_mb << 20;
+  if (initial > g_pool.cap) initial = g_pool.cap;
+  pool_region *pr;
+  rc = region_create(initial, 0, &pr);
+  if (rc) goto out;
+  g_pool.reserved = initial;
+  pr->next = NULL;
+  g_pool.regions = pr;
+  atomic_store_explicit(&g_pool.started, 1, memory_order_release);
+  RRPC_LOG(INFO, "rdma pool: %zu bytes registered on %s (grows by %zu up to %zu)", initial, d->name,
+           g_pool.increase, g_pool.cap);
+out:
+  pthread_mutex_unlock(&g_pool.grow_mu);
+  /* Outside grow_mu: blocks allocated from now on are registered memory. */
+  if (rc == 0) rrpc_block_allocator_set(&pool_allocator);
+  return rc;
+}
