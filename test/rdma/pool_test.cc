@@ -38,6 +38,25 @@ namespace {
 constexpr size_t kMiB = size_t{1} << 20;
 constexpr size_t kCapMb = 16;
 
+// Without a device (a plain host, not under tools/run-rdma-tests) every
+// test here is skipped; device_test covers that case. Under
+// run-rdma-tests (RRPC_TEST_RDMA_DEV set) a missing device fails.
+class NeedsDevice : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    int n = 0;
+    ibv_device **list = ibv_get_device_list(&n);
+    if (list) ibv_free_device_list(list);
+    if (n > 0) return;
+    const char *want = getenv("RRPC_TEST_RDMA_DEV");
+    ASSERT_TRUE(want == nullptr || *want == '\0') << "RRPC_TEST_RDMA_DEV=" << want
+                                                  << " but there is no verbs device";
+    GTEST_SKIP() << "no RDMA device here: run through tools/run-rdma-tests";
+  }
+};
+::testing::Environment *const g_needs_device =
+    ::testing::AddGlobalTestEnvironment(new NeedsDevice);
+
 rrpc__rdma_dev *Dev() {
   rrpc__rdma_dev *d = nullptr;
   EXPECT_EQ(0, rrpc__rdma_dev_get(&d));
