@@ -362,6 +362,84 @@ TEST_F(DeviceTest, WatchRegistryRejectsDuplicates) {
   EXPECT_EQ(0u, r.Count());
 }
 
+// Bring `q` to RTS connected to the QP `peer_qpn` on the same port, over
+// GID `gid_index` (loopback). Returns 0 or the failing step's errno.
+int ConnectLoopback(rrpc__rdma_dev *d, ibv_qp *q, uint32_t peer_qpn, int gid_index,
+                    const ibv_gid &gid) {
+  ibv_qp_attr a;
+  memset(&a, 0, sizeof a);
+  a.qp_state = IBV_QPS_INIT;
+  a.port_num = d->port;
+  a.pkey_index = 0;
+  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+  int rc = ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+  if (rc) return rc;
+  memset(&a, 0, sizeof a);
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = d->active_mtu;
+  a.dest_qp_num = peer_qpn;
+  a.rq_psn = 0;
+  a.max_dest_rd_atomic = 1;
+  a.min_rnr_timer = 12;
+  a.ah_attr.is_global = 1;
+  a.ah_attr.grh.dgid = gid;
+  a.ah_attr.grh.sgid_index = static_cast<uint8_t>(gid_index);
+  a.ah_attr.grh.hop_limit = 64;
+  a.ah_attr.dlid = d->lid;
+  a.ah_attr.port_num = d->port;
+  rc = ibv_modify_qp(q, &a,
+                     IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                         IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+  if (rc) return rc;
+  memset(&a, 0, sizeof a);
+  a.qp_state = IBV_QPS_RTS;
+  a.timeout = 14;
+  a.retry_cnt = 7;
+  a.rnr_retry = 7;
+  a.sq_psn = 0;
+  a.max_rd_atomic = 1;
+  return ibv_modify_qp(q, &a,
+                       IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                           IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+// A QP event reaches the watcher of that QP and no other: move one QP of a
+// loopback pair RTS -> SQD asking for the async notification, and wait for
+// IBV_EVENT_SQ_DRAINED (rxe raises it once the send queue is drained).
+TEST_F(DeviceTest, QpEventsReachTheWatcherOfThatQpOnly) {
+  rrpc__rdma_dev *d = nullptr;
+  ASSERT_EQ(0, rrpc__rdma_dev_get(&d));
+  TestQp a(d), b(d);
+  ASSERT_NE(nullptr, a.qp);
+  ASSERT_NE(nullptr, b.qp);
+  int idx;
+  ibv_gid gid;
+  ASSERT_EQ(0, rrpc__rdma_dev_pick_gid(d, nullptr, &idx, &gid));
+  ASSERT_EQ(0, ConnectLoopback(d, a.qp, b.qp->qp_num, idx, gid));
+  ASSERT_EQ(0, ConnectLoopback(d, b.qp, a.qp->qp_num, idx, gid));
+  Recorder ra, rb;
+  ASSERT_EQ(0, rrpc__rdma_dev_watch_qp(d, a.qp->qp_num, Recorder::Cb, &ra));
+  ASSERT_EQ(0, rrpc__rdma_dev_watch_qp(d, b.qp->qp_num, Recorder::Cb, &rb));
+
+  ibv_qp_attr attr;
+  memset(&attr, 0, sizeof attr);
+  attr.qp_state = IBV_QPS_SQD;
+  attr.en_sqd_async_notify = 1;
+  int rc = ibv_modify_qp(a.qp, &attr, IBV_QP_STATE | IBV_QP_EN_SQD_ASYNC_NOTIFY);
+  if (rc == EINVAL || rc == EOPNOTSUPP) {
+    rrpc__rdma_dev_unwatch_qp(d, a.qp->qp_num);
+    rrpc__rdma_dev_unwatch_qp(d, b.qp->qp_num);
+    GTEST_SKIP() << d->name << " cannot move a QP to SQD";
+  }
+  ASSERT_EQ(0, rc) << strerror(rc);
+  EXPECT_TRUE(ra.WaitFor(IBV_EVENT_SQ_DRAINED));
+  // Unwatch, then destroy: the event was acked before the callback ran, so
+  // ibv_destroy_qp (in ~TestQp) does not wait on it.
+  rrpc__rdma_dev_unwatch_qp(d, a.qp->qp_num);
+  rrpc__rdma_dev_unwatch_qp(d, b.qp->qp_num);
+  for (auto ev : rb.events) EXPECT_NE(IBV_EVENT_SQ_DRAINED, ev) << "routed to the wrong QP";
+}
+
 // Port down and up on the VM's netdev: port events reach every watcher,
 // the process-wide device reports the port as gone and back, a callback may
 // unwatch itself, and unwatch from another thread waits for a running

@@ -249,6 +249,7 @@ static watch_entry *find_locked(dev_impl *d, uint32_t qp_num) {
 
 int rrpc__rdma_dev_watch_qp(rrpc__rdma_dev *pub, uint32_t qp_num, rrpc__rdma_async_cb cb, void *arg) {
   dev_impl *d = to_impl(pub);
+  if (cb == NULL) return -EINVAL;
   watch_entry *e = malloc(sizeof *e);
   if (e == NULL) return -ENOMEM;
   e->qp_num = qp_num;
@@ -293,25 +294,22 @@ void rrpc__rdma_dev_unwatch_qp(rrpc__rdma_dev *pub, uint32_t qp_num) {
 }
 
 /* With cb_mu held: call the callback of qp_num, if any, without holding mu
- * (so the callback may watch/unwatch). */
-static void call_one(dev_impl *d, uint32_t qp_num, enum ibv_event_type ev) {
+ * (so the callback may watch/unwatch). 1 if there was one. */
+static int call_one(dev_impl *d, uint32_t qp_num, enum ibv_event_type ev) {
   pthread_mutex_lock(&d->mu);
   watch_entry *e = find_locked(d, qp_num);
   rrpc__rdma_async_cb cb = e ? e->cb : NULL;
   void *arg = e ? e->arg : NULL;
   pthread_mutex_unlock(&d->mu);
   if (cb) cb(arg, ev);
+  return cb != NULL;
 }
 
 static void dispatch_qp(dev_impl *d, uint32_t qp_num, enum ibv_event_type ev) {
   pthread_mutex_lock(&d->cb_mu);
   tl_dispatching = d;
-  pthread_mutex_lock(&d->mu);
-  int known = find_locked(d, qp_num) != NULL;
-  pthread_mutex_unlock(&d->mu);
-  if (known)
-    call_one(d, qp_num, ev);
-  else
+  int known = call_one(d, qp_num, ev);
+  if (!known)
     RRPC_LOG(WARNING, "rdma %s: %s on QP %u, which nobody watches", d->pub.name,
              ibv_event_type_str(ev), qp_num);
   tl_dispatching = NULL;
@@ -392,8 +390,11 @@ static void on_async(rrpc__watcher *w, uint32_t events) {
       case IBV_EVENT_PATH_MIG:
       case IBV_EVENT_PATH_MIG_ERR:
       case IBV_EVENT_QP_LAST_WQE_REACHED:
-        if (ev != IBV_EVENT_COMM_EST)
-          RRPC_LOG(INFO, "rdma %s: %s on QP %u", d->pub.name, ibv_event_type_str(ev), qp_num);
+        if (ev == IBV_EVENT_QP_FATAL || ev == IBV_EVENT_QP_REQ_ERR ||
+            ev == IBV_EVENT_QP_ACCESS_ERR || ev == IBV_EVENT_PATH_MIG_ERR)
+          RRPC_LOG(WARNING, "rdma %s: %s on QP %u", d->pub.name, ibv_event_type_str(ev), qp_num);
+        else
+          RRPC_LOG(DEBUG, "rdma %s: %s on QP %u", d->pub.name, ibv_event_type_str(ev), qp_num);
         dispatch_qp(d, qp_num, ev);
         break;
       case IBV_EVENT_PORT_ACTIVE:

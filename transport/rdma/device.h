@@ -38,7 +38,10 @@ const rrpc_rdma_options *rrpc__rdma_options(void);
  * name, or the first with an ACTIVE --rdma_port). -RRPC_ENODEV when there
  * is none or the port is down (checked again on each call while not open,
  * and the port state is re-queried at most once a second after opening so a
- * port that went down is reported). No exit() on any failure. Thread-safe. */
+ * port that went down is reported; PORT_ERR/PORT_ACTIVE events update it at
+ * once; after DEVICE_FATAL it stays -RRPC_ENODEV). Other codes as for
+ * rrpc__rdma_dev_open. The device lives until exit (never closed). No
+ * exit() on any failure. Thread-safe. */
 int rrpc__rdma_dev_get(rrpc__rdma_dev **out);
 
 /* rrpc__rdma_dev_open - open device `name` (NULL or "": the first device
@@ -79,7 +82,8 @@ int rrpc__rdma_dev_gid_mac(rrpc__rdma_dev *d, int gid_index, uint8_t mac[6]);
  * dispatch lock: unwatch from another thread waits for a running callback,
  * so never call unwatch while holding a lock that the callback takes.
  * Unwatch from inside a callback (any entry) does not wait.
- * watch: 0, -EEXIST (qp_num already watched) or -ENOMEM. Thread-safe. */
+ * watch: 0, -EEXIST (qp_num already watched), -EINVAL (cb NULL) or -ENOMEM.
+ * `arg` is borrowed until unwatch returns. Thread-safe. */
 typedef void (*rrpc__rdma_async_cb)(void *arg, enum ibv_event_type ev);
 int rrpc__rdma_dev_watch_qp(rrpc__rdma_dev *d, uint32_t qp_num, rrpc__rdma_async_cb cb, void *arg);
 void rrpc__rdma_dev_unwatch_qp(rrpc__rdma_dev *d, uint32_t qp_num);

@@ -42,14 +42,24 @@ static inline const rrpc__rdma_region *rrpc__rdma_region_of(const void *cookie, 
 }
 
 /* rrpc__rdma_pool_start - register the first pool region on `d` and make the
- * pool the block allocator (rrpc_block_allocator_set). Idempotent. Sizes
- * from the options (initial, increase, cap). 0, -RRPC_ERDMAMEM, -ENOMEM. */
+ * pool the block allocator (rrpc_block_allocator_set). Idempotent (a later
+ * call, with any d, returns 0 and changes nothing). Sizes from the options
+ * (initial, increase, cap). `d` is borrowed until exit: pass the
+ * process-wide device (rrpc__rdma_dev_get). Size classes, growth and why
+ * regions are never given back: pool.c. 0, -RRPC_ERDMAMEM, -ENOMEM. */
 int rrpc__rdma_pool_start(rrpc__rdma_dev *d);
 
 /* rrpc__rdma_pool_alloc - a registered area of >= size bytes (the same path
- * the block allocator uses), e.g. for bounce copies. 0, -RRPC_EPOOL when the
- * cap is reached, -RRPC_ERDMAMEM when registration fails. */
+ * the block allocator uses), e.g. for bounce copies. Registered with
+ * LOCAL_WRITE only: not for memory a peer writes into (a receive ring
+ * needs its own MR with REMOTE_WRITE). *region gets the area's
+ * rrpc__rdma_region. 0, -RRPC_EPOOL when the cap is reached,
+ * -RRPC_ERDMAMEM when registration fails, -RRPC_ENOTREADY before
+ * rrpc__rdma_pool_start, -ENOMEM. Any thread; never blocks on other
+ * callers except while the pool grows (mmap + ibv_reg_mr). */
 int rrpc__rdma_pool_alloc(size_t size, void **data, size_t *cap, void **region);
+/* rrpc__rdma_pool_free - give back an area with the cap and region alloc
+ * returned. Any thread. */
 void rrpc__rdma_pool_free(void *data, size_t cap, void *region);
 
 /* rrpc__rdma_pool_bytes - registered bytes now (for stats). */
