@@ -105,9 +105,8 @@ struct ServerCall final : google::protobuf::Closure {
   ~ServerCall() override {
     delete request;
     delete response;
-    Server* s = method->server;
     // Last: after this the server may be destroyed.
-    s->CallEnded();
+    if (!abandoned) method->server->CallEnded();
   }
 
   // The C handler (rrpc_handler_fn). Runs on a loop or pool thread.
@@ -141,11 +140,22 @@ struct ServerCall final : google::protobuf::Closure {
     try {
       method->service->CallMethod(method->md, &cntl, request, response, this);
     } catch (const std::exception& e) {
-      Respond(e.what());
+      Abandon(e.what());
     } catch (...) {
-      Respond("unknown exception");
+      Abandon("unknown exception");
     }
     Unref();
+  }
+
+  // The method threw. The client gets EINTERNAL (unless done already ran).
+  // Whether the method kept `done` is unknown: freeing the call could make a
+  // later done->Run() touch freed memory, so the call is kept until done
+  // runs (leaked if it never does) but no longer counted as active, so
+  // Join() does not wait for it.
+  void Abandon(const char* what) {
+    Respond(what);
+    abandoned = true;
+    method->server->CallEnded();
   }
 
   // done->Run(): respond with the response (or the failure) once.
@@ -204,6 +214,7 @@ struct ServerCall final : google::protobuf::Closure {
   google::protobuf::Message* response;  // owned
   std::atomic<int> refs{2};
   std::atomic<bool> responded{false};
+  bool abandoned = false;  // written before the handler's Unref, read after the last
 };
 
 }  // namespace detail

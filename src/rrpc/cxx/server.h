@@ -7,6 +7,12 @@
 // event loop (or a worker pool with handlers_in_pool); it may call
 // done->Run() at once or later from any thread, exactly once.
 //
+// A method that throws: the client gets EINTERNAL with the exception's
+// text (nothing unwinds into the C core). rrpc cannot tell whether the method
+// kept `done`, so it keeps the call record until done->Run() (which then
+// sends nothing); a method that throws and never runs done leaks that record.
+// Join() does not wait for such calls.
+//
 // Not thread-safe: configure, start, stop and join from one thread (Stop
 // may also come from another thread, e.g. to end a Join()).
 #ifndef RRPC_CXX_SERVER_H
