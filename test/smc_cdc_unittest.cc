@@ -286,6 +286,16 @@ TEST(CdcCursor, OffsetRoundTrip) {
   EXPECT_EQ(-RRPC_EPARSE, rrpc__cdc_cursor_to_offset(&bad, R, 0, &off));
   EXPECT_EQ(-RRPC_EPARSE, rrpc__cdc_cursor_to_offset(&c, 0, 0, &off));
 
+  // Found by cdc_fuzzer: a reference near 2^64 must not wrap the result
+  // around to a small offset.
+  rrpc__cdc_cursor far = Cur(0xffff, 2499805440u);
+  int rc = rrpc__cdc_cursor_to_offset(&far, 0xfe000affu, 0xffff950001000000ull, &off);
+  EXPECT_EQ(-RRPC_EPARSE, rc);
+  // Just below 2^64 offsets still round-trip when they fit.
+  rrpc__cdc_cursor near_top = rrpc__cdc_cursor_from_offset(UINT64_MAX - 2000, 16);
+  ASSERT_EQ(0, rrpc__cdc_cursor_to_offset(&near_top, 16, UINT64_MAX - 1000, &off));
+  EXPECT_EQ(UINT64_MAX - 2000, off);
+
   // Random property: any offset within half a period of the reference
   // survives the cursor round trip, for ring sizes big and small.
   std::mt19937_64 rng(42);

@@ -96,21 +96,20 @@ struct rrpc__cdc_cursor rrpc__cdc_cursor_from_offset(uint64_t off,
 int rrpc__cdc_cursor_to_offset(const struct rrpc__cdc_cursor *c,
                                uint32_t ring_size, uint64_t ref,
                                uint64_t *off) {
-  uint64_t period, half, pos, base, cand;
+  int64_t period, half, d;
   if (ring_size == 0 || c->count >= ring_size) return -RRPC_EPARSE;
-  period = (uint64_t)ring_size << 16; /* <= 2^48: no overflow below */
+  /* Everything below is under 2^49, so plain int64 arithmetic is safe. */
+  period = (int64_t)ring_size << 16;
   half = period / 2;
-  pos = (uint64_t)c->wrap * ring_size + c->count; /* < period */
-  base = ref - ref % period;
-  cand = base + pos;
-  /* Pick among cand - period, cand, cand + period the one nearest ref. */
-  if (cand > ref && cand - ref > half) {
-    if (cand < period) return -RRPC_EPARSE; /* would be negative */
-    cand -= period;
-  } else if (cand < ref && ref - cand > half) {
-    if (cand > UINT64_MAX - period) return -RRPC_EPARSE;
-    cand += period;
-  }
-  *off = cand;
+  /* Signed distance from ref to the cursor's position, brought into
+   * [-half, half]. */
+  d = ((int64_t)c->wrap * ring_size + c->count) - (int64_t)(ref % (uint64_t)period);
+  if (d > half)
+    d -= period;
+  else if (d < -half)
+    d += period;
+  if (d < 0 && (uint64_t)-d > ref) return -RRPC_EPARSE; /* before the start */
+  if (d > 0 && ref > UINT64_MAX - (uint64_t)d) return -RRPC_EPARSE;
+  *off = ref + (uint64_t)d;
   return 0;
 }

@@ -92,7 +92,7 @@ int rrpc__clc_peek_header(const uint8_t *buf, size_t len,
   if (h.version == 0 || h.type < RRPC_CLC_PROPOSAL ||
       h.type > RRPC_CLC_DECLINE || !length_ok(&h))
     return -RRPC_EPARSE;
-  *hdr = h;
+  memcpy(hdr, &h, sizeof(h)); /* padding too: decoded structs compare with memcmp */
   return 0;
 }
 
