@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "rrpc/cxx/controller.h"
 #include "rrpc/server.h"
 
 namespace rrpc {
