@@ -58,7 +58,9 @@ mount -t tmpfs -o mode=1777 tmpfs /tmp || fatal "cannot mount tmpfs on /tmp"
 mkdir -p /dev/pts /dev/shm
 mount -t devpts -o gid=5,mode=620 devpts /dev/pts || fatal "cannot mount /dev/pts"
 mount -t tmpfs -o mode=1777 tmpfs /dev/shm || fatal "cannot mount tmpfs on /dev/shm"
-[ -d "$RXE_VM_OUT" ] || fatal "out directory $RXE_VM_OUT is not visible in the guest"
+# An --out under /tmp or /run lives below a guest tmpfs: make its mount point there.
+[ -d "$RXE_VM_OUT" ] || mkdir -p "$RXE_VM_OUT" 2> /dev/null ||
+    fatal "out directory $RXE_VM_OUT is not visible in the guest"
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 out "$RXE_VM_OUT" ||
     fatal "cannot mount the out share on $RXE_VM_OUT"
 echo "$RXE_VM_HOSTNAME" > /proc/sys/kernel/hostname
@@ -118,11 +120,23 @@ if [ "$RXE_VM_PEERS" -gt 1 ]; then
 fi
 
 # ---- the job -------------------------------------------------------------------------------
-[ -d "$RXE_VM_CWD" ] || fatal "working directory $RXE_VM_CWD is not visible in the guest"
+[ -d "$RXE_VM_CWD" ] || fatal "working directory $RXE_VM_CWD is not visible in the guest" \
+    "(guest /tmp and /run are its own tmpfs)"
 log "running the command in $RXE_VM_CWD"
 : > "$CTL/started"   # its mtime (host clock) tells the host how long boot + setup took
 env -i /bin/sh "$CTL/job" < /dev/null > "$OUTDEV" 2> "$ERRDEV"
 rc=$?
+if [ "$RXE_VM_SHELL" = 1 ]; then
+    # Interactive debugging: a login-like shell with the job's environment on the serial
+    # console (the host's terminal). With a command, its status stays the run's status.
+    has_cmd=$(grep -c '^exec ' "$CTL/job")
+    echo "rxe-vm: root shell in the guest; $RXE_VM_DEV is up on $RXE_VM_NETDEV $RXE_VM_ADDR." \
+         "exit (or ^D) powers off." > /dev/ttyS0
+    setsid -c env -i /bin/sh -c '. /run/rxe-vm/env; cd "$1"; exec /bin/bash -i' sh \
+        "$RXE_VM_CWD" < /dev/ttyS0 > /dev/ttyS0 2>&1
+    src=$?
+    [ "$has_cmd" -gt 0 ] || rc=$src
+fi
 put_status "exit $rc" || log "could not write the status file"
 log "command exited with status $rc"
 echo "RXE_VM_EXIT_STATUS=$rc"
