@@ -357,17 +357,18 @@ TEST(ClcEncode, ProposalV1Layout) {
   uint8_t buf[RRPC_CLC_MAX_LEN];
   size_t len = 0;
   ASSERT_EQ(0, rrpc__clc_encode_proposal(&p, buf, sizeof(buf), &len));
-  ASSERT_EQ(52u, len);
-  const uint8_t head[8] = {0xe2, 0xd4, 0xc3, 0xd9, 0x01, 0x00, 52, 0x10};
+  ASSERT_EQ(92u, len);
+  const uint8_t head[8] = {0xe2, 0xd4, 0xc3, 0xd9, 0x01, 0x00, 92, 0x10};
   EXPECT_EQ(B(head, 8), B(buf, 8));
   EXPECT_EQ(B(kClientPeerId, 8), B(buf + 8, 8));
   EXPECT_EQ(MappedGid("::ffff:10.77.0.2"), B(buf + 16, 16));
   EXPECT_EQ(B(kClientMac, 6), B(buf + 32, 6));
-  EXPECT_EQ(0, buf[38]);  // ip-area offset 0
-  EXPECT_EQ(0, buf[39]);
+  EXPECT_EQ(0, buf[38]);  // ip-area offset 40: a zeroed SMC-D area first
+  EXPECT_EQ(40, buf[39]);
+  EXPECT_EQ(Bytes(40, 0), B(buf + 40, 40));
   const uint8_t ip[8] = {10, 77, 0, 0, 24, RRPC_CLC_FEAT_WWI, RRPC_CLC_WIRE_VERSION, 0};
-  EXPECT_EQ(B(ip, 8), B(buf + 40, 8));
-  EXPECT_EQ(B(head, 4), B(buf + 48, 4));
+  EXPECT_EQ(B(ip, 8), B(buf + 80, 8));
+  EXPECT_EQ(B(head, 4), B(buf + 88, 4));
 
   rrpc__clc_proposal q;
   ASSERT_EQ(0, rrpc__clc_decode_proposal(buf, len, &q));
@@ -380,7 +381,22 @@ TEST(ClcEncode, ProposalV1Layout) {
   EXPECT_EQ(RRPC_CLC_FEAT_WWI, q.rrpc_features);
   EXPECT_EQ(RRPC_CLC_WIRE_VERSION, q.rrpc_version);
   EXPECT_EQ(0u, rrpc__clc_proposal_decline_code(&q));
-  EXPECT_EQ(ENOSPC, -rrpc__clc_encode_proposal(&p, buf, 51, &len));
+  EXPECT_EQ(40, q.iparea_offset);
+  EXPECT_EQ(ENOSPC, -rrpc__clc_encode_proposal(&p, buf, 91, &len));
+
+  // The legacy v1 layout (IP area right after the local area, 52 bytes)
+  // from other stacks still decodes.
+  uint8_t legacy[52];
+  std::memcpy(legacy, buf, 38);
+  legacy[6] = 52;
+  legacy[38] = legacy[39] = 0;
+  std::memcpy(legacy + 40, buf + 80, 8);
+  std::memcpy(legacy + 48, buf, 4);
+  ASSERT_EQ(0, rrpc__clc_decode_proposal(legacy, sizeof(legacy), &q));
+  EXPECT_EQ(0, q.iparea_offset);
+  EXPECT_EQ(0x0a4d0000u, q.ipv4_subnet);
+  EXPECT_EQ(RRPC_CLC_FEAT_WWI, q.rrpc_features);
+  EXPECT_EQ(0u, rrpc__clc_proposal_decline_code(&q));
 }
 
 TEST(ClcEncode, ProposalWithIpv6Prefixes) {
@@ -395,7 +411,7 @@ TEST(ClcEncode, ProposalWithIpv6Prefixes) {
   uint8_t buf[RRPC_CLC_MAX_LEN];
   size_t len = 0;
   ASSERT_EQ(0, rrpc__clc_encode_proposal(&p, buf, sizeof(buf), &len));
-  ASSERT_EQ(52u + 2 * 17, len);
+  ASSERT_EQ(92u + 2 * 17, len);
   rrpc__clc_proposal q;
   ASSERT_EQ(0, rrpc__clc_decode_proposal(buf, len, &q));
   ASSERT_EQ(2, q.ipv6_count);
@@ -715,18 +731,18 @@ TEST(ClcHostile, MalformedProposals) {
 
   // v1 length must match the prefix count exactly.
   Bytes x = b;
-  x[47] = 1;
+  x[87] = 1;
   EXPECT_EQ(-RRPC_EPARSE, rrpc__clc_decode_proposal(x.data(), x.size(), &q));
   // Too many IPv6 prefixes, even with a matching length.
   p.ipv6_count = 8;
   ASSERT_EQ(0, rrpc__clc_encode_proposal(&p, good, sizeof(good), &len));
   x.assign(good, good + len);
   ASSERT_EQ(0, rrpc__clc_decode_proposal(x.data(), x.size(), &q));
-  x[47] = 9;
+  x[87] = 9;
   EXPECT_EQ(-RRPC_EPARSE, rrpc__clc_decode_proposal(x.data(), x.size(), &q));
   // An ip-area offset pointing past the end.
   x = b;
-  x[39] = 200;
+  x[39] = 200;  // 240: past the end
   EXPECT_EQ(-RRPC_EPARSE, rrpc__clc_decode_proposal(x.data(), x.size(), &q));
   x[38] = 0xff;
   x[39] = 0xff;

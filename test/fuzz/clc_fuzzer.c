@@ -80,9 +80,13 @@ static void v1_bytes_match(const uint8_t *in, const struct rrpc__clc_msg *m) {
   memcpy(want, in, len);
   switch (m->hdr.type) {
     case RRPC_CLC_PROPOSAL:
-      /* rrpc encodes the IP area right after the local area and SMC-R only. */
-      if (m->u.proposal.iparea_offset != 0 || m->hdr.typev1 != RRPC_CLC_SMC_R) return;
+      /* rrpc encodes SMC-R only, a zeroed 40-byte SMC-D area, then the IP
+       * area. */
+      if (m->u.proposal.iparea_offset != RRPC_CLC_PROPOSAL_SMCD_AREA_LEN ||
+          m->hdr.typev1 != RRPC_CLC_SMC_R)
+        return;
       want[7] = 0x10;
+      memset(want + 40, 0, RRPC_CLC_PROPOSAL_SMCD_AREA_LEN);
       rc = rrpc__clc_encode_proposal(&m->u.proposal, got, sizeof(got), &got_len);
       break;
     case RRPC_CLC_ACCEPT:

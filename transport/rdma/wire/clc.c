@@ -348,16 +348,18 @@ static void put_frame(uint8_t *buf, uint8_t type, size_t len, uint8_t byte7) {
 int rrpc__clc_encode_proposal(const struct rrpc__clc_proposal *p, uint8_t *buf,
                               size_t cap, size_t *out_len) {
   size_t len, i;
-  uint8_t *ip = buf + OFF_IPAREA_BASE;
+  uint8_t *ip = buf + OFF_IPAREA_BASE + RRPC_CLC_PROPOSAL_SMCD_AREA_LEN;
   if (p->ipv6_count > RRPC_CLC_MAX_IPV6_PREFIXES) return -EINVAL;
-  len = RRPC_CLC_PROPOSAL_V1_LEN + (size_t)p->ipv6_count * IPV6_PREFIX_LEN;
+  len = RRPC_CLC_PROPOSAL_RRPC_LEN + (size_t)p->ipv6_count * IPV6_PREFIX_LEN;
   if (cap < len) return -ENOSPC;
   memset(buf, 0, len);
   put_frame(buf, RRPC_CLC_PROPOSAL, len, 0x10 | RRPC_CLC_SMC_R);
   memcpy(buf + OFF_PEER_ID, p->peer_id, 8);
   memcpy(buf + OFF_GID, p->gid, 16);
   memcpy(buf + OFF_MAC, p->mac, 6);
-  /* iparea_offset stays 0: the IP area follows the local area directly. */
+  /* The SMC-D area (ISM GID, CHID, v2-extension offset, reserved) stays
+   * zero; the IP area follows it. */
+  rrpc__put_be16(buf + OFF_IPAREA_OFFSET, RRPC_CLC_PROPOSAL_SMCD_AREA_LEN);
   rrpc__put_be32(ip, p->ipv4_subnet);
   ip[4] = p->ipv4_prefix_len;
   ip[5] = p->rrpc_features;

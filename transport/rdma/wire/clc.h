@@ -42,7 +42,12 @@ enum rrpc__clc_smc_type {
 enum {
   RRPC_CLC_HDR_LEN = 8,
   RRPC_CLC_TRAILER_LEN = 4,
-  RRPC_CLC_PROPOSAL_V1_LEN = 52, /* IPv4 area, offset 0, no IPv6 prefixes */
+  RRPC_CLC_PROPOSAL_V1_LEN = 52, /* smallest v1: IP area at offset 0 */
+  /* rrpc's v1 Proposal: a zeroed 40-byte SMC-D area, then the IP area
+   * (offset 40), no IPv6 prefixes; the layout Linux sends and the one
+   * Wireshark 4.0 decodes (it reads the IP area after that area). */
+  RRPC_CLC_PROPOSAL_RRPC_LEN = 92,
+  RRPC_CLC_PROPOSAL_SMCD_AREA_LEN = 40,
   RRPC_CLC_PROPOSAL_V2_MIN_LEN = 84, /* header + local + SMC-D area + trailer */
   RRPC_CLC_ACCEPT_V1_LEN = 68,       /* Accept and Confirm, SMC-R v1 */
   RRPC_CLC_ACCEPT_V2_MIN_LEN = 108,
@@ -122,7 +127,7 @@ struct rrpc__clc_proposal {
   uint8_t peer_id[8];
   uint8_t gid[16]; /* v1 RoCE GID (all zero in a v2-only Proposal) */
   uint8_t mac[6];
-  uint16_t iparea_offset; /* decode only; rrpc encodes 0 */
+  uint16_t iparea_offset; /* decode only; rrpc encodes 40 */
   /* IP area: present in every v1 Proposal and in a v2 one whose typev1 is
    * not N. */
   uint8_t has_ip_area;
