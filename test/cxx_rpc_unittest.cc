@@ -485,7 +485,8 @@ TEST(CxxServerTest, AddServiceRules) {
 }
 
 TEST(CxxServerTest, OwnedServiceIsDeleted) {
-  static int deleted = 0;
+  static int deleted;
+  deleted = 0;
   struct Counted : EchoServiceImpl {
     ~Counted() override { deleted++; }
   };

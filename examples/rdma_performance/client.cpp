@@ -123,9 +123,9 @@ class Chain : public google::protobuf::Closure {
       }
     } else {
       r->latency_ns.Record(ns);
-      if (report_cpu_) {
-        g_server_cpu.store(strtod(response_.cpu_usage().c_str(), nullptr),
-                           std::memory_order_relaxed);
+      if (report_cpu_ && response_.cpu_usage() != last_cpu_usage_) {
+        last_cpu_usage_ = response_.cpu_usage();  // changes once a second
+        g_server_cpu.store(strtod(last_cpu_usage_.c_str(), nullptr), std::memory_order_relaxed);
         g_used_rdma.store(cntl_.used_rdma() ? 1 : 0, std::memory_order_relaxed);
       }
     }
@@ -148,6 +148,7 @@ class Chain : public google::protobuf::Closure {
   test::PerfTestRequest request_;
   test::PerfTestResponse response_;
   uint64_t start_ns_ = 0;
+  std::string last_cpu_usage_;
 };
 
 std::vector<std::string> SplitServers(const std::string& s) {

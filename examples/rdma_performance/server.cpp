@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include "examples/rdma_performance/test.pb.h"
@@ -55,8 +56,9 @@ class CpuSampler {
     cv_.notify_all();
     thread_.join();
   }
-  // Percent of one CPU over the last second (can exceed 100 with threads).
-  double percent() const { return percent_.load(std::memory_order_relaxed); }
+  // Percent of one CPU over the last second (can exceed 100 with threads),
+  // in tenths, so the handler formats it without floating-point printf.
+  int tenths_of_percent() const { return tenths_.load(std::memory_order_relaxed); }
 
  private:
   void Loop() {
@@ -69,8 +71,8 @@ class CpuSampler {
       auto now = std::chrono::steady_clock::now();
       double wall = std::chrono::duration<double>(now - last).count();
       if (ticks >= 0 && last_ticks >= 0 && wall > 0) {
-        percent_.store(100.0 * static_cast<double>(ticks - last_ticks) / ticks_per_s / wall,
-                       std::memory_order_relaxed);
+        double percent = 100.0 * static_cast<double>(ticks - last_ticks) / ticks_per_s / wall;
+        tenths_.store(static_cast<int>(percent * 10 + 0.5), std::memory_order_relaxed);
       }
       last_ticks = ticks;
       last = now;
@@ -80,7 +82,7 @@ class CpuSampler {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
-  std::atomic<double> percent_{0.0};
+  std::atomic<int> tenths_{0};
   std::thread thread_;  // last: starts after the members it uses
 };
 
@@ -94,9 +96,8 @@ class PerfTestServiceImpl : public test::PerfTestService {
     if (request->echo_attachment()) {
       cntl->response_attachment().append(cntl->request_attachment());  // shared, no copy
     }
-    char usage[32];
-    snprintf(usage, sizeof usage, "%.1f%%", cpu_->percent());
-    response->set_cpu_usage(usage);
+    int t = cpu_->tenths_of_percent();
+    response->set_cpu_usage(std::to_string(t / 10) + "." + std::to_string(t % 10) + "%");
     done->Run();
   }
 

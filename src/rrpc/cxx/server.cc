@@ -343,14 +343,19 @@ int Server::Join() {
   {
     std::unique_lock<std::mutex> lk(mu_);
     // ...and until the methods that responded early have returned too.
+    joining_.store(true);
     cv_.wait(lk, [this] { return active_calls_.load() == 0; });
+    joining_.store(false);
     server_ = nullptr;
   }
   return 0;
 }
 
 void Server::CallEnded() {
-  if (active_calls_.fetch_sub(1) == 1) {
+  // Lock and wake only when a Join is waiting: with one call in flight the
+  // count reaches zero on every call. Both atomics are seq_cst: if this load
+  // misses Join's store, Join's later load of the count sees this decrement.
+  if (active_calls_.fetch_sub(1) == 1 && joining_.load()) {
     std::lock_guard<std::mutex> lk(mu_);
     cv_.notify_all();
   }

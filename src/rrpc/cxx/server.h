@@ -123,6 +123,7 @@ class Server {
   bool stopped_ = false;  // guarded by mu_
   // Calls whose method has not both returned and called done->Run().
   std::atomic<long> active_calls_{0};
+  std::atomic<bool> joining_{false};  // a Join waits for active_calls_ to reach 0
 };
 
 }  // namespace rrpc
