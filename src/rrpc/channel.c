@@ -150,8 +150,13 @@ static void on_timeout(void *arg) {
   pthread_mutex_unlock(&cn->mu);
   if (mine == NULL) return;
   char text[160];
-  snprintf(text, sizeof text, "RPC to %s timed out after %d ms", cn->peer,
-           (int)rrpc_controller_timeout_ms(c->cntl));
+  snprintf(text, sizeof text, "RPC to %s timed out after %lld ms", cn->peer,
+           (long long)(rrpc__now_us() - (uint64_t)c->cntl->start_us) / 1000);
+  if (rrpc__log_enabled(RRPC_LOG_DEBUG)) {
+    char d[512];
+    rrpc__socket_describe(cn->sock, d, sizeof d);
+    RRPC_LOG(DEBUG, "%s; connection: %s", text, d);
+  }
   complete(c, -RRPC_ERPCTIMEDOUT, text);
 }
 
@@ -212,6 +217,9 @@ static void client_on_close(void *owner, rrpc__socket *sock, int code) {
   pthread_mutex_unlock(&cn->mu);
   char text[200];
   snprintf(text, sizeof text, "connection to %s closed: %s", cn->peer, rrpc_strerror(code));
+  /* A transport that refused to set up (RDMA without fallback) says why in
+   * its own code; anything else is a closed connection to the caller. */
+  int call_code = (code == -RRPC_EDECLINED || code == -RRPC_ENODEV || code == -RRPC_EHANDSHAKE) ? code : -RRPC_ECLOSE;
   /* No new call can join (closed is set), so drain without the lock held
    * while callbacks run. */
   for (;;) {
@@ -220,7 +228,7 @@ static void client_on_close(void *owner, rrpc__socket *sock, int code) {
     pthread_mutex_unlock(&cn->mu);
     if (c == NULL) break;
     if (c->timer != 0) rrpc__loop_timer_cancel(cn->loop, c->timer);
-    complete(c, -RRPC_ECLOSE, text);
+    complete(c, call_code, text);
   }
   pthread_mutex_lock(&ch->mu);
   int was_current = ch->conn == cn;

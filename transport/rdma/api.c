@@ -48,6 +48,7 @@ void rrpc_rdma_options_init(rrpc_rdma_options *o) {
   o->pool_increase_size_mb = DEFAULT_POOL_INCREASE_MB;
   o->pool_max_size_mb = DEFAULT_POOL_MAX_MB;
   o->handshake_timeout_ms = DEFAULT_HANDSHAKE_MS;
+  o->zerocopy_min_size = 64 * 1024;
 }
 
 /* Smallest 16 KiB << n that holds `want` (the ring is indexed with a mask
@@ -89,6 +90,7 @@ static int options_normalize(const rrpc_rdma_options *in, rrpc_rdma_options *out
   if (out->pool_initial_size_mb > out->pool_max_size_mb)
     out->pool_initial_size_mb = out->pool_max_size_mb;
   if (out->handshake_timeout_ms == 0) out->handshake_timeout_ms = def.handshake_timeout_ms;
+  if (out->zerocopy_min_size == 0) out->zerocopy_min_size = def.zerocopy_min_size;
   out->use_polling = in->use_polling != 0;
   out->trace_verbose = in->trace_verbose != 0;
   out->no_fallback = in->no_fallback != 0;

@@ -37,11 +37,6 @@ int rrpc__socket_write(rrpc__socket *s, rrpc_iobuf *msg);
 /* rrpc__socket_failed - nonzero once the socket failed (the first code). */
 int rrpc__socket_failed(const rrpc__socket *s);
 
-/* rrpc__socket_peer_str - "ip:port" of the peer. */
-void rrpc__socket_peer_str(const rrpc__socket *s, char *buf, size_t len);
-
-/* rrpc__socket_describe - the transport's one-line description. */
-int rrpc__socket_describe(const rrpc__socket *s, char *buf, size_t len);
 int rrpc__socket_is_rdma(const rrpc__socket *s);
 
 #endif /* RRPC_INTERNAL_SOCKET_H */

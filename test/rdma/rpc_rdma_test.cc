@@ -1,0 +1,545 @@
+// rpc_rdma_test.cc - RPCs over the RDMA transport on a real verbs device
+// (Soft-RoCE in the VM, or a real NIC): sizes up to 16 MiB through a small
+// ring, concurrency, many connections, a slow receiver, every fallback
+// case, garbage instead of CLC, and kill -9 of the peer.
+//
+// The binary re-executes itself as a child server or client for the cases
+// that need other process-wide RDMA settings (RRPC_TEST_ROLE).
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "rrpc/rrpc.h"
+
+extern char **environ;
+
+namespace {
+
+const size_t kRing = 256 * 1024;  // small, so large messages wrap it many times
+
+std::string to_string(const rrpc_iobuf *b) {
+  std::string s(rrpc_iobuf_length(b), '\0');
+  rrpc_iobuf_copy_out(b, 0, s.data(), s.size());
+  return s;
+}
+
+std::string pattern(size_t n, unsigned seed) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; i++) s[i] = (char)((i * 131 + seed * 7 + (i >> 11)) & 0xff);
+  return s;
+}
+
+// ---- handlers ------------------------------------------------------------------
+
+void echo_handler(void *, rrpc_server_call *call) {
+  rrpc_controller *c = rrpc_server_call_controller(call);
+  rrpc_iobuf_append_iobuf(rrpc_controller_response_attachment(c), rrpc_controller_request_attachment(c));
+  rrpc_server_call_respond(call, rrpc_server_call_request(call));
+}
+
+// Blocks its loop thread for the number of ms in the request: a slow receiver.
+void slow_handler(void *, rrpc_server_call *call) {
+  int ms = atoi(to_string(rrpc_server_call_request(call)).c_str());
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));  // the slowness under test
+  rrpc_server_call_respond(call, nullptr);
+}
+
+void hold_handler(void *, rrpc_server_call *) {}  // never answers: for kill -9
+
+rrpc_server *start_server(int use_rdma, int *port) {
+  rrpc_server_options o = {};
+  o.use_rdma = use_rdma;
+  rrpc_server *s;
+  if (rrpc_server_new(&o, &s) != 0) return nullptr;
+  rrpc_server_add_method(s, "test.Echo", "Echo", echo_handler, nullptr);
+  rrpc_server_add_method(s, "test.Echo", "Slow", slow_handler, nullptr);
+  rrpc_server_add_method(s, "test.Echo", "Hold", hold_handler, nullptr);
+  if (rrpc_server_start(s, "10.99.0.1:0") != 0 && rrpc_server_start(s, "127.0.0.1:0") != 0) return nullptr;
+  *port = rrpc_server_port(s);
+  return s;
+}
+
+// The address clients use: the rxe netdev's, so the RoCE v2 GID matches.
+std::string local_ip() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa = {};
+  sa.sin_family = AF_INET;
+  inet_pton(AF_INET, "10.99.0.1", &sa.sin_addr);
+  int ok = bind(fd, (sockaddr *)&sa, sizeof sa) == 0;
+  close(fd);
+  return ok ? "10.99.0.1" : "127.0.0.1";
+}
+
+int call(rrpc_channel *ch, const char *method, const std::string &req, const std::string &att,
+         std::string *resp, std::string *ratt, int *used_rdma = nullptr, std::string *err = nullptr) {
+  rrpc_controller *c;
+  rrpc_controller_new(&c);
+  rrpc_iobuf *rq, *rs;
+  rrpc_iobuf_new(&rq);
+  rrpc_iobuf_new(&rs);
+  rrpc_iobuf_append(rq, req.data(), req.size());
+  rrpc_iobuf_append(rrpc_controller_request_attachment(c), att.data(), att.size());
+  int rc = rrpc_channel_call(ch, "test.Echo", method, c, rq, rs, nullptr, nullptr);
+  if (resp) *resp = to_string(rs);
+  if (ratt) *ratt = to_string(rrpc_controller_response_attachment(c));
+  if (used_rdma) *used_rdma = rrpc_controller_used_rdma(c);
+  if (err) *err = rrpc_controller_error_text(c);
+  rrpc_iobuf_free(rq);
+  rrpc_iobuf_free(rs);
+  rrpc_controller_free(c);
+  return rc;
+}
+
+rrpc_channel *open_channel(int port, int use_rdma, int timeout_ms = 60000) {
+  rrpc_channel_options o = {};
+  o.use_rdma = use_rdma;
+  o.timeout_ms = getenv("RRPC_TEST_TIMEOUT_MS") ? atoi(getenv("RRPC_TEST_TIMEOUT_MS")) : timeout_ms;
+  o.connect_timeout_ms = 5000;
+  o.max_body_size = 64u << 20;
+  std::string addr = local_ip() + ":" + std::to_string(port);
+  rrpc_channel *ch = nullptr;
+  if (rrpc_channel_new(addr.c_str(), &o, &ch) != 0) return nullptr;
+  return ch;
+}
+
+rrpc_rdma_stats stats() {
+  rrpc_rdma_stats s;
+  rrpc_rdma_get_stats(&s);
+  return s;
+}
+
+// Sum of an rxe port counter (hw_counters), or -1 when absent.
+long long hw_counter(const char *name) {
+  std::ifstream f(std::string("/sys/class/infiniband/rxe0/ports/1/hw_counters/") + name);
+  long long v = -1;
+  if (f) f >> v;
+  return v;
+}
+
+// Bytes the kernel counted on the TCP connections to/from `port` (ss -ti).
+long long tcp_bytes_on_port(int port) {
+  std::string cmd = "ss -tinH '( sport = :" + std::to_string(port) + " )' 2>/dev/null";
+  FILE *p = popen(cmd.c_str(), "r");
+  if (!p) return -1;
+  long long total = 0;
+  char line[4096];
+  while (fgets(line, sizeof line, p)) {
+    for (const char *key : {"bytes_acked:", "bytes_received:"}) {
+      const char *k = strstr(line, key);
+      if (k) total += atoll(k + strlen(key));
+    }
+  }
+  pclose(p);
+  return total;
+}
+
+// ---- child processes --------------------------------------------------------------
+
+struct Child {
+  pid_t pid = -1;
+  int port = 0;
+  int status = 0;
+};
+
+// Start this binary as RRPC_TEST_ROLE=role with extra env; it prints a line
+// (a port for servers, a result for clients) that we read back.
+Child spawn_self(const std::string &role, std::vector<std::string> extra, std::string *line) {
+  Child c;
+  int out[2];
+  if (pipe(out) != 0) return c;
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  posix_spawn_file_actions_addclose(&fa, out[0]);
+  std::vector<std::string> envs;
+  for (char **e = environ; *e; e++) envs.emplace_back(*e);
+  envs.push_back("RRPC_TEST_ROLE=" + role);
+  for (auto &e : extra) envs.push_back(e);
+  std::vector<char *> envp;
+  for (auto &e : envs) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  self[n > 0 ? n : 0] = '\0';
+  char *argv[] = {self, nullptr};
+  posix_spawn(&c.pid, self, &fa, nullptr, argv, envp.data());
+  posix_spawn_file_actions_destroy(&fa);
+  close(out[1]);
+  char buf[512] = {0};
+  ssize_t r = read(out[0], buf, sizeof buf - 1);
+  close(out[0]);
+  if (r > 0) {
+    *line = std::string(buf, (size_t)r);
+    c.port = atoi(buf);
+  }
+  return c;
+}
+
+int wait_child(Child &c) {
+  waitpid(c.pid, &c.status, 0);
+  return WIFEXITED(c.status) ? WEXITSTATUS(c.status) : -1;
+}
+
+// Process-wide RDMA settings come from the environment, before any rrpc use.
+__attribute__((constructor)) void configure_rdma() {
+  rrpc_rdma_options o;
+  rrpc_rdma_options_init(&o);
+  o.ring_size = kRing;
+  o.handshake_timeout_ms = 1500;
+  if (const char *d = getenv("RRPC_TEST_RDMA_DEVICE")) o.device = d;
+  if (getenv("RRPC_TEST_NO_FALLBACK")) o.no_fallback = 1;
+  if (getenv("RRPC_TEST_POLLING")) o.use_polling = 1;
+  rrpc_rdma_global_init(&o);
+  if (getenv("RRPC_TEST_DEBUG")) rrpc_log_set_min_level(RRPC_LOG_DEBUG);
+
+  const char *role = getenv("RRPC_TEST_ROLE");
+  if (role == nullptr) return;
+  if (strcmp(role, "server") == 0 || strcmp(role, "tcp-server") == 0) {
+    int port;
+    rrpc_server *s = start_server(strcmp(role, "server") == 0, &port);
+    printf("%d\n", s ? port : -1);
+    fflush(stdout);
+    for (;;) pause();
+  }
+  if (strcmp(role, "client") == 0) {
+    // One echo call to RRPC_TEST_PORT; prints "rc used_rdma text".
+    rrpc_channel *ch = open_channel(atoi(getenv("RRPC_TEST_PORT")), 1, 10000);
+    std::string resp, err;
+    int used = 0;
+    int rc = call(ch, "Echo", "child", "", &resp, nullptr, &used, &err);
+    if (rc == 0 && resp != "child") rc = -9999;
+    printf("%d %d %s\n", rc, used, err.c_str());
+    fflush(stdout);
+    _exit(0);
+  }
+}
+
+class RdmaRpc : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(1, rrpc_rdma_available()) << "no active RDMA device";
+    server_ = start_server(1, &port_);
+    ASSERT_NE(nullptr, server_);
+  }
+  void TearDown() override { rrpc_server_free(server_); }
+  rrpc_server *server_ = nullptr;
+  int port_ = 0;
+};
+
+TEST_F(RdmaRpc, SizesUpTo16MiBOverRdma) {
+  rrpc_channel *ch = open_channel(port_, 1);
+  rrpc_rdma_stats before = stats();
+  long long pkts_before = hw_counter("sent_pkts");
+  const size_t sizes[] = {0, 64, 4096, 1u << 20, 16u << 20};
+  unsigned seed = 3;
+  for (size_t n : sizes) {
+    std::string req = pattern(n ? 100 : 0, seed), att = pattern(n, seed + 1), resp, ratt, err;
+    int used = 0;
+    ASSERT_EQ(0, call(ch, "Echo", req, att, &resp, &ratt, &used, &err)) << n << ": " << err;
+    EXPECT_TRUE(resp == req) << n;
+    EXPECT_TRUE(ratt == att) << n;
+    EXPECT_EQ(1, used) << n;
+    seed += 2;
+  }
+  rrpc_rdma_stats after = stats();
+  EXPECT_GT(after.connections_rdma, before.connections_rdma);
+  // Both directions of a 16 MiB echo went through the 256 KiB rings.
+  EXPECT_GE(after.bytes_written - before.bytes_written, 2ull * (16u << 20));
+  EXPECT_GE(after.bytes_received - before.bytes_received, 2ull * (16u << 20));
+  long long pkts_after = hw_counter("sent_pkts");
+  if (pkts_before >= 0) {
+    EXPECT_GT(pkts_after - pkts_before, (long long)((16u << 20) / 4096));
+  }
+  // The TCP connection carried the handshake only (a few hundred bytes).
+  long long tcp = tcp_bytes_on_port(port_);
+  if (tcp >= 0) {
+    EXPECT_LT(tcp, 4096) << "TCP carried data";
+  }
+  printf("rdma stats: writes=%llu cdc=%llu completions=%llu wakeups=%llu solicited=%llu blocked=%llu\n",
+         (unsigned long long)(after.writes - before.writes), (unsigned long long)(after.cdc_sent - before.cdc_sent),
+         (unsigned long long)(after.completions - before.completions),
+         (unsigned long long)(after.wakeups - before.wakeups),
+         (unsigned long long)(after.solicited - before.solicited),
+         (unsigned long long)(after.blocked_on_window - before.blocked_on_window));
+  rrpc_channel_free(ch);
+}
+
+TEST_F(RdmaRpc, ManySmallCallsWrapTheRing) {
+  rrpc_channel *ch = open_channel(port_, 1);
+  // 3000 x 1 KiB each way: the 256 KiB rings wrap about a dozen times.
+  for (int i = 0; i < 3000; i++) {
+    std::string att = pattern(1000 + (size_t)(i % 48), (unsigned)i), ratt;
+    ASSERT_EQ(0, call(ch, "Echo", "", att, nullptr, &ratt));
+    ASSERT_TRUE(ratt == att) << i;
+  }
+  rrpc_channel_free(ch);
+}
+
+TEST_F(RdmaRpc, SixtyFourConcurrentCallers) {
+  rrpc_channel *ch = open_channel(port_, 1);
+  std::atomic<int> failures{0}, over_tcp{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 64; t++) {
+    ts.emplace_back([&, t] {
+      for (int i = 0; i < 10; i++) {
+        std::string req = std::to_string(t * 1000 + i), att = pattern((size_t)(t * 331 + i * 97) % 20000, (unsigned)t);
+        std::string resp, ratt;
+        int used = 0;
+        if (call(ch, "Echo", req, att, &resp, &ratt, &used) != 0 || resp != req || ratt != att) failures++;
+        if (!used) over_tcp++;
+      }
+    });
+  }
+  for (auto &t : ts) t.join();
+  EXPECT_EQ(0, failures.load());
+  EXPECT_EQ(0, over_tcp.load());
+  rrpc_channel_free(ch);
+}
+
+TEST_F(RdmaRpc, HundredConnections) {
+  std::vector<rrpc_channel *> chs;
+  rrpc_rdma_stats before = stats();
+  for (int i = 0; i < 100; i++) chs.push_back(open_channel(port_, 1));
+  int ok = 0, rdma = 0;
+  for (int i = 0; i < 100; i++) {
+    std::string resp;
+    int used = 0;
+    if (call(chs[i], "Echo", std::to_string(i), "", &resp, nullptr, &used) == 0 && resp == std::to_string(i)) ok++;
+    rdma += used;
+  }
+  EXPECT_EQ(100, ok);
+  EXPECT_EQ(100, rdma);
+  EXPECT_GE(stats().connections_rdma - before.connections_rdma, 200u);  // both ends count
+  for (auto *c : chs) rrpc_channel_free(c);
+}
+
+TEST_F(RdmaRpc, SlowReceiverMakesTheSenderWait) {
+  rrpc_channel *ch = open_channel(port_, 1);
+  long long rnr_before = hw_counter("rcvd_rnr_err");
+  rrpc_rdma_stats before = stats();
+  // The server's loop is busy in "Slow" while async requests of 64 KiB keep
+  // coming: its ring (256 KiB) fills, and the client must wait, not lose.
+  struct St {
+    std::mutex mu;
+    std::condition_variable cv;
+    int done = 0, failed = 0;
+  } st;
+  const int n = 40;
+  std::vector<rrpc_controller *> cs(n);
+  std::vector<rrpc_iobuf *> reqs(n);
+  std::string big = pattern(64 * 1024, 9);
+  auto done = [](void *arg, rrpc_controller *c) {
+    St *s = static_cast<St *>(arg);
+    std::lock_guard<std::mutex> g(s->mu);
+    if (rrpc_controller_failed(c)) s->failed++;
+    s->done++;
+    s->cv.notify_all();
+  };
+  std::thread slow([&] { EXPECT_EQ(0, call(ch, "Slow", "1500", "", nullptr, nullptr)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let Slow occupy the server loop first
+  for (int i = 0; i < n; i++) {
+    rrpc_controller_new(&cs[i]);
+    rrpc_iobuf_new(&reqs[i]);
+    rrpc_iobuf_append(rrpc_controller_request_attachment(cs[i]), big.data(), big.size());
+    ASSERT_EQ(0, rrpc_channel_call(ch, "test.Echo", "Echo", cs[i], reqs[i], nullptr, done, &st));
+  }
+  {
+    std::unique_lock<std::mutex> g(st.mu);
+    st.cv.wait(g, [&] { return st.done == n; });
+  }
+  slow.join();
+  EXPECT_EQ(0, st.failed);
+  for (int i = 0; i < n; i++) {
+    EXPECT_EQ(big.size(), rrpc_iobuf_length(rrpc_controller_response_attachment(cs[i])));
+    rrpc_controller_free(cs[i]);
+    rrpc_iobuf_free(reqs[i]);
+  }
+  EXPECT_GT(stats().blocked_on_window, before.blocked_on_window);
+  long long rnr_after = hw_counter("rcvd_rnr_err");
+  if (rnr_before >= 0) {
+    EXPECT_EQ(rnr_before, rnr_after) << "RNR NAKs happened";
+  }
+  rrpc_channel_free(ch);
+}
+
+TEST_F(RdmaRpc, GarbageInsteadOfClcClosesOnlyThatConnection) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa = {};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons((uint16_t)port_);
+  inet_pton(AF_INET, local_ip().c_str(), &sa.sin_addr);
+  ASSERT_EQ(0, connect(fd, (sockaddr *)&sa, sizeof sa));
+  const char garbage[] = "\xe2\xd4\xc3\xd9\x07garbage that is neither CLC nor baidu_std";
+  ASSERT_GT(write(fd, garbage, sizeof garbage), 0);
+  char b[64];
+  timeval tv = {10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  EXPECT_EQ(0, read(fd, b, sizeof b));  // closed by the server
+  close(fd);
+  rrpc_channel *ch = open_channel(port_, 1);
+  std::string resp;
+  int used = 0;
+  EXPECT_EQ(0, call(ch, "Echo", "after garbage", "", &resp, nullptr, &used));
+  EXPECT_EQ("after garbage", resp);
+  EXPECT_EQ(1, used);
+  rrpc_channel_free(ch);
+}
+
+TEST(RdmaFallback, ServerWithoutRdmaDeclines) {
+  int port;
+  rrpc_server *s = start_server(0, &port);
+  ASSERT_NE(nullptr, s);
+  rrpc_rdma_stats before = stats();
+  rrpc_channel *ch = open_channel(port, 1);
+  std::string resp;
+  int used = 1;
+  EXPECT_EQ(0, call(ch, "Echo", "tcp please", "", &resp, nullptr, &used));
+  EXPECT_EQ("tcp please", resp);
+  EXPECT_EQ(0, used);
+  rrpc_rdma_stats after = stats();
+  EXPECT_EQ(before.connections_fallback + 1, after.connections_fallback);
+  EXPECT_EQ(0x03030000u, after.fallback_last_reason);
+  rrpc_channel_free(ch);
+  rrpc_server_free(s);
+}
+
+TEST(RdmaFallback, ClientWithoutDevice) {
+  int port;
+  rrpc_server *s = start_server(1, &port);
+  ASSERT_NE(nullptr, s);
+  std::string line;
+  Child c = spawn_self("client", {"RRPC_TEST_RDMA_DEVICE=no_such_dev", "RRPC_TEST_PORT=" + std::to_string(port)}, &line);
+  EXPECT_EQ(0, wait_child(c));
+  EXPECT_EQ(0, atoi(line.c_str())) << line;  // the call succeeded
+  EXPECT_EQ(" 0", line.substr(line.find(' '), 2)) << line;  // over TCP
+  rrpc_server_free(s);
+}
+
+TEST(RdmaFallback, ServerWithoutDeviceDeclines) {
+  std::string line;
+  Child srv = spawn_self("server", {"RRPC_TEST_RDMA_DEVICE=no_such_dev"}, &line);
+  ASSERT_GT(srv.port, 0) << line;
+  rrpc_channel *ch = open_channel(srv.port, 1);
+  std::string resp;
+  int used = 1;
+  EXPECT_EQ(0, call(ch, "Echo", "declined", "", &resp, nullptr, &used));
+  EXPECT_EQ("declined", resp);
+  EXPECT_EQ(0, used);
+  rrpc_channel_free(ch);
+  kill(srv.pid, SIGKILL);
+  wait_child(srv);
+}
+
+TEST(RdmaFallback, HandshakeDeadline) {
+  std::string line;
+  Child srv = spawn_self("server", {"RRPC_RDMA_TEST_DROP_ACCEPT=1"}, &line);
+  ASSERT_GT(srv.port, 0) << line;
+  rrpc_channel *ch = open_channel(srv.port, 1);
+  std::string resp;
+  int used = 1;
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(0, call(ch, "Echo", "late", "", &resp, nullptr, &used));
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ("late", resp);
+  EXPECT_EQ(0, used);
+  EXPECT_GE(ms, 1400);  // waited for the handshake deadline, then fell back
+  EXPECT_EQ(0x02010000u, stats().fallback_last_reason);
+  rrpc_channel_free(ch);
+  kill(srv.pid, SIGKILL);
+  wait_child(srv);
+}
+
+TEST(RdmaFallback, FallbackDisabledIsAClearError) {
+  int port;
+  rrpc_server *s = start_server(0, &port);
+  ASSERT_NE(nullptr, s);
+  std::string line;
+  Child c = spawn_self("client", {"RRPC_TEST_NO_FALLBACK=1", "RRPC_TEST_PORT=" + std::to_string(port)}, &line);
+  EXPECT_EQ(0, wait_child(c));
+  EXPECT_NE(0, atoi(line.c_str())) << line;
+  EXPECT_NE(std::string::npos, line.find("fallback")) << line;
+  rrpc_server_free(s);
+}
+
+TEST(RdmaKill, PeerKilledMidStream) {
+  std::string line;
+  Child srv = spawn_self("server", {}, &line);
+  ASSERT_GT(srv.port, 0) << line;
+  rrpc_channel *ch = open_channel(srv.port, 1);
+  std::string resp;
+  int used = 0;
+  ASSERT_EQ(0, call(ch, "Echo", "hi", "", &resp, nullptr, &used));
+  ASSERT_EQ(1, used);
+  struct St {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<int> calls;
+    int done = 0;
+  } st;
+  const int n = 16;
+  st.calls.assign(n, 0);
+  struct Arg {
+    St *st;
+    int i;
+  };
+  std::vector<Arg> args(n);
+  std::vector<rrpc_controller *> cs(n);
+  std::string big = pattern(200000, 5);
+  for (int i = 0; i < n; i++) {
+    args[i] = {&st, i};
+    rrpc_controller_new(&cs[i]);
+    // Half are held by the server, half are streaming large requests.
+    if (i % 2) rrpc_iobuf_append(rrpc_controller_request_attachment(cs[i]), big.data(), big.size());
+    ASSERT_EQ(0, rrpc_channel_call(ch, "test.Echo", i % 2 ? "Echo" : "Hold", cs[i], nullptr, nullptr,
+                                   [](void *arg, rrpc_controller *) {
+                                     Arg *a = static_cast<Arg *>(arg);
+                                     std::lock_guard<std::mutex> g(a->st->mu);
+                                     a->st->calls[a->i]++;
+                                     a->st->done++;
+                                     a->st->cv.notify_all();
+                                   },
+                                   &args[i]));
+  }
+  kill(srv.pid, SIGKILL);
+  wait_child(srv);
+  {
+    std::unique_lock<std::mutex> g(st.mu);
+    st.cv.wait(g, [&] { return st.done == n; });
+  }
+  for (int i = 0; i < n; i++) {
+    EXPECT_EQ(1, st.calls[i]) << i;
+    if (i % 2 == 0) {
+      EXPECT_EQ(-RRPC_ECLOSE, rrpc_controller_error_code(cs[i])) << i;
+    }
+    rrpc_controller_free(cs[i]);
+  }
+  rrpc_channel_free(ch);
+  // The survivor still serves and calls over RDMA.
+  int port;
+  rrpc_server *s = start_server(1, &port);
+  rrpc_channel *ch2 = open_channel(port, 1);
+  EXPECT_EQ(0, call(ch2, "Echo", "alive", "", &resp, nullptr, &used));
+  EXPECT_EQ("alive", resp);
+  EXPECT_EQ(1, used);
+  rrpc_channel_free(ch2);
+  rrpc_server_free(s);
+}
+
+}  // namespace

@@ -1,0 +1,518 @@
+/* datapath.c - the RDMA data path of an endpoint (see docs/rdma-transport.md):
+ *
+ * send: bytes of the socket's write iobuf are RDMA-WRITTEN WITH_IMM into the
+ *   peer's ring at its producer offset, the iobuf's blocks being the scatter
+ *   list (no copy; only blocks outside registered memory are bounced). The
+ *   immediate carries the ACK for the other direction. The sent blocks stay
+ *   referenced until a signaled completion covers them.
+ * receive: each RECV_RDMA_WITH_IMM completion says how many bytes landed at
+ *   the ring's producer offset. Large pieces go up as iobuf blocks that
+ *   reference the ring (no copy) and release their ring space when the
+ *   application drops them; small ones are copied and released at once.
+ * acks: credits and consumer advance ride on every message; when nothing
+ *   goes the other way and an ACK is due, a 44-byte CDC goes as SEND_WITH_IMM.
+ *
+ * Locking: see endpoint.h. No iobuf reference is dropped under ep->mu. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rrpc/errors.h"
+#include "rrpc/internal/log.h"
+#include "transport/rdma/endpoint.h"
+#include "transport/rdma/wire/cdc.h"
+
+/* Received pieces at least --rdma_zerocopy_min_size large go up zero-copy,
+ * while the ring space held by the application stays below this share
+ * of the ring: a message larger than the ring (or an application holding
+ * slices) must never stop the ring from draining. */
+#define ZC_MAX_SHARE_DIV 4
+/* Signal a send at least this often (WRs) or after this many bytes, so sent
+ * blocks and send-queue slots come back in time. */
+#define SIGNAL_BYTES (1u << 20)
+
+#define WC_BATCH 32
+
+/* ---- send queue bookkeeping (under mu) ------------------------------------------ */
+
+static uint32_t sq_free(const rrpc__rdma_ep *ep) {
+  return ep->sq_size - (uint32_t)(ep->wr_seq - ep->wr_done);
+}
+
+static int want_signal(rrpc__rdma_ep *ep, uint32_t bytes) {
+  ep->unsignaled++;
+  ep->unsignaled_bytes += bytes;
+  if (ep->unsignaled >= ep->sq_size / 4 || ep->unsignaled_bytes >= SIGNAL_BYTES || sq_free(ep) <= 2) {
+    ep->unsignaled = 0;
+    ep->unsignaled_bytes = 0;
+    return 1;
+  }
+  return 0;
+}
+
+/* Keep `buf` (moved) until the WR numbered seq completes. */
+static void inflight_push(rrpc__rdma_ep *ep, uint64_t seq, rrpc_iobuf *buf) {
+  struct rrpc__ep_inflight *e = &ep->inflight[(ep->if_head + ep->if_count) % ep->sq_size];
+  e->seq = seq;
+  rrpc_iobuf_move(&e->buf, buf); /* e->buf is empty: moving cannot fail */
+  ep->if_count++;
+}
+
+/* Move what WRs up to `done` held into `out`, to be dropped after unlocking. */
+static void inflight_reap(rrpc__rdma_ep *ep, uint64_t done, rrpc_iobuf *out) {
+  while (ep->if_count > 0 && ep->inflight[ep->if_head].seq <= done) {
+    struct rrpc__ep_inflight *e = &ep->inflight[ep->if_head];
+    if (rrpc_iobuf_move(out, &e->buf) != 0) rrpc_iobuf_clear(&e->buf); /* last resort */
+    ep->if_head = (ep->if_head + 1) % ep->sq_size;
+    ep->if_count--;
+  }
+}
+
+void rrpc__dp_drop_inflight(rrpc__rdma_ep *ep) {
+  if (ep->inflight == NULL) return;
+  for (uint32_t i = 0; i < ep->sq_size; i++) rrpc__iobuf_destroy(&ep->inflight[i].buf);
+  ep->if_count = 0;
+}
+
+/* ---- CDC ---------------------------------------------------------------------- */
+
+int rrpc__dp_send_cdc_locked(rrpc__rdma_ep *ep, uint8_t conn_flags, int solicited) {
+  if (ep->qp_dead || ep->qp == NULL) return -RRPC_ERDMA;
+  if (sq_free(ep) < 1) return -EAGAIN;
+  struct rrpc__tx_plan plan;
+  int rc = rrpc__tx_window_plan_ack(&ep->tx, rrpc__rx_window_owes_credits(&ep->rx), &plan);
+  if (rc != 0) return rc;
+  uint32_t imm = rrpc__rx_window_take_ack(&ep->rx, 0);
+  struct rrpc__cdc_msg m;
+  memset(&m, 0, sizeof m);
+  m.seq = ++ep->cdc_seq;
+  m.token = ep->peer.token;
+  m.prod = rrpc__cdc_cursor_from_offset(ep->tx.prod, ep->tx.ring_size);
+  m.cons = rrpc__cdc_cursor_from_offset(ep->rx.acked, ep->rx.ring_size);
+  m.conn_flags = conn_flags;
+  uint8_t *out = (uint8_t *)ep->slots + (size_t)ep->rq_size * RRPC_EP_SLOT_SIZE;
+  rrpc__cdc_encode(&m, out);
+  struct ibv_sge sge = {.addr = (uintptr_t)out, .length = RRPC_CDC_LEN, .lkey = ep->slots_mr->lkey};
+  struct ibv_send_wr wr, *bad;
+  memset(&wr, 0, sizeof wr);
+  wr.wr_id = ++ep->wr_seq;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND_WITH_IMM;
+  wr.imm_data = htonl(imm);
+  /* Inline copies the bytes at post time, so the shared CDC slot may be
+   * reused at once; without inline, every CDC is signaled and the slot is
+   * only rewritten after... the next post, which RC orders after this one. */
+  int inl = ep->dev->max_inline >= RRPC_CDC_LEN;
+  wr.send_flags = (inl ? IBV_SEND_INLINE : 0) | (solicited ? IBV_SEND_SOLICITED : 0) |
+                  (want_signal(ep, 0) || !inl ? IBV_SEND_SIGNALED : 0);
+  if (wr.send_flags & IBV_SEND_SIGNALED) {
+    ep->unsignaled = 0;
+    ep->unsignaled_bytes = 0;
+  }
+  rc = ibv_post_send(ep->qp, &wr, &bad);
+  if (rc != 0) {
+    ep->wr_seq--;
+    ep->qp_dead = 1;
+    return -RRPC_ERDMA;
+  }
+  rrpc__tx_window_commit(&ep->tx, &plan);
+  ep->peer_asked = 0;
+  rrpc__rdma_count(RRPC_RDMA_CNT_CDC_SENT, 1);
+  if (solicited) rrpc__rdma_count(RRPC_RDMA_CNT_SOLICITED, 1);
+  return 0;
+}
+
+/* A pure ACK if one is due and nothing else will carry it. Under mu. */
+static void maybe_ack_locked(rrpc__rdma_ep *ep) {
+  if (ep->state != EP_UP || ep->qp_dead) return;
+  if (!rrpc__rx_window_ack_due(&ep->rx, ep->peer_asked)) return;
+  (void)rrpc__dp_send_cdc_locked(ep, 0, ep->peer_asked);
+}
+
+/* ---- sending data -------------------------------------------------------------- */
+
+/* Bytes covered by the first `max_pieces` pieces of buf. */
+static uint64_t bytes_in_pieces(const rrpc_iobuf *buf, uint32_t max_pieces) {
+  uint64_t n = 0;
+  for (uint32_t i = 0; i < max_pieces; i++) {
+    const rrpc_iobuf_ref *r = rrpc__iobuf_ref_at(buf, i);
+    if (r == NULL) break;
+    n += r->len;
+  }
+  return n;
+}
+
+/* Replace pieces outside registered memory by registered copies. Only
+ * blocks made before RDMA started, or by another allocator, need it. */
+static int bounce_unregistered(rrpc_iobuf *seg, rrpc_iobuf *drop) {
+  int need = 0;
+  for (size_t i = 0;; i++) {
+    const rrpc_iobuf_ref *r = rrpc__iobuf_ref_at(seg, i);
+    if (r == NULL) break;
+    if (rrpc__rdma_region_of(r->block->region, r->block->data + r->off, r->len) == NULL) need = 1;
+  }
+  if (!need) return 0;
+  rrpc_iobuf out;
+  rrpc__iobuf_init(&out);
+  int rc = 0;
+  for (size_t i = 0; rc == 0; i++) {
+    const rrpc_iobuf_ref *r = rrpc__iobuf_ref_at(seg, i);
+    if (r == NULL) break;
+    const char *p = r->block->data + r->off;
+    if (rrpc__rdma_region_of(r->block->region, p, r->len) != NULL) {
+      rc = rrpc__iobuf_append_block(&out, r->block, r->off, r->len);
+      continue;
+    }
+    rrpc_block *b;
+    rc = rrpc__block_alloc(r->len, &b);
+    if (rc != 0) break;
+    if (rrpc__rdma_region_of(b->region, b->data, r->len) == NULL) {
+      rc = -RRPC_ERDMAMEM; /* the block allocator is not the RDMA pool */
+    } else {
+      memcpy(b->data, p, r->len);
+      b->size = r->len;
+      rc = rrpc__iobuf_append_block(&out, b, 0, r->len);
+    }
+    rrpc__block_unref(b);
+  }
+  if (rc == 0) {
+    /* The originals are dropped later, outside mu, like every reference. */
+    rc = rrpc_iobuf_move(drop, seg);
+    if (rc == 0) rrpc_iobuf_move(seg, &out);
+  }
+  if (rc != 0) rrpc_iobuf_move(drop, &out);
+  rrpc__iobuf_destroy(&out);
+  return rc;
+}
+
+/* Post one WRITE_WITH_IMM of all of `seg` at ring offset `off`. */
+static int post_write(rrpc__rdma_ep *ep, rrpc_iobuf *seg, uint32_t off, uint32_t imm, int solicited,
+                      rrpc_iobuf *drop) {
+  uint32_t len = (uint32_t)rrpc_iobuf_length(seg);
+  int inl = len <= ep->dev->max_inline;
+  if (!inl) {
+    int rc = bounce_unregistered(seg, drop);
+    if (rc != 0) return rc;
+  }
+  struct ibv_sge sge[16];
+  int n = 0, pins_ring = 0;
+  for (size_t i = 0; i < 16; i++) {
+    const rrpc_iobuf_ref *r = rrpc__iobuf_ref_at(seg, i);
+    if (r == NULL) break;
+    const char *p = r->block->data + r->off;
+    const rrpc__rdma_region *reg = rrpc__rdma_region_of(r->block->region, p, r->len);
+    sge[n++] = (struct ibv_sge){.addr = (uintptr_t)p, .length = r->len, .lkey = reg ? reg->lkey : 0};
+    pins_ring |= reg == &ep->ring_region;
+  }
+  struct ibv_send_wr wr, *bad;
+  memset(&wr, 0, sizeof wr);
+  wr.wr_id = ep->wr_seq + 1;
+  wr.sg_list = sge;
+  wr.num_sge = n;
+  wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+  wr.imm_data = htonl(imm);
+  wr.wr.rdma.remote_addr = ep->peer.ring_addr + off;
+  wr.wr.rdma.rkey = ep->peer.rkey;
+  /* A slice of our own receive ring (an echoed attachment) holds the ring's
+   * consumer cursor until it is dropped, and with it the peer's window:
+   * its completion must come back now, not a batch later. */
+  int sig = want_signal(ep, len) || (!inl && pins_ring);
+  if (sig) {
+    ep->unsignaled = 0;
+    ep->unsignaled_bytes = 0;
+  }
+  wr.send_flags = (inl ? IBV_SEND_INLINE : 0) | (solicited ? IBV_SEND_SOLICITED : 0) |
+                  (sig ? IBV_SEND_SIGNALED : 0);
+  int rc = ibv_post_send(ep->qp, &wr, &bad);
+  if (rc != 0) {
+    ep->qp_dead = 1;
+    RRPC_LOG(WARNING, "rdma qpn=%u: ibv_post_send: %s", ep->qp->qp_num, rrpc_strerror(-rc));
+    return -RRPC_ERDMA;
+  }
+  ep->wr_seq++;
+  if (inl) rrpc_iobuf_move(drop, seg); /* copied at post time */
+  else inflight_push(ep, ep->wr_seq, seg);
+  rrpc__rdma_count(RRPC_RDMA_CNT_WRITES, 1);
+  rrpc__rdma_count(RRPC_RDMA_CNT_BYTES_WRITTEN, len);
+  if (solicited) rrpc__rdma_count(RRPC_RDMA_CNT_SOLICITED, 1);
+  return 0;
+}
+
+/* Write one plan's worth from the front of data. Under mu. */
+static int write_plan(rrpc__rdma_ep *ep, rrpc_iobuf *data, const struct rrpc__tx_plan *plan,
+                      rrpc_iobuf *drop) {
+  int end_of_batch = plan->len == rrpc_iobuf_length(data);
+  int ack_req = rrpc__tx_window_ack_request(&ep->tx, plan);
+  int solicited = rrpc__tx_window_want_solicited(&ep->tx, plan, end_of_batch, ep->peer_asked);
+  for (uint32_t i = 0; i < plan->nseg; i++) {
+    int last = i + 1 == plan->nseg;
+    rrpc_iobuf seg;
+    rrpc__iobuf_init(&seg);
+    long cut = rrpc_iobuf_cut(data, plan->seg[i].len, &seg);
+    int rc = cut == (long)plan->seg[i].len ? 0 : -ENOMEM;
+    /* Only the last segment carries the ACK: the first of a wrapped write
+     * carries an empty immediate. */
+    uint32_t imm = last ? rrpc__rx_window_take_ack(&ep->rx, ack_req) : 0;
+    if (rc == 0) rc = post_write(ep, &seg, plan->seg[i].off, imm, last && solicited, drop);
+    if (rc != 0) rrpc_iobuf_move(drop, &seg);
+    rrpc__iobuf_destroy(&seg);
+    if (rc != 0) return rc;
+  }
+  rrpc__tx_window_commit(&ep->tx, plan);
+  if (solicited) ep->peer_asked = 0;
+  return 0;
+}
+
+int rrpc__dp_write(rrpc__socket *s, rrpc_iobuf *data) {
+  rrpc__rdma_ep *ep = rrpc__socket_tstate(s);
+  rrpc_iobuf drop;
+  rrpc__iobuf_init(&drop);
+  int rc = 0;
+  uint32_t max_sge = ep->max_send_sge;
+  if (max_sge > 16) max_sge = 16;
+  pthread_mutex_lock(&ep->mu);
+  while (rc == 0 && rrpc_iobuf_length(data) > 0) {
+    if (ep->qp_dead) {
+      rc = -RRPC_ERDMA;
+      break;
+    }
+    /* Two WRs (a wrapped write) plus one kept for a CDC. */
+    if (sq_free(ep) < 3) {
+      ep->write_blocked = 1;
+      rc = -EAGAIN;
+      break;
+    }
+    struct rrpc__tx_plan plan;
+    if (rrpc__tx_window_plan(&ep->tx, bytes_in_pieces(data, max_sge), &plan) != 0) {
+      ep->write_blocked = 1;
+      rrpc__rdma_count(RRPC_RDMA_CNT_BLOCKED, 1);
+      rc = -EAGAIN;
+      break;
+    }
+    rc = write_plan(ep, data, &plan, &drop);
+  }
+  pthread_mutex_unlock(&ep->mu);
+  rrpc__iobuf_destroy(&drop); /* may release ring slices: outside mu */
+  return rc;
+}
+
+/* ---- receiving ---------------------------------------------------------------- */
+
+struct ring_slice {
+  rrpc__rdma_ep *ep;
+  uint64_t start;
+  uint32_t len;
+};
+
+/* Ring space [start, start+len) is free again. Under mu. */
+static void release_locked(rrpc__rdma_ep *ep, uint64_t start, uint32_t len) {
+  uint64_t adv = 0;
+  if (rrpc__rx_reclaim_release(&ep->reclaim, start, start + len, &adv) != 0) {
+    RRPC_LOG(ERROR, "rdma: ring release [%llu, +%u) refused", (unsigned long long)start, len);
+    return;
+  }
+  if (adv > 0) rrpc__rx_window_on_release(&ep->rx, adv);
+}
+
+/* Deleter of zero-copy ring slices; any thread. */
+static void on_slice_released(void *data, void *arg) {
+  (void)data;
+  struct ring_slice *sl = arg;
+  rrpc__rdma_ep *ep = sl->ep;
+  pthread_mutex_lock(&ep->mu);
+  ep->zc_outstanding -= sl->len;
+  release_locked(ep, sl->start, sl->len);
+  maybe_ack_locked(ep);
+  pthread_mutex_unlock(&ep->mu);
+  free(sl);
+  rrpc__ep_unref(ep);
+}
+
+/* Put n ring bytes at stream offset start into the read buffer. */
+static int deliver_bytes(rrpc__rdma_ep *ep, uint64_t start, uint32_t n, int zero_copy) {
+  rrpc_iobuf *rbuf = rrpc__socket_rbuf(ep->s);
+  char *p = ep->ring + (size_t)(start % ep->ring_size);
+  if (zero_copy) {
+    struct ring_slice *sl = malloc(sizeof *sl);
+    rrpc_block *b = NULL;
+    int rc = sl ? rrpc__block_new_user(p, n, &ep->ring_region, on_slice_released, sl, &b) : -ENOMEM;
+    if (rc == 0) {
+      *sl = (struct ring_slice){ep, start, n};
+      rc = rrpc__iobuf_append_block(rbuf, b, 0, n);
+      rrpc__block_unref(b); /* on failure this runs the deleter: space released */
+      return rc;
+    }
+    free(sl);
+    pthread_mutex_lock(&ep->mu);
+    ep->zc_outstanding -= n;
+    pthread_mutex_unlock(&ep->mu);
+    rrpc__ep_unref(ep);
+  }
+  int rc = rrpc_iobuf_append(rbuf, p, n);
+  pthread_mutex_lock(&ep->mu);
+  release_locked(ep, start, n);
+  pthread_mutex_unlock(&ep->mu);
+  return rc;
+}
+
+static int on_data_recv(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int *got) {
+  uint32_t n = wc->byte_len;
+  uint32_t imm = ntohl(wc->imm_data);
+  pthread_mutex_lock(&ep->mu);
+  uint64_t start = ep->rx.prod;
+  int rc = (start % ep->ring_size) + n <= ep->ring_size ? 0 : -RRPC_EPARSE;
+  if (rc == 0) rc = rrpc__rx_window_on_recv(&ep->rx, n);
+  if (rc == 0) rc = rrpc__tx_window_on_ack(&ep->tx, imm);
+  if (rc == 0 && (imm & 0x80000000u)) ep->peer_asked = 1;
+  int zc = rc == 0 && n >= ep->opts->zerocopy_min_size && ep->zc_outstanding + n <= ep->ring_size / ZC_MAX_SHARE_DIV;
+  if (zc) {
+    ep->zc_outstanding += n;
+    atomic_fetch_add(&ep->refs, 1); /* the slice's reference */
+  }
+  pthread_mutex_unlock(&ep->mu);
+  if (rc != 0) {
+    RRPC_LOG(WARNING, "rdma qpn=%u: the peer broke the window protocol (write of %u bytes)", ep->qp->qp_num, n);
+    return rc;
+  }
+  ep->got_peer_data = 1;
+  rrpc__rdma_count(RRPC_RDMA_CNT_BYTES_RECEIVED, n);
+  if (n == 0) return 0;
+  *got = 1;
+  return deliver_bytes(ep, start, n, zc);
+}
+
+static int on_cdc_recv(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int *peer_closed) {
+  pthread_mutex_lock(&ep->mu);
+  int rc = rrpc__rx_window_on_recv(&ep->rx, 0);
+  if (rc == 0 && (wc->wc_flags & IBV_WC_WITH_IMM)) rc = rrpc__tx_window_on_ack(&ep->tx, ntohl(wc->imm_data));
+  pthread_mutex_unlock(&ep->mu);
+  if (rc != 0) return rc;
+  struct rrpc__cdc_msg m;
+  const uint8_t *slot = (const uint8_t *)ep->slots + wc->wr_id * RRPC_EP_SLOT_SIZE;
+  rc = rrpc__cdc_decode(slot, wc->byte_len, &m);
+  if (rc != 0 || m.token != ep->my_token) {
+    RRPC_LOG(WARNING, "rdma qpn=%u: bad CDC (%s)", ep->qp->qp_num, rc ? "malformed" : "wrong token");
+    return -RRPC_EPARSE;
+  }
+  ep->got_peer_data = 1;
+  if (m.conn_flags & (RRPC_CDC_CS_CLOSED | RRPC_CDC_CS_ABNORMAL | RRPC_CDC_CS_DONE_WRITING)) *peer_closed = 1;
+  if (ep->state == EP_CLIENT_WAIT_READY) rrpc__hs_on_first_cdc(ep);
+  return 0;
+}
+
+/* Repost the receives that completed (their slots are free again). */
+static int repost(rrpc__rdma_ep *ep, const uint64_t *ids, int n) {
+  struct ibv_sge sge[WC_BATCH];
+  struct ibv_recv_wr wr[WC_BATCH], *bad;
+  for (int i = 0; i < n; i++) {
+    sge[i] = (struct ibv_sge){.addr = (uintptr_t)(ep->slots + ids[i] * RRPC_EP_SLOT_SIZE),
+                              .length = RRPC_EP_SLOT_SIZE,
+                              .lkey = ep->slots_mr->lkey};
+    wr[i] = (struct ibv_recv_wr){.wr_id = ids[i], .sg_list = &sge[i], .num_sge = 1,
+                                 .next = i + 1 < n ? &wr[i + 1] : NULL};
+  }
+  if (ibv_post_recv(ep->qp, wr, &bad) != 0) return -RRPC_ERDMA;
+  pthread_mutex_lock(&ep->mu);
+  int rc = rrpc__rx_window_on_repost(&ep->rx, (uint32_t)n);
+  pthread_mutex_unlock(&ep->mu);
+  return rc;
+}
+
+static int wc_failed(rrpc__rdma_ep *ep, const struct ibv_wc *wc) {
+  /* Flushes follow the first real error; report only that one. */
+  if (wc->status != IBV_WC_WR_FLUSH_ERR)
+    RRPC_LOG(WARNING, "rdma qpn=%u: completion error: %s (vendor 0x%x)", ep->qp->qp_num,
+             ibv_wc_status_str(wc->status), wc->vendor_err);
+  pthread_mutex_lock(&ep->mu);
+  ep->qp_dead = 1;
+  pthread_mutex_unlock(&ep->mu);
+  return -RRPC_ERDMA;
+}
+
+/* Drain the receive CQ. Returns 0 or a code that fails the socket. */
+static int poll_recv(rrpc__rdma_ep *ep, int *got, int *peer_closed, int *any) {
+  struct ibv_wc wc[WC_BATCH];
+  uint64_t ids[WC_BATCH];
+  for (;;) {
+    int n = ibv_poll_cq(ep->rcq, WC_BATCH, wc);
+    if (n < 0) return -RRPC_ERDMA;
+    if (n == 0) return 0;
+    *any = 1;
+    rrpc__rdma_count(RRPC_RDMA_CNT_COMPLETIONS, (uint64_t)n);
+    int nrepost = 0;
+    for (int i = 0; i < n; i++) {
+      if (wc[i].status != IBV_WC_SUCCESS) return wc_failed(ep, &wc[i]);
+      int rc;
+      if (wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM) rc = on_data_recv(ep, &wc[i], got);
+      else if (wc[i].opcode == IBV_WC_RECV) rc = on_cdc_recv(ep, &wc[i], peer_closed);
+      else rc = -RRPC_EPARSE;
+      if (rc != 0) return rc;
+      ids[nrepost++] = wc[i].wr_id;
+    }
+    int rc = repost(ep, ids, nrepost);
+    if (rc != 0) return rc;
+  }
+}
+
+/* Drain the send CQ: free send-queue slots and the blocks they held. */
+static int poll_send(rrpc__rdma_ep *ep, rrpc_iobuf *drop, int *any) {
+  struct ibv_wc wc[WC_BATCH];
+  for (;;) {
+    int n = ibv_poll_cq(ep->scq, WC_BATCH, wc);
+    if (n < 0) return -RRPC_ERDMA;
+    if (n == 0) return 0;
+    *any = 1;
+    rrpc__rdma_count(RRPC_RDMA_CNT_COMPLETIONS, (uint64_t)n);
+    for (int i = 0; i < n; i++) {
+      if (wc[i].status != IBV_WC_SUCCESS) return wc_failed(ep, &wc[i]);
+      pthread_mutex_lock(&ep->mu);
+      /* A signaled WR completes every WR posted before it (RC order). */
+      if (wc[i].wr_id > ep->wr_done) ep->wr_done = wc[i].wr_id;
+      inflight_reap(ep, ep->wr_done, drop);
+      pthread_mutex_unlock(&ep->mu);
+    }
+  }
+}
+
+void rrpc__dp_poll(rrpc__rdma_ep *ep) {
+  if (ep->s == NULL || ep->qp == NULL) return;
+  int got = 0, peer_closed = 0, rc = 0, rounds = 0;
+  rrpc_iobuf drop;
+  rrpc__iobuf_init(&drop);
+  for (;;) {
+    int any = 0;
+    rc = poll_recv(ep, &got, &peer_closed, &any);
+    if (rc == 0) rc = poll_send(ep, &drop, &any);
+    if (rc != 0 || ep->polling) break;
+    if (!any) {
+      if (rounds++ > 0) break;
+      /* Re-arm, then look once more: a completion that landed between the
+       * last poll and the arm raises no event. */
+      if (ibv_req_notify_cq(ep->rcq, 1) || ibv_req_notify_cq(ep->scq, 0)) {
+        rc = -RRPC_ERDMA;
+        break;
+      }
+    }
+  }
+  rrpc__iobuf_destroy(&drop);
+  if (got) rrpc__socket_deliver(ep->s);
+  if (rc != 0) {
+    rrpc__socket_fail(ep->s, rc);
+    return;
+  }
+  if (peer_closed) {
+    rrpc__socket_fail(ep->s, -RRPC_ECLOSE);
+    return;
+  }
+  int resume = 0;
+  pthread_mutex_lock(&ep->mu);
+  maybe_ack_locked(ep);
+  if (ep->write_blocked && ep->state == EP_UP) {
+    ep->write_blocked = 0;
+    resume = 1;
+  }
+  pthread_mutex_unlock(&ep->mu);
+  if (resume) rrpc__socket_resume_write(ep->s);
+}

@@ -1,0 +1,430 @@
+/* endpoint.c - the RDMA transport's ops table and the life of an endpoint:
+ * its verbs resources (CQs, RC QP, receive ring, CDC slots), QP bring-up
+ * with the peer's CLC parameters, and falling back to TCP. The handshake
+ * itself is in handshake.c, the data path in datapath.c. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "rrpc/errors.h"
+#include "rrpc/internal/log.h"
+#include "transport/rdma/endpoint.h"
+#include "transport/rdma/rdma_transport.h"
+#include "transport/rdma/wire/cdc.h"
+
+#define RDMA_QUEUE_MIN 16
+#define RDMA_QUEUE_MAX 4096
+#define RDMA_MAX_SEND_SGE 16
+
+static const rrpc_transport_ops rdma_ops;
+
+const char *rrpc__ep_state_name(rrpc__ep_state st) {
+  switch (st) {
+  case EP_NEW: return "NEW";
+  case EP_SERVER_WAIT_PROPOSAL: return "SERVER_WAIT_PROPOSAL";
+  case EP_CLIENT_WAIT_ACCEPT: return "CLIENT_WAIT_ACCEPT";
+  case EP_SERVER_WAIT_CONFIRM: return "SERVER_WAIT_CONFIRM";
+  case EP_CLIENT_WAIT_READY: return "CLIENT_WAIT_READY";
+  case EP_UP: return "UP";
+  case EP_FAILED: return "FAILED";
+  }
+  return "?";
+}
+
+/* Queue depths are powers of two (the CLC carries log2 of the receive depth)
+ * within what the window accounting and devices accept. */
+static uint32_t queue_size(int want) {
+  uint32_t v = want > 0 ? (uint32_t)want : 128;
+  if (v < RDMA_QUEUE_MIN) v = RDMA_QUEUE_MIN;
+  if (v > RDMA_QUEUE_MAX) v = RDMA_QUEUE_MAX;
+  uint32_t p = 1;
+  while (p * 2 <= v) p *= 2;
+  return p;
+}
+
+static uint32_t random_u32(void) {
+  uint32_t v = 0;
+  if (getrandom(&v, sizeof v, 0) != (ssize_t)sizeof v) v = (uint32_t)rrpc__now_us() * 2654435761u;
+  return v;
+}
+
+/* ---- lifetime ---------------------------------------------------------------- */
+
+static void ep_free(rrpc__rdma_ep *ep) {
+  if (ep->ring_mr != NULL) ibv_dereg_mr(ep->ring_mr);
+  free(ep->ring);
+  rrpc__rx_reclaim_destroy(&ep->reclaim);
+  pthread_mutex_destroy(&ep->mu);
+  free(ep);
+}
+
+void rrpc__ep_unref(rrpc__rdma_ep *ep) {
+  if (atomic_fetch_sub_explicit(&ep->refs, 1, memory_order_acq_rel) == 1) ep_free(ep);
+}
+
+static void on_async_event(void *arg, enum ibv_event_type ev) {
+  rrpc__rdma_ep *ep = arg;
+  if (ev == IBV_EVENT_QP_FATAL || ev == IBV_EVENT_QP_REQ_ERR || ev == IBV_EVENT_QP_ACCESS_ERR ||
+      ev == IBV_EVENT_PORT_ERR) {
+    RRPC_LOG(WARNING, "rdma qpn=%u: async event %s: failing the connection", ep->qp ? ep->qp->qp_num : 0,
+             ibv_event_type_str(ev));
+    pthread_mutex_lock(&ep->mu);
+    ep->qp_dead = 1;
+    pthread_mutex_unlock(&ep->mu);
+    if (ep->s != NULL) rrpc__socket_fail(ep->s, -RRPC_ERDMA);
+  }
+}
+
+static void on_cc_event(rrpc__watcher *w, uint32_t events) {
+  (void)events;
+  rrpc__rdma_ep *ep = w->arg;
+  struct ibv_cq *cq;
+  void *ctx;
+  /* The channel fd is non-blocking: take every pending event, ack each. */
+  while (ibv_get_cq_event(ep->cc, &cq, &ctx) == 0) {
+    ibv_ack_cq_events(cq, 1);
+    rrpc__rdma_count(RRPC_RDMA_CNT_WAKEUPS, 1);
+  }
+  rrpc__dp_poll(ep);
+}
+
+/* Undo rrpc__ep_verbs_create, in reverse. Safe on a partial creation. */
+static void verbs_destroy(rrpc__rdma_ep *ep) {
+  if (ep->cc_watching) {
+    rrpc__loop_watch_del(rrpc__socket_loop(ep->s), &ep->cc_watch);
+    ep->cc_watching = 0;
+  }
+  if (ep->qp_watched) {
+    rrpc__rdma_dev_unwatch_qp(ep->dev, ep->qp->qp_num);
+    ep->qp_watched = 0;
+  }
+  if (ep->qp != NULL) ibv_destroy_qp(ep->qp);
+  ep->qp = NULL;
+  if (ep->scq != NULL) ibv_destroy_cq(ep->scq);
+  if (ep->rcq != NULL) ibv_destroy_cq(ep->rcq);
+  ep->scq = ep->rcq = NULL;
+  if (ep->cc != NULL) ibv_destroy_comp_channel(ep->cc);
+  ep->cc = NULL;
+  if (ep->slots_mr != NULL) ibv_dereg_mr(ep->slots_mr);
+  ep->slots_mr = NULL;
+  free(ep->slots);
+  ep->slots = NULL;
+  /* The QP is gone, so the device no longer reads what was in flight. */
+  rrpc__dp_drop_inflight(ep);
+  free(ep->inflight);
+  ep->inflight = NULL;
+}
+
+static int create_queues(rrpc__rdma_ep *ep) {
+  struct ibv_context *ctx = ep->dev->ctx;
+  if (!ep->polling) {
+    ep->cc = ibv_create_comp_channel(ctx);
+    if (ep->cc == NULL) return -RRPC_ERDMA;
+    int fl = fcntl(ep->cc->fd, F_GETFL);
+    if (fl < 0 || fcntl(ep->cc->fd, F_SETFL, fl | O_NONBLOCK) < 0) return -errno;
+  }
+  ep->scq = ibv_create_cq(ctx, (int)ep->sq_size, ep, ep->cc, 0);
+  ep->rcq = ibv_create_cq(ctx, (int)ep->rq_size, ep, ep->cc, 0);
+  if (ep->scq == NULL || ep->rcq == NULL) return -RRPC_ERDMA;
+  struct ibv_qp_init_attr qa;
+  memset(&qa, 0, sizeof qa);
+  qa.send_cq = ep->scq;
+  qa.recv_cq = ep->rcq;
+  qa.qp_type = IBV_QPT_RC;
+  qa.cap.max_send_wr = ep->sq_size;
+  qa.cap.max_recv_wr = ep->rq_size;
+  qa.cap.max_send_sge = ep->dev->max_sge < RDMA_MAX_SEND_SGE ? (uint32_t)ep->dev->max_sge : RDMA_MAX_SEND_SGE;
+  qa.cap.max_recv_sge = 1;
+  qa.cap.max_inline_data = ep->dev->max_inline;
+  ep->qp = ibv_create_qp(ep->dev->pd, &qa);
+  if (ep->qp == NULL) return errno ? -errno : -RRPC_ERDMA;
+  ep->max_send_sge = qa.cap.max_send_sge; /* what the device granted */
+  struct ibv_qp_attr a;
+  memset(&a, 0, sizeof a);
+  a.qp_state = IBV_QPS_INIT;
+  a.pkey_index = 0;
+  a.port_num = ep->dev->port;
+  a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+  int rc = ibv_modify_qp(ep->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+  return rc ? -rc : 0;
+}
+
+static int create_memory(rrpc__rdma_ep *ep) {
+  struct ibv_pd *pd = ep->dev->pd;
+  void *ring = NULL;
+  if (posix_memalign(&ring, 4096, ep->ring_size) != 0) return -ENOMEM;
+  ep->ring = ring;
+  ep->ring_mr = ibv_reg_mr(pd, ep->ring, ep->ring_size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  if (ep->ring_mr == NULL) return -RRPC_ERDMAMEM;
+  ep->ring_region = (rrpc__rdma_region){.magic = RRPC_RDMA_REGION_MAGIC,
+                                        .lkey = ep->ring_mr->lkey,
+                                        .mr = ep->ring_mr,
+                                        .base = ep->ring,
+                                        .len = ep->ring_size};
+  /* One slot per posted receive, plus one to send CDCs from when the
+   * device cannot inline them. */
+  size_t slots = (size_t)(ep->rq_size + 1) * RRPC_EP_SLOT_SIZE;
+  ep->slots = calloc(1, slots);
+  if (ep->slots == NULL) return -ENOMEM;
+  ep->slots_mr = ibv_reg_mr(pd, ep->slots, slots, IBV_ACCESS_LOCAL_WRITE);
+  if (ep->slots_mr == NULL) return -RRPC_ERDMAMEM;
+  ep->inflight = calloc(ep->sq_size, sizeof *ep->inflight);
+  if (ep->inflight == NULL) return -ENOMEM;
+  for (uint32_t i = 0; i < ep->sq_size; i++) rrpc__iobuf_init(&ep->inflight[i].buf);
+  return 0;
+}
+
+static int post_all_receives(rrpc__rdma_ep *ep) {
+  for (uint32_t i = 0; i < ep->rq_size; i++) {
+    struct ibv_sge sge = {.addr = (uintptr_t)(ep->slots + (size_t)i * RRPC_EP_SLOT_SIZE),
+                          .length = RRPC_EP_SLOT_SIZE,
+                          .lkey = ep->slots_mr->lkey};
+    struct ibv_recv_wr wr = {.wr_id = i, .sg_list = &sge, .num_sge = 1}, *bad;
+    int rc = ibv_post_recv(ep->qp, &wr, &bad);
+    if (rc) return -rc;
+  }
+  return 0;
+}
+
+int rrpc__ep_verbs_create(rrpc__rdma_ep *ep) {
+  int rc = create_queues(ep);
+  if (rc == 0) rc = create_memory(ep);
+  if (rc == 0) rc = post_all_receives(ep);
+  if (rc == 0 && !ep->polling) {
+    rc = ibv_req_notify_cq(ep->rcq, 1) || ibv_req_notify_cq(ep->scq, 0) ? -RRPC_ERDMA : 0;
+    if (rc == 0) {
+      ep->cc_watch = (rrpc__watcher){.fd = ep->cc->fd, .events = EPOLLIN, .cb = on_cc_event, .arg = ep};
+      rc = rrpc__loop_watch_add(rrpc__socket_loop(ep->s), &ep->cc_watch);
+      ep->cc_watching = rc == 0;
+    }
+  }
+  if (rc == 0) {
+    rc = rrpc__rdma_dev_watch_qp(ep->dev, ep->qp->qp_num, on_async_event, ep);
+    ep->qp_watched = rc == 0;
+  }
+  if (rc != 0) {
+    RRPC_LOG(WARNING, "rdma: cannot create the connection's verbs resources: %s", rrpc_strerror(rc));
+    verbs_destroy(ep);
+  }
+  return rc;
+}
+
+int rrpc__ep_qp_connect(rrpc__rdma_ep *ep) {
+  const struct rrpc__clc_accept *p = &ep->peer;
+  struct ibv_qp_attr a;
+  memset(&a, 0, sizeof a);
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = ep->dev->active_mtu < (enum ibv_mtu)p->mtu ? ep->dev->active_mtu : (enum ibv_mtu)p->mtu;
+  a.dest_qp_num = p->qpn;
+  a.rq_psn = p->psn;
+  a.max_dest_rd_atomic = 1;
+  /* 12 = 0.64 ms. Not 0: that is the 655 ms maximum, not a minimum. */
+  a.min_rnr_timer = 12;
+  a.ah_attr.port_num = ep->dev->port;
+  if (ep->dev->link_layer == IBV_LINK_LAYER_INFINIBAND) {
+    /* CLC has no LID field: rrpc peers put it in the peer id's first bytes. */
+    a.ah_attr.dlid = (uint16_t)(p->peer_id[0] << 8 | p->peer_id[1]);
+  } else {
+    a.ah_attr.is_global = 1;
+    memcpy(a.ah_attr.grh.dgid.raw, p->gid, 16);
+    a.ah_attr.grh.sgid_index = (uint8_t)ep->gid_index;
+    a.ah_attr.grh.hop_limit = 64;
+  }
+  int rc = ibv_modify_qp(ep->qp, &a,
+                         IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                             IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+  if (rc) return -rc;
+  memset(&a, 0, sizeof a);
+  a.qp_state = IBV_QPS_RTS;
+  a.sq_psn = ep->my_psn;
+  a.timeout = 14;
+  a.retry_cnt = 7;
+  /* The window never lets a write outrun the peer's receives, so RNR means
+   * a bug or a stall; retrying (7 = forever) turns it into a delay instead
+   * of a dead connection, and the rxe counters still show it. */
+  a.rnr_retry = 7;
+  a.max_rd_atomic = 1;
+  rc = ibv_modify_qp(ep->qp, &a,
+                     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                         IBV_QP_MAX_QP_RD_ATOMIC);
+  if (rc) return -rc;
+  uint32_t depth = 1u << p->rq_depth_log2;
+  rc = rrpc__tx_window_init(&ep->tx, (uint32_t)rrpc__clc_ring_size(p->ring_code), depth, 0);
+  if (rc == 0) rc = rrpc__rx_window_init(&ep->rx, ep->ring_size, ep->rq_size);
+  return rc;
+}
+
+void rrpc__ep_up(rrpc__rdma_ep *ep) {
+  ep->state = EP_UP;
+  rrpc__rdma_count(RRPC_RDMA_CNT_CONN_RDMA, 1);
+  if (ep->opts->trace_verbose) {
+    char d[160];
+    rrpc__socket_describe(ep->s, d, sizeof d);
+    RRPC_LOG(INFO, "rdma up: %s", d);
+  }
+  rrpc__socket_ready(ep->s, 0);
+}
+
+/* rrpc__rdma_note_fallback logs each reason once; this adds the peer. */
+static void trace_fallback(const rrpc__rdma_ep *ep, uint32_t code) {
+  if (!ep->opts->trace_verbose) return;
+  char peer[80];
+  rrpc__socket_peer_str(ep->s, peer, sizeof peer);
+  RRPC_LOG(INFO, "rdma: connection %s %s falls back to TCP: 0x%08x %s", ep->is_client ? "to" : "from", peer,
+           code, rrpc__clc_decline_text(code));
+}
+
+static void send_decline(rrpc__rdma_ep *ep, uint32_t code) {
+  struct rrpc__clc_decline d;
+  memset(&d, 0, sizeof d);
+  d.diag = code;
+  uint8_t buf[RRPC_CLC_DECLINE_V1_LEN];
+  size_t len;
+  if (rrpc__clc_encode_decline(&d, buf, sizeof buf, &len) == 0)
+    (void)send(rrpc__socket_fd(ep->s), buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+void rrpc__ep_fallback(rrpc__rdma_ep *ep, uint32_t code, int send) {
+  rrpc__socket *s = ep->s;
+  if (send) send_decline(ep, code);
+  rrpc__rdma_note_fallback(code);
+  trace_fallback(ep, code);
+  rrpc__hs_cancel_timer(ep);
+  if (ep->opts->no_fallback) {
+    ep->state = EP_FAILED;
+    rrpc__socket_fail(s, -RRPC_EDECLINED);
+    return;
+  }
+  int was_up = ep->state == EP_UP;
+  verbs_destroy(ep);
+  ep->s = NULL;
+  rrpc__ep_unref(ep);
+  const rrpc_transport_ops *tcp = rrpc__transport_tcp();
+  rrpc__socket_switch_transport(s, tcp);
+  /* Before the handshake ended the start-up still holds the write token:
+   * TCP's start hands it over. After it, writes already flow. */
+  if (!was_up) tcp->start(s, rrpc__socket_is_client(s));
+}
+
+/* ---- the ops table ------------------------------------------------------------ */
+
+static int rdma_start(rrpc__socket *s, int is_client) {
+  const rrpc_rdma_options *opts = rrpc__rdma_options();
+  rrpc__rdma_dev *dev = NULL;
+  int rc = rrpc__rdma_dev_get(&dev);
+  if (rc == 0) rc = rrpc__rdma_pool_start(dev);
+  if (rc != 0) {
+    if (opts->no_fallback) return -RRPC_ENODEV;
+    rrpc__rdma_note_fallback(RRPC_CLC_DECL_NOSMCDEV);
+    if (is_client) {
+      /* Say so, as a Linux SMC client without a device does, then speak TCP. */
+      struct rrpc__clc_decline d = {.diag = RRPC_CLC_DECL_NOSMCDEV};
+      uint8_t buf[RRPC_CLC_DECLINE_V1_LEN];
+      size_t len;
+      if (rrpc__clc_encode_decline(&d, buf, sizeof buf, &len) == 0)
+        (void)send(rrpc__socket_fd(s), buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+      rrpc__socket_switch_transport(s, rrpc__transport_tcp());
+      return rrpc__transport_tcp()->start(s, is_client);
+    }
+    /* A server without a device still declines clients' proposals. */
+    rrpc__socket_switch_transport(s, rrpc__transport_tcp_default());
+    return rrpc__transport_tcp_default()->start(s, is_client);
+  }
+  rrpc__rdma_ep *ep = calloc(1, sizeof *ep);
+  if (ep == NULL) return -ENOMEM;
+  atomic_init(&ep->refs, 1);
+  ep->s = s;
+  ep->dev = dev;
+  ep->opts = opts;
+  ep->is_client = is_client;
+  ep->polling = opts->use_polling;
+  ep->sq_size = queue_size(opts->sq_size);
+  ep->rq_size = queue_size(opts->rq_size);
+  ep->ring_size = (uint32_t)opts->ring_size;
+  ep->my_psn = random_u32() & 0xffffff;
+  do ep->my_token = random_u32();
+  while (ep->my_token == 0);
+  pthread_mutex_init(&ep->mu, NULL);
+  rrpc__rx_reclaim_init(&ep->reclaim, 0, 0);
+  rrpc__socket_set_tstate(s, ep);
+  return rrpc__hs_start(ep);
+}
+
+static void rdma_on_fd_event(rrpc__socket *s, uint32_t events) {
+  (void)events;
+  rrpc__rdma_ep *ep = rrpc__socket_tstate(s);
+  if (ep->state == EP_UP || ep->state == EP_FAILED) rrpc__hs_on_tcp_after_up(ep);
+  else rrpc__hs_on_readable(ep);
+}
+
+static void rdma_on_fail(rrpc__socket *s, int code) {
+  rrpc__rdma_ep *ep = rrpc__socket_tstate(s);
+  if (ep == NULL) return;
+  rrpc__hs_cancel_timer(ep);
+  pthread_mutex_lock(&ep->mu);
+  if (ep->state == EP_UP && !ep->qp_dead && !ep->closed_sent) {
+    ep->closed_sent = 1;
+    uint8_t flags = code == -RRPC_ECLOSE || code == -RRPC_ELOGOFF ? RRPC_CDC_CS_CLOSED : RRPC_CDC_CS_ABNORMAL;
+    (void)rrpc__dp_send_cdc_locked(ep, flags, 1);
+  }
+  pthread_mutex_unlock(&ep->mu);
+  ep->state = EP_FAILED;
+}
+
+static void rdma_close(rrpc__socket *s) {
+  rrpc__rdma_ep *ep = rrpc__socket_tstate(s);
+  if (ep == NULL) return;
+  rrpc__hs_cancel_timer(ep);
+  verbs_destroy(ep);
+  pthread_mutex_lock(&ep->mu);
+  ep->qp_dead = 1;
+  ep->s = NULL;
+  pthread_mutex_unlock(&ep->mu);
+  rrpc__socket_set_tstate(s, NULL);
+  rrpc__ep_unref(ep);
+}
+
+static int rdma_describe(const rrpc__socket *s, char *buf, size_t len) {
+  rrpc__rdma_ep *ep = rrpc__socket_tstate(s);
+  if (ep == NULL) return snprintf(buf, len, "rdma (closed)") < 0 ? -EINVAL : 0;
+  pthread_mutex_lock(&ep->mu);
+  snprintf(buf, len,
+           "rdma %s dev=%s qpn=%u peer_qpn=%u gid_index=%d %s | tx: prod=%llu peer_cons=%llu ring=%u "
+           "credits=%u blocked=%d sq_used=%llu | rx: prod=%llu cons=%llu acked=%llu owed=%u held=%u zc=%llu "
+           "peer_asked=%d",
+           rrpc__ep_state_name(ep->state), ep->dev->name, ep->qp ? ep->qp->qp_num : 0, ep->peer.qpn,
+           ep->gid_index, ep->polling ? "polling" : "events", (unsigned long long)ep->tx.prod,
+           (unsigned long long)ep->tx.peer_cons, ep->tx.ring_size, ep->tx.credits, ep->write_blocked,
+           (unsigned long long)(ep->wr_seq - ep->wr_done), (unsigned long long)ep->rx.prod,
+           (unsigned long long)ep->rx.cons, (unsigned long long)ep->rx.acked, ep->rx.owed, ep->rx.held,
+           (unsigned long long)ep->zc_outstanding, ep->peer_asked);
+  pthread_mutex_unlock(&ep->mu);
+  return 0;
+}
+
+static int rdma_is_rdma(const rrpc__socket *s) {
+  const rrpc__rdma_ep *ep = rrpc__socket_tstate(s);
+  return ep != NULL && ep->state == EP_UP;
+}
+
+static const rrpc_transport_ops rdma_ops = {
+    .name = "rdma",
+    .start = rdma_start,
+    .write = rrpc__dp_write,
+    .on_fd_event = rdma_on_fd_event,
+    .on_fail = rdma_on_fail,
+    .close = rdma_close,
+    .describe = rdma_describe,
+    .is_rdma = rdma_is_rdma,
+};
+
+int rrpc__rdma_transport_get(const rrpc_transport_ops **out) {
+  *out = &rdma_ops;
+  return 0;
+}

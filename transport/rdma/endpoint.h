@@ -1,0 +1,146 @@
+/* transport/rdma/endpoint.h - private to the RDMA transport: one RDMA
+ * connection (an "endpoint") hung on an rrpc socket. endpoint.c owns its
+ * verbs resources and the transport ops, handshake.c the SMC-R CLC
+ * handshake over the TCP connection, datapath.c the ring data path.
+ *
+ * Locking: `mu` guards the windows, the send queue and every post to the QP
+ * (the writer may be any thread; acks arrive on the loop thread; ring blocks
+ * are released on whatever thread drops them). Handshake state and the read
+ * buffer belong to the socket's loop thread. Never drop an iobuf reference
+ * while holding `mu`: the block may be one of our ring slices, whose
+ * deleter takes `mu`.
+ *
+ * Lifetime: refcounted - one reference for the socket (dropped in the ops'
+ * close) and one per zero-copy ring slice handed to the application, so the
+ * ring's memory outlives the connection while anyone still reads it. */
+#ifndef RRPC_TRANSPORT_RDMA_ENDPOINT_H
+#define RRPC_TRANSPORT_RDMA_ENDPOINT_H
+
+#include <infiniband/verbs.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "rrpc/transport.h"
+#include "transport/rdma/device.h"
+#include "transport/rdma/pool.h"
+#include "transport/rdma/wire/clc.h"
+#include "transport/rdma/wire/rx_reclaim.h"
+#include "transport/rdma/wire/window.h"
+
+/* Handshake and life states, client and server in one enum. */
+typedef enum rrpc__ep_state {
+  EP_NEW = 0,
+  EP_SERVER_WAIT_PROPOSAL, /* server: peeking at the client's first bytes */
+  EP_CLIENT_WAIT_ACCEPT,   /* client: Proposal sent */
+  EP_SERVER_WAIT_CONFIRM,  /* server: Accept sent */
+  EP_CLIENT_WAIT_READY,    /* client: Confirm sent, waiting for the first CDC */
+  EP_UP,                   /* RDMA carries the data */
+  EP_FAILED,
+} rrpc__ep_state;
+
+const char *rrpc__ep_state_name(rrpc__ep_state st);
+
+/* Receive slots hold SENDs (CDC messages); data goes into the ring. */
+#define RRPC_EP_SLOT_SIZE 64
+
+struct rrpc__ep_inflight {
+  uint64_t seq;    /* the WR sequence number it ends at */
+  rrpc_iobuf buf;  /* the bytes those WRs read (SHARED blocks) */
+};
+
+typedef struct rrpc__rdma_ep {
+  atomic_int refs;
+  rrpc__socket *s; /* borrowed; NULL once the socket let go */
+  rrpc__rdma_dev *dev;
+  const rrpc_rdma_options *opts;
+  int is_client;
+  rrpc__ep_state state;
+
+  /* handshake (loop thread) */
+  uint8_t hs[RRPC_CLC_MAX_LEN];
+  size_t hs_len;
+  rrpc__timer_id hs_timer;
+  uint32_t my_psn;
+  uint32_t my_token;
+  int gid_index;
+  union ibv_gid gid;
+  uint8_t mac[6]; /* of the netdev behind the chosen GID */
+  struct rrpc__clc_accept peer; /* the peer's Accept or Confirm */
+  int got_peer_data;            /* server: an RDMA message came from the client */
+
+  /* verbs */
+  struct ibv_comp_channel *cc;
+  struct ibv_cq *scq, *rcq;
+  struct ibv_qp *qp;
+  rrpc__watcher cc_watch;
+  int cc_watching;
+  int qp_watched;
+  int polling; /* busy-poll on the loop instead of completion events */
+
+  /* my receive ring (the peer writes into it) and the CDC slots */
+  char *ring;
+  uint32_t ring_size;
+  struct ibv_mr *ring_mr;
+  rrpc__rdma_region ring_region; /* so ring slices can be sent on, zero-copy */
+  char *slots;
+  struct ibv_mr *slots_mr;
+  uint32_t rq_size, sq_size;
+  uint32_t max_send_sge;
+
+  /* --- under mu --- */
+  pthread_mutex_t mu;
+  struct rrpc__tx_window tx;
+  struct rrpc__rx_window rx;
+  struct rrpc__rx_reclaim reclaim;
+  uint64_t zc_outstanding; /* ring bytes handed out zero-copy, not yet released */
+  int peer_asked;          /* the peer's last data message asked for an ACK */
+  int write_blocked;       /* a write returned -EAGAIN; resume when room appears */
+  int qp_dead;             /* posting failed or the QP errored: post nothing more */
+  uint64_t wr_seq;         /* WRs posted so far */
+  uint64_t wr_done;        /* WRs known complete */
+  uint32_t unsignaled;
+  uint64_t unsignaled_bytes;
+  struct rrpc__ep_inflight *inflight; /* FIFO ring of sq_size entries */
+  uint32_t if_head, if_count;
+  uint16_t cdc_seq;      /* last CDC sequence number sent */
+  int closed_sent;
+} rrpc__rdma_ep;
+
+/* ---- endpoint.c ---------------------------------------------------------- */
+/* Create the CQs, QP (in INIT), ring and slots; post every receive; watch the
+ * completion channel. 0 or a negative code (then everything is undone). */
+int rrpc__ep_verbs_create(rrpc__rdma_ep *ep);
+/* Bring the QP to RTR with the peer's Accept/Confirm in ep->peer, then RTS. */
+int rrpc__ep_qp_connect(rrpc__rdma_ep *ep);
+/* The connection carries RDMA from now on (counts, tells the socket). */
+void rrpc__ep_up(rrpc__rdma_ep *ep);
+/* Give up on RDMA for this connection: send a Decline with `code` over TCP
+ * if `send_decline`, then go on as TCP - or fail the socket when fallback is
+ * disabled. Frees the endpoint's verbs state. Loop thread. */
+void rrpc__ep_fallback(rrpc__rdma_ep *ep, uint32_t code, int send_decline);
+void rrpc__ep_unref(rrpc__rdma_ep *ep);
+
+/* ---- handshake.c --------------------------------------------------------- */
+int rrpc__hs_start(rrpc__rdma_ep *ep);
+/* The TCP fd is readable (or hung up) during the handshake. */
+void rrpc__hs_on_readable(rrpc__rdma_ep *ep);
+/* After the handshake: TCP bytes mean a late Decline (server, before any
+ * RDMA message from the client) or a protocol error; EOF closes. */
+void rrpc__hs_on_tcp_after_up(rrpc__rdma_ep *ep);
+/* The client received the server's first CDC: the QP works both ways. */
+void rrpc__hs_on_first_cdc(rrpc__rdma_ep *ep);
+void rrpc__hs_cancel_timer(rrpc__rdma_ep *ep);
+
+/* ---- datapath.c ---------------------------------------------------------- */
+/* The transport's write op. */
+int rrpc__dp_write(rrpc__socket *s, rrpc_iobuf *data);
+/* Drain both CQs (and re-arm them in event mode). Loop thread. */
+void rrpc__dp_poll(rrpc__rdma_ep *ep);
+/* Send a CDC (SEND_WITH_IMM, carrying the owed ACK) with conn_flags; under
+ * mu. 0 or a negative code. */
+int rrpc__dp_send_cdc_locked(rrpc__rdma_ep *ep, uint8_t conn_flags, int solicited);
+/* Release everything the send queue still holds (after the QP is gone). */
+void rrpc__dp_drop_inflight(rrpc__rdma_ep *ep);
+
+#endif /* RRPC_TRANSPORT_RDMA_ENDPOINT_H */

@@ -1,0 +1,403 @@
+/* handshake.c - the SMC-R CLC handshake of an RDMA endpoint, over the TCP
+ * connection every rrpc connection starts with:
+ *
+ *   client                                   server
+ *   QP in INIT, receives posted
+ *   Proposal (GID, MAC, rrpc features) --->  (first bytes not CLC: plain TCP)
+ *                                            QP in INIT, receives posted
+ *                                     <---   Accept (QPN, PSN, ring rkey/addr/
+ *   QP -> RTR -> RTS                          size, token, MTU, RQ depth)
+ *   Confirm (the same, MTU = min)     --->   QP -> RTR -> RTS
+ *                                     <---   first CDC, over RDMA: "ready"
+ *   ready: data flows over RDMA              ready
+ *
+ * Either side may answer with a Decline instead, and both then speak TCP on
+ * the same connection. Every wait has a deadline (--rdma_handshake_timeout_ms);
+ * a client that never sees the server's first CDC declines over TCP, so a
+ * server that is up but unreachable over RDMA falls back too. CLC messages
+ * are read exactly (header, then its length), so no byte after them is
+ * consumed here. */
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+
+#include "rrpc/errors.h"
+#include "rrpc/internal/log.h"
+#include "transport/rdma/endpoint.h"
+#include "transport/rdma/wire/cdc.h"
+
+/* ---- deadlines ------------------------------------------------------------------ */
+
+static void on_timeout(void *arg);
+
+static void arm_timer(rrpc__rdma_ep *ep) {
+  rrpc__hs_cancel_timer(ep);
+  uint64_t ms = ep->opts->handshake_timeout_ms > 0 ? (uint64_t)ep->opts->handshake_timeout_ms : 2000;
+  if (rrpc__loop_timer_add(rrpc__socket_loop(ep->s), rrpc__now_us() + ms * 1000, on_timeout, ep,
+                           &ep->hs_timer) != 0)
+    ep->hs_timer = 0;
+}
+
+void rrpc__hs_cancel_timer(rrpc__rdma_ep *ep) {
+  if (ep->hs_timer != 0 && ep->s != NULL) rrpc__loop_timer_cancel(rrpc__socket_loop(ep->s), ep->hs_timer);
+  ep->hs_timer = 0;
+}
+
+static void on_timeout(void *arg) {
+  rrpc__rdma_ep *ep = arg;
+  ep->hs_timer = 0;
+  if (ep->opts->trace_verbose)
+    RRPC_LOG(INFO, "rdma handshake: deadline in state %s", rrpc__ep_state_name(ep->state));
+  switch (ep->state) {
+  case EP_CLIENT_WAIT_ACCEPT:
+  case EP_SERVER_WAIT_CONFIRM:
+  case EP_CLIENT_WAIT_READY:
+    rrpc__ep_fallback(ep, RRPC_CLC_DECL_TIMEOUT_CL, 1);
+    return;
+  case EP_SERVER_WAIT_PROPOSAL:
+    /* Started a CLC message and stalled: nothing sane to fall back to. */
+    ep->state = EP_FAILED;
+    rrpc__socket_fail(ep->s, -RRPC_EHANDSHAKE);
+    return;
+  default:
+    return;
+  }
+}
+
+/* ---- CLC I/O over the TCP fd -------------------------------------------------------- */
+
+static int send_all(rrpc__rdma_ep *ep, const uint8_t *buf, size_t len) {
+  /* CLC messages are < 1 KiB and the connection is otherwise idle while
+   * they go, so they fit the socket buffer in one send. */
+  ssize_t w = send(rrpc__socket_fd(ep->s), buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (w == (ssize_t)len) return 0;
+  return w < 0 ? -errno : -RRPC_EHANDSHAKE;
+}
+
+/* Read one whole CLC message into ep->hs, exactly. 1 = complete (decoded
+ * into *out), 0 = more bytes needed, -RRPC_EPARSE = not CLC, -RRPC_ECLOSE =
+ * EOF, or -errno. */
+static int read_clc(rrpc__rdma_ep *ep, struct rrpc__clc_msg *out) {
+  int fd = rrpc__socket_fd(ep->s);
+  for (;;) {
+    size_t want = RRPC_CLC_HDR_LEN;
+    if (ep->hs_len >= RRPC_CLC_HDR_LEN) {
+      struct rrpc__clc_hdr h;
+      int rc = rrpc__clc_peek_header(ep->hs, ep->hs_len, &h);
+      if (rc != 0) return rc == -EAGAIN ? 0 : rc;
+      want = h.length;
+    }
+    if (ep->hs_len == want) break;
+    ssize_t r = recv(fd, ep->hs + ep->hs_len, want - ep->hs_len, MSG_DONTWAIT);
+    if (r == 0) return -RRPC_ECLOSE;
+    if (r < 0) return (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? 0 : -errno;
+    ep->hs_len += (size_t)r;
+    if (ep->hs_len < RRPC_CLC_HDR_LEN) {
+      struct rrpc__clc_hdr h;
+      if (rrpc__clc_peek_header(ep->hs, ep->hs_len, &h) == -RRPC_EPARSE) return -RRPC_EPARSE;
+    }
+  }
+  int rc = rrpc__clc_decode(ep->hs, ep->hs_len, out);
+  ep->hs_len = 0;
+  return rc == 0 ? 1 : rc;
+}
+
+static void fill_local(rrpc__rdma_ep *ep, uint8_t peer_id[8], uint8_t gid[16], uint8_t mac[6]) {
+  if (getrandom(peer_id, 2, 0) != 2) peer_id[0] = peer_id[1] = 0;
+  if (ep->dev->link_layer == IBV_LINK_LAYER_INFINIBAND) {
+    /* CLC has no LID field; rrpc peers read it from here (see ep_qp_connect). */
+    peer_id[0] = (uint8_t)(ep->dev->lid >> 8);
+    peer_id[1] = (uint8_t)ep->dev->lid;
+  }
+  memcpy(peer_id + 2, ep->mac, 6);
+  memcpy(gid, ep->gid.raw, 16);
+  memcpy(mac, ep->mac, 6);
+}
+
+static int log2_u32(uint32_t v) {
+  int n = 0;
+  while ((1u << (n + 1)) <= v) n++;
+  return n;
+}
+
+/* Accept (server) or Confirm (client) describing this endpoint. */
+static int send_accept(rrpc__rdma_ep *ep, uint8_t type, uint8_t mtu) {
+  struct rrpc__clc_accept a;
+  memset(&a, 0, sizeof a);
+  a.type = type;
+  a.first_contact = 1;
+  fill_local(ep, a.peer_id, a.gid, a.mac);
+  a.qpn = ep->qp->qp_num;
+  a.rkey = ep->ring_mr->rkey;
+  a.rmbe_idx = 1;
+  a.token = ep->my_token;
+  if (rrpc__clc_ring_code(ep->ring_size, &a.ring_code) != 0) return -EINVAL;
+  a.mtu = mtu;
+  a.rq_depth_log2 = (uint8_t)log2_u32(ep->rq_size);
+  a.ring_addr = (uint64_t)(uintptr_t)ep->ring;
+  a.rrpc_features = RRPC_CLC_FEAT_WWI;
+  a.psn = ep->my_psn;
+  uint8_t buf[RRPC_CLC_MAX_LEN];
+  size_t len;
+  int rc = rrpc__clc_encode_accept(&a, buf, sizeof buf, &len);
+  return rc ? rc : send_all(ep, buf, len);
+}
+
+static int send_proposal(rrpc__rdma_ep *ep) {
+  struct rrpc__clc_proposal p;
+  memset(&p, 0, sizeof p);
+  fill_local(ep, p.peer_id, p.gid, p.mac);
+  p.has_ip_area = 1;
+  struct sockaddr_storage local;
+  rrpc__socket_local_addr(ep->s, &local);
+  if (local.ss_family == AF_INET) {
+    p.ipv4_subnet = ntohl(((struct sockaddr_in *)&local)->sin_addr.s_addr);
+    p.ipv4_prefix_len = 32;
+  }
+  p.rrpc_features = RRPC_CLC_FEAT_WWI;
+  p.rrpc_version = RRPC_CLC_WIRE_VERSION;
+  uint8_t buf[RRPC_CLC_MAX_LEN];
+  size_t len;
+  int rc = rrpc__clc_encode_proposal(&p, buf, sizeof buf, &len);
+  return rc ? rc : send_all(ep, buf, len);
+}
+
+static int pick_gid(rrpc__rdma_ep *ep) {
+  struct sockaddr_storage local;
+  rrpc__socket_local_addr(ep->s, &local);
+  int rc = rrpc__rdma_dev_pick_gid(ep->dev, &local, &ep->gid_index, &ep->gid);
+  /* A GID on a VLAN or macvlan netdev has that netdev's MAC. */
+  if (rc == 0 && rrpc__rdma_dev_gid_mac(ep->dev, ep->gid_index, ep->mac) != 0) memcpy(ep->mac, ep->dev->mac, 6);
+  return rc;
+}
+
+static void trace(const rrpc__rdma_ep *ep, const char *what) {
+  if (ep->opts->trace_verbose)
+    RRPC_LOG(INFO, "rdma handshake (%s): %s", ep->is_client ? "client" : "server", what);
+}
+
+/* ---- client ----------------------------------------------------------------------- */
+
+static void client_start(rrpc__rdma_ep *ep) {
+  int rc = pick_gid(ep);
+  if (rc != 0) {
+    rrpc__ep_fallback(ep, RRPC_CLC_DECL_NOSMCRDEV, 1);
+    return;
+  }
+  rc = rrpc__ep_verbs_create(ep);
+  if (rc != 0) {
+    rrpc__ep_fallback(ep, RRPC_CLC_DECL_MEM, 1);
+    return;
+  }
+  rc = send_proposal(ep);
+  if (rc != 0) {
+    ep->state = EP_FAILED;
+    rrpc__socket_fail(ep->s, rc);
+    return;
+  }
+  trace(ep, "Proposal sent");
+  ep->state = EP_CLIENT_WAIT_ACCEPT;
+  arm_timer(ep);
+}
+
+static void client_on_accept(rrpc__rdma_ep *ep, const struct rrpc__clc_accept *a) {
+  uint32_t code = a->type == RRPC_CLC_ACCEPT ? rrpc__clc_accept_decline_code(a) : RRPC_CLC_DECL_SYNCERR;
+  if (code == 0 && rrpc__clc_ring_size(a->ring_code) > UINT32_MAX) code = RRPC_CLC_DECL_CNFERR;
+  if (code != 0) {
+    rrpc__ep_fallback(ep, code, 1);
+    return;
+  }
+  ep->peer = *a;
+  int rc = rrpc__ep_qp_connect(ep);
+  uint8_t mtu = ep->dev->active_mtu < a->mtu ? (uint8_t)ep->dev->active_mtu : a->mtu;
+  if (rc == 0) rc = send_accept(ep, RRPC_CLC_CONFIRM, mtu);
+  if (rc != 0) {
+    RRPC_LOG(WARNING, "rdma handshake: cannot connect the QP: %s", rrpc_strerror(rc));
+    rrpc__ep_fallback(ep, RRPC_CLC_DECL_INTERR, 1);
+    return;
+  }
+  trace(ep, "Accept received, Confirm sent");
+  ep->state = EP_CLIENT_WAIT_READY;
+  arm_timer(ep);
+}
+
+void rrpc__hs_on_first_cdc(rrpc__rdma_ep *ep) {
+  if (ep->state != EP_CLIENT_WAIT_READY) return;
+  rrpc__hs_cancel_timer(ep);
+  trace(ep, "first CDC received: RDMA is up");
+  rrpc__ep_up(ep);
+}
+
+/* ---- server ----------------------------------------------------------------------- */
+
+static void server_on_proposal(rrpc__rdma_ep *ep, const struct rrpc__clc_proposal *p) {
+  uint32_t code = rrpc__clc_proposal_decline_code(p);
+  if (code == 0 && pick_gid(ep) != 0) code = RRPC_CLC_DECL_NOSMCRDEV;
+  if (code != 0) {
+    rrpc__ep_fallback(ep, code, 1);
+    return;
+  }
+  if (rrpc__ep_verbs_create(ep) != 0) {
+    rrpc__ep_fallback(ep, RRPC_CLC_DECL_MEM, 1);
+    return;
+  }
+  ep->state = EP_SERVER_WAIT_CONFIRM;
+  arm_timer(ep);
+  /* Test hook: behave like a server whose Accept is lost, so the client's
+   * deadline and Decline are exercised end to end. */
+  if (getenv("RRPC_RDMA_TEST_DROP_ACCEPT") != NULL) return;
+  int rc = send_accept(ep, RRPC_CLC_ACCEPT, (uint8_t)ep->dev->active_mtu);
+  if (rc != 0) {
+    ep->state = EP_FAILED;
+    rrpc__socket_fail(ep->s, rc);
+    return;
+  }
+  trace(ep, "Proposal received, Accept sent");
+}
+
+static void server_on_confirm(rrpc__rdma_ep *ep, const struct rrpc__clc_accept *c) {
+  uint32_t code = c->type == RRPC_CLC_CONFIRM ? rrpc__clc_accept_decline_code(c) : RRPC_CLC_DECL_SYNCERR;
+  if (code == 0 && rrpc__clc_ring_size(c->ring_code) > UINT32_MAX) code = RRPC_CLC_DECL_CNFERR;
+  if (code != 0) {
+    rrpc__ep_fallback(ep, code, 1);
+    return;
+  }
+  ep->peer = *c;
+  int rc = rrpc__ep_qp_connect(ep);
+  if (rc == 0) {
+    /* The first CDC tells the client the QP works both ways. */
+    pthread_mutex_lock(&ep->mu);
+    ep->state = EP_UP;
+    rc = rrpc__dp_send_cdc_locked(ep, 0, 1);
+    pthread_mutex_unlock(&ep->mu);
+  }
+  if (rc != 0) {
+    RRPC_LOG(WARNING, "rdma handshake: cannot bring the QP up: %s", rrpc_strerror(rc));
+    ep->state = EP_SERVER_WAIT_CONFIRM;
+    rrpc__ep_fallback(ep, RRPC_CLC_DECL_INTERR, 1);
+    return;
+  }
+  rrpc__hs_cancel_timer(ep);
+  trace(ep, "Confirm received, first CDC sent: RDMA is up");
+  rrpc__ep_up(ep);
+}
+
+/* The first bytes of a connection to an RDMA server: CLC or plain TCP? */
+static int server_sniff(rrpc__rdma_ep *ep) {
+  uint8_t buf[RRPC_CLC_HDR_LEN];
+  ssize_t n = recv(rrpc__socket_fd(ep->s), buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
+  if (n == 0) return -RRPC_ECLOSE;
+  if (n < 0) return (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? 0 : -errno;
+  struct rrpc__clc_hdr h;
+  int rc = rrpc__clc_peek_header(buf, (size_t)n, &h);
+  if (rc == -EAGAIN) {
+    if (ep->hs_timer == 0) arm_timer(ep);
+    return 0;
+  }
+  return rc == 0 ? 1 : -RRPC_EPARSE;
+}
+
+/* A client that does not speak CLC: serve it as plain TCP, untouched. */
+static void server_plain_tcp(rrpc__rdma_ep *ep) {
+  rrpc__socket *s = ep->s;
+  trace(ep, "first bytes are not CLC: plain TCP");
+  rrpc__hs_cancel_timer(ep);
+  ep->s = NULL;
+  rrpc__ep_unref(ep);
+  const rrpc_transport_ops *tcp = rrpc__transport_tcp();
+  rrpc__socket_switch_transport(s, tcp);
+  tcp->start(s, 0);
+  tcp->on_fd_event(s, EPOLLIN);
+}
+
+/* ---- entry points ----------------------------------------------------------------- */
+
+int rrpc__hs_start(rrpc__rdma_ep *ep) {
+  if (ep->is_client) client_start(ep);
+  else ep->state = EP_SERVER_WAIT_PROPOSAL;
+  return 0;
+}
+
+static void on_clc(rrpc__rdma_ep *ep, const struct rrpc__clc_msg *m) {
+  if (m->hdr.type == RRPC_CLC_DECLINE) {
+    trace(ep, "Decline received");
+    rrpc__ep_fallback(ep, m->u.decline.diag, 0);
+    return;
+  }
+  switch (ep->state) {
+  case EP_SERVER_WAIT_PROPOSAL:
+    if (m->hdr.type == RRPC_CLC_PROPOSAL) {
+      server_on_proposal(ep, &m->u.proposal);
+      return;
+    }
+    break;
+  case EP_CLIENT_WAIT_ACCEPT:
+    client_on_accept(ep, &m->u.accept);
+    return;
+  case EP_SERVER_WAIT_CONFIRM:
+    server_on_confirm(ep, &m->u.accept);
+    return;
+  default:
+    break;
+  }
+  /* A CLC message out of order: SMC's answer is a Decline. */
+  rrpc__ep_fallback(ep, RRPC_CLC_DECL_SYNCERR, 1);
+}
+
+void rrpc__hs_on_readable(rrpc__rdma_ep *ep) {
+  if (ep->state == EP_SERVER_WAIT_PROPOSAL && ep->hs_len == 0) {
+    int rc = server_sniff(ep);
+    if (rc == 0) return;
+    if (rc == -RRPC_EPARSE) {
+      server_plain_tcp(ep);
+      return;
+    }
+    if (rc < 0) {
+      ep->state = EP_FAILED;
+      rrpc__socket_fail(ep->s, rc);
+      return;
+    }
+  }
+  struct rrpc__clc_msg m;
+  int rc = read_clc(ep, &m);
+  if (rc == 0) return;
+  if (rc < 0) {
+    /* EOF, or bytes that are not CLC where CLC must come. */
+    if (rc != -RRPC_ECLOSE) RRPC_LOG(WARNING, "rdma handshake in state %s: %s", rrpc__ep_state_name(ep->state),
+                                     rrpc_strerror(rc));
+    ep->state = EP_FAILED;
+    rrpc__socket_fail(ep->s, rc == -RRPC_EPARSE ? -RRPC_EHANDSHAKE : rc);
+    return;
+  }
+  on_clc(ep, &m);
+}
+
+void rrpc__hs_on_tcp_after_up(rrpc__rdma_ep *ep) {
+  if (ep->state == EP_UP && !ep->is_client && !ep->got_peer_data) {
+    /* The client may have given up waiting for our first CDC and declined:
+     * then both go on over TCP (nothing was sent over RDMA yet). */
+    struct rrpc__clc_msg m;
+    int rc = read_clc(ep, &m);
+    if (rc == 0) return;
+    if (rc == 1 && m.hdr.type == RRPC_CLC_DECLINE) {
+      trace(ep, "late Decline: the client never saw RDMA come up");
+      rrpc__ep_fallback(ep, m.u.decline.diag, 0);
+      return;
+    }
+    ep->state = EP_FAILED;
+    rrpc__socket_fail(ep->s, rc == -RRPC_ECLOSE ? -RRPC_ECLOSE : -RRPC_EPARSE);
+    return;
+  }
+  /* Once RDMA carries the data, the TCP connection only tells liveness. */
+  uint8_t b[64];
+  ssize_t r = recv(rrpc__socket_fd(ep->s), b, sizeof b, MSG_DONTWAIT);
+  if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+  int code = r == 0 ? -RRPC_ECLOSE : (r < 0 ? -errno : -RRPC_EPARSE);
+  if (r > 0) RRPC_LOG(WARNING, "rdma: %zd unexpected bytes on the TCP connection after the handshake", r);
+  ep->state = EP_FAILED;
+  rrpc__socket_fail(ep->s, code);
+}
