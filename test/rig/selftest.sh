@@ -3,7 +3,8 @@
 # Boots the VM a few times and checks what the rig promises: real verbs (rxe0 PORT_ACTIVE, a
 # perftest client+server pair) work, a command's exit status, stdout, stderr, --env and the
 # --out share come back, a hang is killed at --timeout with 124, a crashed guest is a failure
-# (125) and never a pass, and run-rdma-tests counts passes and failures in one boot.
+# (125) and never a pass, run-rdma-tests counts passes and failures in one boot, and picks
+# direct mode where a port is active (checked inside the guest, where rxe0 is).
 # Prints "N passed, M failed"; exit status non-zero if any check failed. Takes a few minutes.
 # --peers (or RIG_SELFTEST_PEERS=1) adds the optional two-guest check (about a minute more).
 set -u -o pipefail
@@ -73,16 +74,27 @@ sed 's/^/    /' "$WORK/crash.err" | head -n 3
 check "crash: kernel panic in the guest => exit 125 (got $rc)" [ "$rc" -eq 125 ]
 
 echo "selftest: [4] run-rdma-tests: one boot, counts a pass and a failure"
-mkdir -p "$WORK/bin" && ln -sf /bin/true "$WORK/bin/passes" && ln -sf /bin/false "$WORK/bin/fails"
+mkdir -p "$WORK/bin" && ln -sf /bin/true "$WORK/bin/passes" && ln -sf /bin/false "$WORK/bin/fails" &&
+    ln -sf /bin/true "$WORK/bin/passes2"
 "$ROOT_DIR/tools/run-rdma-tests" --vm --out "$WORK/out4" "$WORK/bin/passes" "$WORK/bin/fails" \
     2>&1 | tee "$WORK/runner.log"
 rc=$?
 check "runner: exit non-zero when one binary fails (got $rc)" [ "$rc" -ne 0 ]
 check "runner: summary line '1 passed, 1 failed'" has "$WORK/runner.log" "^1 passed, 1 failed$"
 
+echo "selftest: [5] run-rdma-tests on a machine with an active port runs binaries directly"
+# Inside the guest rxe0 is ACTIVE, so auto mode must pick the host path (no nested VM).
+"$RXE_VM" --out "$WORK/out5" -- "$ROOT_DIR/tools/run-rdma-tests" --out "$WORK/out5/results" \
+    "$WORK/bin/passes" "$WORK/bin/fails" "$WORK/bin/passes2" > "$WORK/direct.log" 2>&1
+rc=$?
+cat "$WORK/direct.log"
+check "direct: exit non-zero when one binary fails (got $rc)" [ "$rc" -ne 0 -a "$rc" -lt 124 ]
+check "direct: chose host mode on an active port" has "$WORK/direct.log" "mode: host"
+check "direct: summary line '2 passed, 1 failed'" has "$WORK/direct.log" "^2 passed, 1 failed$"
+
 if [ "$PEERS" = 1 ]; then
-    echo "selftest: [5] two guests joined by a UDP socket netdev (--peers 2)"
-    "$RXE_VM" --peers 2 --out "$WORK/out5" -- test/rig/verbs-check.sh 2>&1 | tee "$WORK/peers.log"
+    echo "selftest: [6] two guests joined by a UDP socket netdev (--peers 2)"
+    "$RXE_VM" --peers 2 --out "$WORK/out6" -- test/rig/verbs-check.sh 2>&1 | tee "$WORK/peers.log"
     rc=$?
     check "peers: both guests exit 0 (got $rc)" [ "$rc" -eq 0 ]
     check "peers: vm1 ran the perftest clients" has "$WORK/peers.log" "^\[vm1\] verbs-check: OK"
