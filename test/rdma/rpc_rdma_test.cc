@@ -63,6 +63,19 @@ void slow_handler(void *, rrpc_server_call *call) {
 
 void hold_handler(void *, rrpc_server_call *) {}  // never answers: for kill -9
 
+// The address clients use: the RDMA netdev's (tools/run-rdma-tests says
+// which), so the RoCE v2 GID matches; the VM's rxe0 has 10.99.0.1.
+std::string local_ip() {
+  if (const char *a = getenv("RRPC_TEST_RDMA_ADDR")) return a;
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa = {};
+  sa.sin_family = AF_INET;
+  inet_pton(AF_INET, "10.99.0.1", &sa.sin_addr);
+  int ok = bind(fd, (sockaddr *)&sa, sizeof sa) == 0;
+  close(fd);
+  return ok ? "10.99.0.1" : "127.0.0.1";
+}
+
 rrpc_server *start_server(int use_rdma, int *port) {
   rrpc_server_options o = {};
   o.use_rdma = use_rdma;
@@ -71,20 +84,9 @@ rrpc_server *start_server(int use_rdma, int *port) {
   rrpc_server_add_method(s, "test.Echo", "Echo", echo_handler, nullptr);
   rrpc_server_add_method(s, "test.Echo", "Slow", slow_handler, nullptr);
   rrpc_server_add_method(s, "test.Echo", "Hold", hold_handler, nullptr);
-  if (rrpc_server_start(s, "10.99.0.1:0") != 0 && rrpc_server_start(s, "127.0.0.1:0") != 0) return nullptr;
+  if (rrpc_server_start(s, (local_ip() + ":0").c_str()) != 0) return nullptr;
   *port = rrpc_server_port(s);
   return s;
-}
-
-// The address clients use: the rxe netdev's, so the RoCE v2 GID matches.
-std::string local_ip() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa = {};
-  sa.sin_family = AF_INET;
-  inet_pton(AF_INET, "10.99.0.1", &sa.sin_addr);
-  int ok = bind(fd, (sockaddr *)&sa, sizeof sa) == 0;
-  close(fd);
-  return ok ? "10.99.0.1" : "127.0.0.1";
 }
 
 int call(rrpc_channel *ch, const char *method, const std::string &req, const std::string &att,
@@ -127,7 +129,8 @@ rrpc_rdma_stats stats() {
 
 // Sum of an rxe port counter (hw_counters), or -1 when absent.
 long long hw_counter(const char *name) {
-  std::ifstream f(std::string("/sys/class/infiniband/rxe0/ports/1/hw_counters/") + name);
+  const char *dev = getenv("RRPC_TEST_RDMA_DEV") ? getenv("RRPC_TEST_RDMA_DEV") : "rxe0";
+  std::ifstream f(std::string("/sys/class/infiniband/") + dev + "/ports/1/hw_counters/" + name);
   long long v = -1;
   if (f) f >> v;
   return v;
