@@ -581,6 +581,10 @@ TEST(ClcPolicy, AcceptDeclineCodes) {
   EXPECT_EQ(cnf, rrpc__clc_accept_decline_code(&b));
   b = a; b.rq_depth_log2 = 0;
   EXPECT_EQ(cnf, rrpc__clc_accept_decline_code(&b));
+  b = a; b.rq_depth_log2 = 1;  // 2 receives: too few for the window rules
+  EXPECT_EQ(cnf, rrpc__clc_accept_decline_code(&b));
+  b = a; b.rq_depth_log2 = RRPC_CLC_RQ_DEPTH_LOG2_MIN;
+  EXPECT_EQ(0u, rrpc__clc_accept_decline_code(&b));
   b = a; b.rq_depth_log2 = RRPC_CLC_RQ_DEPTH_LOG2_MAX + 1;
   EXPECT_EQ(cnf, rrpc__clc_accept_decline_code(&b));
   b = a; b.rq_depth_log2 = RRPC_CLC_RQ_DEPTH_LOG2_MAX;

@@ -79,7 +79,9 @@ enum {
   RRPC_CLC_RING_MIN = 16384,
   RRPC_CLC_RING_CODE_MAX = 15,
   RRPC_CLC_RING_CODE_MAX_LINUX = 5,
-  /* log2 of the receive-WR depth an rrpc peer may announce (1..16). */
+  /* log2 of the receive-WR depth an rrpc peer may announce (2..16): the
+   * window needs at least 4 receives (see rrpc__tx_window_init). */
+  RRPC_CLC_RQ_DEPTH_LOG2_MIN = 2,
   RRPC_CLC_RQ_DEPTH_LOG2_MAX = 16,
 };
 
@@ -253,7 +255,7 @@ uint32_t rrpc__clc_proposal_decline_code(const struct rrpc__clc_proposal *p);
 /* rrpc__clc_accept_decline_code - 0 if an Accept (client side) or Confirm
  * (server side) from the peer is usable, else the decline code: VERSMISMAT
  * without RRPC_CLC_FEAT_WWI; CNFERR for an MTU outside 1..5, RMBE index 0,
- * QPN < 2, or a receive-WR depth not announced or above 2^16. */
+ * QPN < 2, or a receive-WR depth not announced, below 4 or above 2^16. */
 uint32_t rrpc__clc_accept_decline_code(const struct rrpc__clc_accept *a);
 
 /* rrpc__clc_decline_text - short text for a decline code, for logs. Never
