@@ -98,12 +98,14 @@ pair() {
 row() { awk '/#bytes/ { getline; print; exit }' "$LOGDIR/$1.client.txt"; }
 
 pair ib_send_lat 18515 -F -s 2 -n 1000
+# shellcheck disable=SC2046 # splitting the row into fields is the point
 set -- $(row ib_send_lat)
 [ $# -ge 6 ] || fail "ib_send_lat printed no result row"
 echo "verbs-check: PASS ib_send_lat: $1 B x $2: t_min $3 us, t_typical $5 us, t_avg $6 us"
 LAT="ib_send_lat $1 B: t_typical $5 us, t_avg $6 us"
 
 pair ib_write_bw 18516 -F -s 65536 -n 1000
+# shellcheck disable=SC2046
 set -- $(row ib_write_bw)
 [ $# -ge 4 ] || fail "ib_write_bw printed no result row"
 echo "verbs-check: PASS ib_write_bw: $1 B x $2: BW peak $3 MB/s, BW average $4 MB/s"

@@ -6,6 +6,7 @@
 # records the job's exit status in /run/rxe-vm/status and powers the guest off.
 # Status file grammar (read by tools/rxe-vm): "exit N" or "setup-failed REASON". No status
 # file at all means the guest died; the host treats that as a failure, never as a pass.
+# shellcheck shell=sh
 
 set -u
 CTL=/run/rxe-vm
@@ -64,6 +65,7 @@ mount -t tmpfs -o mode=1777 tmpfs /dev/shm || fatal "cannot mount tmpfs on /dev/
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 out "$RXE_VM_OUT" ||
     fatal "cannot mount the out share on $RXE_VM_OUT"
 echo "$RXE_VM_HOSTNAME" > /proc/sys/kernel/hostname
+# shellcheck disable=SC3045 # dash and busybox sh both have ulimit -l
 ulimit -l unlimited 2> /dev/null || ulimit -l unlimited -H 2> /dev/null || true
 
 # Output ports: the host named them rxevm.stdout and rxevm.stderr.
