@@ -146,6 +146,8 @@ FUZZ_CORE_SRCS := $(filter-out transport/rdma/%,$(CORE_SRCS)) $(wildcard transpo
 FUZZ_OBJS := $(patsubst %,build/fuzz/obj/%.o,$(sort $(FUZZ_CORE_SRCS)))
 FUZZERS := $(patsubst test/fuzz/%.c,build/fuzz/%,$(wildcard test/fuzz/*_fuzzer.c))
 fuzz: $(FUZZERS)
+# Keep the fuzz objects: they are shared by every target.
+.SECONDARY: $(FUZZ_OBJS)
 build/fuzz/obj/%.c.o: %.c
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -c $< -o $@

@@ -26,6 +26,11 @@ enum {
   THREAD_NAME_MAX = 16,  /* Linux limit, NUL included */
 };
 
+struct poller {
+  rrpc__poll_fn fn;
+  void *arg;
+};
+
 struct task {
   rrpc__task_fn fn;
   void *arg; /* borrowed; handed to fn */
@@ -68,6 +73,8 @@ struct rrpc__loop {
   struct epoll_event *events; /* owned; MAX_EVENTS entries */
   int cur_i, cur_n;           /* the batch being dispatched (cur_n 0: none) */
   int woken;                  /* the eventfd was read since the last run_tasks */
+  struct poller *pollers;     /* owned; fn NULL = deleted, compacted after a round */
+  int npollers, cap_pollers;
 };
 
 static _Thread_local rrpc__loop *tls_current;
@@ -219,7 +226,7 @@ static uint64_t run_timers_and_plan_wait(rrpc__loop *loop) {
     pthread_mutex_lock(&loop->mu);
   }
   uint64_t deadline = 0;
-  if (!loop->queue.len && !loop->stopping) {
+  if (!loop->queue.len && !loop->stopping && loop->npollers == 0) {
     deadline = rrpc__timer_heap_next_deadline(&loop->timers);
     if (deadline <= now) deadline = 0; /* left behind by `limit` */
     if (deadline) {
@@ -279,6 +286,33 @@ static void dispatch(rrpc__loop *loop, int n) {
   loop->cur_n = 0;
 }
 
+int rrpc__loop_poller_add(rrpc__loop *loop, rrpc__poll_fn fn, void *arg) {
+  if (loop->npollers == loop->cap_pollers) {
+    int ncap = loop->cap_pollers ? loop->cap_pollers * 2 : 8;
+    struct poller *np = realloc(loop->pollers, (size_t)ncap * sizeof *np);
+    if (np == NULL) return -ENOMEM;
+    loop->pollers = np;
+    loop->cap_pollers = ncap;
+  }
+  loop->pollers[loop->npollers++] = (struct poller){fn, arg};
+  return 0;
+}
+
+void rrpc__loop_poller_del(rrpc__loop *loop, rrpc__poll_fn fn, void *arg) {
+  for (int i = 0; i < loop->npollers; i++)
+    if (loop->pollers[i].fn == fn && loop->pollers[i].arg == arg) loop->pollers[i].fn = NULL;
+}
+
+/* Run every poller once; drop the ones deleted meanwhile. */
+static void run_pollers(rrpc__loop *loop) {
+  for (int i = 0; i < loop->npollers; i++)
+    if (loop->pollers[i].fn != NULL) loop->pollers[i].fn(loop->pollers[i].arg);
+  int k = 0;
+  for (int i = 0; i < loop->npollers; i++)
+    if (loop->pollers[i].fn != NULL) loop->pollers[k++] = loop->pollers[i];
+  loop->npollers = k;
+}
+
 static void *loop_main(void *p) {
   rrpc__loop *loop = p;
   tls_current = loop;
@@ -292,6 +326,7 @@ static void *loop_main(void *p) {
     int n = wait_events(loop, deadline);
     atomic_store_explicit(&loop->sleeping, 0, memory_order_relaxed);
     dispatch(loop, n);
+    if (loop->npollers) run_pollers(loop);
   }
   tls_current = NULL;
   return NULL;
@@ -354,6 +389,7 @@ fail_epfd:
   close(loop->epfd);
 fail_events:
   free(loop->events);
+  free(loop->pollers);
 fail_mutex:
   pthread_mutex_destroy(&loop->mu);
 fail_free:
@@ -383,6 +419,7 @@ void rrpc__loop_stop(rrpc__loop *loop) {
   close(loop->wakefd);
   close(loop->epfd);
   free(loop->events);
+  free(loop->pollers);
   pthread_mutex_destroy(&loop->mu);
   free(loop);
 }

@@ -128,7 +128,9 @@ int rrpc__dp_send_cdc_locked(rrpc__rdma_ep *ep, uint8_t conn_flags, int solicite
 static void maybe_ack_locked(rrpc__rdma_ep *ep) {
   if (ep->state != EP_UP || ep->qp_dead) return;
   if (!rrpc__rx_window_ack_due(&ep->rx, ep->peer_asked)) return;
-  (void)rrpc__dp_send_cdc_locked(ep, 0, ep->peer_asked);
+  /* Always solicited: the peer may be blocked on exactly this ACK, and a
+   * receiver in event mode only wakes for solicited completions. */
+  (void)rrpc__dp_send_cdc_locked(ep, 0, 1);
 }
 
 /* ---- sending data -------------------------------------------------------------- */
@@ -261,7 +263,7 @@ static int write_plan(rrpc__rdma_ep *ep, rrpc_iobuf *data, const struct rrpc__tx
     if (rc != 0) return rc;
   }
   rrpc__tx_window_commit(&ep->tx, plan);
-  if (solicited) ep->peer_asked = 0;
+  ep->peer_asked = 0; /* the last segment carried the ACK it asked for */
   return 0;
 }
 

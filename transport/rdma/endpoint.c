@@ -94,8 +94,15 @@ static void on_cc_event(rrpc__watcher *w, uint32_t events) {
   rrpc__dp_poll(ep);
 }
 
+/* --rdma_use_polling: the loop runs this every round instead of sleeping. */
+static void on_poll(void *arg) { rrpc__dp_poll(arg); }
+
 /* Undo rrpc__ep_verbs_create, in reverse. Safe on a partial creation. */
 static void verbs_destroy(rrpc__rdma_ep *ep) {
+  if (ep->poller_added) {
+    rrpc__loop_poller_del(rrpc__socket_loop(ep->s), on_poll, ep);
+    ep->poller_added = 0;
+  }
   if (ep->cc_watching) {
     rrpc__loop_watch_del(rrpc__socket_loop(ep->s), &ep->cc_watch);
     ep->cc_watching = 0;
@@ -203,6 +210,10 @@ int rrpc__ep_verbs_create(rrpc__rdma_ep *ep) {
       rc = rrpc__loop_watch_add(rrpc__socket_loop(ep->s), &ep->cc_watch);
       ep->cc_watching = rc == 0;
     }
+  }
+  if (rc == 0 && ep->polling) {
+    rc = rrpc__loop_poller_add(rrpc__socket_loop(ep->s), on_poll, ep);
+    ep->poller_added = rc == 0;
   }
   if (rc == 0) {
     rc = rrpc__rdma_dev_watch_qp(ep->dev, ep->qp->qp_num, on_async_event, ep);

@@ -77,6 +77,7 @@ typedef struct rrpc__rdma_ep {
   int cc_watching;
   int qp_watched;
   int polling; /* busy-poll on the loop instead of completion events */
+  int poller_added;
 
   /* my receive ring (the peer writes into it) and the CDC slots */
   char *ring;

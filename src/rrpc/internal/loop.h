@@ -101,6 +101,15 @@ int rrpc__loop_timer_add(rrpc__loop *loop, uint64_t deadline_us, rrpc__task_fn f
  * -ENOENT does not wait for a running fn to finish. */
 int rrpc__loop_timer_cancel(rrpc__loop *loop, rrpc__timer_id id);
 
+/* ---- pollers ---------------------------------------------------------------
+ * A poller runs once per loop round, after the fd events; while a loop has
+ * any, it never blocks in epoll (busy polling, e.g. RDMA CQs with
+ * --rdma_use_polling). Loop thread only, for add and del; a poller may del
+ * itself or another from inside a round. */
+typedef void (*rrpc__poll_fn)(void *arg);
+int rrpc__loop_poller_add(rrpc__loop *loop, rrpc__poll_fn fn, void *arg);
+void rrpc__loop_poller_del(rrpc__loop *loop, rrpc__poll_fn fn, void *arg);
+
 /* ---- loop groups ----------------------------------------------------------
  * rrpc__loop_group_global - the process-wide group that channels and
  * servers share. Started on first use with `n` loops (0 = default: number
