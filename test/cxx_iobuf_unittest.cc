@@ -399,7 +399,7 @@ TEST(CxxFlagsTest, OptionsTakeTheirDefaultsFromFlags) {
   for (const char* name : {"rdma_device", "rdma_port", "rdma_rq_size",
                            "rdma_memory_pool_initial_size_mb", "rdma_memory_pool_increase_size_mb",
                            "rdma_memory_pool_max_size_mb", "rdma_use_polling", "rdma_trace_verbose",
-                           "rdma_handshake_timeout_ms"}) {
+                           "rdma_handshake_timeout_ms", "rdma_zerocopy_min_size"}) {
     EXPECT_TRUE(gflags::GetCommandLineFlagInfo(name, &info)) << name;
   }
 }

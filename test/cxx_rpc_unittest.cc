@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "rrpc/cxx/rrpc.h"
+#include "rrpc/rdma.h"
 #include "test/cxx_echo.pb.h"
 #include "test/cxx_echo_service.h"
 
@@ -568,6 +569,35 @@ TEST(CxxRdmaTest, UseRdmaWithoutRdmaBuildFailsClearly) {
   EXPECT_FALSE(server.IsRunning());
   // The text says how to build with RDMA.
   EXPECT_NE(nullptr, strstr(rrpc_strerror(-RRPC_ENORDMA), "--with-rdma"));
+}
+#else
+// An RDMA build: use_rdma on both ends works, over RDMA where a device is
+// usable and over TCP (the default --rdma_fallback) where none is.
+TEST(CxxRdmaTest, UseRdmaFallsBackToTcpWithoutADevice) {
+  rrpc::Server server;
+  EchoServiceImpl svc;
+  ASSERT_EQ(0, server.AddService(&svc, rrpc::SERVER_DOESNT_OWN_SERVICE));
+  rrpc::ServerOptions sopts;
+  sopts.use_rdma = true;
+  ASSERT_EQ(0, server.Start("127.0.0.1:0", &sopts));
+  rrpc::ChannelOptions copts;
+  copts.use_rdma = true;
+  copts.timeout_ms = 5000;
+  rrpc::Channel ch;
+  ASSERT_EQ(0, ch.Init("127.0.0.1", server.listen_port(), &copts));
+  rrpc::Controller cntl;
+  EchoRequest req;
+  EchoResponse resp;
+  req.set_message("rdma?");
+  req.set_echo_attachment(true);
+  cntl.request_attachment().append(Pattern(200000, 11));
+  cxxtest::EchoService_Stub(&ch).Echo(&cntl, &req, &resp, nullptr);
+  ASSERT_FALSE(cntl.Failed()) << cntl.ErrorText();
+  EXPECT_EQ("rdma?", resp.message());
+  EXPECT_TRUE(cxxtest::MatchesPattern(cntl.response_attachment(), 200000, 11));
+  if (!rrpc_rdma_available()) {
+    EXPECT_FALSE(cntl.used_rdma());
+  }
 }
 #endif
 

@@ -21,6 +21,7 @@ DECLARE_bool(rdma_use_polling);
 DECLARE_bool(rdma_trace_verbose);
 DECLARE_bool(rdma_fallback);
 DECLARE_int32(rdma_handshake_timeout_ms);
+DECLARE_uint64(rdma_zerocopy_min_size);
 DECLARE_uint64(max_body_size);
 DECLARE_int32(event_dispatcher_num);
 DECLARE_bool(usercode_in_pthread);
