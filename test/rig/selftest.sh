@@ -25,6 +25,12 @@ cd "$ROOT_DIR" || exit 2
 PASS=0 FAIL=0
 ok() { echo "selftest: PASS: $*"; PASS=$((PASS + 1)); }
 bad() { echo "selftest: FAIL: $*"; FAIL=$((FAIL + 1)); }
+# Failed runs keep their run directory for debugging; the failures here are on purpose.
+drop_run_dir() {  # drop_run_dir STDERR_FILE
+    local d
+    d=$(sed -n 's/^rxe-vm: run directory kept: //p' "$1" | tail -n 1)
+    case $d in "$ROOT_DIR"/build/rxe-vm/run.*) rm -rf "$d" ;; esac
+}
 check() {  # check DESCRIPTION CONDITION...
     local what=$1; shift
     if "$@"; then ok "$what"; else bad "$what"; fi
@@ -72,6 +78,7 @@ echo "selftest: [3] a crashing guest is a failure, not a pass"
 rc=$?
 sed 's/^/    /' "$WORK/crash.err" | head -n 3
 check "crash: kernel panic in the guest => exit 125 (got $rc)" [ "$rc" -eq 125 ]
+drop_run_dir "$WORK/crash.err"
 
 echo "selftest: [4] run-rdma-tests: one boot, counts a pass and a failure"
 mkdir -p "$WORK/bin" && ln -sf /bin/true "$WORK/bin/passes" && ln -sf /bin/false "$WORK/bin/fails" &&
@@ -107,6 +114,7 @@ sed 's/^/    /' "$WORK/hang.err" | head -n 1
 check "timeout: hanging COMMAND killed with exit 124 (got $rc after ${secs}s)" [ "$rc" -eq 124 ]
 check "timeout: killed near --timeout 60 (${secs}s)" [ "$secs" -ge 60 -a "$secs" -le 100 ]
 check "timeout: its output streamed before the kill" has "$WORK/hang.out" "^hanging$"
+drop_run_dir "$WORK/hang.err"
 
 echo "$PASS passed, $FAIL failed"
 [ "$FAIL" -eq 0 ]
