@@ -173,12 +173,14 @@ struct ServerCall final : google::protobuf::Closure {
       }
       return;
     }
-    thread_local IOBuf scratch;  // the response is SHARED into the C call
     rrpc_iobuf* out = nullptr;
     try {
       if (thrown != nullptr) {
         cntl.SetFailed(EINTERNAL, "%s threw: %s", method->md->full_name().c_str(), thrown);
       } else if (!cntl.Failed()) {
+        // The response is SHARED into the C call, so one scratch iobuf per
+        // thread does. Made inside the try: its first use allocates.
+        thread_local IOBuf scratch;
         scratch.clear();
         std::string why;
         int rc = SerializeToIOBuf(*response, scratch.c_iobuf(), &why);
@@ -195,7 +197,7 @@ struct ServerCall final : google::protobuf::Closure {
     }
     rrpc_server_call_respond(call, out);  // releases the C call and controller
     call = nullptr;
-    scratch.clear();
+    if (out != nullptr) rrpc_iobuf_clear(out);
     try {
       cntl.RunCancelCallback();
     } catch (...) {
