@@ -68,7 +68,9 @@ class EchoServiceImpl : public EchoService {
       rrpc::Channel ch;
       EchoResponse fresp;
       rrpc::Controller fcntl;
-      if (ch.Init("127.0.0.1", req->forward_port(), nullptr) == 0) {
+      rrpc::ChannelOptions opts;
+      opts.timeout_ms = 10000;  // generous: the test machine may be busy
+      if (ch.Init("127.0.0.1", req->forward_port(), &opts) == 0) {
         EchoRequest freq;
         freq.set_message("forwarded:" + req->message());
         EchoService_Stub(&ch).Echo(&fcntl, &freq, &fresp, nullptr);
