@@ -36,12 +36,15 @@ typedef struct rrpc_rdma_options {
   int no_fallback;                 /* rdma_fallback=false: a connection that cannot use RDMA
                                       fails instead of falling back to TCP */
   int handshake_timeout_ms;        /* per CLC step; 0 = 2000 */
-  size_t zerocopy_min_size;        /* rdma_zerocopy_min_size: received pieces at least this
-                                      large reference the ring instead of being copied; 0 =
-                                      64 KiB; SIZE_MAX = never. Such pieces hold ring space
-                                      until the application drops them, so an application
-                                      that keeps received attachments for long should copy
-                                      them or raise this (see docs/rdma-transport.md) */
+  size_t zerocopy_min_size;        /* rdma_zerocopy_min_size: with recv_zerocopy, received
+                                      pieces at least this large reference the receive ring
+                                      instead of being copied; 0 = 64 KiB */
+  int recv_zerocopy;               /* rdma_recv_zerocopy: off by default. A received slice
+                                      holds its ring space until the application drops it,
+                                      and the ring drains in order: an application that keeps
+                                      received iobufs while more data arrives on the same
+                                      connection stalls it. Turn on only where received
+                                      iobufs are dropped promptly (docs/rdma-transport.md) */
 } rrpc_rdma_options;
 
 /* rrpc_rdma_options_init - fill with the defaults spelled out above

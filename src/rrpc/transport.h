@@ -92,6 +92,8 @@ void rrpc__socket_resume_write(rrpc__socket *s);
 /* rrpc__socket_fail - the connection is broken: every pending call on it
  * fails once with `code`. Any thread; idempotent (the first code wins). */
 void rrpc__socket_fail(rrpc__socket *s, int code);
+/* rrpc__socket_failed - nonzero once the socket failed (the first code). */
+int rrpc__socket_failed(const rrpc__socket *s);
 /* rrpc__socket_peer_str - "ip:port" of the peer (for logs). Any thread. */
 void rrpc__socket_peer_str(const rrpc__socket *s, char *buf, size_t len);
 /* rrpc__socket_describe - the transport's one-line description. */

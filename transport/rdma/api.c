@@ -94,6 +94,7 @@ static int options_normalize(const rrpc_rdma_options *in, rrpc_rdma_options *out
   out->use_polling = in->use_polling != 0;
   out->trace_verbose = in->trace_verbose != 0;
   out->no_fallback = in->no_fallback != 0;
+  out->recv_zerocopy = in->recv_zerocopy != 0;
   return 0;
 }
 

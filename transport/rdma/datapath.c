@@ -23,8 +23,8 @@
 #include "transport/rdma/endpoint.h"
 #include "transport/rdma/wire/cdc.h"
 
-/* Received pieces at least --rdma_zerocopy_min_size large go up zero-copy,
- * while the ring space held by the application stays below this share
+/* With --rdma_recv_zerocopy, received pieces at least --rdma_zerocopy_min_size
+ * large go up zero-copy, while the ring space held by the application stays below this share
  * of the ring: a message larger than the ring (or an application holding
  * slices) must never stop the ring from draining. */
 #define ZC_MAX_SHARE_DIV 4
@@ -359,6 +359,46 @@ static int deliver_bytes(rrpc__rdma_ep *ep, uint64_t start, uint32_t n, int zero
   return rc;
 }
 
+/* Ring slices still in the read buffer belong to a message the protocol
+ * could not cut yet. Two kinds must not stay there:
+ * - a slice shared with a message already delivered (the block holds the
+ *   tail of that message and the head of the next): it now lives as long
+ *   as the application keeps that message, and would tie the next one to it;
+ * - any slice once the ring is half full: the incomplete message may be
+ *   larger than the ring's free space and could never complete.
+ * Only the read buffer's own references change (loop thread): its bytes
+ * are copied and its reference dropped; whoever else holds the block keeps
+ * it. Cheap when the read buffer holds no slices (the usual case). */
+static int unpin_rbuf(rrpc__rdma_ep *ep) {
+  rrpc_iobuf *rbuf = rrpc__socket_rbuf(ep->s);
+  pthread_mutex_lock(&ep->mu);
+  int pressed = ep->rx.prod - ep->rx.cons >= ep->ring_size / 2;
+  pthread_mutex_unlock(&ep->mu);
+  int any = 0;
+  for (size_t i = 0;; i++) {
+    const rrpc_iobuf_ref *r = rrpc__iobuf_ref_at(rbuf, i);
+    if (r == NULL) break;
+    if (r->block->deleter == on_slice_released && (pressed || atomic_load(&r->block->refs) > 1)) any = 1;
+  }
+  if (!any) return 0;
+  rrpc_iobuf copy;
+  rrpc__iobuf_init(&copy);
+  int rc = 0;
+  for (size_t i = 0; rc == 0; i++) {
+    const rrpc_iobuf_ref *r = rrpc__iobuf_ref_at(rbuf, i);
+    if (r == NULL) break;
+    int out = r->block->deleter == on_slice_released && (pressed || atomic_load(&r->block->refs) > 1);
+    rc = out ? rrpc_iobuf_append(&copy, r->block->data + r->off, r->len)
+             : rrpc__iobuf_append_block(&copy, r->block, r->off, r->len);
+  }
+  if (rc == 0) {
+    rrpc_iobuf_clear(rbuf); /* drops the read buffer's references: space may come back */
+    rrpc_iobuf_move(rbuf, &copy);
+  }
+  rrpc__iobuf_destroy(&copy);
+  return rc;
+}
+
 static int on_data_recv(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int *got) {
   uint32_t n = wc->byte_len;
   uint32_t imm = ntohl(wc->imm_data);
@@ -368,7 +408,7 @@ static int on_data_recv(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int *got) {
   if (rc == 0) rc = rrpc__rx_window_on_recv(&ep->rx, n);
   if (rc == 0) rc = rrpc__tx_window_on_ack(&ep->tx, imm);
   if (rc == 0 && (imm & 0x80000000u)) ep->peer_asked = 1;
-  int zc = rc == 0 && n >= ep->opts->zerocopy_min_size && ep->zc_outstanding + n <= ep->ring_size / ZC_MAX_SHARE_DIV;
+  int zc = rc == 0 && ep->opts->recv_zerocopy && n >= ep->opts->zerocopy_min_size && ep->zc_outstanding + n <= ep->ring_size / ZC_MAX_SHARE_DIV;
   if (zc) {
     ep->zc_outstanding += n;
     atomic_fetch_add(&ep->refs, 1); /* the slice's reference */
@@ -500,6 +540,7 @@ void rrpc__dp_poll(rrpc__rdma_ep *ep) {
   }
   rrpc__iobuf_destroy(&drop);
   if (got) rrpc__socket_deliver(ep->s);
+  if (rc == 0 && ep->opts->recv_zerocopy && !rrpc__socket_failed(ep->s)) rc = unpin_rbuf(ep);
   if (rc != 0) {
     rrpc__socket_fail(ep->s, rc);
     return;

@@ -436,6 +436,12 @@ static const rrpc_transport_ops rdma_ops = {
 };
 
 int rrpc__rdma_transport_get(const rrpc_transport_ops **out) {
+  /* Called when a channel or server is set up: open the device and
+   * register the pool now, on the caller's thread, so the first RPC does
+   * not pay for pinning memory (seconds under emulation). Failures are
+   * not errors here: each connection decides and falls back on its own. */
+  rrpc__rdma_dev *dev;
+  if (rrpc__rdma_dev_get(&dev) == 0) (void)rrpc__rdma_pool_start(dev);
   *out = &rdma_ops;
   return 0;
 }

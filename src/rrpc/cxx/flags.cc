@@ -30,9 +30,13 @@ DEFINE_bool(rdma_trace_verbose, false, "Log every step of the RDMA handshake");
 DEFINE_bool(rdma_fallback, true,
             "Fall back to TCP when RDMA cannot be set up on a connection (false: fail it)");
 DEFINE_int32(rdma_handshake_timeout_ms, 2000, "Timeout of each RDMA handshake step (ms)");
+DEFINE_bool(rdma_recv_zerocopy, false,
+            "Hand large received RDMA pieces to the application as slices of the receive ring "
+            "instead of copies. A slice holds ring space until dropped and the ring drains in "
+            "order, so only for applications that drop received iobufs promptly");
 DEFINE_uint64(rdma_zerocopy_min_size, 64u << 10,
-              "Received RDMA pieces at least this large reference the receive ring instead of "
-              "being copied (they hold ring space until dropped); smaller ones are copied");
+              "With rdma_recv_zerocopy: received pieces at least this large reference the "
+              "receive ring; smaller ones are copied");
 DEFINE_uint64(max_body_size, 64u << 20, "Largest message body (meta+message+attachment) accepted");
 DEFINE_int32(event_dispatcher_num, 0,
              "Event loop threads of each Server; 0 = share the process-wide loops "
@@ -112,6 +116,7 @@ int PrepareRdma() {
     o.zerocopy_min_size = FLAGS_rdma_zerocopy_min_size > 0
                               ? static_cast<size_t>(FLAGS_rdma_zerocopy_min_size)
                               : 1;
+    o.recv_zerocopy = FLAGS_rdma_recv_zerocopy ? 1 : 0;
     init_rc = rrpc_rdma_global_init(&o);
     // Someone (the application, through the C API) started it first: their
     // settings stand, which is what they asked for.

@@ -34,8 +34,6 @@ int rrpc__socket_create(rrpc__loop *loop, int fd, int is_client, const rrpc_tran
  * must hold a reference. */
 int rrpc__socket_write(rrpc__socket *s, rrpc_iobuf *msg);
 
-/* rrpc__socket_failed - nonzero once the socket failed (the first code). */
-int rrpc__socket_failed(const rrpc__socket *s);
 
 int rrpc__socket_is_rdma(const rrpc__socket *s);
 
