@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,22 +21,12 @@
 #include <vector>
 
 #include "rrpc/rrpc.h"
-
-extern char **environ;
+#include "test/common/test_util.h"
 
 namespace {
 
-std::string to_string(const rrpc_iobuf *b) {
-  std::string s(rrpc_iobuf_length(b), '\0');
-  rrpc_iobuf_copy_out(b, 0, s.data(), s.size());
-  return s;
-}
-
-std::string pattern(size_t n, unsigned seed) {
-  std::string s(n, '\0');
-  for (size_t i = 0; i < n; i++) s[i] = (char)((i * 131 + seed * 7 + (i >> 9)) & 0xff);
-  return s;
-}
+using rrpc_test::pattern;
+using rrpc_test::iobuf_string;
 
 // ---- handlers ---------------------------------------------------------------
 
@@ -55,7 +44,7 @@ void fail_handler(void *, rrpc_server_call *call) {
 
 // Responds from another thread after the number of milliseconds in the request.
 void late_handler(void *, rrpc_server_call *call) {
-  int ms = std::atoi(to_string(rrpc_server_call_request(call)).c_str());
+  int ms = std::atoi(iobuf_string(rrpc_server_call_request(call)).c_str());
   std::thread([call, ms] {
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));  // the server's behaviour under test
     rrpc_iobuf *b;
@@ -141,8 +130,8 @@ class RpcTest : public ::testing::Test {
     rrpc_iobuf_append(rrpc_controller_request_attachment(c), att.data(), att.size());
     int rc = rrpc_channel_call(channel_, "test.EchoService", method, c, rq, rs, nullptr, nullptr);
     EXPECT_EQ(rc, rrpc_controller_error_code(c));
-    if (resp) *resp = to_string(rs);
-    if (resp_att) *resp_att = to_string(rrpc_controller_response_attachment(c));
+    if (resp) *resp = iobuf_string(rs);
+    if (resp_att) *resp_att = iobuf_string(rrpc_controller_response_attachment(c));
     last_error_ = rrpc_controller_error_text(c);
     rrpc_iobuf_free(rq);
     rrpc_iobuf_free(rs);
@@ -211,7 +200,7 @@ struct AsyncCall {
 
 void async_done(void *arg, rrpc_controller *c) {
   AsyncCall *a = static_cast<AsyncCall *>(arg);
-  bool ok = !rrpc_controller_failed(c) && to_string(a->resp) == a->expect;
+  bool ok = !rrpc_controller_failed(c) && iobuf_string(a->resp) == a->expect;
   std::lock_guard<std::mutex> g(a->st->mu);
   a->st->times_called[a->idx]++;
   if (!ok) a->st->failed++;
@@ -319,31 +308,10 @@ TEST_F(RpcTest, ServerStopFailsPendingCallsOnce) {
 }
 
 TEST(RpcKill, ServerKilledMidCallFailsEachPendingCallOnce) {
-  int out[2];
-  ASSERT_EQ(0, pipe(out));
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-  posix_spawn_file_actions_addclose(&fa, out[0]);
-  std::vector<std::string> envs;
-  for (char **e = environ; *e; e++) envs.emplace_back(*e);
-  envs.emplace_back("RRPC_TEST_CHILD_SERVER=1");
-  std::vector<char *> envp;
-  for (auto &e : envs) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  char self[4096];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  ASSERT_GT(n, 0);
-  self[n] = '\0';
-  char *argv[] = {self, nullptr};
-  pid_t pid;
-  ASSERT_EQ(0, posix_spawn(&pid, self, &fa, nullptr, argv, envp.data()));
-  posix_spawn_file_actions_destroy(&fa);
-  close(out[1]);
-  char buf[32] = {0};
-  ASSERT_GT(read(out[0], buf, sizeof buf - 1), 0);
-  close(out[0]);
-  std::string addr = std::string("127.0.0.1:") + std::to_string(atoi(buf));
+  rrpc_test::Child child = rrpc_test::spawn_self({"RRPC_TEST_CHILD_SERVER=1"});
+  ASSERT_GT(child.pid, 0);
+  pid_t pid = child.pid;
+  std::string addr = std::string("127.0.0.1:") + std::to_string(atoi(child.first_output.c_str()));
 
   rrpc_channel_options co = {};
   co.timeout_ms = 20000;
@@ -369,8 +337,7 @@ TEST(RpcKill, ServerKilledMidCallFailsEachPendingCallOnce) {
     ASSERT_EQ(0, rrpc_channel_call(ch, "test.EchoService", "Hold", a.cntl, a.req, a.resp, async_done, &a));
   }
   kill(pid, SIGKILL);
-  int status;
-  waitpid(pid, &status, 0);
+  rrpc_test::wait_child(child);
   {
     std::unique_lock<std::mutex> g(st.mu);
     st.cv.wait(g, [&] { return st.done == k; });

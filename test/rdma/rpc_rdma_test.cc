@@ -9,7 +9,6 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -27,24 +26,14 @@
 #include <vector>
 
 #include "rrpc/rrpc.h"
-
-extern char **environ;
+#include "test/common/test_util.h"
 
 namespace {
 
 const size_t kRing = 256 * 1024;  // small, so large messages wrap it many times
 
-std::string to_string(const rrpc_iobuf *b) {
-  std::string s(rrpc_iobuf_length(b), '\0');
-  rrpc_iobuf_copy_out(b, 0, s.data(), s.size());
-  return s;
-}
-
-std::string pattern(size_t n, unsigned seed) {
-  std::string s(n, '\0');
-  for (size_t i = 0; i < n; i++) s[i] = (char)((i * 131 + seed * 7 + (i >> 11)) & 0xff);
-  return s;
-}
+using rrpc_test::pattern;
+using rrpc_test::iobuf_string;
 
 // ---- handlers ------------------------------------------------------------------
 
@@ -56,7 +45,7 @@ void echo_handler(void *, rrpc_server_call *call) {
 
 // Blocks its loop thread for the number of ms in the request: a slow receiver.
 void slow_handler(void *, rrpc_server_call *call) {
-  int ms = atoi(to_string(rrpc_server_call_request(call)).c_str());
+  int ms = atoi(iobuf_string(rrpc_server_call_request(call)).c_str());
   std::this_thread::sleep_for(std::chrono::milliseconds(ms));  // the slowness under test
   rrpc_server_call_respond(call, nullptr);
 }
@@ -99,8 +88,8 @@ int call(rrpc_channel *ch, const char *method, const std::string &req, const std
   rrpc_iobuf_append(rq, req.data(), req.size());
   rrpc_iobuf_append(rrpc_controller_request_attachment(c), att.data(), att.size());
   int rc = rrpc_channel_call(ch, "test.Echo", method, c, rq, rs, nullptr, nullptr);
-  if (resp) *resp = to_string(rs);
-  if (ratt) *ratt = to_string(rrpc_controller_response_attachment(c));
+  if (resp) *resp = iobuf_string(rs);
+  if (ratt) *ratt = iobuf_string(rrpc_controller_response_attachment(c));
   if (used_rdma) *used_rdma = rrpc_controller_used_rdma(c);
   if (err) *err = rrpc_controller_error_text(c);
   rrpc_iobuf_free(rq);
@@ -155,50 +144,19 @@ long long tcp_bytes_on_port(int port) {
 
 // ---- child processes --------------------------------------------------------------
 
-struct Child {
-  pid_t pid = -1;
-  int port = 0;
-  int status = 0;
-};
+using rrpc_test::Child;
+using rrpc_test::wait_child;
 
-// Start this binary as RRPC_TEST_ROLE=role with extra env; it prints a line
-// (a port for servers, a result for clients) that we read back.
-Child spawn_self(const std::string &role, std::vector<std::string> extra, std::string *line) {
-  Child c;
-  int out[2];
-  if (pipe(out) != 0) return c;
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-  posix_spawn_file_actions_addclose(&fa, out[0]);
-  std::vector<std::string> envs;
-  for (char **e = environ; *e; e++) envs.emplace_back(*e);
-  envs.push_back("RRPC_TEST_ROLE=" + role);
-  for (auto &e : extra) envs.push_back(e);
-  std::vector<char *> envp;
-  for (auto &e : envs) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  char self[4096];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  self[n > 0 ? n : 0] = '\0';
-  char *argv[] = {self, nullptr};
-  posix_spawn(&c.pid, self, &fa, nullptr, argv, envp.data());
-  posix_spawn_file_actions_destroy(&fa);
-  close(out[1]);
-  char buf[512] = {0};
-  ssize_t r = read(out[0], buf, sizeof buf - 1);
-  close(out[0]);
-  if (r > 0) {
-    *line = std::string(buf, (size_t)r);
-    c.port = atoi(buf);
-  }
+// Start this binary as RRPC_TEST_ROLE=role with extra env; *line gets what
+// it printed first (a port for servers, a result for clients).
+Child spawn_role(const std::string &role, std::vector<std::string> extra, std::string *line) {
+  extra.push_back("RRPC_TEST_ROLE=" + role);
+  Child c = rrpc_test::spawn_self(extra);
+  *line = c.first_output;
   return c;
 }
 
-int wait_child(Child &c) {
-  waitpid(c.pid, &c.status, 0);
-  return WIFEXITED(c.status) ? WEXITSTATUS(c.status) : -1;
-}
+int port_of(const Child &c) { return atoi(c.first_output.c_str()); }
 
 // Process-wide RDMA settings come from the environment, before any rrpc use.
 __attribute__((constructor)) void configure_rdma() {
@@ -468,7 +426,7 @@ TEST(RdmaFallback, ClientWithoutDevice) {
   rrpc_server *s = start_server(1, &port);
   ASSERT_NE(nullptr, s);
   std::string line;
-  Child c = spawn_self("client", {"RRPC_TEST_RDMA_DEVICE=no_such_dev", "RRPC_TEST_PORT=" + std::to_string(port)}, &line);
+  Child c = spawn_role("client", {"RRPC_TEST_RDMA_DEVICE=no_such_dev", "RRPC_TEST_PORT=" + std::to_string(port)}, &line);
   EXPECT_EQ(0, wait_child(c));
   EXPECT_EQ(0, atoi(line.c_str())) << line;  // the call succeeded
   EXPECT_EQ(" 0", line.substr(line.find(' '), 2)) << line;  // over TCP
@@ -477,9 +435,9 @@ TEST(RdmaFallback, ClientWithoutDevice) {
 
 TEST(RdmaFallback, ServerWithoutDeviceDeclines) {
   std::string line;
-  Child srv = spawn_self("server", {"RRPC_TEST_RDMA_DEVICE=no_such_dev"}, &line);
-  ASSERT_GT(srv.port, 0) << line;
-  rrpc_channel *ch = open_channel(srv.port, 1);
+  Child srv = spawn_role("server", {"RRPC_TEST_RDMA_DEVICE=no_such_dev"}, &line);
+  ASSERT_GT(port_of(srv), 0) << line;
+  rrpc_channel *ch = open_channel(port_of(srv), 1);
   std::string resp;
   int used = 1;
   EXPECT_EQ(0, call(ch, "Echo", "declined", "", &resp, nullptr, &used));
@@ -492,9 +450,9 @@ TEST(RdmaFallback, ServerWithoutDeviceDeclines) {
 
 TEST(RdmaFallback, HandshakeDeadline) {
   std::string line;
-  Child srv = spawn_self("server", {"RRPC_RDMA_TEST_DROP_ACCEPT=1"}, &line);
-  ASSERT_GT(srv.port, 0) << line;
-  rrpc_channel *ch = open_channel(srv.port, 1);
+  Child srv = spawn_role("server", {"RRPC_RDMA_TEST_DROP_ACCEPT=1"}, &line);
+  ASSERT_GT(port_of(srv), 0) << line;
+  rrpc_channel *ch = open_channel(port_of(srv), 1);
   std::string resp;
   int used = 1;
   auto t0 = std::chrono::steady_clock::now();
@@ -514,7 +472,7 @@ TEST(RdmaFallback, FallbackDisabledIsAClearError) {
   rrpc_server *s = start_server(0, &port);
   ASSERT_NE(nullptr, s);
   std::string line;
-  Child c = spawn_self("client", {"RRPC_TEST_NO_FALLBACK=1", "RRPC_TEST_PORT=" + std::to_string(port)}, &line);
+  Child c = spawn_role("client", {"RRPC_TEST_NO_FALLBACK=1", "RRPC_TEST_PORT=" + std::to_string(port)}, &line);
   EXPECT_EQ(0, wait_child(c));
   EXPECT_NE(0, atoi(line.c_str())) << line;
   EXPECT_NE(std::string::npos, line.find("fallback")) << line;
@@ -525,16 +483,16 @@ TEST(RdmaZeroCopy, MessagesLargerThanTheFreeRingDoNotDeadlock) {
   // 1 MiB ring, slices from 16 KiB up go zero-copy: the head of every 1 MiB
   // request is pinned while the rest still has to arrive.
   std::string line;
-  Child c = spawn_self("pipeline", {"RRPC_TEST_RING=1048576", "RRPC_TEST_ZC_MIN=16384"}, &line);
+  Child c = spawn_role("pipeline", {"RRPC_TEST_RING=1048576", "RRPC_TEST_ZC_MIN=16384"}, &line);
   EXPECT_EQ(0, wait_child(c));
   EXPECT_EQ(0u, line.find("ok")) << line;
 }
 
 TEST(RdmaKill, PeerKilledMidStream) {
   std::string line;
-  Child srv = spawn_self("server", {}, &line);
-  ASSERT_GT(srv.port, 0) << line;
-  rrpc_channel *ch = open_channel(srv.port, 1);
+  Child srv = spawn_role("server", {}, &line);
+  ASSERT_GT(port_of(srv), 0) << line;
+  rrpc_channel *ch = open_channel(port_of(srv), 1);
   std::string resp;
   int used = 0;
   ASSERT_EQ(0, call(ch, "Echo", "hi", "", &resp, nullptr, &used));

@@ -15,6 +15,7 @@
 #include "rrpc/errors.h"
 #include "rrpc/internal/log.h"
 #include "transport/rdma/endpoint.h"
+#include "transport/clc_decline.h"
 #include "transport/rdma/rdma_transport.h"
 #include "transport/rdma/wire/cdc.h"
 
@@ -291,19 +292,9 @@ static void trace_fallback(const rrpc__rdma_ep *ep, uint32_t code) {
            code, rrpc__clc_decline_text(code));
 }
 
-static void send_decline(rrpc__rdma_ep *ep, uint32_t code) {
-  struct rrpc__clc_decline d;
-  memset(&d, 0, sizeof d);
-  d.diag = code;
-  uint8_t buf[RRPC_CLC_DECLINE_V1_LEN];
-  size_t len;
-  if (rrpc__clc_encode_decline(&d, buf, sizeof buf, &len) == 0)
-    (void)send(rrpc__socket_fd(ep->s), buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-}
-
 void rrpc__ep_fallback(rrpc__rdma_ep *ep, uint32_t code, int send) {
   rrpc__socket *s = ep->s;
-  if (send) send_decline(ep, code);
+  if (send) (void)rrpc__clc_send_decline(rrpc__socket_fd(s), code);
   rrpc__rdma_note_fallback(code);
   trace_fallback(ep, code);
   rrpc__hs_cancel_timer(ep);
@@ -335,11 +326,7 @@ static int rdma_start(rrpc__socket *s, int is_client) {
     rrpc__rdma_note_fallback(RRPC_CLC_DECL_NOSMCDEV);
     if (is_client) {
       /* Say so, as a Linux SMC client without a device does, then speak TCP. */
-      struct rrpc__clc_decline d = {.diag = RRPC_CLC_DECL_NOSMCDEV};
-      uint8_t buf[RRPC_CLC_DECLINE_V1_LEN];
-      size_t len;
-      if (rrpc__clc_encode_decline(&d, buf, sizeof buf, &len) == 0)
-        (void)send(rrpc__socket_fd(s), buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+      (void)rrpc__clc_send_decline(rrpc__socket_fd(s), RRPC_CLC_DECL_NOSMCDEV);
       rrpc__socket_switch_transport(s, rrpc__transport_tcp());
       return rrpc__transport_tcp()->start(s, is_client);
     }

@@ -10,21 +10,9 @@
 
 #include "rrpc/errors.h"
 #include "rrpc/internal/log.h"
+#include "transport/clc_decline.h"
 #include "transport/rdma/wire/clc.h"
 #include "transport/tcp/tcp_internal.h"
-
-static int send_decline(int fd) {
-  struct rrpc__clc_decline d = {0};
-  d.diag = RRPC_CLC_DECL_NOSMCDEV;
-  uint8_t buf[RRPC_CLC_DECLINE_V1_LEN];
-  size_t len;
-  int rc = rrpc__clc_encode_decline(&d, buf, sizeof buf, &len);
-  if (rc != 0) return rc;
-  ssize_t w = send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-  /* 28 bytes into a fresh connection's empty send buffer: a short write
-   * here means the connection is already broken. */
-  return w == (ssize_t)len ? 0 : (w < 0 ? -errno : -RRPC_ECLOSE);
-}
 
 int rrpc__tcp_sniff_clc(rrpc__socket *s) {
   int fd = rrpc__socket_fd(s);
@@ -42,6 +30,6 @@ int rrpc__tcp_sniff_clc(rrpc__socket *s) {
   if (recv(fd, buf, h.length, MSG_DONTWAIT) != (ssize_t)h.length) return -RRPC_ECLOSE;
   if (h.type == RRPC_CLC_DECLINE) return 1; /* the client gave up on RDMA itself */
   RRPC_LOG(INFO, "declining an SMC-R %s: this server does not offer RDMA", rrpc__clc_type_name(h.type));
-  rc = send_decline(fd);
+  rc = rrpc__clc_send_decline(fd, RRPC_CLC_DECL_NOSMCDEV);
   return rc < 0 ? rc : 1;
 }

@@ -1,0 +1,58 @@
+// test_util.cc - see test_util.h.
+#include "test/common/test_util.h"
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+namespace rrpc_test {
+
+std::string iobuf_string(const rrpc_iobuf *b) {
+  std::string s(rrpc_iobuf_length(b), '\0');
+  rrpc_iobuf_copy_out(b, 0, s.data(), s.size());
+  return s;
+}
+
+std::string pattern(size_t n, unsigned seed) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; i++) s[i] = (char)((i * 131 + seed * 7 + (i >> 11)) & 0xff);
+  return s;
+}
+
+Child spawn_self(const std::vector<std::string> &extra_env) {
+  Child c;
+  int out[2];
+  if (pipe(out) != 0) return c;
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  posix_spawn_file_actions_addclose(&fa, out[0]);
+  std::vector<std::string> envs;
+  for (char **e = environ; *e; e++) envs.emplace_back(*e);
+  envs.insert(envs.end(), extra_env.begin(), extra_env.end());
+  std::vector<char *> envp;
+  for (auto &e : envs) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  self[n > 0 ? n : 0] = '\0';
+  char *argv[] = {self, nullptr};
+  if (posix_spawn(&c.pid, self, &fa, nullptr, argv, envp.data()) != 0) c.pid = -1;
+  posix_spawn_file_actions_destroy(&fa);
+  close(out[1]);
+  char buf[512];
+  ssize_t r = c.pid > 0 ? read(out[0], buf, sizeof buf) : 0;
+  if (r > 0) c.first_output.assign(buf, (size_t)r);
+  close(out[0]);
+  return c;
+}
+
+int wait_child(const Child &c) {
+  int status = 0;
+  if (c.pid <= 0 || waitpid(c.pid, &status, 0) != c.pid) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+}  // namespace rrpc_test

@@ -1,0 +1,39 @@
+// test/common/test_util.h - helpers shared by rrpc's test suites: reading an
+// iobuf as a string, deterministic byte patterns, and re-running the test
+// binary itself as a child process (a server to kill, a client with other
+// process-wide settings).
+#ifndef RRPC_TEST_COMMON_TEST_UTIL_H
+#define RRPC_TEST_COMMON_TEST_UTIL_H
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "rrpc/iobuf.h"
+
+namespace rrpc_test {
+
+// The bytes of `b` (COPIES them).
+std::string iobuf_string(const rrpc_iobuf *b);
+
+// n bytes that differ with the position and the seed, so a misplaced or
+// swapped piece shows.
+std::string pattern(size_t n, unsigned seed);
+
+struct Child {
+  pid_t pid = -1;
+  std::string first_output;  // what the child printed first (a port, a result)
+};
+
+// Runs /proc/self/exe with the current environment plus `extra_env`
+// ("NAME=VALUE"); returns once the child printed something (or exited).
+Child spawn_self(const std::vector<std::string> &extra_env);
+
+// Waits for the child; its exit code, or -1 if it did not exit normally.
+int wait_child(const Child &c);
+
+}  // namespace rrpc_test
+
+#endif  // RRPC_TEST_COMMON_TEST_UTIL_H

@@ -1,0 +1,21 @@
+/* clc_decline.c - sends an SMC-R CLC Decline on a TCP fd (clc_decline.h). */
+#include "transport/clc_decline.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "rrpc/errors.h"
+#include "transport/rdma/wire/clc.h"
+
+int rrpc__clc_send_decline(int fd, uint32_t code) {
+  struct rrpc__clc_decline d;
+  memset(&d, 0, sizeof d);
+  d.diag = code;
+  uint8_t buf[RRPC_CLC_DECLINE_V1_LEN];
+  size_t len;
+  int rc = rrpc__clc_encode_decline(&d, buf, sizeof buf, &len);
+  if (rc != 0) return rc;
+  ssize_t w = send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+  return w == (ssize_t)len ? 0 : (w < 0 ? -errno : -RRPC_ECLOSE);
+}
