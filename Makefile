@@ -136,8 +136,9 @@ test: tests
 	echo "host test binaries: $(words $(TESTS)) run, $$fails failed"; \
 	[ $$fails -eq 0 ]
 
+# The RDMA suite and the live Wireshark check, in one VM boot (or on a real port).
 test-rdma: $(RDMA_TESTS) examples
-	tools/run-rdma-tests $(RDMA_TESTS)
+	tools/run-rdma-tests $(RDMA_TESTS) test/tshark/live-capture.sh
 
 # ---- fuzzing (clang + libFuzzer) -------------------------------------------
 FUZZ_CC ?= clang
