@@ -59,6 +59,13 @@ mount -t tmpfs -o mode=1777 tmpfs /tmp || fatal "cannot mount tmpfs on /tmp"
 mkdir -p /dev/pts /dev/shm
 mount -t devpts -o gid=5,mode=620 devpts /dev/pts || fatal "cannot mount /dev/pts"
 mount -t tmpfs -o mode=1777 tmpfs /dev/shm || fatal "cannot mount tmpfs on /dev/shm"
+# A working directory under /tmp or /run (hidden by the guest's tmpfs) comes in
+# as its own read-only share, mounted first: --out may lie inside it.
+if [ "${RXE_VM_CWD_SHARE:-0}" = 1 ]; then
+    mkdir -p "$RXE_VM_CWD" || fatal "cannot create $RXE_VM_CWD in the guest"
+    mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,ro cwd "$RXE_VM_CWD" ||
+        fatal "cannot mount the working directory share on $RXE_VM_CWD"
+fi
 # An --out under /tmp or /run lives below a guest tmpfs: make its mount point there.
 [ -d "$RXE_VM_OUT" ] || mkdir -p "$RXE_VM_OUT" 2> /dev/null ||
     fatal "out directory $RXE_VM_OUT is not visible in the guest"
