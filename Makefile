@@ -85,7 +85,9 @@ $(LIBRRPC_CXX): $(CXX_OBJS)
 	@mkdir -p $(@D)
 	rm -f $@ && $(AR) rcs $@ $^
 
-# Generated protobuf code; every object waits for all generated headers.
+# Generated protobuf code; every object waits for all generated headers, and
+# none of it is an intermediate file for make to delete.
+.SECONDARY: $(GEN_HDRS) $(GEN_HDRS:.pb.h=.pb.cc)
 $(BUILD)/gen/%.pb.cc $(BUILD)/gen/%.pb.h: %.proto
 	@mkdir -p $(@D)
 	protoc --cpp_out=$(BUILD)/gen $<

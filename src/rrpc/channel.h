@@ -54,8 +54,10 @@ typedef void (*rrpc_call_done)(void *arg, rrpc_controller *cntl);
  * - done == NULL: synchronous; blocks, returns 0 or the negative code that
  *   the controller also holds.
  * - done != NULL: asynchronous; returns 0 and done(arg, cntl) runs later
- *   exactly once, also on failure. cntl, response and request attachment
- *   must stay alive until then.
+ *   exactly once, also on failure (a refused connection, a timeout, ...).
+ *   cntl, response and request attachment must stay alive until then. Only
+ *   arguments the call cannot take at all are refused up front: then it
+ *   returns -EINVAL or -ENOMEM and done never runs.
  * A sync call from a loop thread would deadlock: it returns -EDEADLK. */
 int rrpc_channel_call(rrpc_channel *ch, const char *service_full_name, const char *method,
                       rrpc_controller *cntl, const rrpc_iobuf *request, rrpc_iobuf *response,

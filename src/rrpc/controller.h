@@ -36,9 +36,11 @@ int rrpc_controller_error_code(const rrpc_controller *c);
  * the controller changes. */
 const char *rrpc_controller_error_text(const rrpc_controller *c);
 
-/* rrpc_controller_set_failed - server side: make the call fail with `code`
- * (negative or positive; stored negative; 0 becomes -RRPC_EINTERNAL) and a
- * text (copied, truncated to 512 bytes). The client sees the same code. */
+/* rrpc_controller_set_failed - make the call fail with `code` (negative or
+ * positive; stored negative; 0 becomes -RRPC_EINTERNAL) and a text (copied,
+ * truncated to 512 bytes). In a handler, the client then sees the same code;
+ * a client may also use it to mark a call it judged failed itself (e.g. a
+ * response it could not parse). */
 void rrpc_controller_set_failed(rrpc_controller *c, int code, const char *text);
 
 /* Timeout of the next call in milliseconds: > 0 overrides the channel's,

@@ -24,15 +24,6 @@
 #include "transport/rdma/device.h"
 #include "transport/rdma/pool.h"
 
-// Until the endpoint (transport/rdma/endpoint*.c) links, the core's
-// transport registry needs this symbol (rdma_transport.h); the endpoint's
-// strong definition wins. The header has no extern "C", so it is declared
-// here with an opaque pointer type: only the C symbol name matters.
-extern "C" __attribute__((weak)) int rrpc__rdma_transport_get(const void **out) {
-  *out = nullptr;
-  return -RRPC_ENORDMA;
-}
-
 namespace {
 
 constexpr size_t kMiB = size_t{1} << 20;
