@@ -34,6 +34,7 @@ using Clock = std::chrono::steady_clock;
 
 double g_seconds = 3.0;
 size_t g_size = 64;
+std::string g_case = "all";  // or raw, sync, async: one case alone (for profiling)
 
 uint64_t now_ns() {
   return (uint64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
@@ -207,8 +208,9 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     if (strncmp(argv[i], "--seconds=", 10) == 0) g_seconds = atof(argv[i] + 10);
     else if (strncmp(argv[i], "--size=", 7) == 0) g_size = (size_t)atol(argv[i] + 7);
+    else if (strncmp(argv[i], "--case=", 7) == 0) g_case = argv[i] + 7;
     else {
-      fprintf(stderr, "usage: %s [--seconds=S] [--size=BYTES]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--seconds=S] [--size=BYTES] [--case=all|raw|sync|async]\n", argv[0]);
       return 2;
     }
   }
@@ -225,6 +227,13 @@ int main(int argc, char **argv) {
   co.timeout_ms = 10000;
   if (rrpc_channel_new(addr.c_str(), &co, &ch) != 0) return 1;
 
+  if (g_case != "all") {
+    Result r = g_case == "raw" ? bench_raw() : g_case == "sync" ? bench_sync(ch) : bench_async(ch, 64);
+    printf("%s: %.0f calls/s over %.1f s, %.0f calls\n", r.name, r.qps, g_seconds, r.qps * g_seconds);
+    rrpc_channel_free(ch);
+    rrpc_server_free(srv);
+    return 0;
+  }
   Result raw = bench_raw();
   Result sync = bench_sync(ch);
   Result async = bench_async(ch, 64);

@@ -31,7 +31,7 @@ void rrpc__baidu_msg_init(rrpc__baidu_msg *m) {
 }
 
 void rrpc__baidu_msg_destroy(rrpc__baidu_msg *m) {
-  free(m->meta_bytes);
+  if (m->meta_bytes != m->meta_inline) free(m->meta_bytes);
   rrpc__iobuf_destroy(&m->payload);
   rrpc__iobuf_destroy(&m->attachment);
   rrpc__baidu_msg_init(m);
@@ -77,7 +77,7 @@ int rrpc__baidu_cut(rrpc_iobuf *in, size_t max_body, rrpc__baidu_msg *out) {
 
   /* meta_size <= body_size <= max_body: the allocation is bounded. */
   if (meta_size > 0) {
-    out->meta_bytes = malloc(meta_size);
+    out->meta_bytes = meta_size <= sizeof out->meta_inline ? out->meta_inline : malloc(meta_size);
     if (out->meta_bytes == NULL)
       return -ENOMEM;
     rrpc_iobuf_copy_out(in, RRPC_BAIDU_HEADER_SIZE, out->meta_bytes, meta_size);

@@ -61,11 +61,16 @@ const rrpc_block_allocator *rrpc_block_allocator_get(void) {
  * pthread key destructor at thread exit; after that (other destructors may
  * still drop blocks) headers go straight back to free(). */
 
-enum { HDR_CACHE_MAX = 64 };
+enum { HDR_CACHE_MAX = 64, BLK_CACHE_MAX = 32 };
 
+/* The same list also keeps whole default-size malloc blocks (header and
+ * 8 KiB of data in one allocation): every RPC frame starts with one, and
+ * malloc serves that size from its slower bins, not its per-thread cache. */
 typedef struct hdr_cache {
   rrpc_block *head; /* linked through deleter_arg */
   unsigned n;
+  rrpc_block *blk_head; /* default-size malloc blocks, same linking */
+  unsigned blk_n;
   int registered; /* the key destructor will run for this thread */
   int dead;       /* the destructor ran: cache nothing more */
 } hdr_cache;
@@ -75,14 +80,20 @@ static pthread_key_t hdr_cache_key;
 static pthread_once_t hdr_cache_once = PTHREAD_ONCE_INIT;
 static int hdr_cache_key_ok;
 
-static void hdr_cache_drain(void *p) {
-  hdr_cache *c = p;
-  while (c->head) {
-    rrpc_block *b = c->head;
-    c->head = b->deleter_arg;
+static void free_list(rrpc_block **head) {
+  while (*head) {
+    rrpc_block *b = *head;
+    *head = b->deleter_arg;
     free(b);
   }
+}
+
+static void hdr_cache_drain(void *p) {
+  hdr_cache *c = p;
+  free_list(&c->head);
+  free_list(&c->blk_head);
   c->n = 0;
+  c->blk_n = 0;
   c->dead = 1;
 }
 
@@ -101,20 +112,45 @@ static rrpc_block *hdr_get(void) {
   return malloc(sizeof(rrpc_block));
 }
 
+/* Whether this thread may cache (registers the drain at first use). */
+static int cache_usable(hdr_cache *c) {
+  if (c->dead) return 0;
+  if (!c->registered) {
+    /* Without a working key the cache would leak at thread exit. */
+    pthread_once(&hdr_cache_once, hdr_cache_key_init);
+    if (hdr_cache_key_ok && pthread_setspecific(hdr_cache_key, c) == 0) c->registered = 1;
+  }
+  return c->registered;
+}
+
 static void hdr_put(rrpc_block *b) {
   hdr_cache *c = &tl_hdr_cache;
-  if (!c->dead && c->n < HDR_CACHE_MAX) {
-    if (!c->registered) {
-      /* Without a working key the cache would leak at thread exit. */
-      pthread_once(&hdr_cache_once, hdr_cache_key_init);
-      if (hdr_cache_key_ok && pthread_setspecific(hdr_cache_key, c) == 0) c->registered = 1;
-    }
-    if (c->registered) {
-      b->deleter_arg = c->head;
-      c->head = b;
-      c->n++;
-      return;
-    }
+  if (c->n < HDR_CACHE_MAX && cache_usable(c)) {
+    b->deleter_arg = c->head;
+    c->head = b;
+    c->n++;
+    return;
+  }
+  free(b);
+}
+
+static rrpc_block *blk_get(void) {
+  hdr_cache *c = &tl_hdr_cache;
+  rrpc_block *b = c->blk_head;
+  if (b) {
+    c->blk_head = b->deleter_arg;
+    c->blk_n--;
+  }
+  return b;
+}
+
+static void blk_put(rrpc_block *b) {
+  hdr_cache *c = &tl_hdr_cache;
+  if (c->blk_n < BLK_CACHE_MAX && cache_usable(c)) {
+    b->deleter_arg = c->blk_head;
+    c->blk_head = b;
+    c->blk_n++;
+    return;
   }
   free(b);
 }
@@ -139,6 +175,12 @@ int rrpc__block_alloc(size_t size, rrpc_block **out) {
   const rrpc_block_allocator *a = rrpc_block_allocator_get();
 
   if (a == &malloc_allocator) {
+    rrpc_block *cached = size == RRPC_IOBUF_DEFAULT_BLOCK_SIZE ? blk_get() : NULL;
+    if (cached) {
+      block_init(cached, (char *)cached + HDR_SPAN, (uint32_t)size, NULL, a);
+      *out = cached;
+      return 0;
+    }
     char *mem = malloc(HDR_SPAN + size);
     if (!mem) return -ENOMEM;
     rrpc_block *b = (rrpc_block *)mem;
@@ -194,7 +236,9 @@ void rrpc__block_ref(rrpc_block *b) {
 static void block_free(rrpc_block *b) {
   const rrpc_block_allocator *a = b->alloc;
   if (a == &malloc_allocator) {
-    free(b); /* header and data are one allocation */
+    /* header and data are one allocation */
+    if (b->cap == RRPC_IOBUF_DEFAULT_BLOCK_SIZE) blk_put(b);
+    else free(b);
     return;
   }
   if (a) {

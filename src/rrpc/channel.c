@@ -381,7 +381,7 @@ static int issue(rrpc_channel *ch, struct call *c, int32_t timeout_ms, rrpc_iobu
       return fail_unsent(ch, c, rc, text);
     }
     c->conn = cn;
-    snprintf(c->cntl->remote, sizeof c->cntl->remote, "%s", cn->peer);
+    memcpy(c->cntl->remote, cn->peer, sizeof c->cntl->remote); /* same size, NUL-terminated */
     rc = enroll(cn, c, timeout_ms);
     if (rc == 0) {
       /* From here the call belongs to the connection's loop: it may even

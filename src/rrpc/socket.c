@@ -57,6 +57,7 @@ struct rrpc__socket {
   rrpc_iobuf wpend;  /* only the token holder touches it */
   struct sockaddr_storage peer;
   struct sockaddr_storage local;
+  char peer_str[64]; /* "ip:port", formatted once: calls copy it per request */
 };
 
 static void socket_free(rrpc__socket *s) {
@@ -114,7 +115,13 @@ static void addr_str(const struct sockaddr_storage *ss, char *buf, size_t len) {
   snprintf(buf, len, "%s:%d", ip, port);
 }
 
-void rrpc__socket_peer_str(const rrpc__socket *s, char *buf, size_t len) { addr_str(&s->peer, buf, len); }
+void rrpc__socket_peer_str(const rrpc__socket *s, char *buf, size_t len) {
+  if (len == 0) return;
+  size_t n = strnlen(s->peer_str, sizeof s->peer_str);
+  if (n >= len) n = len - 1;
+  memcpy(buf, s->peer_str, n);
+  buf[n] = '\0';
+}
 
 int rrpc__socket_describe(const rrpc__socket *s, char *buf, size_t len) {
   if (s->ops->describe != NULL) return s->ops->describe(s, buf, len);
@@ -303,6 +310,7 @@ int rrpc__socket_create(rrpc__loop *loop, int fd, int is_client, const rrpc_tran
   getpeername(fd, (struct sockaddr *)&s->peer, &len);
   len = sizeof s->local;
   getsockname(fd, (struct sockaddr *)&s->local, &len);
+  addr_str(&s->peer, s->peer_str, sizeof s->peer_str);
   tune_fd(fd);
   int rc = rrpc__loop_post(loop, start_task, s);
   if (rc != 0) {

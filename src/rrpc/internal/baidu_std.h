@@ -82,7 +82,7 @@ size_t rrpc__rpc_meta_encode(const rrpc__rpc_meta *m, uint8_t *out);
  * it), and the payload/attachment iobufs SHARE blocks with the input. */
 typedef struct rrpc__baidu_msg {
   rrpc__rpc_meta meta;
-  uint8_t *meta_bytes;
+  uint8_t *meta_bytes; /* meta_inline, or a heap copy for a large meta */
   rrpc_iobuf payload;
   rrpc_iobuf attachment;
   /* Set when attachment_size exceeds the bytes after the meta, or is
@@ -90,6 +90,8 @@ typedef struct rrpc__baidu_msg {
    * RPC must fail (server: answer EREQUEST; client: fail the call with
    * ERESPONSE). The whole rest of the body is then in payload. */
   int bad_attachment;
+  /* Most metas (names, ids, sizes) are well under this: no malloc per frame. */
+  uint8_t meta_inline[192];
 } rrpc__baidu_msg;
 
 /* init makes an empty message; destroy frees meta_bytes, drops the iobuf
