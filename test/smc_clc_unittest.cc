@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "test/common/test_util.h"
+
 extern "C" {
 #include "rrpc/errors.h"
 #include "transport/rdma/wire/clc.h"
@@ -23,27 +25,8 @@ namespace {
 
 using Bytes = std::vector<uint8_t>;
 
-std::string DataDir() {
-  const char* e = std::getenv("RRPC_TEST_DATA_DIR");
-  return std::string(e != nullptr && *e != '\0' ? e : "test/data") + "/smc-r/";
-}
-
-// A .hex vector: '#' lines are comments, the rest hex pairs.
-Bytes LoadHex(const std::string& rel) {
-  std::ifstream f(DataDir() + rel);
-  EXPECT_TRUE(f.good()) << "cannot open " << DataDir() + rel
-                        << " (run from the repository root or set "
-                           "RRPC_TEST_DATA_DIR)";
-  Bytes out;
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream in(line);
-    std::string tok;
-    while (in >> tok) out.push_back(static_cast<uint8_t>(std::stoul(tok, nullptr, 16)));
-  }
-  return out;
-}
+std::string DataDir() { return rrpc_test::smc_data_dir(); }
+Bytes LoadHex(const std::string& rel) { return rrpc_test::load_smc_hex(rel); }
 
 // index.tsv rows: case, file, direction, bytes, message, key_fields.
 struct IndexRow {

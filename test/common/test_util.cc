@@ -1,9 +1,14 @@
 // test_util.cc - see test_util.h.
 #include "test/common/test_util.h"
 
+#include <gtest/gtest.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 extern char **environ;
 
@@ -53,6 +58,26 @@ int wait_child(const Child &c) {
   int status = 0;
   if (c.pid <= 0 || waitpid(c.pid, &status, 0) != c.pid) return -1;
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string smc_data_dir() {
+  const char *e = std::getenv("RRPC_TEST_DATA_DIR");
+  return std::string(e != nullptr && *e != '\0' ? e : "test/data") + "/smc-r/";
+}
+
+std::vector<uint8_t> load_smc_hex(const std::string &rel) {
+  std::ifstream f(smc_data_dir() + rel);
+  EXPECT_TRUE(f.good()) << "cannot open " << smc_data_dir() + rel
+                        << " (run from the repository root or set RRPC_TEST_DATA_DIR)";
+  std::vector<uint8_t> out;
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream in(line);
+    std::string tok;
+    while (in >> tok) out.push_back(static_cast<uint8_t>(std::stoul(tok, nullptr, 16)));
+  }
+  return out;
 }
 
 }  // namespace rrpc_test

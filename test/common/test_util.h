@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,14 @@ Child spawn_self(const std::vector<std::string> &extra_env);
 
 // Waits for the child; its exit code, or -1 if it did not exit normally.
 int wait_child(const Child &c);
+
+// Where the SMC-R test vectors are: $RRPC_TEST_DATA_DIR/smc-r/, or
+// test/data/smc-r/ relative to the repository root (the tests' cwd).
+std::string smc_data_dir();
+
+// The bytes of a .hex vector under smc_data_dir(): '#' lines are comments,
+// the rest hex pairs. A file that cannot be opened fails the current test.
+std::vector<uint8_t> load_smc_hex(const std::string &rel);
 
 }  // namespace rrpc_test
 

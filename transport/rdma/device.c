@@ -339,6 +339,38 @@ static void broadcast(dev_impl *d, enum ibv_event_type ev) {
   pthread_mutex_unlock(&d->cb_mu);
 }
 
+/* Which element an async event names (ibv_async_event.element). */
+static int event_names_qp(enum ibv_event_type ev) {
+  switch (ev) {
+  case IBV_EVENT_QP_FATAL:
+  case IBV_EVENT_QP_REQ_ERR:
+  case IBV_EVENT_QP_ACCESS_ERR:
+  case IBV_EVENT_COMM_EST:
+  case IBV_EVENT_SQ_DRAINED:
+  case IBV_EVENT_PATH_MIG:
+  case IBV_EVENT_PATH_MIG_ERR:
+  case IBV_EVENT_QP_LAST_WQE_REACHED:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+static int event_names_port(enum ibv_event_type ev) {
+  switch (ev) {
+  case IBV_EVENT_PORT_ACTIVE:
+  case IBV_EVENT_PORT_ERR:
+  case IBV_EVENT_LID_CHANGE:
+  case IBV_EVENT_PKEY_CHANGE:
+  case IBV_EVENT_SM_CHANGE:
+  case IBV_EVENT_CLIENT_REREGISTER:
+  case IBV_EVENT_GID_CHANGE:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
 /* Loop thread: drain the async fd (non-blocking). Each event is acked right
  * after its facts are copied out, before any callback runs: ibv_destroy_qp
  * waits for the acks of its QP's events, so a callback that destroys its QP
@@ -354,81 +386,39 @@ static void on_async(rrpc__watcher *w, uint32_t events) {
       return;
     }
     enum ibv_event_type ev = ae.event_type;
-    uint32_t qp_num = 0;
-    int port = 0;
-    switch (ev) {
-      case IBV_EVENT_QP_FATAL:
-      case IBV_EVENT_QP_REQ_ERR:
-      case IBV_EVENT_QP_ACCESS_ERR:
-      case IBV_EVENT_COMM_EST:
-      case IBV_EVENT_SQ_DRAINED:
-      case IBV_EVENT_PATH_MIG:
-      case IBV_EVENT_PATH_MIG_ERR:
-      case IBV_EVENT_QP_LAST_WQE_REACHED:
-        qp_num = ae.element.qp->qp_num;
-        break;
-      case IBV_EVENT_PORT_ACTIVE:
-      case IBV_EVENT_PORT_ERR:
-      case IBV_EVENT_LID_CHANGE:
-      case IBV_EVENT_PKEY_CHANGE:
-      case IBV_EVENT_SM_CHANGE:
-      case IBV_EVENT_CLIENT_REREGISTER:
-      case IBV_EVENT_GID_CHANGE:
-        port = ae.element.port_num;
-        break;
-      default:
-        break;
-    }
+    uint32_t qp_num = event_names_qp(ev) ? ae.element.qp->qp_num : 0;
+    int port = event_names_port(ev) ? ae.element.port_num : 0;
     ibv_ack_async_event(&ae);
 
-    switch (ev) {
-      case IBV_EVENT_QP_FATAL:
-      case IBV_EVENT_QP_REQ_ERR:
-      case IBV_EVENT_QP_ACCESS_ERR:
-      case IBV_EVENT_COMM_EST:
-      case IBV_EVENT_SQ_DRAINED:
-      case IBV_EVENT_PATH_MIG:
-      case IBV_EVENT_PATH_MIG_ERR:
-      case IBV_EVENT_QP_LAST_WQE_REACHED:
-        if (ev == IBV_EVENT_QP_FATAL || ev == IBV_EVENT_QP_REQ_ERR ||
-            ev == IBV_EVENT_QP_ACCESS_ERR || ev == IBV_EVENT_PATH_MIG_ERR)
-          RRPC_LOG(WARNING, "rdma %s: %s on QP %u", d->pub.name, ibv_event_type_str(ev), qp_num);
-        else
-          RRPC_LOG(DEBUG, "rdma %s: %s on QP %u", d->pub.name, ibv_event_type_str(ev), qp_num);
-        dispatch_qp(d, qp_num, ev);
-        break;
-      case IBV_EVENT_PORT_ACTIVE:
-      case IBV_EVENT_PORT_ERR:
-      case IBV_EVENT_LID_CHANGE:
-      case IBV_EVENT_PKEY_CHANGE:
-      case IBV_EVENT_SM_CHANGE:
-      case IBV_EVENT_CLIENT_REREGISTER:
-      case IBV_EVENT_GID_CHANGE:
-        if (port != d->pub.port) break; /* another port of this device: not ours */
-        if (ev == IBV_EVENT_PORT_ERR)
-          RRPC_LOG(WARNING, "rdma %s: %s on port %d", d->pub.name, ibv_event_type_str(ev), port);
-        else
-          RRPC_LOG(INFO, "rdma %s: %s on port %d", d->pub.name, ibv_event_type_str(ev), port);
-        if (ev == IBV_EVENT_PORT_ERR || ev == IBV_EVENT_PORT_ACTIVE) {
-          atomic_store_explicit(&d->port_active, ev == IBV_EVENT_PORT_ACTIVE, memory_order_relaxed);
-          atomic_store_explicit(&d->port_checked_us, rrpc__now_us(), memory_order_relaxed);
-        }
-        if (ev == IBV_EVENT_GID_CHANGE || ev == IBV_EVENT_PORT_ACTIVE)
-          atomic_store_explicit(&d->gids_stale, 1, memory_order_relaxed);
-        broadcast(d, ev);
-        break;
-      case IBV_EVENT_DEVICE_FATAL:
-        RRPC_LOG(ERROR, "rdma %s: device fatal error; RDMA is off for new connections",
-                 d->pub.name);
-        atomic_store_explicit(&d->dead, 1, memory_order_relaxed);
-        atomic_store_explicit(&d->port_active, 0, memory_order_relaxed);
-        broadcast(d, ev);
-        break;
-      default:
-        /* CQ_ERR (an overrun: the owner's sizing bug) and SRQ events name
-         * no QP; the owner sees the damage in its completions. */
-        RRPC_LOG(ERROR, "rdma %s: async event %s", d->pub.name, ibv_event_type_str(ev));
-        break;
+    if (event_names_qp(ev)) {
+      if (ev == IBV_EVENT_QP_FATAL || ev == IBV_EVENT_QP_REQ_ERR || ev == IBV_EVENT_QP_ACCESS_ERR ||
+          ev == IBV_EVENT_PATH_MIG_ERR)
+        RRPC_LOG(WARNING, "rdma %s: %s on QP %u", d->pub.name, ibv_event_type_str(ev), qp_num);
+      else
+        RRPC_LOG(DEBUG, "rdma %s: %s on QP %u", d->pub.name, ibv_event_type_str(ev), qp_num);
+      dispatch_qp(d, qp_num, ev);
+    } else if (event_names_port(ev)) {
+      if (port != d->pub.port) continue; /* another port of this device: not ours */
+      if (ev == IBV_EVENT_PORT_ERR)
+        RRPC_LOG(WARNING, "rdma %s: %s on port %d", d->pub.name, ibv_event_type_str(ev), port);
+      else
+        RRPC_LOG(INFO, "rdma %s: %s on port %d", d->pub.name, ibv_event_type_str(ev), port);
+      if (ev == IBV_EVENT_PORT_ERR || ev == IBV_EVENT_PORT_ACTIVE) {
+        atomic_store_explicit(&d->port_active, ev == IBV_EVENT_PORT_ACTIVE, memory_order_relaxed);
+        atomic_store_explicit(&d->port_checked_us, rrpc__now_us(), memory_order_relaxed);
+      }
+      if (ev == IBV_EVENT_GID_CHANGE || ev == IBV_EVENT_PORT_ACTIVE)
+        atomic_store_explicit(&d->gids_stale, 1, memory_order_relaxed);
+      broadcast(d, ev);
+    } else if (ev == IBV_EVENT_DEVICE_FATAL) {
+      RRPC_LOG(ERROR, "rdma %s: device fatal error; RDMA is off for new connections", d->pub.name);
+      atomic_store_explicit(&d->dead, 1, memory_order_relaxed);
+      atomic_store_explicit(&d->port_active, 0, memory_order_relaxed);
+      broadcast(d, ev);
+    } else {
+      /* CQ_ERR (an overrun: the owner's sizing bug) and SRQ events name
+       * no QP; the owner sees the damage in its completions. */
+      RRPC_LOG(ERROR, "rdma %s: async event %s", d->pub.name, ibv_event_type_str(ev));
     }
   }
 }
