@@ -40,10 +40,13 @@ static uint32_t sq_free(const rrpc__rdma_ep *ep) {
   return ep->sq_size - (uint32_t)(ep->wr_seq - ep->wr_done);
 }
 
-static int want_signal(rrpc__rdma_ep *ep, uint32_t bytes) {
+/* Whether the WR about to be posted asks for a completion: when `force`d,
+ * or often enough that sent blocks and send-queue slots come back. */
+static int want_signal(rrpc__rdma_ep *ep, uint32_t bytes, int force) {
   ep->unsignaled++;
   ep->unsignaled_bytes += bytes;
-  if (ep->unsignaled >= ep->sq_size / 4 || ep->unsignaled_bytes >= SIGNAL_BYTES || sq_free(ep) <= 2) {
+  if (force || ep->unsignaled >= ep->sq_size / 4 || ep->unsignaled_bytes >= SIGNAL_BYTES ||
+      sq_free(ep) <= 2) {
     ep->unsignaled = 0;
     ep->unsignaled_bytes = 0;
     return 1;
@@ -80,6 +83,10 @@ void rrpc__dp_drop_inflight(rrpc__rdma_ep *ep) {
 int rrpc__dp_send_cdc_locked(rrpc__rdma_ep *ep, uint8_t conn_flags, int solicited) {
   if (ep->qp_dead || ep->qp == NULL) return -RRPC_ERDMA;
   if (sq_free(ep) < 1) return -EAGAIN;
+  /* Without inline sends the device reads the one CDC slot after the post:
+   * the next CDC waits until the last one from that slot has completed. */
+  int inl = ep->dev->max_inline >= RRPC_CDC_LEN;
+  if (!inl && ep->cdc_slot_wr > ep->wr_done) return -EAGAIN;
   struct rrpc__tx_plan plan;
   int rc = rrpc__tx_window_plan_ack(&ep->tx, rrpc__rx_window_owes_credits(&ep->rx), &plan);
   if (rc != 0) return rc;
@@ -101,22 +108,17 @@ int rrpc__dp_send_cdc_locked(rrpc__rdma_ep *ep, uint8_t conn_flags, int solicite
   wr.num_sge = 1;
   wr.opcode = IBV_WR_SEND_WITH_IMM;
   wr.imm_data = htonl(imm);
-  /* Inline copies the bytes at post time, so the shared CDC slot may be
-   * reused at once; without inline, every CDC is signaled and the slot is
-   * only rewritten after... the next post, which RC orders after this one. */
-  int inl = ep->dev->max_inline >= RRPC_CDC_LEN;
+  /* Inline copies the bytes at post time, so the slot is free at once;
+   * otherwise the CDC is signaled, so its completion frees the slot. */
   wr.send_flags = (inl ? IBV_SEND_INLINE : 0) | (solicited ? IBV_SEND_SOLICITED : 0) |
-                  (want_signal(ep, 0) || !inl ? IBV_SEND_SIGNALED : 0);
-  if (wr.send_flags & IBV_SEND_SIGNALED) {
-    ep->unsignaled = 0;
-    ep->unsignaled_bytes = 0;
-  }
+                  (want_signal(ep, 0, !inl) ? IBV_SEND_SIGNALED : 0);
   rc = ibv_post_send(ep->qp, &wr, &bad);
   if (rc != 0) {
     ep->wr_seq--;
     ep->qp_dead = 1;
     return -RRPC_ERDMA;
   }
+  if (!inl) ep->cdc_slot_wr = ep->wr_seq;
   rrpc__tx_window_commit(&ep->tx, &plan);
   ep->peer_asked = 0;
   rrpc__rdma_count(RRPC_RDMA_CNT_CDC_SENT, 1);
@@ -220,11 +222,7 @@ static int post_write(rrpc__rdma_ep *ep, rrpc_iobuf *seg, uint32_t off, uint32_t
   /* A slice of our own receive ring (an echoed attachment) holds the ring's
    * consumer cursor until it is dropped, and with it the peer's window:
    * its completion must come back now, not a batch later. */
-  int sig = want_signal(ep, len) || (!inl && pins_ring);
-  if (sig) {
-    ep->unsignaled = 0;
-    ep->unsignaled_bytes = 0;
-  }
+  int sig = want_signal(ep, len, !inl && pins_ring);
   wr.send_flags = (inl ? IBV_SEND_INLINE : 0) | (solicited ? IBV_SEND_SOLICITED : 0) |
                   (sig ? IBV_SEND_SIGNALED : 0);
   int rc = ibv_post_send(ep->qp, &wr, &bad);
@@ -369,6 +367,10 @@ static int deliver_bytes(rrpc__rdma_ep *ep, uint64_t start, uint32_t n, int zero
  * Only the read buffer's own references change (loop thread): its bytes
  * are copied and its reference dropped; whoever else holds the block keeps
  * it. Cheap when the read buffer holds no slices (the usual case). */
+static int must_unpin(const rrpc_iobuf_ref *r, int pressed) {
+  return r->block->deleter == on_slice_released && (pressed || atomic_load(&r->block->refs) > 1);
+}
+
 static int unpin_rbuf(rrpc__rdma_ep *ep) {
   rrpc_iobuf *rbuf = rrpc__socket_rbuf(ep->s);
   pthread_mutex_lock(&ep->mu);
@@ -378,7 +380,7 @@ static int unpin_rbuf(rrpc__rdma_ep *ep) {
   for (size_t i = 0;; i++) {
     const rrpc_iobuf_ref *r = rrpc__iobuf_ref_at(rbuf, i);
     if (r == NULL) break;
-    if (r->block->deleter == on_slice_released && (pressed || atomic_load(&r->block->refs) > 1)) any = 1;
+    if (must_unpin(r, pressed)) any = 1;
   }
   if (!any) return 0;
   rrpc_iobuf copy;
@@ -387,9 +389,8 @@ static int unpin_rbuf(rrpc__rdma_ep *ep) {
   for (size_t i = 0; rc == 0; i++) {
     const rrpc_iobuf_ref *r = rrpc__iobuf_ref_at(rbuf, i);
     if (r == NULL) break;
-    int out = r->block->deleter == on_slice_released && (pressed || atomic_load(&r->block->refs) > 1);
-    rc = out ? rrpc_iobuf_append(&copy, r->block->data + r->off, r->len)
-             : rrpc__iobuf_append_block(&copy, r->block, r->off, r->len);
+    rc = must_unpin(r, pressed) ? rrpc_iobuf_append(&copy, r->block->data + r->off, r->len)
+                                : rrpc__iobuf_append_block(&copy, r->block, r->off, r->len);
   }
   if (rc == 0) {
     rrpc_iobuf_clear(rbuf); /* drops the read buffer's references: space may come back */

@@ -105,6 +105,7 @@ typedef struct rrpc__rdma_ep {
   struct rrpc__ep_inflight *inflight; /* FIFO ring of sq_size entries */
   uint32_t if_head, if_count;
   uint16_t cdc_seq;      /* last CDC sequence number sent */
+  uint64_t cdc_slot_wr;  /* WR of the last CDC sent from the slot (not inline) */
   int closed_sent;
 } rrpc__rdma_ep;
 

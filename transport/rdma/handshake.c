@@ -27,6 +27,7 @@
 
 #include "rrpc/errors.h"
 #include "rrpc/internal/log.h"
+#include "transport/clc_decline.h"
 #include "transport/rdma/endpoint.h"
 #include "transport/rdma/wire/cdc.h"
 
@@ -71,11 +72,8 @@ static void on_timeout(void *arg) {
 /* ---- CLC I/O over the TCP fd -------------------------------------------------------- */
 
 static int send_all(rrpc__rdma_ep *ep, const uint8_t *buf, size_t len) {
-  /* CLC messages are < 1 KiB and the connection is otherwise idle while
-   * they go, so they fit the socket buffer in one send. */
-  ssize_t w = send(rrpc__socket_fd(ep->s), buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-  if (w == (ssize_t)len) return 0;
-  return w < 0 ? -errno : -RRPC_EHANDSHAKE;
+  int rc = rrpc__clc_send_all(rrpc__socket_fd(ep->s), buf, len);
+  return rc == -RRPC_ECLOSE ? -RRPC_EHANDSHAKE : rc; /* a short write: say where */
 }
 
 /* Read one whole CLC message into ep->hs, exactly. 1 = complete (decoded
