@@ -208,33 +208,58 @@ void async_done(void *arg, rrpc_controller *c) {
   a->st->cv.notify_all();
 }
 
+// n asynchronous calls with their own controllers and buffers. The
+// destructor waits for every issued call's callback before freeing, so an
+// assertion that ends a test early cannot free memory a callback still uses.
+struct AsyncBatch {
+  AsyncState st;
+  std::vector<AsyncCall> calls;
+  int issued = 0;
+
+  explicit AsyncBatch(int n) : calls((size_t)n) {
+    st.times_called.assign((size_t)n, 0);
+    for (int i = 0; i < n; i++) {
+      AsyncCall &a = calls[(size_t)i];
+      a.st = &st;
+      a.idx = i;
+      rrpc_controller_new(&a.cntl);
+      rrpc_iobuf_new(&a.req);
+      rrpc_iobuf_new(&a.resp);
+    }
+  }
+  ~AsyncBatch() {
+    wait_for(issued);
+    for (auto &a : calls) {
+      rrpc_controller_free(a.cntl);
+      rrpc_iobuf_free(a.req);
+      rrpc_iobuf_free(a.resp);
+    }
+  }
+  int issue(rrpc_channel *ch, const char *method, int i) {
+    AsyncCall &a = calls[(size_t)i];
+    int rc = rrpc_channel_call(ch, "test.EchoService", method, a.cntl, a.req, a.resp, async_done, &a);
+    if (rc == 0) issued++;
+    return rc;
+  }
+  void wait_for(int n) {
+    std::unique_lock<std::mutex> g(st.mu);
+    st.cv.wait(g, [&] { return st.done >= n; });
+  }
+  void wait_all() { wait_for((int)calls.size()); }
+};
+
 TEST_F(RpcTest, AsyncManyInFlight) {
   const int n = 512;
-  AsyncState st;
-  st.times_called.assign(n, 0);
-  std::vector<AsyncCall> calls(n);
+  AsyncBatch b(n);
   for (int i = 0; i < n; i++) {
-    AsyncCall &a = calls[i];
-    a.st = &st;
-    a.idx = i;
-    rrpc_controller_new(&a.cntl);
-    rrpc_iobuf_new(&a.req);
-    rrpc_iobuf_new(&a.resp);
+    AsyncCall &a = b.calls[(size_t)i];
     a.expect = "req-" + std::to_string(i);
     rrpc_iobuf_append(a.req, a.expect.data(), a.expect.size());
-    ASSERT_EQ(0, rrpc_channel_call(channel_, "test.EchoService", "Echo", a.cntl, a.req, a.resp, async_done, &a));
+    ASSERT_EQ(0, b.issue(channel_, "Echo", i));
   }
-  {
-    std::unique_lock<std::mutex> g(st.mu);
-    st.cv.wait(g, [&] { return st.done == n; });
-  }
-  EXPECT_EQ(0, st.failed);
-  for (int i = 0; i < n; i++) EXPECT_EQ(1, st.times_called[i]) << i;
-  for (auto &a : calls) {
-    rrpc_controller_free(a.cntl);
-    rrpc_iobuf_free(a.req);
-    rrpc_iobuf_free(a.resp);
-  }
+  b.wait_all();
+  EXPECT_EQ(0, b.st.failed);
+  for (int i = 0; i < n; i++) EXPECT_EQ(1, b.st.times_called[(size_t)i]) << i;
 }
 
 TEST_F(RpcTest, UnknownServiceAndMethod) {
@@ -274,37 +299,19 @@ TEST_F(RpcTest, TimeoutThenLateResponseIsDropped) {
 
 TEST_F(RpcTest, ServerStopFailsPendingCallsOnce) {
   const int n = 8;
-  AsyncState st;
-  st.times_called.assign(n, 0);
-  std::vector<AsyncCall> calls(n);
-  for (int i = 0; i < n; i++) {
-    AsyncCall &a = calls[i];
-    a.st = &st;
-    a.idx = i;
-    rrpc_controller_new(&a.cntl);
-    rrpc_iobuf_new(&a.req);
-    rrpc_iobuf_new(&a.resp);
-    ASSERT_EQ(0, rrpc_channel_call(channel_, "test.EchoService", "Hold", a.cntl, a.req, a.resp, async_done, &a));
-  }
+  AsyncBatch b(n);
+  for (int i = 0; i < n; i++) ASSERT_EQ(0, b.issue(channel_, "Hold", i));
   {
     std::unique_lock<std::mutex> g(held_.mu);
     held_.cv.wait(g, [&] { return (int)held_.calls.size() == n; });
   }
   rrpc_server_stop(server_);
-  {
-    std::unique_lock<std::mutex> g(st.mu);
-    st.cv.wait(g, [&] { return st.done == n; });
-  }
+  b.wait_all();
   for (int i = 0; i < n; i++) {
-    EXPECT_EQ(1, st.times_called[i]);
-    EXPECT_EQ(-RRPC_ECLOSE, rrpc_controller_error_code(calls[i].cntl));
+    EXPECT_EQ(1, b.st.times_called[(size_t)i]);
+    EXPECT_EQ(-RRPC_ECLOSE, rrpc_controller_error_code(b.calls[(size_t)i].cntl));
   }
   release_held();  // responses after stop go nowhere, and nothing crashes
-  for (auto &a : calls) {
-    rrpc_controller_free(a.cntl);
-    rrpc_iobuf_free(a.req);
-    rrpc_iobuf_free(a.resp);
-  }
 }
 
 TEST(RpcKill, ServerKilledMidCallFailsEachPendingCallOnce) {
@@ -324,32 +331,16 @@ TEST(RpcKill, ServerKilledMidCallFailsEachPendingCallOnce) {
   rrpc_controller_free(c0);
 
   const int k = 16;
-  AsyncState st;
-  st.times_called.assign(k, 0);
-  std::vector<AsyncCall> calls(k);
-  for (int i = 0; i < k; i++) {
-    AsyncCall &a = calls[i];
-    a.st = &st;
-    a.idx = i;
-    rrpc_controller_new(&a.cntl);
-    rrpc_iobuf_new(&a.req);
-    rrpc_iobuf_new(&a.resp);
-    ASSERT_EQ(0, rrpc_channel_call(ch, "test.EchoService", "Hold", a.cntl, a.req, a.resp, async_done, &a));
-  }
-  kill(pid, SIGKILL);
-  rrpc_test::wait_child(child);
   {
-    std::unique_lock<std::mutex> g(st.mu);
-    st.cv.wait(g, [&] { return st.done == k; });
-  }
-  for (int i = 0; i < k; i++) {
-    EXPECT_EQ(1, st.times_called[i]);
-    EXPECT_EQ(-RRPC_ECLOSE, rrpc_controller_error_code(calls[i].cntl));
-  }
-  for (auto &a : calls) {
-    rrpc_controller_free(a.cntl);
-    rrpc_iobuf_free(a.req);
-    rrpc_iobuf_free(a.resp);
+    AsyncBatch b(k);
+    for (int i = 0; i < k; i++) ASSERT_EQ(0, b.issue(ch, "Hold", i));
+    kill(pid, SIGKILL);
+    rrpc_test::wait_child(child);
+    b.wait_all();
+    for (int i = 0; i < k; i++) {
+      EXPECT_EQ(1, b.st.times_called[(size_t)i]);
+      EXPECT_EQ(-RRPC_ECLOSE, rrpc_controller_error_code(b.calls[(size_t)i].cntl));
+    }
   }
   rrpc_channel_free(ch);
 }
