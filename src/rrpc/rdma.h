@@ -27,7 +27,8 @@ typedef struct rrpc_rdma_options {
   int sq_size;                     /* rdma_sq_size: 0 = 128 */
   int rq_size;                     /* rdma_rq_size: 0 = 128 */
   size_t ring_size;                /* rdma_ring_size: receive ring bytes per connection,
-                                      16 KiB << n; 0 = 1 MiB */
+                                      16 KiB << n, at most 512 MiB (what a CLC
+                                      Accept can announce; larger is -EINVAL); 0 = 1 MiB */
   size_t pool_initial_size_mb;     /* rdma_memory_pool_initial_size_mb: 0 = 64 */
   size_t pool_increase_size_mb;    /* rdma_memory_pool_increase_size_mb: 0 = 64 */
   size_t pool_max_size_mb;         /* cap of the registered pool: 0 = 4096 */
@@ -45,6 +46,11 @@ typedef struct rrpc_rdma_options {
                                       received iobufs while more data arrives on the same
                                       connection stalls it. Turn on only where received
                                       iobufs are dropped promptly (docs/rdma-transport.md) */
+  int max_handshakes;              /* rdma_max_concurrent_handshakes: server-side RDMA
+                                      handshakes in progress, process-wide (each holds a QP
+                                      and a registered ring before the client proved
+                                      anything); Proposals over it are declined and the
+                                      client goes on over TCP; 0 = 64 */
 } rrpc_rdma_options;
 
 /* rrpc_rdma_options_init - fill with the defaults spelled out above
@@ -85,6 +91,9 @@ typedef struct rrpc_rdma_stats {
   uint64_t solicited;             /* messages sent with SOLICITED */
   uint64_t blocked_on_window;     /* times a sender waited for ring space or credits */
   uint64_t pool_bytes;            /* registered pool size */
+  uint64_t handshakes_refused;    /* Proposals declined over max_handshakes */
+  uint64_t handshakes_in_progress; /* server handshakes holding verbs resources now */
+  uint64_t protocol_violations;   /* connections failed for breaking the ring protocol */
 } rrpc_rdma_stats;
 /* rrpc_rdma_get_stats - copy the counters. 0 or -RRPC_ENORDMA. */
 int rrpc_rdma_get_stats(rrpc_rdma_stats *out);

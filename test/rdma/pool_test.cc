@@ -97,6 +97,15 @@ TEST(Options, GlobalInitCopiesNormalizesAndFreezes) {
   bad = o;
   bad.ring_size = size_t{4} << 30;
   EXPECT_EQ(-EINVAL, rrpc_rdma_global_init(&bad));
+  // Above 512 MiB (16 KiB << 15) a ring cannot be announced in a CLC
+  // Accept: refused here rather than failing every RDMA connection later.
+  bad.ring_size = (size_t{512} << 20) + 1;
+  EXPECT_EQ(-EINVAL, rrpc_rdma_global_init(&bad));
+  bad.ring_size = size_t{1} << 30;
+  EXPECT_EQ(-EINVAL, rrpc_rdma_global_init(&bad));
+  bad = o;
+  bad.max_handshakes = -1;
+  EXPECT_EQ(-EINVAL, rrpc_rdma_global_init(&bad));
   ASSERT_EQ(0, rrpc_rdma_global_init(&o));
   name = "clobbered";  // the options hold a copy of the device name
   o.pool_max_size_mb = 1;
@@ -111,6 +120,7 @@ TEST(Options, GlobalInitCopiesNormalizesAndFreezes) {
   EXPECT_EQ(kCapMb, eff->pool_max_size_mb);
   EXPECT_EQ(1u, eff->pool_initial_size_mb);
   EXPECT_EQ(2000, eff->handshake_timeout_ms);
+  EXPECT_EQ(64, eff->max_handshakes);
 }
 
 TEST(Pool, NotReadyBeforeStart) {

@@ -19,6 +19,7 @@ enum {
   DEFAULT_PORT = 1,
   DEFAULT_QUEUE = 128,
   DEFAULT_HANDSHAKE_MS = 2000,
+  DEFAULT_MAX_HANDSHAKES = 64,
   DEFAULT_POOL_INITIAL_MB = 64,
   DEFAULT_POOL_INCREASE_MB = 64,
   DEFAULT_POOL_MAX_MB = 4096,
@@ -27,7 +28,10 @@ enum {
 };
 static const size_t RING_MIN = (size_t)16 << 10;
 static const size_t RING_DEFAULT = (size_t)1 << 20;
-static const size_t RING_MAX = (size_t)1 << 30; /* larger asks are surely mistakes */
+/* The largest ring a CLC Accept can announce (16 KiB << 15, the code's
+ * 4 bits as rrpc peers read them): a larger one would make every RDMA
+ * connection fail at its handshake instead of this call. */
+static const size_t RING_MAX = (size_t)512 << 20;
 
 /* ---- options ---------------------------------------------------------------- */
 
@@ -49,6 +53,7 @@ void rrpc_rdma_options_init(rrpc_rdma_options *o) {
   o->pool_max_size_mb = DEFAULT_POOL_MAX_MB;
   o->handshake_timeout_ms = DEFAULT_HANDSHAKE_MS;
   o->zerocopy_min_size = 64 * 1024;
+  o->max_handshakes = DEFAULT_MAX_HANDSHAKES;
 }
 
 /* Smallest 16 KiB << n that holds `want` (the ring is indexed with a mask
@@ -68,7 +73,7 @@ static int options_normalize(const rrpc_rdma_options *in, rrpc_rdma_options *out
   *out = *in;
   if (in->port < 0 || in->port > 255 || in->gid_index_plus1 < 0 || in->sq_size < 0 ||
       in->sq_size > QUEUE_MAX || in->rq_size < 0 || in->rq_size > QUEUE_MAX ||
-      in->handshake_timeout_ms < 0 || in->ring_size > RING_MAX)
+      in->handshake_timeout_ms < 0 || in->ring_size > RING_MAX || in->max_handshakes < 0)
     return -EINVAL;
   device[0] = '\0';
   out->device = NULL;
@@ -91,6 +96,7 @@ static int options_normalize(const rrpc_rdma_options *in, rrpc_rdma_options *out
     out->pool_initial_size_mb = out->pool_max_size_mb;
   if (out->handshake_timeout_ms == 0) out->handshake_timeout_ms = def.handshake_timeout_ms;
   if (out->zerocopy_min_size == 0) out->zerocopy_min_size = def.zerocopy_min_size;
+  if (out->max_handshakes == 0) out->max_handshakes = def.max_handshakes;
   out->use_polling = in->use_polling != 0;
   out->trace_verbose = in->trace_verbose != 0;
   out->no_fallback = in->no_fallback != 0;
@@ -268,5 +274,8 @@ int rrpc_rdma_get_stats(rrpc_rdma_stats *out) {
   out->solicited = load(RRPC_RDMA_CNT_SOLICITED);
   out->blocked_on_window = load(RRPC_RDMA_CNT_BLOCKED);
   out->pool_bytes = rrpc__rdma_pool_bytes();
+  out->handshakes_refused = load(RRPC_RDMA_CNT_HS_REFUSED);
+  out->handshakes_in_progress = rrpc__rdma_hs_in_progress();
+  out->protocol_violations = load(RRPC_RDMA_CNT_PROTO_VIOLATION);
   return 0;
 }

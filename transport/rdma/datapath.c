@@ -34,6 +34,15 @@
 
 #define WC_BATCH 32
 
+static void on_slice_released(void *data, void *arg);
+
+/* The one test for "a zero-copy slice of a receive ring" - of this
+ * endpoint's ring or of any other connection's: such a block holds that
+ * ring's consumer cursor (and so its peer's window) for as long as anyone
+ * references it. Used wherever that matters: sends that carry one must
+ * complete promptly, and the read buffer must not keep one. */
+static int is_ring_slice(const rrpc_block *b) { return b->deleter == on_slice_released; }
+
 /* ---- send queue bookkeeping (under mu) ------------------------------------------ */
 
 static uint32_t sq_free(const rrpc__rdma_ep *ep) {
@@ -208,7 +217,7 @@ static int post_write(rrpc__rdma_ep *ep, rrpc_iobuf *seg, uint32_t off, uint32_t
     const char *p = r->block->data + r->off;
     const rrpc__rdma_region *reg = rrpc__rdma_region_of(r->block->region, p, r->len);
     sge[n++] = (struct ibv_sge){.addr = (uintptr_t)p, .length = r->len, .lkey = reg ? reg->lkey : 0};
-    pins_ring |= reg == &ep->ring_region;
+    pins_ring |= is_ring_slice(r->block);
   }
   struct ibv_send_wr wr, *bad;
   memset(&wr, 0, sizeof wr);
@@ -219,8 +228,9 @@ static int post_write(rrpc__rdma_ep *ep, rrpc_iobuf *seg, uint32_t off, uint32_t
   wr.imm_data = htonl(imm);
   wr.wr.rdma.remote_addr = ep->peer.ring_addr + off;
   wr.wr.rdma.rkey = ep->peer.rkey;
-  /* A slice of our own receive ring (an echoed attachment) holds the ring's
-   * consumer cursor until it is dropped, and with it the peer's window:
+  /* A ring slice - of our own ring (an echoed attachment) or of another
+   * connection's (a proxy forwarding what it received) - holds that ring's
+   * consumer cursor until it is dropped, and with it that peer's window:
    * its completion must come back now, not a batch later. */
   int sig = want_signal(ep, len, !inl && pins_ring);
   wr.send_flags = (inl ? IBV_SEND_INLINE : 0) | (solicited ? IBV_SEND_SOLICITED : 0) |
@@ -368,7 +378,7 @@ static int deliver_bytes(rrpc__rdma_ep *ep, uint64_t start, uint32_t n, int zero
  * are copied and its reference dropped; whoever else holds the block keeps
  * it. Cheap when the read buffer holds no slices (the usual case). */
 static int must_unpin(const rrpc_iobuf_ref *r, int pressed) {
-  return r->block->deleter == on_slice_released && (pressed || atomic_load(&r->block->refs) > 1);
+  return is_ring_slice(r->block) && (pressed || atomic_load(&r->block->refs) > 1);
 }
 
 static int unpin_rbuf(rrpc__rdma_ep *ep) {
@@ -427,9 +437,18 @@ static int on_data_recv(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int *got) {
 }
 
 static int on_cdc_recv(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int *peer_closed) {
+  /* rrpc peers send CDCs as SEND_WITH_IMM only. Anything else - a plain
+   * SEND, or a SEND_WITH_INV aimed at our ring's window (whose completion
+   * carries the invalidated key where the immediate would be) - is a peer
+   * breaking the protocol. */
+  if (!(wc->wc_flags & IBV_WC_WITH_IMM)) {
+    RRPC_LOG(WARNING, "rdma qpn=%u: a SEND without an immediate (flags 0x%x): failing the connection",
+             ep->qp->qp_num, (unsigned)wc->wc_flags);
+    return -RRPC_EPARSE;
+  }
   pthread_mutex_lock(&ep->mu);
   int rc = rrpc__rx_window_on_recv(&ep->rx, 0);
-  if (rc == 0 && (wc->wc_flags & IBV_WC_WITH_IMM)) rc = rrpc__tx_window_on_ack(&ep->tx, ntohl(wc->imm_data));
+  if (rc == 0) rc = rrpc__tx_window_on_ack(&ep->tx, ntohl(wc->imm_data));
   pthread_mutex_unlock(&ep->mu);
   if (rc != 0) return rc;
   struct rrpc__cdc_msg m;
@@ -491,6 +510,7 @@ static int poll_recv(rrpc__rdma_ep *ep, int *got, int *peer_closed, int *any) {
       if (wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM) rc = on_data_recv(ep, &wc[i], got);
       else if (wc[i].opcode == IBV_WC_RECV) rc = on_cdc_recv(ep, &wc[i], peer_closed);
       else rc = -RRPC_EPARSE;
+      if (rc == -RRPC_EPARSE) rrpc__rdma_count(RRPC_RDMA_CNT_PROTO_VIOLATION, 1);
       if (rc != 0) return rc;
       ids[nrepost++] = wc[i].wr_id;
     }

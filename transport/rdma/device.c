@@ -575,6 +575,14 @@ int rrpc__rdma_dev_open(const char *name, int port, rrpc__rdma_dev **out) {
     goto fail_impl;
   }
   d->pub.max_sge = da.max_sge;
+  d->pub.mw_type2 = (da.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B) != 0 ||
+                    (da.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2A) != 0;
+  if (!d->pub.mw_type2)
+    RRPC_LOG(WARNING,
+             "rdma %s: no type-2 memory windows: receive rings are registered for remote write in the "
+             "shared protection domain, so a peer that learns another connection's ring key can write "
+             "into it (docs/security.md)",
+             ibv_get_device_name(ctx->device));
 
   d->pub.pd = ibv_alloc_pd(ctx);
   if (d->pub.pd == NULL) {

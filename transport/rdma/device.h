@@ -25,6 +25,7 @@ typedef struct rrpc__rdma_dev {
   uint16_t lid;
   uint32_t max_inline;    /* what a QP of this device accepts; 0 if none */
   int max_sge;
+  int mw_type2;           /* type-2 memory windows: rings are bound to one QP */
   char name[64];
   uint8_t mac[6];         /* of the RoCE netdev (for CLC), zero if unknown */
 } rrpc__rdma_dev;
@@ -100,11 +101,15 @@ typedef enum rrpc__rdma_counter {
   RRPC_RDMA_CNT_WAKEUPS,
   RRPC_RDMA_CNT_SOLICITED,
   RRPC_RDMA_CNT_BLOCKED,
+  RRPC_RDMA_CNT_HS_REFUSED,
+  RRPC_RDMA_CNT_PROTO_VIOLATION,
   RRPC_RDMA_CNT__COUNT
 } rrpc__rdma_counter;
 void rrpc__rdma_count(rrpc__rdma_counter c, uint64_t n);
 /* Record a fallback and its SMC decline code (for stats and a log line). */
 void rrpc__rdma_note_fallback(uint32_t decline_code);
+/* Server handshakes holding verbs resources now (handshake.c). */
+uint64_t rrpc__rdma_hs_in_progress(void);
 
 #ifdef __cplusplus
 }

@@ -22,6 +22,10 @@
 #define RDMA_QUEUE_MIN 16
 #define RDMA_QUEUE_MAX 4096
 #define RDMA_MAX_SEND_SGE 16
+/* QP retry settings (see rrpc__ep_qp_connect). */
+#define RDMA_ACK_TIMEOUT 14
+#define RDMA_RETRY_CNT 6
+#define RDMA_RNR_RETRY 6
 
 static const rrpc_transport_ops rdma_ops;
 
@@ -112,6 +116,13 @@ static void verbs_destroy(rrpc__rdma_ep *ep) {
     rrpc__rdma_dev_unwatch_qp(ep->dev, ep->qp->qp_num);
     ep->qp_watched = 0;
   }
+  /* Remote access to the ring ends with the connection, even while
+   * zero-copy slices keep the ring's memory. Deallocated once, never
+   * invalidated (a second invalidation crashes rxe 6.1), and before the
+   * QP: a window bound to a QP holds it, and rxe's destroy_qp then waits
+   * ~50 s for that reference. */
+  if (ep->ring_mw != NULL) ibv_dealloc_mw(ep->ring_mw);
+  ep->ring_mw = NULL;
   if (ep->qp != NULL) ibv_destroy_qp(ep->qp);
   ep->qp = NULL;
   if (ep->scq != NULL) ibv_destroy_cq(ep->scq);
@@ -163,13 +174,61 @@ static int create_queues(rrpc__rdma_ep *ep) {
   return rc ? -rc : 0;
 }
 
+/* Register the ring so that only this connection's QP can write it: the
+ * MR itself gets no remote access, a type-2 window over it does, bound to
+ * the QP once it is connected (ring_bind). Without windows on the device,
+ * the old way: the MR is remotely writable through the shared PD. */
+static int ring_register(rrpc__rdma_ep *ep) {
+  struct ibv_pd *pd = ep->dev->pd;
+  int access = IBV_ACCESS_LOCAL_WRITE | (ep->dev->mw_type2 ? IBV_ACCESS_MW_BIND : IBV_ACCESS_REMOTE_WRITE);
+  ep->ring_mr = ibv_reg_mr(pd, ep->ring, ep->ring_size, access);
+  if (ep->ring_mr == NULL) return -RRPC_ERDMAMEM;
+  ep->ring_rkey = ep->ring_mr->rkey;
+  if (!ep->dev->mw_type2) return 0;
+  ep->ring_mw = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+  if (ep->ring_mw == NULL) return -RRPC_ERDMAMEM;
+  /* The key the bind will give the window; announced before the bind. */
+  ep->ring_rkey = ibv_inc_rkey(ep->ring_mw->rkey);
+  return 0;
+}
+
+/* Bind the ring's window to our (connected) QP: from now on only the peer
+ * at the other end of this QP can write the ring. Posted before anything
+ * that lets the peer write (the server's first CDC, the client's Confirm),
+ * so the send queue's order makes it effective first. Signaled, so the
+ * send-queue accounting sees it complete. */
+static int ring_bind(rrpc__rdma_ep *ep) {
+  if (ep->ring_mw == NULL) return 0;
+  struct ibv_send_wr wr, *bad;
+  memset(&wr, 0, sizeof wr);
+  wr.wr_id = ep->wr_seq + 1;
+  wr.opcode = IBV_WR_BIND_MW;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.bind_mw.mw = ep->ring_mw;
+  wr.bind_mw.rkey = ep->ring_rkey;
+  wr.bind_mw.bind_info.mr = ep->ring_mr;
+  wr.bind_mw.bind_info.addr = (uintptr_t)ep->ring;
+  wr.bind_mw.bind_info.length = ep->ring_size;
+  wr.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE;
+  int rc = ibv_post_send(ep->qp, &wr, &bad);
+  if (rc != 0) return -rc;
+  ep->wr_seq++;
+  /* Type-2 binds leave storing the new key to the application. */
+  ep->ring_mw->rkey = ep->ring_rkey;
+  return 0;
+}
+
 static int create_memory(rrpc__rdma_ep *ep) {
   struct ibv_pd *pd = ep->dev->pd;
   void *ring = NULL;
   if (posix_memalign(&ring, 4096, ep->ring_size) != 0) return -ENOMEM;
+  /* A peer can make us deliver any ring bytes it reports in an immediate,
+   * wherever it really wrote: nothing of an earlier owner of this memory
+   * may be there. */
+  memset(ring, 0, ep->ring_size);
   ep->ring = ring;
-  ep->ring_mr = ibv_reg_mr(pd, ep->ring, ep->ring_size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-  if (ep->ring_mr == NULL) return -RRPC_ERDMAMEM;
+  int rc = ring_register(ep);
+  if (rc != 0) return rc;
   ep->ring_region = (rrpc__rdma_region){.magic = RRPC_RDMA_REGION_MAGIC,
                                         .lkey = ep->ring_mr->lkey,
                                         .mr = ep->ring_mr,
@@ -255,24 +314,34 @@ int rrpc__ep_qp_connect(rrpc__rdma_ep *ep) {
   memset(&a, 0, sizeof a);
   a.qp_state = IBV_QPS_RTS;
   a.sq_psn = ep->my_psn;
-  a.timeout = 14;
-  a.retry_cnt = 7;
-  /* The window never lets a write outrun the peer's receives, so RNR means
-   * a bug or a stall; retrying (7 = forever) turns it into a delay instead
-   * of a dead connection, and the rxe counters still show it. */
-  a.rnr_retry = 7;
+  /* Finite retries (7 means forever for both): a peer that stops acking,
+   * or posts fewer receives than it announced, fails this connection in
+   * bounded time instead of wedging its send queue (docs/rdma-transport.md,
+   * "Failure detection"): transport retries 14 -> 67 ms x (1 + 6) ~ 0.5 s;
+   * RNR retries 6 x the peer's RNR timer (<= 655 ms each). The window never
+   * lets a correct peer run out of receives, so RNR means a broken peer. */
+  a.timeout = RDMA_ACK_TIMEOUT;
+  a.retry_cnt = RDMA_RETRY_CNT;
+  a.rnr_retry = RDMA_RNR_RETRY;
   a.max_rd_atomic = 1;
   rc = ibv_modify_qp(ep->qp, &a,
                      IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
                          IBV_QP_MAX_QP_RD_ATOMIC);
   if (rc) return -rc;
+  rc = ring_bind(ep);
+  if (rc) return rc;
+  /* The announced depth is only a promise: never plan on more receives
+   * than we would post ourselves (a peer that posts fewer is caught by the
+   * finite RNR retry). */
   uint32_t depth = 1u << p->rq_depth_log2;
+  if (depth > RDMA_QUEUE_MAX) depth = RDMA_QUEUE_MAX;
   rc = rrpc__tx_window_init(&ep->tx, (uint32_t)rrpc__clc_ring_size(p->ring_code), depth, 0);
   if (rc == 0) rc = rrpc__rx_window_init(&ep->rx, ep->ring_size, ep->rq_size);
   return rc;
 }
 
 void rrpc__ep_up(rrpc__rdma_ep *ep) {
+  rrpc__hs_slot_release(ep);
   ep->state = EP_UP;
   rrpc__rdma_count(RRPC_RDMA_CNT_CONN_RDMA, 1);
   if (ep->opts->trace_verbose) {
@@ -298,6 +367,7 @@ void rrpc__ep_fallback(rrpc__rdma_ep *ep, uint32_t code, int send) {
   rrpc__rdma_note_fallback(code);
   trace_fallback(ep, code);
   rrpc__hs_cancel_timer(ep);
+  rrpc__hs_slot_release(ep);
   if (ep->opts->no_fallback) {
     ep->state = EP_FAILED;
     rrpc__socket_fail(s, -RRPC_EDECLINED);
@@ -379,6 +449,7 @@ static void rdma_close(rrpc__socket *s) {
   rrpc__rdma_ep *ep = rrpc__socket_tstate(s);
   if (ep == NULL) return;
   rrpc__hs_cancel_timer(ep);
+  rrpc__hs_slot_release(ep);
   verbs_destroy(ep);
   pthread_mutex_lock(&ep->mu);
   ep->qp_dead = 1;

@@ -68,6 +68,7 @@ typedef struct rrpc__rdma_ep {
   uint8_t mac[6]; /* of the netdev behind the chosen GID */
   struct rrpc__clc_accept peer; /* the peer's Accept or Confirm */
   int got_peer_data;            /* server: an RDMA message came from the client */
+  atomic_int hs_slot;           /* server: holds one of --rdma_max_concurrent_handshakes */
 
   /* verbs */
   struct ibv_comp_channel *cc;
@@ -82,7 +83,9 @@ typedef struct rrpc__rdma_ep {
   /* my receive ring (the peer writes into it) and the CDC slots */
   char *ring;
   uint32_t ring_size;
-  struct ibv_mr *ring_mr;
+  struct ibv_mr *ring_mr;   /* LOCAL_WRITE (+ MW_BIND): no remote access of its own */
+  struct ibv_mw *ring_mw;   /* type-2 window over the ring, bound to this QP only */
+  uint32_t ring_rkey;       /* the key the peer writes with (the window's, once bound) */
   rrpc__rdma_region ring_region; /* so ring slices can be sent on, zero-copy */
   char *slots;
   struct ibv_mr *slots_mr;
@@ -133,6 +136,8 @@ void rrpc__hs_on_tcp_after_up(rrpc__rdma_ep *ep);
 /* The client received the server's first CDC: the QP works both ways. */
 void rrpc__hs_on_first_cdc(rrpc__rdma_ep *ep);
 void rrpc__hs_cancel_timer(rrpc__rdma_ep *ep);
+/* Give back the handshake slot, if held (UP, fallback, close). Any thread. */
+void rrpc__hs_slot_release(rrpc__rdma_ep *ep);
 
 /* ---- datapath.c ---------------------------------------------------------- */
 /* The transport's write op. */

@@ -2,12 +2,15 @@
  * connection every rrpc connection starts with:
  *
  *   client                                   server
- *   QP in INIT, receives posted
+ *   QP in INIT, ring, receives posted
  *   Proposal (GID, MAC, rrpc features) --->  (first bytes not CLC: plain TCP)
- *                                            QP in INIT, receives posted
+ *                                            at most --rdma_max_concurrent_
+ *                                            handshakes: QP in INIT, ring,
+ *                                            receives posted
  *                                     <---   Accept (QPN, PSN, ring rkey/addr/
- *   QP -> RTR -> RTS                          size, token, MTU, RQ depth)
- *   Confirm (the same, MTU = min)     --->   QP -> RTR -> RTS
+ *                                             size, token, MTU, RQ depth)
+ *   QP -> RTR -> RTS, ring window bound
+ *   Confirm (the same, MTU = min)     --->   QP -> RTR -> RTS, window bound
  *                                     <---   first CDC, over RDMA: "ready"
  *   ready: data flows over RDMA              ready
  *
@@ -30,6 +33,30 @@
 #include "transport/clc_decline.h"
 #include "transport/rdma/endpoint.h"
 #include "transport/rdma/wire/cdc.h"
+
+/* ---- handshakes in progress ------------------------------------------------------- */
+
+/* Server endpoints that hold a QP and a ring without being up yet. A
+ * Proposal costs them before the client proved anything, so they are
+ * capped (--rdma_max_concurrent_handshakes). */
+static atomic_uint_fast64_t g_hs_in_progress;
+
+uint64_t rrpc__rdma_hs_in_progress(void) { return atomic_load(&g_hs_in_progress); }
+
+static int hs_slot_take(rrpc__rdma_ep *ep) {
+  uint64_t n = atomic_fetch_add(&g_hs_in_progress, 1);
+  if (n >= (uint64_t)ep->opts->max_handshakes) {
+    atomic_fetch_sub(&g_hs_in_progress, 1);
+    rrpc__rdma_count(RRPC_RDMA_CNT_HS_REFUSED, 1);
+    return -EBUSY;
+  }
+  atomic_store(&ep->hs_slot, 1);
+  return 0;
+}
+
+void rrpc__hs_slot_release(rrpc__rdma_ep *ep) {
+  if (atomic_exchange(&ep->hs_slot, 0)) atomic_fetch_sub(&g_hs_in_progress, 1);
+}
 
 /* ---- deadlines ------------------------------------------------------------------ */
 
@@ -130,7 +157,7 @@ static int send_accept(rrpc__rdma_ep *ep, uint8_t type, uint8_t mtu) {
   a.first_contact = 1;
   fill_local(ep, a.peer_id, a.gid, a.mac);
   a.qpn = ep->qp->qp_num;
-  a.rkey = ep->ring_mr->rkey;
+  a.rkey = ep->ring_rkey;
   a.rmbe_idx = 1;
   a.token = ep->my_token;
   if (rrpc__clc_ring_code(ep->ring_size, &a.ring_code) != 0) return -EINVAL;
@@ -186,6 +213,10 @@ static void client_start(rrpc__rdma_ep *ep) {
     rrpc__ep_fallback(ep, RRPC_CLC_DECL_NOSMCRDEV, 1);
     return;
   }
+  /* The client's QP and ring exist before its Proposal: creating them
+   * after the Accept would spend the server's Confirm deadline on our
+   * verbs calls (hundreds of connections at once under emulation). The
+   * server, which pays for strangers' Proposals, creates them late. */
   rc = rrpc__ep_verbs_create(ep);
   if (rc != 0) {
     rrpc__ep_fallback(ep, RRPC_CLC_DECL_MEM, 1);
@@ -235,6 +266,8 @@ void rrpc__hs_on_first_cdc(rrpc__rdma_ep *ep) {
 static void server_on_proposal(rrpc__rdma_ep *ep, const struct rrpc__clc_proposal *p) {
   uint32_t code = rrpc__clc_proposal_decline_code(p);
   if (code == 0 && pick_gid(ep) != 0) code = RRPC_CLC_DECL_NOSMCRDEV;
+  /* Too many handshakes in progress: decline now, before any resource. */
+  if (code == 0 && hs_slot_take(ep) != 0) code = RRPC_CLC_DECL_MEM;
   if (code != 0) {
     rrpc__ep_fallback(ep, code, 1);
     return;
@@ -292,11 +325,14 @@ static int server_sniff(rrpc__rdma_ep *ep) {
   if (n < 0) return (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? 0 : -errno;
   struct rrpc__clc_hdr h;
   int rc = rrpc__clc_peek_header(buf, (size_t)n, &h);
-  if (rc == -EAGAIN) {
-    if (ep->hs_timer == 0) arm_timer(ep);
-    return 0;
-  }
-  return rc == 0 ? 1 : -RRPC_EPARSE;
+  if (rc != 0 && rc != -EAGAIN) return -RRPC_EPARSE;
+  /* Even a partial header that could be CLC commits to the handshake
+   * (no TCP protocol rrpc serves starts with the CLC eyecatcher): read_clc
+   * consumes the bytes, so a peer that stops after a few bytes cannot make
+   * the level-triggered loop spin on what it peeked. The deadline runs
+   * from this first byte. */
+  if (ep->hs_timer == 0) arm_timer(ep);
+  return 1;
 }
 
 /* A client that does not speak CLC: serve it as plain TCP, untouched. */
@@ -320,25 +356,33 @@ int rrpc__hs_start(rrpc__rdma_ep *ep) {
   return 0;
 }
 
+/* Dispatch on the message's own type (the peer chose it), then check that
+ * this state expects it: the union is only ever read as what the decoder
+ * said it holds. */
 static void on_clc(rrpc__rdma_ep *ep, const struct rrpc__clc_msg *m) {
-  if (m->hdr.type == RRPC_CLC_DECLINE) {
+  switch (m->hdr.type) {
+  case RRPC_CLC_DECLINE:
     trace(ep, "Decline received");
     rrpc__ep_fallback(ep, m->u.decline.diag, 0);
     return;
-  }
-  switch (ep->state) {
-  case EP_SERVER_WAIT_PROPOSAL:
-    if (m->hdr.type == RRPC_CLC_PROPOSAL) {
+  case RRPC_CLC_PROPOSAL:
+    if (ep->state == EP_SERVER_WAIT_PROPOSAL) {
       server_on_proposal(ep, &m->u.proposal);
       return;
     }
     break;
-  case EP_CLIENT_WAIT_ACCEPT:
-    client_on_accept(ep, &m->u.accept);
-    return;
-  case EP_SERVER_WAIT_CONFIRM:
-    server_on_confirm(ep, &m->u.accept);
-    return;
+  case RRPC_CLC_ACCEPT:
+    if (ep->state == EP_CLIENT_WAIT_ACCEPT) {
+      client_on_accept(ep, &m->u.accept);
+      return;
+    }
+    break;
+  case RRPC_CLC_CONFIRM:
+    if (ep->state == EP_SERVER_WAIT_CONFIRM) {
+      server_on_confirm(ep, &m->u.accept);
+      return;
+    }
+    break;
   default:
     break;
   }

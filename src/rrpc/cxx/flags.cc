@@ -30,6 +30,9 @@ DEFINE_bool(rdma_trace_verbose, false, "Log every step of the RDMA handshake");
 DEFINE_bool(rdma_fallback, true,
             "Fall back to TCP when RDMA cannot be set up on a connection (false: fail it)");
 DEFINE_int32(rdma_handshake_timeout_ms, 2000, "Timeout of each RDMA handshake step (ms)");
+DEFINE_int32(rdma_max_concurrent_handshakes, 64,
+             "Server-side RDMA handshakes in progress at once (each holds a QP and a registered ring); "
+             "Proposals over it are declined and go on over TCP");
 DEFINE_bool(rdma_recv_zerocopy, false,
             "Hand large received RDMA pieces to the application as slices of the receive ring "
             "instead of copies. A slice holds ring space until dropped and the ring drains in "
@@ -59,9 +62,9 @@ bool ValidGidIndex(const char*, int32_t v) {
   return false;
 }
 bool ValidRingSize(const char*, uint64_t v) {
-  // 16 KiB << n: a power of two of at least 16 KiB.
-  if (v >= (16u << 10) && (v & (v - 1)) == 0) return true;
-  fprintf(stderr, "--rdma_ring_size must be 16 KiB << n, got %llu\n",
+  // 16 KiB << n, n <= 15: what a CLC Accept can announce.
+  if (v >= (16u << 10) && v <= (uint64_t{512} << 20) && (v & (v - 1)) == 0) return true;
+  fprintf(stderr, "--rdma_ring_size must be 16 KiB << n (at most 512 MiB), got %llu\n",
           static_cast<unsigned long long>(v));
   return false;
 }
@@ -117,6 +120,7 @@ int PrepareRdma() {
                               ? static_cast<size_t>(FLAGS_rdma_zerocopy_min_size)
                               : 1;
     o.recv_zerocopy = FLAGS_rdma_recv_zerocopy ? 1 : 0;
+    o.max_handshakes = FLAGS_rdma_max_concurrent_handshakes;
     init_rc = rrpc_rdma_global_init(&o);
     // Someone (the application, through the C API) started it first: their
     // settings stand, which is what they asked for.
