@@ -5,10 +5,11 @@
 #   make test-rdma    run the RDMA suite: on a real device if one is active,
 #                     otherwise inside the Soft-RoCE VM (tools/rxe-vm)
 #   make SAN=1 ...    the same under ASan+UBSan, outputs in build/san
+#   make TSAN=1 ...   the same under ThreadSanitizer, outputs in build/tsan
 #   make fuzz         libFuzzer targets (clang), outputs in build/fuzz
 #
 # Sources are found by directory, so adding a file needs no edit here:
-#   src/rrpc/*.c transport/*.c transport/tcp/*.c transport/rdma/wire/*.c -> librrpc.a
+#   src/rrpc/*.c transport/*.c transport/smc/*.c transport/tcp/*.c transport/rdma/wire/*.c -> librrpc.a
 #   transport/rdma/*.c (only WITH_RDMA=1) or transport/rdma/none/*.c
 #   src/rrpc/cxx/*.cc + src/rrpc/cxx/*.proto                 -> librrpc_cxx.a
 #   test/*_unittest.cc    -> build/test/<name>      (+ test/*.proto, test/common/*.cc)
@@ -27,6 +28,10 @@ ifeq ($(SAN),1)
 BUILD := build/san
 SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 endif
+ifeq ($(TSAN),1)
+BUILD := build/tsan
+SANFLAGS := -fsanitize=thread -fno-omit-frame-pointer
+endif
 OPT ?= -O2
 
 CPPFLAGS := -Isrc -I. -I$(BUILD)/gen -D_GNU_SOURCE $(EXTRA_CPPFLAGS)
@@ -36,7 +41,7 @@ LDFLAGS := $(EXTRA_LDFLAGS) $(SANFLAGS)
 LDLIBS := -lpthread
 CXXLIBS := -lgflags -lglog -lprotobuf -lpthread
 
-CORE_SRCS := $(wildcard src/rrpc/*.c transport/*.c transport/tcp/*.c transport/rdma/wire/*.c)
+CORE_SRCS := $(wildcard src/rrpc/*.c transport/*.c transport/smc/*.c transport/tcp/*.c transport/rdma/wire/*.c)
 ifeq ($(WITH_RDMA),1)
 CORE_SRCS += $(wildcard transport/rdma/*.c)
 CPPFLAGS += -DRRPC_WITH_RDMA=1

@@ -1,5 +1,5 @@
 // smc_cdc_unittest.cc - SMC-R CDC codec and cursor arithmetic
-// (transport/rdma/wire/cdc.h): the Linux 6.1 captures, re-encoding, sequence
+// (transport/smc/cdc.h): the Linux 6.1 captures, re-encoding, sequence
 // and cursor rules across wraps, hostile input.
 #include <gtest/gtest.h>
 
@@ -18,7 +18,7 @@
 
 extern "C" {
 #include "rrpc/errors.h"
-#include "transport/rdma/wire/cdc.h"
+#include "transport/smc/cdc.h"
 }
 
 namespace {

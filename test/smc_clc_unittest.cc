@@ -1,4 +1,4 @@
-// smc_clc_unittest.cc - SMC-R CLC codec (transport/rdma/wire/clc.h): decodes
+// smc_clc_unittest.cc - SMC-R CLC codec (transport/smc/clc.h): decodes
 // the Linux 6.1 captures in test/data/smc-r, rrpc's v1 encoders, the rrpc
 // extension bytes, the decline policy, and hostile input.
 #include <gtest/gtest.h>
@@ -18,7 +18,7 @@
 
 extern "C" {
 #include "rrpc/errors.h"
-#include "transport/rdma/wire/clc.h"
+#include "transport/smc/clc.h"
 }
 
 namespace {

@@ -6,7 +6,7 @@
 #include <sys/socket.h>
 
 #include "rrpc/errors.h"
-#include "transport/rdma/wire/clc.h"
+#include "transport/smc/clc.h"
 
 int rrpc__clc_send_all(int fd, const uint8_t *buf, size_t len) {
   ssize_t w = send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);

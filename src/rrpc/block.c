@@ -53,6 +53,8 @@ const rrpc_block_allocator *rrpc_block_allocator_get(void) {
   return atomic_load_explicit(&current_allocator, memory_order_acquire);
 }
 
+int rrpc__block_allocator_is_default(void) { return rrpc_block_allocator_get() == &malloc_allocator; }
+
 /* ---- header cache -----------------------------------------------------------
  * Blocks whose data is not ours to malloc (custom allocators, user memory,
  * receive-ring slices) need a separate header. A small per-thread free list

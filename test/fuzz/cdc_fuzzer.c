@@ -1,5 +1,5 @@
 /* cdc_fuzzer.c - libFuzzer target for the SMC-R CDC codec and cursor
- * arithmetic (transport/rdma/wire/cdc.h): any bytes through the decoder
+ * arithmetic (transport/smc/cdc.h): any bytes through the decoder
  * (what decodes must re-encode to the same bytes once the reserved ones are
  * zeroed), and fuzzer-chosen cursors, ring sizes and references through the
  * cursor helpers (no overflow, round trips hold where they must). */
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "rrpc/errors.h"
-#include "transport/rdma/wire/cdc.h"
+#include "transport/smc/cdc.h"
 
 static void check(int ok, const char *what, int line) {
   if (!ok) {

@@ -1,5 +1,5 @@
 /* clc_fuzzer.c - libFuzzer target for the SMC-R CLC codec
- * (transport/rdma/wire/clc.h): any bytes through peek/decode and the
+ * (transport/smc/clc.h): any bytes through peek/decode and the
  * per-type decoders (they must agree with the generic one and stay in
  * bounds); every v1 SMC-R message that decodes must re-encode to the input's
  * bytes, up to the bits the v1 layout reserves; every decoded message must
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "rrpc/errors.h"
-#include "transport/rdma/wire/clc.h"
+#include "transport/smc/clc.h"
 
 static void check(int ok, const char *what, int line) {
   if (!ok) {

@@ -25,7 +25,7 @@
 #include "rrpc/internal/baidu_std.h"
 #include "rrpc/iobuf.h"
 #include "transport/rdma/device.h"
-#include "transport/rdma/wire/clc.h"
+#include "transport/smc/clc.h"
 #include "transport/rdma/wire/window.h"
 
 namespace rogue {

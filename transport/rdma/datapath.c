@@ -21,7 +21,7 @@
 #include "rrpc/errors.h"
 #include "rrpc/internal/log.h"
 #include "transport/rdma/endpoint.h"
-#include "transport/rdma/wire/cdc.h"
+#include "transport/smc/cdc.h"
 
 /* With --rdma_recv_zerocopy, received pieces at least --rdma_zerocopy_min_size
  * large go up zero-copy, while the ring space held by the application stays below this share
@@ -75,7 +75,9 @@ static void inflight_push(rrpc__rdma_ep *ep, uint64_t seq, rrpc_iobuf *buf) {
 static void inflight_reap(rrpc__rdma_ep *ep, uint64_t done, rrpc_iobuf *out) {
   while (ep->if_count > 0 && ep->inflight[ep->if_head].seq <= done) {
     struct rrpc__ep_inflight *e = &ep->inflight[ep->if_head];
-    if (rrpc_iobuf_move(out, &e->buf) != 0) rrpc_iobuf_clear(&e->buf); /* last resort */
+    /* Out of memory to grow `out`: drop the references here, under mu
+     * (safe: see on_slice_released). */
+    if (rrpc_iobuf_move(out, &e->buf) != 0) rrpc_iobuf_clear(&e->buf);
     ep->if_head = (ep->if_head + 1) % ep->sq_size;
     ep->if_count--;
   }
@@ -119,8 +121,10 @@ int rrpc__dp_send_cdc_locked(rrpc__rdma_ep *ep, uint8_t conn_flags, int solicite
   wr.imm_data = htonl(imm);
   /* Inline copies the bytes at post time, so the slot is free at once;
    * otherwise the CDC is signaled, so its completion frees the slot. */
+  /* A close is signaled, so its completion says it left (and a flush says
+   * it did not). */
   wr.send_flags = (inl ? IBV_SEND_INLINE : 0) | (solicited ? IBV_SEND_SOLICITED : 0) |
-                  (want_signal(ep, 0, !inl) ? IBV_SEND_SIGNALED : 0);
+                  (want_signal(ep, 0, !inl || conn_flags != 0) ? IBV_SEND_SIGNALED : 0);
   rc = ibv_post_send(ep->qp, &wr, &bad);
   if (rc != 0) {
     ep->wr_seq--;
@@ -157,6 +161,35 @@ static uint64_t bytes_in_pieces(const rrpc_iobuf *buf, uint32_t max_pieces) {
   return n;
 }
 
+/* A bounce copy: pool memory wrapped as a block, whatever allocator is
+ * current (an application may install its own after RDMA started). */
+struct bounce_area {
+  size_t cap;
+  void *region;
+};
+
+static void bounce_free(void *data, void *arg) {
+  struct bounce_area *a = arg;
+  rrpc__rdma_pool_free(data, a->cap, a->region);
+  free(a);
+}
+
+/* A registered copy of [p, p+len) as a new block. 0, -RRPC_EPOOL, -ENOMEM. */
+static int bounce_block(const char *p, uint32_t len, rrpc_block **out) {
+  struct bounce_area *a = malloc(sizeof *a);
+  if (a == NULL) return -ENOMEM;
+  void *data;
+  int rc = rrpc__rdma_pool_alloc(len, &data, &a->cap, &a->region);
+  if (rc != 0) {
+    free(a);
+    return rc;
+  }
+  memcpy(data, p, len);
+  rc = rrpc__block_new_user(data, len, a->region, bounce_free, a, out);
+  if (rc != 0) bounce_free(data, a);
+  return rc;
+}
+
 /* Replace pieces outside registered memory by registered copies. Only
  * blocks made before RDMA started, or by another allocator, need it. */
 static int bounce_unregistered(rrpc_iobuf *seg, rrpc_iobuf *drop) {
@@ -164,7 +197,7 @@ static int bounce_unregistered(rrpc_iobuf *seg, rrpc_iobuf *drop) {
   for (size_t i = 0;; i++) {
     const rrpc_iobuf_ref *r = rrpc__iobuf_ref_at(seg, i);
     if (r == NULL) break;
-    if (rrpc__rdma_region_of(r->block->region, r->block->data + r->off, r->len) == NULL) need = 1;
+    if (rrpc__rdma_block_region(r->block, r->block->data + r->off, r->len) == NULL) need = 1;
   }
   if (!need) return 0;
   rrpc_iobuf out;
@@ -174,28 +207,24 @@ static int bounce_unregistered(rrpc_iobuf *seg, rrpc_iobuf *drop) {
     const rrpc_iobuf_ref *r = rrpc__iobuf_ref_at(seg, i);
     if (r == NULL) break;
     const char *p = r->block->data + r->off;
-    if (rrpc__rdma_region_of(r->block->region, p, r->len) != NULL) {
+    if (rrpc__rdma_block_region(r->block, p, r->len) != NULL) {
       rc = rrpc__iobuf_append_block(&out, r->block, r->off, r->len);
       continue;
     }
     rrpc_block *b;
-    rc = rrpc__block_alloc(r->len, &b);
+    rc = bounce_block(p, r->len, &b);
     if (rc != 0) break;
-    if (rrpc__rdma_region_of(b->region, b->data, r->len) == NULL) {
-      rc = -RRPC_ERDMAMEM; /* the block allocator is not the RDMA pool */
-    } else {
-      memcpy(b->data, p, r->len);
-      b->size = r->len;
-      rc = rrpc__iobuf_append_block(&out, b, 0, r->len);
-    }
+    rc = rrpc__iobuf_append_block(&out, b, 0, r->len);
     rrpc__block_unref(b);
   }
   if (rc == 0) {
     /* The originals are dropped later, outside mu, like every reference. */
     rc = rrpc_iobuf_move(drop, seg);
-    if (rc == 0) rrpc_iobuf_move(seg, &out);
+    if (rc == 0) rc = rrpc_iobuf_move(seg, &out); /* seg is empty now: cannot fail */
   }
-  if (rc != 0) rrpc_iobuf_move(drop, &out);
+  /* Whatever could not be moved out is dropped here, under mu: safe, see
+   * on_slice_released. */
+  if (rc != 0) (void)rrpc_iobuf_move(drop, &out);
   rrpc__iobuf_destroy(&out);
   return rc;
 }
@@ -215,7 +244,7 @@ static int post_write(rrpc__rdma_ep *ep, rrpc_iobuf *seg, uint32_t off, uint32_t
     const rrpc_iobuf_ref *r = rrpc__iobuf_ref_at(seg, i);
     if (r == NULL) break;
     const char *p = r->block->data + r->off;
-    const rrpc__rdma_region *reg = rrpc__rdma_region_of(r->block->region, p, r->len);
+    const rrpc__rdma_region *reg = rrpc__rdma_block_region(r->block, p, r->len);
     sge[n++] = (struct ibv_sge){.addr = (uintptr_t)p, .length = r->len, .lkey = reg ? reg->lkey : 0};
     pins_ring |= is_ring_slice(r->block);
   }
@@ -242,7 +271,7 @@ static int post_write(rrpc__rdma_ep *ep, rrpc_iobuf *seg, uint32_t off, uint32_t
     return -RRPC_ERDMA;
   }
   ep->wr_seq++;
-  if (inl) rrpc_iobuf_move(drop, seg); /* copied at post time */
+  if (inl) (void)rrpc_iobuf_move(drop, seg); /* copied at post time; on failure the caller drops seg */
   else inflight_push(ep, ep->wr_seq, seg);
   rrpc__rdma_count(RRPC_RDMA_CNT_WRITES, 1);
   rrpc__rdma_count(RRPC_RDMA_CNT_BYTES_WRITTEN, len);
@@ -266,8 +295,8 @@ static int write_plan(rrpc__rdma_ep *ep, rrpc_iobuf *data, const struct rrpc__tx
      * carries an empty immediate. */
     uint32_t imm = last ? rrpc__rx_window_take_ack(&ep->rx, ack_req) : 0;
     if (rc == 0) rc = post_write(ep, &seg, plan->seg[i].off, imm, last && solicited, drop);
-    if (rc != 0) rrpc_iobuf_move(drop, &seg);
-    rrpc__iobuf_destroy(&seg);
+    if (rc != 0) (void)rrpc_iobuf_move(drop, &seg);
+    rrpc__iobuf_destroy(&seg); /* what could not move: dropped under mu, safe (on_slice_released) */
     if (rc != 0) return rc;
   }
   rrpc__tx_window_commit(&ep->tx, plan);
@@ -282,10 +311,15 @@ int rrpc__dp_write(rrpc__socket *s, rrpc_iobuf *data) {
   int rc = 0;
   uint32_t max_sge = ep->max_send_sge;
   if (max_sge > 16) max_sge = 16;
-  pthread_mutex_lock(&ep->mu);
+  rrpc__ep_lock(ep);
   while (rc == 0 && rrpc_iobuf_length(data) > 0) {
     if (ep->qp_dead) {
       rc = -RRPC_ERDMA;
+      break;
+    }
+    /* The close CDC is the last thing the peer may receive from us. */
+    if (ep->closed_sent) {
+      rc = -RRPC_ECLOSE;
       break;
     }
     /* Two WRs (a wrapped write) plus one kept for a CDC. */
@@ -303,7 +337,7 @@ int rrpc__dp_write(rrpc__socket *s, rrpc_iobuf *data) {
     }
     rc = write_plan(ep, data, &plan, &drop);
   }
-  pthread_mutex_unlock(&ep->mu);
+  rrpc__ep_unlock(ep);
   rrpc__iobuf_destroy(&drop); /* may release ring slices: outside mu */
   return rc;
 }
@@ -331,11 +365,14 @@ static void on_slice_released(void *data, void *arg) {
   (void)data;
   struct ring_slice *sl = arg;
   rrpc__rdma_ep *ep = sl->ep;
-  pthread_mutex_lock(&ep->mu);
+  /* Dropped under our own mu (an iobuf that could not be moved out of the
+   * locked section): we already hold it. */
+  int held = rrpc__ep_locked_here(ep);
+  if (!held) rrpc__ep_lock(ep);
   ep->zc_outstanding -= sl->len;
   release_locked(ep, sl->start, sl->len);
   maybe_ack_locked(ep);
-  pthread_mutex_unlock(&ep->mu);
+  if (!held) rrpc__ep_unlock(ep);
   free(sl);
   rrpc__ep_unref(ep);
 }
@@ -355,15 +392,15 @@ static int deliver_bytes(rrpc__rdma_ep *ep, uint64_t start, uint32_t n, int zero
       return rc;
     }
     free(sl);
-    pthread_mutex_lock(&ep->mu);
+    rrpc__ep_lock(ep);
     ep->zc_outstanding -= n;
-    pthread_mutex_unlock(&ep->mu);
+    rrpc__ep_unlock(ep);
     rrpc__ep_unref(ep);
   }
   int rc = rrpc_iobuf_append(rbuf, p, n);
-  pthread_mutex_lock(&ep->mu);
+  rrpc__ep_lock(ep);
   release_locked(ep, start, n);
-  pthread_mutex_unlock(&ep->mu);
+  rrpc__ep_unlock(ep);
   return rc;
 }
 
@@ -383,9 +420,9 @@ static int must_unpin(const rrpc_iobuf_ref *r, int pressed) {
 
 static int unpin_rbuf(rrpc__rdma_ep *ep) {
   rrpc_iobuf *rbuf = rrpc__socket_rbuf(ep->s);
-  pthread_mutex_lock(&ep->mu);
+  rrpc__ep_lock(ep);
   int pressed = ep->rx.prod - ep->rx.cons >= ep->ring_size / 2;
-  pthread_mutex_unlock(&ep->mu);
+  rrpc__ep_unlock(ep);
   int any = 0;
   for (size_t i = 0;; i++) {
     const rrpc_iobuf_ref *r = rrpc__iobuf_ref_at(rbuf, i);
@@ -413,7 +450,7 @@ static int unpin_rbuf(rrpc__rdma_ep *ep) {
 static int on_data_recv(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int *got) {
   uint32_t n = wc->byte_len;
   uint32_t imm = ntohl(wc->imm_data);
-  pthread_mutex_lock(&ep->mu);
+  rrpc__ep_lock(ep);
   uint64_t start = ep->rx.prod;
   int rc = (start % ep->ring_size) + n <= ep->ring_size ? 0 : -RRPC_EPARSE;
   if (rc == 0) rc = rrpc__rx_window_on_recv(&ep->rx, n);
@@ -424,7 +461,7 @@ static int on_data_recv(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int *got) {
     ep->zc_outstanding += n;
     atomic_fetch_add(&ep->refs, 1); /* the slice's reference */
   }
-  pthread_mutex_unlock(&ep->mu);
+  rrpc__ep_unlock(ep);
   if (rc != 0) {
     RRPC_LOG(WARNING, "rdma qpn=%u: the peer broke the window protocol (write of %u bytes)", ep->qp->qp_num, n);
     return rc;
@@ -446,10 +483,10 @@ static int on_cdc_recv(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int *peer_clo
              ep->qp->qp_num, (unsigned)wc->wc_flags);
     return -RRPC_EPARSE;
   }
-  pthread_mutex_lock(&ep->mu);
+  rrpc__ep_lock(ep);
   int rc = rrpc__rx_window_on_recv(&ep->rx, 0);
   if (rc == 0) rc = rrpc__tx_window_on_ack(&ep->tx, ntohl(wc->imm_data));
-  pthread_mutex_unlock(&ep->mu);
+  rrpc__ep_unlock(ep);
   if (rc != 0) return rc;
   struct rrpc__cdc_msg m;
   const uint8_t *slot = (const uint8_t *)ep->slots + wc->wr_id * RRPC_EP_SLOT_SIZE;
@@ -476,9 +513,9 @@ static int repost(rrpc__rdma_ep *ep, const uint64_t *ids, int n) {
                                  .next = i + 1 < n ? &wr[i + 1] : NULL};
   }
   if (ibv_post_recv(ep->qp, wr, &bad) != 0) return -RRPC_ERDMA;
-  pthread_mutex_lock(&ep->mu);
+  rrpc__ep_lock(ep);
   int rc = rrpc__rx_window_on_repost(&ep->rx, (uint32_t)n);
-  pthread_mutex_unlock(&ep->mu);
+  rrpc__ep_unlock(ep);
   return rc;
 }
 
@@ -487,9 +524,9 @@ static int wc_failed(rrpc__rdma_ep *ep, const struct ibv_wc *wc) {
   if (wc->status != IBV_WC_WR_FLUSH_ERR)
     RRPC_LOG(WARNING, "rdma qpn=%u: completion error: %s (vendor 0x%x)", ep->qp->qp_num,
              ibv_wc_status_str(wc->status), wc->vendor_err);
-  pthread_mutex_lock(&ep->mu);
+  rrpc__ep_lock(ep);
   ep->qp_dead = 1;
-  pthread_mutex_unlock(&ep->mu);
+  rrpc__ep_unlock(ep);
   return -RRPC_ERDMA;
 }
 
@@ -530,11 +567,11 @@ static int poll_send(rrpc__rdma_ep *ep, rrpc_iobuf *drop, int *any) {
     rrpc__rdma_count(RRPC_RDMA_CNT_COMPLETIONS, (uint64_t)n);
     for (int i = 0; i < n; i++) {
       if (wc[i].status != IBV_WC_SUCCESS) return wc_failed(ep, &wc[i]);
-      pthread_mutex_lock(&ep->mu);
+      rrpc__ep_lock(ep);
       /* A signaled WR completes every WR posted before it (RC order). */
       if (wc[i].wr_id > ep->wr_done) ep->wr_done = wc[i].wr_id;
       inflight_reap(ep, ep->wr_done, drop);
-      pthread_mutex_unlock(&ep->mu);
+      rrpc__ep_unlock(ep);
     }
   }
 }
@@ -571,12 +608,12 @@ void rrpc__dp_poll(rrpc__rdma_ep *ep) {
     return;
   }
   int resume = 0;
-  pthread_mutex_lock(&ep->mu);
+  rrpc__ep_lock(ep);
   maybe_ack_locked(ep);
   if (ep->write_blocked && ep->state == EP_UP) {
     ep->write_blocked = 0;
     resume = 1;
   }
-  pthread_mutex_unlock(&ep->mu);
+  rrpc__ep_unlock(ep);
   if (resume) rrpc__socket_resume_write(ep->s);
 }

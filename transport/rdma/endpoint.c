@@ -17,7 +17,7 @@
 #include "transport/rdma/endpoint.h"
 #include "transport/clc_decline.h"
 #include "transport/rdma/rdma_transport.h"
-#include "transport/rdma/wire/cdc.h"
+#include "transport/smc/cdc.h"
 
 #define RDMA_QUEUE_MIN 16
 #define RDMA_QUEUE_MAX 4096
@@ -79,9 +79,9 @@ static void on_async_event(void *arg, enum ibv_event_type ev) {
       ev == IBV_EVENT_PORT_ERR) {
     RRPC_LOG(WARNING, "rdma qpn=%u: async event %s: failing the connection", ep->qp ? ep->qp->qp_num : 0,
              ibv_event_type_str(ev));
-    pthread_mutex_lock(&ep->mu);
+    rrpc__ep_lock(ep);
     ep->qp_dead = 1;
-    pthread_mutex_unlock(&ep->mu);
+    rrpc__ep_unlock(ep);
     if (ep->s != NULL) rrpc__socket_fail(ep->s, -RRPC_ERDMA);
   }
 }
@@ -104,6 +104,11 @@ static void on_poll(void *arg) { rrpc__dp_poll(arg); }
 
 /* Undo rrpc__ep_verbs_create, in reverse. Safe on a partial creation. */
 static void verbs_destroy(rrpc__rdma_ep *ep) {
+  /* Nothing may post once the QP starts going away: a ring slice released
+   * on another thread checks qp_dead under mu before it posts a CDC. */
+  rrpc__ep_lock(ep);
+  ep->qp_dead = 1;
+  rrpc__ep_unlock(ep);
   if (ep->poller_added) {
     rrpc__loop_poller_del(rrpc__socket_loop(ep->s), on_poll, ep);
     ep->poller_added = 0;
@@ -435,14 +440,16 @@ static void rdma_on_fail(rrpc__socket *s, int code) {
   rrpc__rdma_ep *ep = rrpc__socket_tstate(s);
   if (ep == NULL) return;
   rrpc__hs_cancel_timer(ep);
-  pthread_mutex_lock(&ep->mu);
+  rrpc__ep_lock(ep);
   if (ep->state == EP_UP && !ep->qp_dead && !ep->closed_sent) {
     ep->closed_sent = 1;
     uint8_t flags = code == -RRPC_ECLOSE || code == -RRPC_ELOGOFF ? RRPC_CDC_CS_CLOSED : RRPC_CDC_CS_ABNORMAL;
     (void)rrpc__dp_send_cdc_locked(ep, flags, 1);
   }
-  pthread_mutex_unlock(&ep->mu);
+  /* Under mu: a writer that checks the state (or closed_sent) under mu
+   * posts nothing after the close CDC. */
   ep->state = EP_FAILED;
+  rrpc__ep_unlock(ep);
 }
 
 static void rdma_close(rrpc__socket *s) {
@@ -451,10 +458,9 @@ static void rdma_close(rrpc__socket *s) {
   rrpc__hs_cancel_timer(ep);
   rrpc__hs_slot_release(ep);
   verbs_destroy(ep);
-  pthread_mutex_lock(&ep->mu);
-  ep->qp_dead = 1;
+  rrpc__ep_lock(ep);
   ep->s = NULL;
-  pthread_mutex_unlock(&ep->mu);
+  rrpc__ep_unlock(ep);
   rrpc__socket_set_tstate(s, NULL);
   rrpc__ep_unref(ep);
 }
@@ -462,7 +468,7 @@ static void rdma_close(rrpc__socket *s) {
 static int rdma_describe(const rrpc__socket *s, char *buf, size_t len) {
   rrpc__rdma_ep *ep = rrpc__socket_tstate(s);
   if (ep == NULL) return snprintf(buf, len, "rdma (closed)") < 0 ? -EINVAL : 0;
-  pthread_mutex_lock(&ep->mu);
+  rrpc__ep_lock(ep);
   snprintf(buf, len,
            "rdma %s dev=%s qpn=%u peer_qpn=%u gid_index=%d %s | tx: prod=%llu peer_cons=%llu ring=%u "
            "credits=%u blocked=%d sq_used=%llu | rx: prod=%llu cons=%llu acked=%llu owed=%u held=%u zc=%llu "
@@ -473,7 +479,7 @@ static int rdma_describe(const rrpc__socket *s, char *buf, size_t len) {
            (unsigned long long)(ep->wr_seq - ep->wr_done), (unsigned long long)ep->rx.prod,
            (unsigned long long)ep->rx.cons, (unsigned long long)ep->rx.acked, ep->rx.owed, ep->rx.held,
            (unsigned long long)ep->zc_outstanding, ep->peer_asked);
-  pthread_mutex_unlock(&ep->mu);
+  rrpc__ep_unlock(ep);
   return 0;
 }
 

@@ -6,9 +6,10 @@
  * Locking: `mu` guards the windows, the send queue and every post to the QP
  * (the writer may be any thread; acks arrive on the loop thread; ring blocks
  * are released on whatever thread drops them). Handshake state and the read
- * buffer belong to the socket's loop thread. Never drop an iobuf reference
- * while holding `mu`: the block may be one of our ring slices, whose
- * deleter takes `mu`.
+ * buffer belong to the socket's loop thread. Drop iobuf references after
+ * unlocking `mu` where possible (a ring slice's deleter takes the mu of its
+ * endpoint); one dropped under it by accident releases in place
+ * (rrpc__ep_locked_here) instead of deadlocking.
  *
  * Lifetime: refcounted - one reference for the socket (dropped in the ops'
  * close) and one per zero-copy ring slice handed to the application, so the
@@ -24,7 +25,7 @@
 #include "rrpc/transport.h"
 #include "transport/rdma/device.h"
 #include "transport/rdma/pool.h"
-#include "transport/rdma/wire/clc.h"
+#include "transport/smc/clc.h"
 #include "transport/rdma/wire/rx_reclaim.h"
 #include "transport/rdma/wire/window.h"
 
@@ -55,7 +56,9 @@ typedef struct rrpc__rdma_ep {
   rrpc__rdma_dev *dev;
   const rrpc_rdma_options *opts;
   int is_client;
-  rrpc__ep_state state;
+  /* Written by the socket's loop thread (the handshake, fallback, failure);
+   * read from any thread (writers, slice releases, is_rdma): atomic. */
+  _Atomic rrpc__ep_state state;
 
   /* handshake (loop thread) */
   uint8_t hs[RRPC_CLC_MAX_LEN];
@@ -92,8 +95,9 @@ typedef struct rrpc__rdma_ep {
   uint32_t rq_size, sq_size;
   uint32_t max_send_sge;
 
-  /* --- under mu --- */
+  /* --- under mu (take it with rrpc__ep_lock) --- */
   pthread_mutex_t mu;
+  _Atomic uintptr_t mu_owner; /* the thread holding mu (pthread_self), or 0 */
   struct rrpc__tx_window tx;
   struct rrpc__rx_window rx;
   struct rrpc__rx_reclaim reclaim;
@@ -111,6 +115,22 @@ typedef struct rrpc__rdma_ep {
   uint64_t cdc_slot_wr;  /* WR of the last CDC sent from the slot (not inline) */
   int closed_sent;
 } rrpc__rdma_ep;
+
+/* ep->mu with its owner recorded, so that a ring slice released on the
+ * thread that holds mu (the last reference dropped under it, e.g. when an
+ * allocation failed and a buffer could not be moved out first) releases its
+ * space in place instead of deadlocking on mu. */
+static inline void rrpc__ep_lock(rrpc__rdma_ep *ep) {
+  pthread_mutex_lock(&ep->mu);
+  atomic_store_explicit(&ep->mu_owner, (uintptr_t)pthread_self(), memory_order_relaxed);
+}
+static inline void rrpc__ep_unlock(rrpc__rdma_ep *ep) {
+  atomic_store_explicit(&ep->mu_owner, 0, memory_order_relaxed);
+  pthread_mutex_unlock(&ep->mu);
+}
+static inline int rrpc__ep_locked_here(rrpc__rdma_ep *ep) {
+  return atomic_load_explicit(&ep->mu_owner, memory_order_relaxed) == (uintptr_t)pthread_self();
+}
 
 /* ---- endpoint.c ---------------------------------------------------------- */
 /* Create the CQs, QP (in INIT), ring and slots; post every receive; watch the

@@ -32,7 +32,7 @@
 #include "rrpc/internal/log.h"
 #include "transport/clc_decline.h"
 #include "transport/rdma/endpoint.h"
-#include "transport/rdma/wire/cdc.h"
+#include "transport/smc/cdc.h"
 
 /* ---- handshakes in progress ------------------------------------------------------- */
 
@@ -278,9 +278,6 @@ static void server_on_proposal(rrpc__rdma_ep *ep, const struct rrpc__clc_proposa
   }
   ep->state = EP_SERVER_WAIT_CONFIRM;
   arm_timer(ep);
-  /* Test hook: behave like a server whose Accept is lost, so the client's
-   * deadline and Decline are exercised end to end. */
-  if (getenv("RRPC_RDMA_TEST_DROP_ACCEPT") != NULL) return;
   int rc = send_accept(ep, RRPC_CLC_ACCEPT, (uint8_t)ep->dev->active_mtu);
   if (rc != 0) {
     ep->state = EP_FAILED;
@@ -301,10 +298,10 @@ static void server_on_confirm(rrpc__rdma_ep *ep, const struct rrpc__clc_accept *
   int rc = rrpc__ep_qp_connect(ep);
   if (rc == 0) {
     /* The first CDC tells the client the QP works both ways. */
-    pthread_mutex_lock(&ep->mu);
+    rrpc__ep_lock(ep);
     ep->state = EP_UP;
     rc = rrpc__dp_send_cdc_locked(ep, 0, 1);
-    pthread_mutex_unlock(&ep->mu);
+    rrpc__ep_unlock(ep);
   }
   if (rc != 0) {
     RRPC_LOG(WARNING, "rdma handshake: cannot bring the QP up: %s", rrpc_strerror(rc));

@@ -382,12 +382,29 @@ size_t rrpc__rdma_pool_bytes(void) {
   return atomic_load_explicit(&g_pool.bytes, memory_order_relaxed);
 }
 
+const rrpc__rdma_region *rrpc__rdma_block_region(const rrpc_block *b, const void *p, size_t len) {
+  if (b->alloc != NULL && b->alloc != &pool_allocator) return NULL;
+  return rrpc__rdma_region_of(b->region, p, len);
+}
+
 int rrpc__rdma_pool_start(rrpc__rdma_dev *d) {
   if (atomic_load_explicit(&g_pool.started, memory_order_acquire)) return 0;
   const rrpc_rdma_options *o = rrpc__rdma_options();
   int rc = 0;
   pthread_mutex_lock(&g_pool.grow_mu);
   if (atomic_load_explicit(&g_pool.started, memory_order_relaxed)) goto out;
+  /* The pool works by being the block allocator; replacing one the
+   * application installed would silently change where its blocks come
+   * from. Say so once and leave RDMA off (connections fall back). */
+  if (!rrpc__block_allocator_is_default()) {
+    static atomic_int said;
+    if (!atomic_exchange(&said, 1))
+      RRPC_LOG(ERROR, "rdma: the application installed its own block allocator (%s); the registered pool "
+               "would replace it, so RDMA stays off in this process",
+               rrpc_block_allocator_get()->name ? rrpc_block_allocator_get()->name : "?");
+    rc = -EBUSY;
+    goto out;
+  }
   if (o->pool_max_size_mb > SIZE_MAX >> 20 || o->pool_increase_size_mb > SIZE_MAX >> 20) {
     rc = -EINVAL;
     goto out;

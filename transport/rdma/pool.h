@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rrpc/internal/iobuf.h"
 #include "transport/rdma/device.h"
 
 /* C++ (the RDMA tests) includes this header too. */
@@ -41,12 +42,21 @@ static inline const rrpc__rdma_region *rrpc__rdma_region_of(const void *cookie, 
   return r;
 }
 
+/* rrpc__rdma_block_region - the RDMA region holding [p, p+len) of block b,
+ * or NULL. Only cookies that are ours are read: pool blocks, and blocks
+ * without an allocator (user memory, ring slices) whose cookie carries our
+ * magic. A block of another allocator has that allocator's opaque cookie,
+ * which is never dereferenced. */
+const rrpc__rdma_region *rrpc__rdma_block_region(const rrpc_block *b, const void *p, size_t len);
+
 /* rrpc__rdma_pool_start - register the first pool region on `d` and make the
  * pool the block allocator (rrpc_block_allocator_set). Idempotent (a later
  * call, with any d, returns 0 and changes nothing). Sizes from the options
  * (initial, increase, cap). `d` is borrowed until exit: pass the
  * process-wide device (rrpc__rdma_dev_get). Size classes, growth and why
- * regions are never given back: pool.c. 0, -RRPC_ERDMAMEM, -ENOMEM. */
+ * regions are never given back: pool.c. 0, -RRPC_ERDMAMEM, -ENOMEM, or
+ * -EBUSY when the application installed its own block allocator (the pool
+ * would have to replace it: RDMA stays off instead, logged once). */
 int rrpc__rdma_pool_start(rrpc__rdma_dev *d);
 
 /* rrpc__rdma_pool_alloc - a registered area of >= size bytes (the same path

@@ -11,7 +11,7 @@
 #include "rrpc/errors.h"
 #include "rrpc/internal/log.h"
 #include "transport/clc_decline.h"
-#include "transport/rdma/wire/clc.h"
+#include "transport/smc/clc.h"
 #include "transport/tcp/tcp_internal.h"
 
 int rrpc__tcp_sniff_clc(rrpc__socket *s) {

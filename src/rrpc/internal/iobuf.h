@@ -64,6 +64,9 @@ void rrpc__iobuf_destroy(rrpc_iobuf *buf);
  * the default). 0, -EINVAL (size > UINT32_MAX) or the allocator's error.
  * ref/unref are atomic and callable from any thread. */
 int rrpc__block_alloc(size_t size, rrpc_block **out);
+/* rrpc__block_allocator_is_default - 1 while new blocks come from malloc
+ * (nobody called rrpc_block_allocator_set with an allocator). */
+int rrpc__block_allocator_is_default(void);
 /* rrpc__block_new_user - wrap user memory as a block with refs = 1 (no
  * copy). On error the deleter does not run. */
 int rrpc__block_new_user(void *data, size_t len, void *region, rrpc_iobuf_deleter deleter,

@@ -1,10 +1,10 @@
-/* wire/cdc.c - SMC-R CDC message codec and cursor arithmetic (see cdc.h). */
-#include "transport/rdma/wire/cdc.h"
+/* transport/smc/cdc.c - SMC-R CDC message codec and cursor arithmetic (see cdc.h). */
+#include "transport/smc/cdc.h"
 
 #include <string.h>
 
 #include "rrpc/errors.h"
-#include "transport/rdma/wire/bytes.h"
+#include "transport/smc/bytes.h"
 
 enum {
   OFF_SEQ = 2,

@@ -1,4 +1,5 @@
-/* wire/clc.h - private to the RDMA transport: the SMC-R CLC handshake codec
+/* transport/smc/clc.h - shared by the TCP and RDMA transports (TCP sniffs
+ * and declines, RDMA shakes hands): the SMC-R CLC handshake codec
  * (Proposal, Accept, Confirm, Decline) as pure functions over bytes. It owns
  * the byte layouts and rrpc's use of reserved bytes; it knows nothing of
  * sockets, verbs or deadlines (the handshake code drives it).
@@ -14,8 +15,8 @@
  * its input as hostile: it reads only inside [buf, buf + len) and inside the
  * message's own length field, and returns -RRPC_EPARSE for anything outside
  * the layouts below. */
-#ifndef RRPC_TRANSPORT_RDMA_WIRE_CLC_H
-#define RRPC_TRANSPORT_RDMA_WIRE_CLC_H
+#ifndef RRPC_TRANSPORT_SMC_CLC_H
+#define RRPC_TRANSPORT_SMC_CLC_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -277,4 +278,4 @@ uint32_t rrpc__clc_mtu_bytes(unsigned mtu);
 #ifdef __cplusplus
 }
 #endif
-#endif /* RRPC_TRANSPORT_RDMA_WIRE_CLC_H */
+#endif /* RRPC_TRANSPORT_SMC_CLC_H */

@@ -1,14 +1,14 @@
-/* wire/clc.c - SMC-R CLC codec: decodes v1 and v2 messages as Linux sends
+/* transport/smc/clc.c - SMC-R CLC codec: decodes v1 and v2 messages as Linux sends
  * them, encodes rrpc's v1 messages. Pure byte work; no I/O, no allocation.
  * Offsets below are from the start of the message (see
  * docs/smc-r-wire-usage.md for the tables). */
-#include "transport/rdma/wire/clc.h"
+#include "transport/smc/clc.h"
 
 #include <errno.h>
 #include <string.h>
 
 #include "rrpc/errors.h"
-#include "transport/rdma/wire/bytes.h"
+#include "transport/smc/bytes.h"
 
 static const uint8_t eye_smcr[4] = {0xe2, 0xd4, 0xc3, 0xd9};
 static const uint8_t eye_smcd[4] = {0xe2, 0xd4, 0xc3, 0xc4};

@@ -1,4 +1,4 @@
-/* wire/cdc.h - private to the RDMA transport: the 44-byte SMC-R CDC message
+/* transport/smc/cdc.h - the SMC wire codecs (with clc.h): the 44-byte SMC-R CDC message
  * (connection data control) codec and SMC's cursor arithmetic. Pure
  * functions: thread-safe, non-blocking, no allocation; inputs are borrowed,
  * outputs are plain values.
@@ -7,8 +7,8 @@
  * RECEIVER's alert token u32, 8 producer cursor {reserved u16, wrap u16,
  * count u32}, 16 consumer cursor (same), 24 producer flags, 25 connection
  * state flags, 26..43 reserved zero. */
-#ifndef RRPC_TRANSPORT_RDMA_WIRE_CDC_H
-#define RRPC_TRANSPORT_RDMA_WIRE_CDC_H
+#ifndef RRPC_TRANSPORT_SMC_CDC_H
+#define RRPC_TRANSPORT_SMC_CDC_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -108,4 +108,4 @@ int rrpc__cdc_cursor_to_offset(const struct rrpc__cdc_cursor *c,
 #ifdef __cplusplus
 }
 #endif
-#endif /* RRPC_TRANSPORT_RDMA_WIRE_CDC_H */
+#endif /* RRPC_TRANSPORT_SMC_CDC_H */

@@ -1,7 +1,7 @@
-/* wire/bytes.h - private to the RDMA wire codecs: big-endian loads and stores
+/* transport/smc/bytes.h - private to the SMC wire codecs: big-endian loads and stores
  * on byte arrays. Callers bounds-check first; these never read past n bytes. */
-#ifndef RRPC_TRANSPORT_RDMA_WIRE_BYTES_H
-#define RRPC_TRANSPORT_RDMA_WIRE_BYTES_H
+#ifndef RRPC_TRANSPORT_SMC_BYTES_H
+#define RRPC_TRANSPORT_SMC_BYTES_H
 
 #include <stdint.h>
 
@@ -45,4 +45,4 @@ static inline void rrpc__put_be64(uint8_t *p, uint64_t v) {
   rrpc__put_be32(p + 4, (uint32_t)v);
 }
 
-#endif /* RRPC_TRANSPORT_RDMA_WIRE_BYTES_H */
+#endif /* RRPC_TRANSPORT_SMC_BYTES_H */
