@@ -26,7 +26,11 @@ struct method {
   char *name;
   rrpc_handler_fn fn;
   void *arg;
+  rrpc_run_mode mode;
+  int in_loop; /* resolved at start from mode and the server's default */
 };
+
+enum { DEFAULT_POOL_MIN_THREADS = 4, DEFAULT_POOL_QUEUE_MAX = 65536 };
 
 /* One accepted connection; lives until its socket's on_close. */
 struct sconn {
@@ -44,7 +48,8 @@ struct rrpc_server {
   size_t nmethods, cap_methods;
   rrpc__loop_group *group;
   int own_group;
-  rrpc__worker_pool *pool;
+  rrpc__worker_pool *pool; /* NULL when every method runs in the loop */
+  int pool_queue_max;
   const rrpc_transport_ops *ops;
   int listen_fd;
   int port;
@@ -76,7 +81,7 @@ int rrpc_server_new(const rrpc_server_options *opts, rrpc_server **out) {
   rrpc_server *s = calloc(1, sizeof *s);
   if (s == NULL) return -ENOMEM;
   if (opts != NULL) s->opts = *opts;
-  if (s->opts.num_threads < 0 || s->opts.pool_threads < 0) {
+  if (s->opts.num_threads < 0 || s->opts.pool_threads < 0 || s->opts.pool_queue_max < 0) {
     free(s);
     return -EINVAL;
   }
@@ -115,8 +120,28 @@ int rrpc_server_add_method(rrpc_server *s, const char *service, const char *meth
   }
   m->fn = fn;
   m->arg = arg;
+  m->mode = RRPC_RUN_DEFAULT;
+  m->in_loop = 0;
   s->nmethods++;
   return 0;
+}
+
+int rrpc_server_set_method_mode(rrpc_server *s, const char *service, const char *method,
+                                rrpc_run_mode mode) {
+  if (s == NULL || service == NULL || method == NULL) return -EINVAL;
+  if (mode != RRPC_RUN_DEFAULT && mode != RRPC_RUN_IN_POOL && mode != RRPC_RUN_IN_LOOP) return -EINVAL;
+  if (s->state != SRV_NEW) return -EBUSY;
+  for (size_t i = 0; i < s->nmethods; i++) {
+    if (strcmp(s->methods[i].service, service) == 0 && strcmp(s->methods[i].name, method) == 0) {
+      s->methods[i].mode = mode;
+      return 0;
+    }
+  }
+  return -ENOENT;
+}
+
+uint64_t rrpc_server_pool_rejected(const rrpc_server *s) {
+  return s->pool != NULL ? rrpc__worker_pool_rejected(s->pool) : 0;
 }
 
 /* Linear: services have a handful of methods; a table lookup costs less
@@ -241,8 +266,22 @@ static int handle_request(rrpc_server *srv, rrpc__socket *sock, rrpc__baidu_msg 
     rrpc_server_call_respond(call, NULL);
     return 0;
   }
-  if (srv->pool != NULL && rrpc__worker_pool_submit(srv->pool, run_handler, call) == 0) return 0;
-  run_handler(call); /* run to completion on the loop thread */
+  if (call->m->in_loop || srv->pool == NULL) {
+    run_handler(call); /* run to completion on the loop thread */
+    return 0;
+  }
+  int rc = rrpc__worker_pool_submit(srv->pool, run_handler, call);
+  if (rc != 0) {
+    /* Running it here instead would let a burst block the loop: refuse it,
+     * as brpc does when a server is over capacity. */
+    char text[96];
+    if (rc == -RRPC_EOVERCROWDED)
+      snprintf(text, sizeof text, "the server's worker queue is full (%d waiting)", srv->pool_queue_max);
+    else
+      snprintf(text, sizeof text, "cannot queue the request: %s", rrpc_strerror(rc));
+    rrpc__controller_fail(&call->cntl, rc, text, strlen(text));
+    rrpc_server_call_respond(call, NULL);
+  }
   return 0;
 }
 
@@ -351,6 +390,14 @@ static int open_listener(rrpc_server *s, const struct sockaddr_in *sa) {
   return 0;
 }
 
+/* Handlers may block (a sleep, a synchronous call to another service), so
+ * the pool has a few threads even on a small machine; more CPUs, more. */
+static int pool_size(const rrpc_server_options *o) {
+  if (o->pool_threads > 0) return o->pool_threads;
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  return cpus > DEFAULT_POOL_MIN_THREADS ? (int)cpus : DEFAULT_POOL_MIN_THREADS;
+}
+
 static int start_runtime(rrpc_server *s) {
   int rc;
   if (s->opts.num_threads > 0) {
@@ -360,9 +407,15 @@ static int start_runtime(rrpc_server *s) {
     rc = rrpc__loop_group_global(0, &s->group);
   }
   if (rc != 0) return rc;
-  if (s->opts.handlers_in_pool) {
-    int n = s->opts.pool_threads > 0 ? s->opts.pool_threads : 4;
-    rc = rrpc__worker_pool_start(n, "rrpc-work", &s->pool);
+  int need_pool = 0;
+  for (size_t i = 0; i < s->nmethods; i++) {
+    struct method *m = &s->methods[i];
+    m->in_loop = m->mode == RRPC_RUN_IN_LOOP || (m->mode == RRPC_RUN_DEFAULT && s->opts.handlers_in_loop);
+    if (!m->in_loop) need_pool = 1;
+  }
+  if (need_pool) {
+    s->pool_queue_max = s->opts.pool_queue_max > 0 ? s->opts.pool_queue_max : DEFAULT_POOL_QUEUE_MAX;
+    rc = rrpc__worker_pool_start(pool_size(&s->opts), s->pool_queue_max, "rrpc-work", &s->pool);
   }
   return rc;
 }

@@ -3,9 +3,12 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "rrpc/errors.h"
 
 struct task {
   struct task *next;
@@ -17,6 +20,9 @@ struct rrpc__worker_pool {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   struct task *head, *tail;
+  int queued, max_queue;
+  int idle; /* threads waiting on cv: a submit signals only when one is */
+  atomic_uint_least64_t rejected;
   int stopping;
   int nthreads;
   pthread_t *threads;
@@ -26,9 +32,14 @@ static void *worker_main(void *arg) {
   rrpc__worker_pool *p = arg;
   pthread_mutex_lock(&p->mu);
   for (;;) {
-    while (p->head == NULL && !p->stopping) pthread_cond_wait(&p->cv, &p->mu);
+    while (p->head == NULL && !p->stopping) {
+      p->idle++;
+      pthread_cond_wait(&p->cv, &p->mu);
+      p->idle--;
+    }
     struct task *t = p->head;
     if (t == NULL) break; /* stopping and drained */
+    p->queued--;
     p->head = t->next;
     if (p->head == NULL) p->tail = NULL;
     pthread_mutex_unlock(&p->mu);
@@ -40,9 +51,11 @@ static void *worker_main(void *arg) {
   return NULL;
 }
 
-int rrpc__worker_pool_start(int nthreads, const char *name, rrpc__worker_pool **out) {
+int rrpc__worker_pool_start(int nthreads, int max_queue, const char *name, rrpc__worker_pool **out) {
   rrpc__worker_pool *p = calloc(1, sizeof *p);
   if (p == NULL) return -ENOMEM;
+  p->max_queue = max_queue > 0 ? max_queue : 1;
+  atomic_init(&p->rejected, 0);
   p->threads = calloc((size_t)nthreads, sizeof *p->threads);
   if (p->threads == NULL) {
     free(p);
@@ -74,17 +87,32 @@ int rrpc__worker_pool_submit(rrpc__worker_pool *p, rrpc__task_fn fn, void *arg) 
   t->fn = fn;
   t->arg = arg;
   pthread_mutex_lock(&p->mu);
+  int rc = 0;
   if (p->stopping) {
+    rc = -ESHUTDOWN;
+  } else if (p->queued >= p->max_queue) {
+    atomic_fetch_add_explicit(&p->rejected, 1, memory_order_relaxed);
+    rc = -RRPC_EOVERCROWDED;
+  }
+  if (rc != 0) {
     pthread_mutex_unlock(&p->mu);
     free(t);
-    return -ESHUTDOWN;
+    return rc;
   }
   if (p->tail) p->tail->next = t;
   else p->head = t;
   p->tail = t;
-  pthread_cond_signal(&p->cv);
+  p->queued++;
+  /* A busy thread takes the task when it comes back for more: no wake-up
+   * (and no futex call) unless someone is asleep. */
+  int wake = p->idle > 0;
   pthread_mutex_unlock(&p->mu);
+  if (wake) pthread_cond_signal(&p->cv);
   return 0;
+}
+
+uint64_t rrpc__worker_pool_rejected(const rrpc__worker_pool *p) {
+  return atomic_load_explicit(&((rrpc__worker_pool *)p)->rejected, memory_order_relaxed);
 }
 
 void rrpc__worker_pool_stop(rrpc__worker_pool *p) {

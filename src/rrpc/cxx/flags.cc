@@ -42,9 +42,15 @@ DEFINE_int32(event_dispatcher_num, 0,
              "Event loop threads of each Server; 0 = share the process-wide loops "
              "(one per CPU, at most 4)");
 DEFINE_bool(usercode_in_pthread, false,
-            "Run server methods on a worker pool instead of the event loop (for methods that "
-            "block)");
-DEFINE_int32(usercode_pool_threads, 0, "Worker pool size for usercode_in_pthread; 0 = 4");
+            "Kept for brpc compatibility: server methods run on a worker pool by default");
+DEFINE_int32(usercode_pool_threads, 0,
+             "Worker pool size of each Server; 0 = the CPU count, at least 4");
+DEFINE_bool(usercode_in_loop, false,
+            "Run server methods on the event loop that read the request (fastest; methods "
+            "must never block)");
+DEFINE_int32(usercode_queue_max, 0,
+             "Requests waiting for a worker, at most, per Server; one more fails with "
+             "EOVERCROWDED. 0 = 65536");
 
 namespace {
 
@@ -83,7 +89,8 @@ const bool g_validators_registered =
     gflags::RegisterFlagValidator(&FLAGS_rdma_handshake_timeout_ms, NonNegative) &&
     gflags::RegisterFlagValidator(&FLAGS_max_body_size, Positive64) &&
     gflags::RegisterFlagValidator(&FLAGS_event_dispatcher_num, NonNegative) &&
-    gflags::RegisterFlagValidator(&FLAGS_usercode_pool_threads, NonNegative);
+    gflags::RegisterFlagValidator(&FLAGS_usercode_pool_threads, NonNegative) &&
+    gflags::RegisterFlagValidator(&FLAGS_usercode_queue_max, NonNegative);
 
 }  // namespace
 

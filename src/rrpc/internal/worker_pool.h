@@ -3,15 +3,21 @@
 #ifndef RRPC_INTERNAL_WORKER_POOL_H
 #define RRPC_INTERNAL_WORKER_POOL_H
 
+#include <stdint.h>
+
 #include "rrpc/internal/loop.h"
 
 typedef struct rrpc__worker_pool rrpc__worker_pool;
 
-/* 0, -ENOMEM or -errno from pthread_create (then nothing is left running). */
-int rrpc__worker_pool_start(int nthreads, const char *name, rrpc__worker_pool **out);
+/* start - `nthreads` threads; at most `max_queue` (> 0) tasks wait for one.
+ * 0, -ENOMEM or -errno from pthread_create (then nothing is left running). */
+int rrpc__worker_pool_start(int nthreads, int max_queue, const char *name, rrpc__worker_pool **out);
 /* submit - run fn(arg) on a pool thread, never inside the call. 0, -ENOMEM,
- * -ESHUTDOWN (stopping; fn does not run). Any thread. */
+ * -RRPC_EOVERCROWDED (max_queue tasks already wait; counted),
+ * -ESHUTDOWN (stopping). fn does not run on an error. Any thread. */
 int rrpc__worker_pool_submit(rrpc__worker_pool *p, rrpc__task_fn fn, void *arg);
+/* rejected - submits refused with -RRPC_EOVERCROWDED so far. Any thread. */
+uint64_t rrpc__worker_pool_rejected(const rrpc__worker_pool *p);
 /* stop - run what is queued, join the threads, free. Not from a pool thread. */
 void rrpc__worker_pool_stop(rrpc__worker_pool *p);
 
