@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <dirent.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +15,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -560,6 +563,57 @@ TEST(CxxHandlers, ChainOfThreeServersCallingSynchronously) {
   cxxtest::EchoService_Stub(&ch).Echo(&cntl, &req, &resp, nullptr);
   ASSERT_FALSE(cntl.Failed()) << cntl.ErrorText();
   EXPECT_EQ("a(b(c(m)))", resp.message());
+}
+
+// ---- 3. the process-wide loops ----------------------------------------------------
+
+// Loop threads of this process ("rrpc-loop-<i>").
+int count_loop_threads() {
+  int n = 0;
+  DIR *d = opendir("/proc/self/task");
+  if (d == nullptr) return -1;
+  while (dirent *e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::string path = std::string("/proc/self/task/") + e->d_name + "/comm";
+    FILE *f = fopen(path.c_str(), "r");
+    if (f == nullptr) continue;
+    char comm[32] = {0};
+    if (fgets(comm, sizeof comm, f) != nullptr && strncmp(comm, "rrpc-loop-", 10) == 0) n++;
+    fclose(f);
+  }
+  closedir(d);
+  return n;
+}
+
+// In a child process (the loops are process-wide and start once): the knob
+// sets their count before they start and is refused after.
+__attribute__((constructor)) void maybe_loops_child() {
+  const char *want = getenv("RRPC_TEST_LOOPS_CHILD");
+  if (want == nullptr) return;
+  int n = std::atoi(want);
+  int rc = 0;
+  if (n > 0 && rrpc_set_event_dispatcher_num(n) != 0) rc = 10;
+  if (rc == 0 && n > 0 && rrpc_event_dispatcher_num() != n) rc = 11;
+  if (rc == 0 && rrpc_set_event_dispatcher_num(-1) != -EINVAL) rc = 12;
+  rrpc_channel *ch = nullptr;
+  if (rc == 0 && rrpc_channel_new("127.0.0.1:1", nullptr, &ch) != 0) rc = 13;  // starts the loops
+  int expect = n > 0 ? n : (int)sysconf(_SC_NPROCESSORS_ONLN);
+  if (rc == 0 && rrpc_event_dispatcher_num() != expect) rc = 14;
+  if (rc == 0 && count_loop_threads() != expect) rc = 15;
+  if (rc == 0 && rrpc_set_event_dispatcher_num(expect + 1) != -EBUSY) rc = 16;
+  if (rc == 0 && rrpc_set_event_dispatcher_num(expect) != 0) rc = 17;  // same count: fine
+  rrpc_channel_free(ch);
+  printf("%d\n", rc);
+  fflush(stdout);
+  _exit(rc);
+}
+
+TEST(Loops, EventDispatcherNumSetsTheProcessWideLoops) {
+  for (const char *n : {"3", "0"}) {
+    rrpc_test::Child c = rrpc_test::spawn_self({std::string("RRPC_TEST_LOOPS_CHILD=") + n});
+    ASSERT_GT(c.pid, 0);
+    EXPECT_EQ(0, rrpc_test::wait_child(c)) << "n=" << n << " child said " << c.first_output;
+  }
 }
 
 }  // namespace

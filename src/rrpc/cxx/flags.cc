@@ -11,6 +11,7 @@
 
 #include "rrpc/cxx/detail.h"
 #include "rrpc/errors.h"
+#include "rrpc/loops.h"
 #include "rrpc/rdma.h"
 
 DEFINE_string(rdma_device, "", "RDMA device (HCA) name; empty = the first with an ACTIVE port");
@@ -39,8 +40,8 @@ DEFINE_uint64(rdma_zerocopy_min_size, 64u << 10,
               "receive ring; smaller ones are copied");
 DEFINE_uint64(max_body_size, 64u << 20, "Largest message body (meta+message+attachment) accepted");
 DEFINE_int32(event_dispatcher_num, 0,
-             "Event loop threads of each Server; 0 = share the process-wide loops "
-             "(one per CPU, at most 4)");
+             "Process-wide event loop threads shared by channels and servers; 0 = one per CPU. "
+             "Read when the first Channel or Server starts them");
 DEFINE_bool(usercode_in_pthread, false,
             "Kept for brpc compatibility: server methods run on a worker pool by default");
 DEFINE_int32(usercode_pool_threads, 0,
@@ -96,6 +97,18 @@ const bool g_validators_registered =
 
 namespace rrpc {
 namespace detail {
+
+void ApplyLoopFlags() {
+  int rc = rrpc_set_event_dispatcher_num(FLAGS_event_dispatcher_num);
+  static std::once_flag warned;
+  if (rc == -EBUSY && FLAGS_event_dispatcher_num != 0) {
+    std::call_once(warned, [] {
+      LOG(WARNING) << "--event_dispatcher_num=" << FLAGS_event_dispatcher_num
+                   << " ignored: the process-wide loops already run with "
+                   << rrpc_event_dispatcher_num();
+    });
+  }
+}
 
 int PrepareRdma() {
   static std::once_flag once;

@@ -71,7 +71,7 @@ void AskToQuit() {
 // ---- options -------------------------------------------------------------------
 
 ServerOptions::ServerOptions()
-    : num_threads(FLAGS_event_dispatcher_num),
+    : num_threads(0),
       handlers_in_pool(FLAGS_usercode_in_pthread),
       pool_threads(FLAGS_usercode_pool_threads),
       max_body_size(static_cast<size_t>(FLAGS_max_body_size)),
@@ -279,6 +279,7 @@ int Server::Start(const char* addr, const ServerOptions* opts) {
   }
   ServerOptions o = opts ? *opts : ServerOptions();
   if (o.use_rdma && detail::PrepareRdma() != 0) return -1;
+  detail::ApplyLoopFlags();
 
   rrpc_server_options c{};
   c.num_threads = o.num_threads;

@@ -44,8 +44,8 @@ struct ServerOptions {
   // Offer RDMA (SMC-R handshake); clients that do not ask are served over
   // TCP. In a build without RDMA, Start fails and logs how to build with it.
   bool use_rdma = false;
-  // Event-loop threads of this server; 0 = share the process-wide loops.
-  // Default --event_dispatcher_num.
+  // Event-loop threads of this server; 0 = share the process-wide loops
+  // (--event_dispatcher_num of them, default one per CPU).
   int num_threads;
   // Kept for compatibility: methods run on a worker pool by default (they
   // may block and call other services synchronously). Default
