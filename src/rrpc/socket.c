@@ -3,7 +3,9 @@
  * nothing about what the transport is, nor about the protocol above it.
  *
  * Write path: one "write token" per socket. A writer that finds the token
- * free takes it and writes on its own thread (no thread hop); writers that
+ * free takes it and writes on its own thread (no thread hop) - except on the
+ * socket's own loop thread, where it queues and writes once at the end of
+ * the round (one sendmsg for a batch of responses); writers that
  * find it taken append to the queue, and the token holder drains the queue
  * before giving the token back, so order per socket is kept. A transport
  * that cannot take more returns -EAGAIN and keeps the token until it calls
@@ -253,6 +255,13 @@ static void drain(rrpc__socket *s) {
   }
 }
 
+/* The deferred write of the loop thread (rrpc__socket_write). */
+static void flush_task(void *arg) {
+  rrpc__socket *s = arg;
+  drain(s);
+  rrpc__socket_unref(s);
+}
+
 int rrpc__socket_write(rrpc__socket *s, rrpc_iobuf *msg) {
   pthread_mutex_lock(&s->wmu);
   int failed = atomic_load(&s->failed);
@@ -268,6 +277,17 @@ int rrpc__socket_write(rrpc__socket *s, rrpc_iobuf *msg) {
     return rc;
   }
   s->token = 1;
+  if (rrpc__loop_in_thread(s->loop)) {
+    /* On the socket's own loop (an in-loop handler answering, a completion
+     * issuing the next call): queue and write once after this round's
+     * events, so every response cut from one read leaves in one sendmsg. */
+    int rc = rrpc_iobuf_move(&s->wqueue, msg);
+    pthread_mutex_unlock(&s->wmu);
+    if (rc != 0) rrpc_iobuf_clear(msg);
+    rrpc__socket_ref(s);
+    if (rrpc__loop_post(s->loop, flush_task, s) != 0) flush_task(s);
+    return rc;
+  }
   pthread_mutex_unlock(&s->wmu);
   int rc = rrpc_iobuf_move(&s->wpend, msg); /* wpend is empty: cannot grow */
   if (rc != 0) {
