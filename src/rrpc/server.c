@@ -65,6 +65,7 @@ struct rrpc_server {
 };
 
 struct rrpc_server_call {
+  rrpc__work work; /* its place in the worker queue */
   rrpc_server *srv;
   rrpc__socket *sock; /* refcounted */
   int64_t cid;
@@ -240,7 +241,21 @@ static int check_request(rrpc_server *srv, rrpc__baidu_msg *msg, rrpc_server_cal
   return rc;
 }
 
-static int handle_request(rrpc_server *srv, rrpc__socket *sock, rrpc__baidu_msg *msg) {
+/* Requests for the pool, collected while one read is cut into frames. */
+struct batch {
+  rrpc__work *head, *tail;
+  int n;
+};
+
+static void batch_add(struct batch *b, rrpc_server_call *call) {
+  call->work = (rrpc__work){.next = NULL, .fn = run_handler, .arg = call};
+  if (b->tail) b->tail->next = &call->work;
+  else b->head = &call->work;
+  b->tail = &call->work;
+  b->n++;
+}
+
+static int handle_request(rrpc_server *srv, rrpc__socket *sock, rrpc__baidu_msg *msg, struct batch *b) {
   if (!(msg->meta.has & RRPC_META_HAS_REQUEST)) {
     RRPC_LOG(WARNING, "closing a connection that sent a baidu_std frame without a request");
     return -RRPC_EPARSE;
@@ -270,38 +285,59 @@ static int handle_request(rrpc_server *srv, rrpc__socket *sock, rrpc__baidu_msg 
     run_handler(call); /* run to completion on the loop thread */
     return 0;
   }
-  int rc = rrpc__worker_pool_submit(srv->pool, run_handler, call);
-  if (rc != 0) {
-    /* Running it here instead would let a burst block the loop: refuse it,
-     * as brpc does when a server is over capacity. */
-    char text[96];
-    if (rc == -RRPC_EOVERCROWDED)
-      snprintf(text, sizeof text, "the server's worker queue is full (%d waiting)", srv->pool_queue_max);
-    else
-      snprintf(text, sizeof text, "cannot queue the request: %s", rrpc_strerror(rc));
-    rrpc__controller_fail(&call->cntl, rc, text, strlen(text));
-    rrpc_server_call_respond(call, NULL);
-  }
+  batch_add(b, call);
   return 0;
+}
+
+/* A request the pool could not take. Running it here instead would let a
+ * burst block the loop: refuse it, as brpc does when a server is over
+ * capacity. */
+static void refuse(rrpc_server *srv, rrpc_server_call *call, int why) {
+  char text[96];
+  if (why == -RRPC_EOVERCROWDED)
+    snprintf(text, sizeof text, "the server's worker queue is full (%d waiting)", srv->pool_queue_max);
+  else
+    snprintf(text, sizeof text, "cannot queue the request: %s", rrpc_strerror(why));
+  rrpc__controller_fail(&call->cntl, why, text, strlen(text));
+  rrpc_server_call_respond(call, NULL);
+}
+
+/* Hand every pool request cut from one read to the pool at once. */
+static void batch_flush(rrpc_server *srv, struct batch *b) {
+  if (b->n == 0) return;
+  rrpc__work *rest = NULL;
+  int why = 0;
+  rrpc__worker_pool_submit(srv->pool, b->head, b->n, &rest, &why);
+  while (rest != NULL) {
+    rrpc__work *next = rest->next; /* refuse frees the call and its node */
+    refuse(srv, rest->arg, why);
+    rest = next;
+  }
+  b->head = b->tail = NULL;
+  b->n = 0;
 }
 
 static int server_on_data(void *owner, rrpc__socket *sock, rrpc_iobuf *rbuf) {
   struct sconn *c = owner;
+  struct batch b = {NULL, NULL, 0};
+  int rc;
   for (;;) {
     rrpc__baidu_msg msg;
     rrpc__baidu_msg_init(&msg);
-    int rc = rrpc__baidu_cut(rbuf, c->srv->max_body, &msg);
-    if (rc == 0) return 0;
+    rc = rrpc__baidu_cut(rbuf, c->srv->max_body, &msg);
+    if (rc == 0) break;
     if (rc < 0) {
       char peer[64];
       rrpc__socket_peer_str(sock, peer, sizeof peer);
       RRPC_LOG(WARNING, "closing connection from %s: %s", peer, rrpc_strerror(rc));
-      return rc;
+      break;
     }
-    rc = handle_request(c->srv, sock, &msg);
+    rc = handle_request(c->srv, sock, &msg, &b);
     rrpc__baidu_msg_destroy(&msg);
-    if (rc < 0) return rc;
+    if (rc < 0) break;
   }
+  batch_flush(c->srv, &b); /* what was cut before an error is still served */
+  return rc;
 }
 
 static void server_on_close(void *owner, rrpc__socket *sock, int code) {

@@ -10,16 +10,10 @@
 
 #include "rrpc/errors.h"
 
-struct task {
-  struct task *next;
-  rrpc__task_fn fn;
-  void *arg;
-};
-
 struct rrpc__worker_pool {
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  struct task *head, *tail;
+  rrpc__work *head, *tail;
   int queued, max_queue;
   int idle; /* threads waiting on cv: a submit signals only when one is */
   atomic_uint_least64_t rejected;
@@ -37,14 +31,16 @@ static void *worker_main(void *arg) {
       pthread_cond_wait(&p->cv, &p->mu);
       p->idle--;
     }
-    struct task *t = p->head;
+    rrpc__work *t = p->head;
     if (t == NULL) break; /* stopping and drained */
     p->queued--;
     p->head = t->next;
     if (p->head == NULL) p->tail = NULL;
+    /* More left and someone asleep: pass the wake-up on (see submit). */
+    int wake = p->head != NULL && p->idle > 0;
     pthread_mutex_unlock(&p->mu);
-    t->fn(t->arg);
-    free(t);
+    if (wake) pthread_cond_signal(&p->cv);
+    t->fn(t->arg); /* may free t */
     pthread_mutex_lock(&p->mu);
   }
   pthread_mutex_unlock(&p->mu);
@@ -80,35 +76,36 @@ int rrpc__worker_pool_start(int nthreads, int max_queue, const char *name, rrpc_
   return 0;
 }
 
-int rrpc__worker_pool_submit(rrpc__worker_pool *p, rrpc__task_fn fn, void *arg) {
-  struct task *t = malloc(sizeof *t);
-  if (t == NULL) return -ENOMEM;
-  t->next = NULL;
-  t->fn = fn;
-  t->arg = arg;
+int rrpc__worker_pool_submit(rrpc__worker_pool *p, rrpc__work *head, int n, rrpc__work **rest, int *why) {
+  *rest = head;
   pthread_mutex_lock(&p->mu);
-  int rc = 0;
   if (p->stopping) {
-    rc = -ESHUTDOWN;
-  } else if (p->queued >= p->max_queue) {
-    atomic_fetch_add_explicit(&p->rejected, 1, memory_order_relaxed);
-    rc = -RRPC_EOVERCROWDED;
-  }
-  if (rc != 0) {
     pthread_mutex_unlock(&p->mu);
-    free(t);
-    return rc;
+    *why = -ESHUTDOWN;
+    return 0;
   }
-  if (p->tail) p->tail->next = t;
-  else p->head = t;
-  p->tail = t;
-  p->queued++;
-  /* A busy thread takes the task when it comes back for more: no wake-up
-   * (and no futex call) unless someone is asleep. */
-  int wake = p->idle > 0;
+  int room = p->max_queue - p->queued;
+  int take = n < room ? n : room < 0 ? 0 : room;
+  if (take > 0) {
+    rrpc__work *last = head;
+    for (int i = 1; i < take; i++) last = last->next;
+    *rest = last->next; /* the caller's again */
+    last->next = NULL;
+    if (p->tail) p->tail->next = head;
+    else p->head = head;
+    p->tail = last;
+    p->queued += take;
+  }
+  /* One wake-up per batch; a busy thread takes tasks when it comes back for
+   * more, and a woken one wakes the next while tasks remain. */
+  int wake = take > 0 && p->idle > 0;
   pthread_mutex_unlock(&p->mu);
+  if (take < n) {
+    atomic_fetch_add_explicit(&p->rejected, (uint64_t)(n - take), memory_order_relaxed);
+    *why = -RRPC_EOVERCROWDED;
+  }
   if (wake) pthread_cond_signal(&p->cv);
-  return 0;
+  return take;
 }
 
 uint64_t rrpc__worker_pool_rejected(const rrpc__worker_pool *p) {
