@@ -5,6 +5,7 @@
 #   make test-rdma    run the RDMA suite: on a real device if one is active,
 #                     otherwise inside the Soft-RoCE VM (tools/rxe-vm)
 #   make SAN=1 ...    the same under ASan+UBSan, outputs in build/san
+#   make TSAN=1 ...   the same under ThreadSanitizer, outputs in build/tsan
 #   make fuzz         libFuzzer targets (clang), outputs in build/fuzz
 #
 # Sources are found by directory, so adding a file needs no edit here:
@@ -12,6 +13,7 @@
 #   transport/rdma/*.c (only WITH_RDMA=1) or transport/rdma/none/*.c
 #   src/rrpc/cxx/*.cc + src/rrpc/cxx/*.proto                 -> librrpc_cxx.a
 #   test/*_unittest.cc    -> build/test/<name>      (+ test/*.proto, test/common/*.cc)
+#   test/adversarial/*_test.cc -> build/test/adversarial/<name> (hostile peers; run by make test)
 #   test/rdma/*_test.cc   -> build/test/rdma/<name> (only WITH_RDMA=1)
 #   test/fuzz/*_fuzzer.c  -> build/fuzz/<name>
 #   examples/<ex>/*.{c,cpp,cc} with main -> build/examples/<ex>/<file> (+ <ex>/*.proto)
@@ -26,6 +28,12 @@ BUILD := build
 ifeq ($(SAN),1)
 BUILD := build/san
 SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+endif
+ifeq ($(TSAN),1)
+BUILD := build/tsan
+SANFLAGS := -fsanitize=thread -fno-omit-frame-pointer
+# A race fails the test binary at once (the report is the failure).
+export TSAN_OPTIONS ?= halt_on_error=1 second_deadlock_stack=1
 endif
 OPT ?= -O2
 
@@ -57,7 +65,7 @@ LIBRRPC_CXX := $(BUILD)/librrpc_cxx.a
 
 TEST_PROTOS := $(wildcard test/*.proto)
 TEST_COMMON := $(call obj,$(call pbcc,$(TEST_PROTOS)) $(wildcard test/common/*.cc))
-TESTS := $(patsubst test/%.cc,$(BUILD)/test/%,$(wildcard test/*_unittest.cc))
+TESTS := $(patsubst test/%.cc,$(BUILD)/test/%,$(wildcard test/*_unittest.cc test/adversarial/*_test.cc))
 ifeq ($(WITH_RDMA),1)
 RDMA_TESTS := $(patsubst test/rdma/%.cc,$(BUILD)/test/rdma/%,$(wildcard test/rdma/*_test.cc))
 endif
