@@ -26,5 +26,7 @@ DECLARE_uint64(max_body_size);
 DECLARE_int32(event_dispatcher_num);
 DECLARE_bool(usercode_in_pthread);
 DECLARE_int32(usercode_pool_threads);
+DECLARE_bool(usercode_in_loop);
+DECLARE_int32(usercode_queue_max);
 
 #endif  // RRPC_CXX_FLAGS_H

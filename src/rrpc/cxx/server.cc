@@ -71,10 +71,12 @@ void AskToQuit() {
 // ---- options -------------------------------------------------------------------
 
 ServerOptions::ServerOptions()
-    : num_threads(FLAGS_event_dispatcher_num),
+    : num_threads(0),
       handlers_in_pool(FLAGS_usercode_in_pthread),
       pool_threads(FLAGS_usercode_pool_threads),
-      max_body_size(static_cast<size_t>(FLAGS_max_body_size)) {}
+      max_body_size(static_cast<size_t>(FLAGS_max_body_size)),
+      handlers_in_loop(FLAGS_usercode_in_loop),
+      pool_queue_max(FLAGS_usercode_queue_max) {}
 
 // ---- one served call -----------------------------------------------------------
 
@@ -277,6 +279,7 @@ int Server::Start(const char* addr, const ServerOptions* opts) {
   }
   ServerOptions o = opts ? *opts : ServerOptions();
   if (o.use_rdma && detail::PrepareRdma() != 0) return -1;
+  detail::ApplyLoopFlags();
 
   rrpc_server_options c{};
   c.num_threads = o.num_threads;
@@ -284,6 +287,8 @@ int Server::Start(const char* addr, const ServerOptions* opts) {
   c.handlers_in_pool = o.handlers_in_pool ? 1 : 0;
   c.pool_threads = o.pool_threads;
   c.max_body_size = o.max_body_size;
+  c.handlers_in_loop = o.handlers_in_loop ? 1 : 0;
+  c.pool_queue_max = o.pool_queue_max;
   rrpc_server* s = nullptr;
   int rc = rrpc_server_new(&c, &s);
   if (rc != 0) {
