@@ -9,5 +9,6 @@
 #include "rrpc/log.h"
 #include "rrpc/rdma.h"
 #include "rrpc/server.h"
+#include "rrpc/version.h"
 
 #endif /* RRPC_RRPC_H */

@@ -17,6 +17,7 @@
 
 #include "rrpc/cxx/controller.h"
 #include "rrpc/cxx/detail.h"
+#include "rrpc/cxx/flag_value.h"
 #include "rrpc/cxx/flags.h"
 #include "rrpc/cxx/iobuf.h"
 #include "rrpc/errors.h"
@@ -71,10 +72,12 @@ void AskToQuit() {
 // ---- options -------------------------------------------------------------------
 
 ServerOptions::ServerOptions()
-    : num_threads(FLAGS_event_dispatcher_num),
-      handlers_in_pool(FLAGS_usercode_in_pthread),
+    : num_threads(static_cast<int>(
+          detail::FlagInt64("event_dispatcher_num", detail::kDefaultEventDispatcherNum))),
+      handlers_in_pool(detail::FlagBool("usercode_in_pthread", detail::kDefaultUsercodeInPthread)),
       pool_threads(FLAGS_usercode_pool_threads),
-      max_body_size(static_cast<size_t>(FLAGS_max_body_size)) {}
+      max_body_size(
+          static_cast<size_t>(detail::FlagUint64("max_body_size", detail::kDefaultMaxBodySize))) {}
 
 // ---- one served call -----------------------------------------------------------
 
