@@ -19,6 +19,7 @@
 #   test/*_unittest.cc    -> build/test/<name>      (+ test/*.proto, test/common/*.cc)
 #   test/rdma/*_test.cc   -> build/test/rdma/<name> (only WITH_RDMA=1)
 #   test/coexist/         -> build/test/coexist/* (rules in test/coexist/coexist.mk)
+#   test/tools/*_test.sh  run by make test as they are
 #   test/fuzz/*_fuzzer.c  -> build/fuzz/<name>
 #   examples/<ex>/*.{c,cpp,cc} with main -> build/examples/<ex>/<file> (+ <ex>/*.proto)
 #   bench/*.cc            -> build/bench/<name>
@@ -165,10 +166,12 @@ $(foreach f,$(EXAMPLE_MAINS),$(eval $(call example_rule,$(f))))
 include test/coexist/coexist.mk
 include tools/install.mk
 
-# Test binaries run side by side; each one's output goes to a log that is
-# printed whole, in order, once it ends (tools/run-tests).
-test: tests $(COEXIST_TESTS)
-	tools/run-tests $(TESTS) $(COEXIST_TESTS)
+# Test programs run side by side; each one's output goes to a log that is
+# printed whole once it ends (tools/run-tests). test/tools/*_test.sh test the
+# tools themselves.
+SCRIPT_TESTS := $(wildcard test/tools/*_test.sh)
+test: tests
+	TEST_LOG_DIR=$(BUILD)/test-logs tools/run-tests $(TESTS) $(COEXIST_TESTS) $(SCRIPT_TESTS)
 
 # The RDMA suite and the live Wireshark check, in one VM boot (or on a real port).
 test-rdma: $(RDMA_TESTS) examples
