@@ -18,7 +18,8 @@
 // The flags brpc also defines (max_body_size, rdma_sq_size, ...) are not
 // here: they live in librrpc_flags (src/rrpc/flags/) and are read by name, so
 // a process that links brpc as well gets one flag serving both. These are
-// rrpc's own; no brpc flag has their names.
+// rrpc's own; no brpc flag has their names. A new flag whose name brpc also
+// uses goes to src/rrpc/flags/ and is read with rrpc/cxx/flag_value.h.
 DEFINE_uint64(rdma_ring_size, 1u << 20,
               "Bytes of each RDMA connection's receive ring (16 KiB << n)");
 DEFINE_int32(rdma_memory_pool_max_size_mb, 4096, "Cap of the registered memory pool (MB)");
