@@ -95,6 +95,10 @@ int rrpc__loop_in_thread(const rrpc__loop *loop) { return loop && tls_current ==
 
 rrpc__loop *rrpc__loop_current(void) { return tls_current; }
 
+int rrpc__loop_awake(const rrpc__loop *loop) {
+  return !atomic_load_explicit(&((rrpc__loop *)loop)->sleeping, memory_order_relaxed);
+}
+
 /* ---- watchdog -------------------------------------------------------------
  * Off unless rrpc__loop_watchdog_set (tests) or RRPC_LOOP_WATCHDOG_MS turns
  * it on; then every loop callback is timed, and one that ran longer than

@@ -48,6 +48,10 @@ int rrpc__loop_in_thread(const rrpc__loop *loop);
 /* rrpc__loop_current - the loop whose thread is calling, or NULL. */
 rrpc__loop *rrpc__loop_current(void);
 
+/* rrpc__loop_awake - 1 while the loop is running a round (not blocked in
+ * epoll): work posted to it now costs no wake-up. A hint, racy by nature. */
+int rrpc__loop_awake(const rrpc__loop *loop);
+
 /* ---- fd watchers ----------------------------------------------------------
  * A watcher is owned by the caller and embedded in its object; the loop only
  * borrows it while it is registered. Events are EPOLLIN/EPOLLOUT/... bits;
