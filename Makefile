@@ -8,6 +8,7 @@
 #   make test-rdma    run the RDMA suite: on a real device if one is active,
 #                     otherwise inside the Soft-RoCE VM (tools/rxe-vm)
 #   make SAN=1 ...    the same under ASan+UBSan, outputs in build/san
+#   make TSAN=1 ...   the same under ThreadSanitizer, outputs in build/tsan
 #   make fuzz         libFuzzer targets (clang), outputs in build/fuzz
 #
 # Sources are found by directory, so adding a file needs no edit here:
@@ -17,6 +18,7 @@
 #   src/rrpc/flags/*.cc (the flags brpc also defines)        -> librrpc_flags.a
 #   (each library also as lib<name>.so.VERSION, soname lib<name>.so.MAJOR)
 #   test/*_unittest.cc    -> build/test/<name>      (+ test/*.proto, test/common/*.cc)
+#   test/adversarial/*_test.cc -> build/test/adversarial/<name> (hostile peers; run by make test)
 #   test/rdma/*_test.cc   -> build/test/rdma/<name> (only WITH_RDMA=1)
 #   test/coexist/         -> build/test/coexist/* (rules in test/coexist/coexist.mk)
 #   test/tools/*_test.sh  run by make test as they are
@@ -33,6 +35,12 @@ BUILD := build
 ifeq ($(SAN),1)
 BUILD := build/san
 SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+endif
+ifeq ($(TSAN),1)
+BUILD := build/tsan
+SANFLAGS := -fsanitize=thread -fno-omit-frame-pointer
+# A race fails the test binary at once (the report is the failure).
+export TSAN_OPTIONS ?= halt_on_error=1 second_deadlock_stack=1
 endif
 OPT ?= -O2
 
@@ -73,7 +81,7 @@ SHARED_LIBS := $(patsubst %.a,%.so,$(LIBRRPC) $(LIBRRPC_CXX) $(LIBRRPC_FLAGS))
 
 TEST_PROTOS := $(wildcard test/*.proto)
 TEST_COMMON := $(call obj,$(call pbcc,$(TEST_PROTOS)) $(wildcard test/common/*.cc))
-TESTS := $(patsubst test/%.cc,$(BUILD)/test/%,$(wildcard test/*_unittest.cc))
+TESTS := $(patsubst test/%.cc,$(BUILD)/test/%,$(wildcard test/*_unittest.cc test/adversarial/*_test.cc))
 ifeq ($(WITH_RDMA),1)
 RDMA_TESTS := $(patsubst test/rdma/%.cc,$(BUILD)/test/rdma/%,$(wildcard test/rdma/*_test.cc))
 endif
@@ -168,9 +176,14 @@ include tools/install.mk
 
 # Test programs run side by side; each one's output goes to a log that is
 # printed whole once it ends (tools/run-tests). test/tools/*_test.sh test the
-# tools and examples themselves (RRPC_BUILD says where the examples are).
+# tools and examples themselves (RRPC_BUILD says where the examples are);
+# they run in the plain build only, so SAN/TSAN builds do not compile the
+# examples for them.
+ifeq ($(BUILD),build)
 SCRIPT_TESTS := $(wildcard test/tools/*_test.sh)
-test: tests examples
+test: examples
+endif
+test: tests
 	TEST_LOG_DIR=$(BUILD)/test-logs RRPC_BUILD=$(BUILD) \
 	  tools/run-tests $(TESTS) $(COEXIST_TESTS) $(SCRIPT_TESTS)
 

@@ -13,6 +13,7 @@
 #include "rrpc/cxx/detail.h"
 #include "rrpc/cxx/flag_value.h"
 #include "rrpc/errors.h"
+#include "rrpc/loops.h"
 #include "rrpc/rdma.h"
 
 // The flags brpc also defines (max_body_size, rdma_sq_size, ...) are not
@@ -26,7 +27,14 @@ DEFINE_int32(rdma_memory_pool_max_size_mb, 4096, "Cap of the registered memory p
 DEFINE_bool(rdma_fallback, true,
             "Fall back to TCP when RDMA cannot be set up on a connection (false: fail it)");
 DEFINE_int32(rdma_handshake_timeout_ms, 2000, "Timeout of each RDMA handshake step (ms)");
-DEFINE_int32(usercode_pool_threads, 0, "Worker pool size for usercode_in_pthread; 0 = 4");
+DEFINE_int32(usercode_pool_threads, 0,
+             "Worker pool size of each Server; 0 = the CPU count, at least 4");
+DEFINE_bool(usercode_in_loop, false,
+            "Run server methods on the event loop that read the request (fastest; methods "
+            "must never block)");
+DEFINE_int32(usercode_queue_max, 0,
+             "Requests waiting for a worker, at most, per Server; one more fails with "
+             "EOVERCROWDED. 0 = 65536");
 
 namespace {
 
@@ -47,12 +55,28 @@ const bool g_validators_registered =
     gflags::RegisterFlagValidator(&FLAGS_rdma_ring_size, ValidRingSize) &&
     gflags::RegisterFlagValidator(&FLAGS_rdma_memory_pool_max_size_mb, NonNegative) &&
     gflags::RegisterFlagValidator(&FLAGS_rdma_handshake_timeout_ms, NonNegative) &&
-    gflags::RegisterFlagValidator(&FLAGS_usercode_pool_threads, NonNegative);
+    gflags::RegisterFlagValidator(&FLAGS_usercode_pool_threads, NonNegative) &&
+    gflags::RegisterFlagValidator(&FLAGS_usercode_queue_max, NonNegative);
 
 }  // namespace
 
 namespace rrpc {
 namespace detail {
+
+void ApplyLoopFlags() {
+  // By name: with brpc linked, its event_dispatcher_num (same meaning) rules.
+  const int n =
+      static_cast<int>(FlagInt64("event_dispatcher_num", kDefaultEventDispatcherNum));
+  int rc = rrpc_set_event_dispatcher_num(n);
+  static std::once_flag warned;
+  if (rc == -EBUSY && n != 0) {
+    std::call_once(warned, [n] {
+      LOG(WARNING) << "--event_dispatcher_num=" << n
+                   << " ignored: the process-wide loops already run with "
+                   << rrpc_event_dispatcher_num();
+    });
+  }
+}
 
 int PrepareRdma() {
   static std::once_flag once;

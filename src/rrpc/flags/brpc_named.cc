@@ -39,11 +39,10 @@ DEFINE_int32(rdma_zerocopy_min_size, kDefaultRdmaZerocopyMinSize,
              "With rdma_recv_zerocopy: received pieces at least this large reference the "
              "receive ring; smaller ones are copied");
 DEFINE_int32(event_dispatcher_num, kDefaultEventDispatcherNum,
-             "Event loop threads of each Server; 0 = share the process-wide loops "
-             "(one per CPU, at most 4)");
+             "Process-wide event loop threads shared by channels and servers; 0 = one per CPU. "
+             "Read when the first Channel or Server starts them");
 DEFINE_bool(usercode_in_pthread, kDefaultUsercodeInPthread,
-            "Run server methods on a worker pool instead of the event loop (for methods that "
-            "block)");
+            "Kept for brpc compatibility: server methods run on a worker pool by default");
 
 namespace {
 
