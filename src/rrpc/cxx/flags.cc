@@ -64,13 +64,14 @@ namespace rrpc {
 namespace detail {
 
 void ApplyLoopFlags() {
-  const int want =
+  // By name: with brpc linked, its event_dispatcher_num (same meaning) rules.
+  const int n =
       static_cast<int>(FlagInt64("event_dispatcher_num", kDefaultEventDispatcherNum));
-  int rc = rrpc_set_event_dispatcher_num(want);
+  int rc = rrpc_set_event_dispatcher_num(n);
   static std::once_flag warned;
-  if (rc == -EBUSY && want != 0) {
-    std::call_once(warned, [want] {
-      LOG(WARNING) << "--event_dispatcher_num=" << want
+  if (rc == -EBUSY && n != 0) {
+    std::call_once(warned, [n] {
+      LOG(WARNING) << "--event_dispatcher_num=" << n
                    << " ignored: the process-wide loops already run with "
                    << rrpc_event_dispatcher_num();
     });

@@ -41,5 +41,7 @@ DECLARE_int32(rdma_handshake_timeout_ms);
 DECLARE_int32(usercode_pool_threads);
 DECLARE_bool(usercode_in_loop);
 DECLARE_int32(usercode_queue_max);
+DECLARE_bool(usercode_in_loop);
+DECLARE_int32(usercode_queue_max);
 
 #endif  // RRPC_CXX_FLAGS_H
