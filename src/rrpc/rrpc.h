@@ -7,7 +7,9 @@
 #include "rrpc/errors.h"
 #include "rrpc/iobuf.h"
 #include "rrpc/log.h"
+#include "rrpc/loops.h"
 #include "rrpc/rdma.h"
 #include "rrpc/server.h"
+#include "rrpc/version.h"
 
 #endif /* RRPC_RRPC_H */
