@@ -5,6 +5,7 @@
 #                     binaries in parallel (TEST_JOBS, default nproc)
 #   make install PREFIX=/usr/local [DESTDIR=]   headers, libraries, rrpc.pc,
 #                     CMake package (docs/building.md, "Using an installed rrpc")
+#   make TSAN=1 test-rdma-tsan   the RDMA test binaries under ThreadSanitizer
 #   make test-rdma    run the RDMA suite: on a real device if one is active,
 #                     otherwise inside the Soft-RoCE VM (tools/rxe-vm)
 #   make SAN=1 ...    the same under ASan+UBSan, outputs in build/san
@@ -98,7 +99,7 @@ GEN_HDRS := $(patsubst %.proto,$(BUILD)/gen/%.pb.h,$(CXX_PROTOS) $(TEST_PROTOS) 
 
 BENCHES := $(patsubst bench/%.cc,$(BUILD)/bench/%,$(wildcard bench/*.cc))
 
-.PHONY: all libs tests examples benches test test-rdma fuzz bench clean install
+.PHONY: all libs tests examples benches test test-rdma test-rdma-tsan fuzz bench clean install
 all: libs tests examples benches $(RDMA_TESTS)
 benches: $(BENCHES)
 libs: $(LIBRRPC) $(LIBRRPC_CXX) $(LIBRRPC_FLAGS) $(SHARED_LIBS)
@@ -190,6 +191,11 @@ test: tests
 # The RDMA suite and the live Wireshark check, in one VM boot (or on a real port).
 test-rdma: $(RDMA_TESTS) examples
 	tools/run-rdma-tests $(RDMA_TESTS) test/tshark/live-capture.sh
+
+# The RDMA test binaries alone, for `make TSAN=1 test-rdma-tsan` (the RDMA
+# tests under ThreadSanitizer, one VM boot; a race report fails the binary).
+test-rdma-tsan: $(RDMA_TESTS)
+	tools/run-rdma-tests --out $(BUILD)/rdma-tests $(RDMA_TESTS)
 
 # ---- fuzzing (clang + libFuzzer) -------------------------------------------
 FUZZ_CC ?= clang

@@ -18,6 +18,7 @@
 
 #include "rrpc/rrpc.h"
 #include "test/common/test_util.h"
+#include "test/rdma/tsan_suppressions.h"
 #include "test/rdma/rogue_peer.h"
 
 namespace {
@@ -148,6 +149,7 @@ void rdma_resources(int *qp, int *mr) {
 struct PeakSampler {
   std::atomic<bool> stop{false};
   std::atomic<long> pin{0};
+  std::atomic<uint64_t> in_progress{0};  // rrpc's handshakes_in_progress
   int qp = 0, mr = 0;
   std::thread t;
   PeakSampler() {
@@ -155,6 +157,9 @@ struct PeakSampler {
       int round = 0;
       while (!stop.load()) {
         pin = std::max(pin.load(), proc_status_kb("VmPin:"));
+        rrpc_rdma_stats st;
+        rrpc_rdma_get_stats(&st);
+        in_progress = std::max(in_progress.load(), st.handshakes_in_progress);
         if (round++ % 20 == 0) {
           int q, m;
           rdma_resources(&q, &m);
@@ -340,9 +345,13 @@ TEST(Adversarial, PeerPostingFewerReceivesFailsInBoundedTime) {
       << r.error;
   ibv_wc wc;
   ASSERT_TRUE(r.poll_one(&wc, 5000)) << r.error;  // the first CDC: not reposted
+  // The first answer takes the last posted receive (it is not reposted);
+  // the second finds none. One request at a time, so the server cannot
+  // fold both answers into one write.
+  ASSERT_EQ(r.write_next(rogue::Peer::echo_frame("ping", 1)), IBV_WC_SUCCESS);
+  ASSERT_TRUE(r.take_one_recv(5000)) << r.error;
   uint64_t t0 = rogue::now_ms();
-  for (int i = 0; i < 4; i++)
-    ASSERT_EQ(r.write_next(rogue::Peer::echo_frame("ping", i + 1)), IBV_WC_SUCCESS);
+  ASSERT_EQ(r.write_next(rogue::Peer::echo_frame("ping", 2)), IBV_WC_SUCCESS);
   bool closed = rogue::tcp_closed_within(r.fd, 15000);
   uint64_t ms = rogue::now_ms() - t0;
   printf("ADVERSARIAL rnr: server's connection to a peer that posts 2 of 64 announced receives: %s after "
@@ -470,14 +479,19 @@ TEST(Adversarial, ProposalFloodIsBoundedByTheHandshakeCap) {
   rrpc_rdma_get_stats(&st1);
   peak.pin = std::max(peak.pin.load(), proc_status_kb("VmPin:"));  // (the sampler may be inside popen)
   peak.finish();
-  printf("ADVERSARIAL proposal-flood: 100 Proposals, %d accepted, %d declined (cap %d, refused counter +%llu); "
+  printf("ADVERSARIAL proposal-flood: 100 Proposals, %d accepted, %d declined (cap %d, refused counter +%llu, "
+         "peak handshakes in progress %llu); "
          "peak VmPin %ld -> %ld KiB (+%ld KiB); peak QPs %d -> %d, MRs %d -> %d (device-wide, rdma resource "
          "show, sampled)\n",
          accepted, declined, max_handshakes(),
-         (unsigned long long)(st1.handshakes_refused - st0.handshakes_refused), pin0, peak.pin.load(), peak.pin.load() - pin0,
+         (unsigned long long)(st1.handshakes_refused - st0.handshakes_refused),
+         (unsigned long long)peak.in_progress.load(), pin0, peak.pin.load(), peak.pin.load() - pin0,
          qp0, peak.qp, mr0, peak.mr);
   long pin_peak = peak.pin;
-  EXPECT_LE(accepted, kMaxHandshakes);
+  // At most the cap at once (more may be accepted in all when earlier
+  // handshakes time out meanwhile, as on a slow machine).
+  EXPECT_LE(peak.in_progress.load(), (uint64_t)kMaxHandshakes);
+  EXPECT_EQ(accepted + declined, 100);
   EXPECT_EQ(st1.handshakes_refused - st0.handshakes_refused, (uint64_t)declined);
   // Each accepted handshake holds one ring and its receive slots.
   EXPECT_LE(pin_peak - pin0, (long)(kMaxHandshakes * (kRing + 64 * 1024) / 1024));

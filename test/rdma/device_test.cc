@@ -25,6 +25,7 @@
 #include "rrpc/rdma.h"
 #include "transport/rdma/device.h"
 #include "transport/rdma/pool.h"
+#include "test/rdma/tsan_suppressions.h"
 
 namespace {
 

@@ -345,6 +345,22 @@ struct Peer {
     return -2;
   }
 
+  // Wait for one message from the server (a write or a CDC) and do NOT
+  // repost its receive. True if one came within ms.
+  bool take_one_recv(int ms) {
+    if (!stashed_.empty()) {
+      stashed_.erase(stashed_.begin());
+      return true;
+    }
+    ibv_wc wc;
+    uint64_t end = now_ms() + (uint64_t)ms;
+    while (now_ms() < end) {
+      if (!poll_one(&wc, (int)(end - now_ms()))) return false;
+      if (wc.opcode & IBV_WC_RECV) return wc.status == IBV_WC_SUCCESS;
+    }
+    return false;
+  }
+
   // A correct write of `data` at the server ring's producer offset.
   int write_next(const std::string &data) {
     uint64_t ring = rrpc__clc_ring_size(accept.ring_code);

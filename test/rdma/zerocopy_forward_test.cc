@@ -10,6 +10,7 @@
 
 #include "rrpc/rrpc.h"
 #include "test/common/test_util.h"
+#include "test/rdma/tsan_suppressions.h"
 
 namespace {
 
