@@ -5,12 +5,18 @@
 
 #include "rrpc/transport.h"
 
-/* rrpc__tcp_sniff_clc - server side, before the first read: if the client
- * opened with an SMC-R CLC message (it asked for RDMA and this server does
- * not offer it), consume it and, unless it was a Decline, answer with a
+/* Server side, before the first bytes are handed to the protocol: if the
+ * client opened with an SMC-R CLC message (it asked for RDMA and this server
+ * does not offer it), consume it and, unless it was a Decline, answer with a
  * Decline so the client falls back to TCP on this connection.
- * Returns 1 when sniffing is over (go on reading normally), 0 when more bytes
- * are needed, or a negative code (the socket must fail). Loop thread. */
-int rrpc__tcp_sniff_clc(rrpc__socket *s);
+ * rrpc__tcp_sniff_begin hangs the sniff state on the socket's tstate (0 or
+ * -ENOMEM); while tstate is set, sniffing is pending.
+ * rrpc__tcp_sniff_check looks at the read buffer: 1 when sniffing is over
+ * (deliver what is left), 0 when more bytes are needed (a deadline is then
+ * running), or a negative code (the socket must fail).
+ * rrpc__tcp_sniff_end releases the state (idempotent). All: loop thread. */
+int rrpc__tcp_sniff_begin(rrpc__socket *s);
+int rrpc__tcp_sniff_check(rrpc__socket *s);
+void rrpc__tcp_sniff_end(rrpc__socket *s);
 
 #endif /* RRPC_TRANSPORT_TCP_TCP_INTERNAL_H */

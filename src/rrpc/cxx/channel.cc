@@ -21,7 +21,10 @@ namespace rrpc {
 
 ChannelOptions::ChannelOptions() : max_body_size(static_cast<size_t>(FLAGS_max_body_size)) {}
 
-Channel::Channel() { detail::InitRuntimeOnce(); }
+Channel::Channel() {
+  detail::InitRuntimeOnce();
+  detail::ApplyLimitFlags();
+}
 
 Channel::~Channel() {
   if (ch_ != nullptr) rrpc_channel_free(ch_);

@@ -16,6 +16,10 @@ namespace detail {
 // Thread-safe; cheap after the first call.
 void InitRuntimeOnce();
 
+// ApplyLimitFlags - hand the limit flags that were set (not left at their
+// defaults) to rrpc_limits_set. Any thread.
+void ApplyLimitFlags();
+
 // PrepareRdma - start the RDMA runtime from the rdma_* flags (once; a runtime
 // someone else started already is fine). 0, or -1 after logging why (for a
 // build without RDMA: how to build with it).

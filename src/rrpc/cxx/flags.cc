@@ -11,6 +11,7 @@
 
 #include "rrpc/cxx/detail.h"
 #include "rrpc/errors.h"
+#include "rrpc/limits.h"
 #include "rrpc/rdma.h"
 
 DEFINE_string(rdma_device, "", "RDMA device (HCA) name; empty = the first with an ACTIVE port");
@@ -45,6 +46,23 @@ DEFINE_bool(usercode_in_pthread, false,
             "Run server methods on a worker pool instead of the event loop (for methods that "
             "block)");
 DEFINE_int32(usercode_pool_threads, 0, "Worker pool size for usercode_in_pthread; 0 = 4");
+DEFINE_int32(idle_timeout_second, 0,
+             "Default ServerOptions::idle_timeout_sec: a server connection that reads and writes "
+             "nothing for so many seconds is closed; <= 0 = never");
+DEFINE_int32(max_concurrency, 0,
+             "Default ServerOptions::max_concurrency: requests running at once per server; one "
+             "more fails with ELIMIT; 0 = no limit");
+DEFINE_uint64(socket_max_unwritten_bytes, 64u << 20,
+              "Bytes queued for writing on one connection; a write past it fails with "
+              "EOVERCROWDED, and a server stops reading a connection over half of it");
+DEFINE_uint64(rrpc_max_unwritten_bytes, 1u << 30,
+              "Bytes queued for writing over all connections of the process");
+DEFINE_uint64(rrpc_max_input_bytes, 1u << 30,
+              "Bytes of unfinished messages buffered over all connections of the process; the "
+              "connection that passes it is closed");
+DEFINE_int32(rrpc_clc_sniff_timeout_ms, 2000,
+             "A TCP server connection whose first bytes may be SMC-R CLC must complete the "
+             "message within this time");
 
 namespace {
 
@@ -83,12 +101,35 @@ const bool g_validators_registered =
     gflags::RegisterFlagValidator(&FLAGS_rdma_handshake_timeout_ms, NonNegative) &&
     gflags::RegisterFlagValidator(&FLAGS_max_body_size, Positive64) &&
     gflags::RegisterFlagValidator(&FLAGS_event_dispatcher_num, NonNegative) &&
-    gflags::RegisterFlagValidator(&FLAGS_usercode_pool_threads, NonNegative);
+    gflags::RegisterFlagValidator(&FLAGS_usercode_pool_threads, NonNegative) &&
+    gflags::RegisterFlagValidator(&FLAGS_max_concurrency, NonNegative) &&
+    gflags::RegisterFlagValidator(&FLAGS_socket_max_unwritten_bytes, Positive64) &&
+    gflags::RegisterFlagValidator(&FLAGS_rrpc_max_unwritten_bytes, Positive64) &&
+    gflags::RegisterFlagValidator(&FLAGS_rrpc_max_input_bytes, Positive64) &&
+    gflags::RegisterFlagValidator(&FLAGS_rrpc_clc_sniff_timeout_ms, NonNegative);
 
 }  // namespace
 
 namespace rrpc {
 namespace detail {
+
+namespace {
+bool FlagSet(const char* name) { return !gflags::GetCommandLineFlagInfoOrDie(name).is_default; }
+}  // namespace
+
+// Only flags given on the command line (or set by the program) override: a
+// program that set limits through the C API keeps them otherwise.
+void ApplyLimitFlags() {
+  rrpc_limits l;
+  rrpc_limits_get(&l);
+  if (FlagSet("rrpc_max_input_bytes")) l.max_input_bytes = static_cast<size_t>(FLAGS_rrpc_max_input_bytes);
+  if (FlagSet("socket_max_unwritten_bytes"))
+    l.socket_max_unwritten_bytes = static_cast<size_t>(FLAGS_socket_max_unwritten_bytes);
+  if (FlagSet("rrpc_max_unwritten_bytes"))
+    l.max_unwritten_bytes = static_cast<size_t>(FLAGS_rrpc_max_unwritten_bytes);
+  if (FlagSet("rrpc_clc_sniff_timeout_ms")) l.clc_sniff_timeout_ms = FLAGS_rrpc_clc_sniff_timeout_ms;
+  rrpc_limits_set(&l);
+}
 
 int PrepareRdma() {
   static std::once_flag once;

@@ -26,5 +26,13 @@ DECLARE_uint64(max_body_size);
 DECLARE_int32(event_dispatcher_num);
 DECLARE_bool(usercode_in_pthread);
 DECLARE_int32(usercode_pool_threads);
+// Limits (rrpc/limits.h, docs/security.md). The process-wide ones are applied
+// whenever a Server starts or a Channel is created.
+DECLARE_int32(idle_timeout_second);
+DECLARE_int32(max_concurrency);
+DECLARE_uint64(socket_max_unwritten_bytes);
+DECLARE_uint64(rrpc_max_unwritten_bytes);
+DECLARE_uint64(rrpc_max_input_bytes);
+DECLARE_int32(rrpc_clc_sniff_timeout_ms);
 
 #endif  // RRPC_CXX_FLAGS_H
