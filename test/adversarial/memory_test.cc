@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -96,9 +97,13 @@ TEST_F(Memory, OneByteSegmentBomb) {
     ASSERT_EQ(12, send(fd, h.data(), h.size(), 0));
     fds.push_back(fd);
   }
-  // Round robin, one byte per send (TCP_NODELAY): one segment each.
-  for (int b = 0; b < kBytes; b++)
+  // Round robin, one byte per send (TCP_NODELAY): one segment each, paced
+  // (the attack's rate, not a synchronisation) so that the server reads
+  // them one by one rather than in batches.
+  for (int b = 0; b < kBytes; b++) {
     for (int fd : fds) ASSERT_EQ(1, send(fd, "x", 1, 0));
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
   const uint64_t sent = static_cast<uint64_t>(kConns) * (12 + kBytes);
   bool arrived = wait_until([&] { return stats().input_bytes >= sent; }, 10000);
   size_t rss1 = rss_bytes();
@@ -129,7 +134,7 @@ TEST_F(Memory, SixtyMiBFrameFlood) {
   rrpc_limit_stats s0 = stats();
   size_t rss0 = rss_bytes();
   std::atomic<size_t> delivered{0};
-  std::atomic<int> cut{0};
+  std::atomic<int> cut{0}, finished{0};
   std::vector<std::thread> senders;
   std::string chunk(kChunk, 'f');
   for (int i = 0; i < kConns; i++) {
@@ -151,16 +156,22 @@ TEST_F(Memory, SixtyMiBFrameFlood) {
       }
       delivered += done;
       // Hold the connection until the server has had every byte, or cut it.
-      peer_closed(fd, 3000);
+      peer_closed(fd, 1500);
       close(fd);
+      finished++;
     });
   }
+  // The peak while the connections hold their partial frames.
+  size_t rss1 = rss0;
+  while (finished < kConns) {
+    rss1 = std::max(rss1, rss_bytes());
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // sampling interval of a measurement
+  }
   for (auto &t : senders) t.join();
-  size_t rss1 = rss_bytes();
   rrpc_limit_stats s1 = stats();
   char line[300];
   snprintf(line, sizeof line, "%d conns streaming 60 MiB frames (%.0f MiB sent): server RSS %.1f -> "
-           "%.1f MiB (+%.1f); %llu connections closed by max_input_bytes=48 MiB", kConns,
+           "peak %.1f MiB (+%.1f); %llu connections closed by max_input_bytes=48 MiB", kConns,
            static_cast<double>(delivered.load()) / kMiB, rss0 / kMiB, rss1 / kMiB,
            (static_cast<double>(rss1) - static_cast<double>(rss0)) / kMiB,
            static_cast<unsigned long long>(s1.input_limit_closes - s0.input_limit_closes));
