@@ -39,6 +39,12 @@ typedef struct rrpc_limits {
    * connection whose first bytes may be an SMC-R CLC message must complete
    * it within this time, or it is closed. 0 = 2000. */
   int clc_sniff_timeout_ms;
+  /* socket_max_pending_requests (flag rrpc_socket_max_pending_requests):
+   * requests read from one server connection and not answered yet; at it,
+   * the server stops reading that connection until half are answered
+   * (back-pressure for handlers on the worker pool, whose responses come
+   * later than the reads). 0 = 1024. */
+  int socket_max_pending_requests;
 } rrpc_limits;
 
 /* rrpc_limits_set - replace the limits (copied; NULL = defaults). Applies to

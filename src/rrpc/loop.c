@@ -316,7 +316,6 @@ static void run_pollers(rrpc__loop *loop) {
 static void *loop_main(void *p) {
   rrpc__loop *loop = p;
   tls_current = loop;
-  pthread_setname_np(pthread_self(), loop->name);
   /* One round: tasks, due timers, then block for fds. Tasks posted while
    * a round runs make the next wait non-blocking, so neither I/O nor tasks
    * can starve the other. */
@@ -380,6 +379,9 @@ int rrpc__loop_start(const char *name, rrpc__loop **out) {
   rc = -pthread_create(&loop->thread, NULL, loop_main, loop);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (rc) goto fail_wakefd;
+  /* Named here, not by the thread itself: once start returns, the name is
+   * there for tools (and tests) to see. */
+  pthread_setname_np(loop->thread, loop->name);
   *out = loop;
   return 0;
 

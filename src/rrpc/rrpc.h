@@ -8,6 +8,7 @@
 #include "rrpc/iobuf.h"
 #include "rrpc/limits.h"
 #include "rrpc/log.h"
+#include "rrpc/loops.h"
 #include "rrpc/rdma.h"
 #include "rrpc/server.h"
 

@@ -213,6 +213,7 @@ size_t read_frames(int fd, size_t want, int timeout_ms) {
 TEST_F(Memory, PipelinedRequestsWithUnreadResponses) {
   rrpc_limits l = {};
   l.socket_max_unwritten_bytes = 1u << 20;
+  l.socket_max_pending_requests = 64;  // handlers run on the pool: answers come after reads
   start(l);
   const int kRequests = 10000;
   const std::string payload(4096, 'p');
@@ -252,7 +253,7 @@ TEST_F(Memory, PipelinedRequestsWithUnreadResponses) {
   char line[400];
   snprintf(line, sizeof line, "%d pipelined 4 KiB requests, responses unread: server RSS %.1f -> %.1f "
            "MiB (+%.1f) while the client read nothing; queued output peaked at %.2f MiB with "
-           "socket_max_unwritten_bytes=1 MiB (reading paused %llu times); then %zu/%d responses "
+           "socket_max_unwritten_bytes=1 MiB, socket_max_pending_requests=64 (reading paused %llu times); then %zu/%d responses "
            "arrived", kRequests, rss0 / kMiB, rss1 / kMiB,
            (static_cast<double>(rss1) - static_cast<double>(rss0)) / kMiB,
            static_cast<double>(max_unwritten) / kMiB,

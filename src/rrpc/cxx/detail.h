@@ -20,6 +20,11 @@ void InitRuntimeOnce();
 // defaults) to rrpc_limits_set. Any thread.
 void ApplyLimitFlags();
 
+// ApplyLoopFlags - hand --event_dispatcher_num to the C core before its
+// process-wide loops start (Channel::Init, Server::Start). Once they run the
+// count is fixed; a different non-zero flag then logs a warning once.
+void ApplyLoopFlags();
+
 // PrepareRdma - start the RDMA runtime from the rdma_* flags (once; a runtime
 // someone else started already is fine). 0, or -1 after logging why (for a
 // build without RDMA: how to build with it).

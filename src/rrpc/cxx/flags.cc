@@ -12,6 +12,7 @@
 #include "rrpc/cxx/detail.h"
 #include "rrpc/errors.h"
 #include "rrpc/limits.h"
+#include "rrpc/loops.h"
 #include "rrpc/rdma.h"
 
 DEFINE_string(rdma_device, "", "RDMA device (HCA) name; empty = the first with an ACTIVE port");
@@ -40,12 +41,18 @@ DEFINE_uint64(rdma_zerocopy_min_size, 64u << 10,
               "receive ring; smaller ones are copied");
 DEFINE_uint64(max_body_size, 64u << 20, "Largest message body (meta+message+attachment) accepted");
 DEFINE_int32(event_dispatcher_num, 0,
-             "Event loop threads of each Server; 0 = share the process-wide loops "
-             "(one per CPU, at most 4)");
+             "Process-wide event loop threads shared by channels and servers; 0 = one per CPU. "
+             "Read when the first Channel or Server starts them");
 DEFINE_bool(usercode_in_pthread, false,
-            "Run server methods on a worker pool instead of the event loop (for methods that "
-            "block)");
-DEFINE_int32(usercode_pool_threads, 0, "Worker pool size for usercode_in_pthread; 0 = 4");
+            "Kept for brpc compatibility: server methods run on a worker pool by default");
+DEFINE_int32(usercode_pool_threads, 0,
+             "Worker pool size of each Server; 0 = the CPU count, at least 4");
+DEFINE_bool(usercode_in_loop, false,
+            "Run server methods on the event loop that read the request (fastest; methods "
+            "must never block)");
+DEFINE_int32(usercode_queue_max, 0,
+             "Requests waiting for a worker, at most, per Server; one more fails with "
+             "EOVERCROWDED. 0 = 65536");
 DEFINE_int32(idle_timeout_second, 0,
              "Default ServerOptions::idle_timeout_sec: a server connection that reads and writes "
              "nothing for so many seconds is closed; <= 0 = never");
@@ -60,6 +67,9 @@ DEFINE_uint64(rrpc_max_unwritten_bytes, 1u << 30,
 DEFINE_uint64(rrpc_max_input_bytes, 1u << 30,
               "Bytes of unfinished messages buffered over all connections of the process; the "
               "connection that passes it is closed");
+DEFINE_int32(rrpc_socket_max_pending_requests, 1024,
+             "Requests read from one server connection and not answered yet; at it the server "
+             "stops reading that connection until half are answered");
 DEFINE_int32(rrpc_clc_sniff_timeout_ms, 2000,
              "A TCP server connection whose first bytes may be SMC-R CLC must complete the "
              "message within this time");
@@ -102,11 +112,13 @@ const bool g_validators_registered =
     gflags::RegisterFlagValidator(&FLAGS_max_body_size, Positive64) &&
     gflags::RegisterFlagValidator(&FLAGS_event_dispatcher_num, NonNegative) &&
     gflags::RegisterFlagValidator(&FLAGS_usercode_pool_threads, NonNegative) &&
+    gflags::RegisterFlagValidator(&FLAGS_usercode_queue_max, NonNegative) &&
     gflags::RegisterFlagValidator(&FLAGS_max_concurrency, NonNegative) &&
     gflags::RegisterFlagValidator(&FLAGS_socket_max_unwritten_bytes, Positive64) &&
     gflags::RegisterFlagValidator(&FLAGS_rrpc_max_unwritten_bytes, Positive64) &&
     gflags::RegisterFlagValidator(&FLAGS_rrpc_max_input_bytes, Positive64) &&
-    gflags::RegisterFlagValidator(&FLAGS_rrpc_clc_sniff_timeout_ms, NonNegative);
+    gflags::RegisterFlagValidator(&FLAGS_rrpc_clc_sniff_timeout_ms, NonNegative) &&
+    gflags::RegisterFlagValidator(&FLAGS_rrpc_socket_max_pending_requests, NonNegative);
 
 }  // namespace
 
@@ -128,7 +140,21 @@ void ApplyLimitFlags() {
   if (FlagSet("rrpc_max_unwritten_bytes"))
     l.max_unwritten_bytes = static_cast<size_t>(FLAGS_rrpc_max_unwritten_bytes);
   if (FlagSet("rrpc_clc_sniff_timeout_ms")) l.clc_sniff_timeout_ms = FLAGS_rrpc_clc_sniff_timeout_ms;
+  if (FlagSet("rrpc_socket_max_pending_requests"))
+    l.socket_max_pending_requests = FLAGS_rrpc_socket_max_pending_requests;
   rrpc_limits_set(&l);
+}
+
+void ApplyLoopFlags() {
+  int rc = rrpc_set_event_dispatcher_num(FLAGS_event_dispatcher_num);
+  static std::once_flag warned;
+  if (rc == -EBUSY && FLAGS_event_dispatcher_num != 0) {
+    std::call_once(warned, [] {
+      LOG(WARNING) << "--event_dispatcher_num=" << FLAGS_event_dispatcher_num
+                   << " ignored: the process-wide loops already run with "
+                   << rrpc_event_dispatcher_num();
+    });
+  }
 }
 
 int PrepareRdma() {

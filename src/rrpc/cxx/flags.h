@@ -26,6 +26,8 @@ DECLARE_uint64(max_body_size);
 DECLARE_int32(event_dispatcher_num);
 DECLARE_bool(usercode_in_pthread);
 DECLARE_int32(usercode_pool_threads);
+DECLARE_bool(usercode_in_loop);
+DECLARE_int32(usercode_queue_max);
 // Limits (rrpc/limits.h, docs/security.md). The process-wide ones are applied
 // whenever a Server starts or a Channel is created.
 DECLARE_int32(idle_timeout_second);
@@ -34,5 +36,6 @@ DECLARE_uint64(socket_max_unwritten_bytes);
 DECLARE_uint64(rrpc_max_unwritten_bytes);
 DECLARE_uint64(rrpc_max_input_bytes);
 DECLARE_int32(rrpc_clc_sniff_timeout_ms);
+DECLARE_int32(rrpc_socket_max_pending_requests);
 
 #endif  // RRPC_CXX_FLAGS_H

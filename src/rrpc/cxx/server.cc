@@ -71,10 +71,12 @@ void AskToQuit() {
 // ---- options -------------------------------------------------------------------
 
 ServerOptions::ServerOptions()
-    : num_threads(FLAGS_event_dispatcher_num),
+    : num_threads(0),
       handlers_in_pool(FLAGS_usercode_in_pthread),
       pool_threads(FLAGS_usercode_pool_threads),
       max_body_size(static_cast<size_t>(FLAGS_max_body_size)),
+      handlers_in_loop(FLAGS_usercode_in_loop),
+      pool_queue_max(FLAGS_usercode_queue_max),
       idle_timeout_sec(FLAGS_idle_timeout_second),
       max_concurrency(FLAGS_max_concurrency) {}
 
@@ -279,6 +281,7 @@ int Server::Start(const char* addr, const ServerOptions* opts) {
   }
   ServerOptions o = opts ? *opts : ServerOptions();
   if (o.use_rdma && detail::PrepareRdma() != 0) return -1;
+  detail::ApplyLoopFlags();
 
   rrpc_server_options c{};
   c.num_threads = o.num_threads;
@@ -286,6 +289,8 @@ int Server::Start(const char* addr, const ServerOptions* opts) {
   c.handlers_in_pool = o.handlers_in_pool ? 1 : 0;
   c.pool_threads = o.pool_threads;
   c.max_body_size = o.max_body_size;
+  c.handlers_in_loop = o.handlers_in_loop ? 1 : 0;
+  c.pool_queue_max = o.pool_queue_max;
   c.idle_timeout_s = o.idle_timeout_sec > 0 ? o.idle_timeout_sec : 0;
   c.max_concurrency = o.max_concurrency;
   detail::ApplyLimitFlags();

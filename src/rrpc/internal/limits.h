@@ -17,6 +17,7 @@ extern "C" {
 size_t rrpc__limit_max_input(void);
 size_t rrpc__limit_socket_max_unwritten(void);
 int rrpc__limit_sniff_timeout_ms(void);
+int rrpc__limit_socket_max_pending_requests(void);
 
 /* rrpc__input_account - a connection now holds `now` bytes of partial
  * frames, `*held` of which were counted before: move the process total by

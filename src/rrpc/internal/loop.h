@@ -112,8 +112,8 @@ void rrpc__loop_poller_del(rrpc__loop *loop, rrpc__poll_fn fn, void *arg);
 
 /* ---- loop groups ----------------------------------------------------------
  * rrpc__loop_group_global - the process-wide group that channels and
- * servers share. Started on first use with `n` loops (0 = default: number
- * of online CPUs, at most 4), threads named "rrpc-loop-<i>". Later calls
+ * servers share. Started on first use with `n` loops (0 = default:
+ * rrpc_set_event_dispatcher_num's count, else one per online CPU), threads named "rrpc-loop-<i>". Later calls
  * return the same group whatever n they pass. It lives until the process
  * exits (rrpc__loop_group_stop on it is refused). 0, -EINVAL (n < 0) or a
  * start error, after which a later call tries again. Any thread.

@@ -27,6 +27,22 @@ typedef struct rrpc__socket_handler {
 int rrpc__socket_create(rrpc__loop *loop, int fd, int is_client, const rrpc_transport_ops *ops,
                         const rrpc__socket_handler *h, void *owner, rrpc__socket **out);
 
+/* rrpc__socket_connect - a client socket to `sa` whose TCP connect runs on
+ * `loop`, non-blocking: each attempt is bounded by `timeout_ms`, up to
+ * `attempts` (>= 1) attempts with a short doubling backoff between them.
+ * Returns at once; writes queue until the transport is ready. If every
+ * attempt fails, the socket fails with the last attempt's code
+ * (-ECONNREFUSED, -ETIMEDOUT, ...) and rrpc__socket_connected stays 0.
+ * Otherwise as rrpc__socket_create. 0 or -ENOMEM. Any thread. */
+struct sockaddr_in;
+int rrpc__socket_connect(rrpc__loop *loop, const struct sockaddr_in *sa, int timeout_ms, int attempts,
+                         const rrpc_transport_ops *ops, const rrpc__socket_handler *h, void *owner,
+                         rrpc__socket **out);
+
+/* rrpc__socket_connected - 1 once the TCP connection is established (at
+ * once for rrpc__socket_create). Any thread. */
+int rrpc__socket_connected(const rrpc__socket *s);
+
 /* rrpc__socket_write - MOVE all of `msg` to the socket's write path (msg is
  * left empty). Messages keep their order per socket. The first writer writes
  * on its own thread; concurrent writers queue behind it. 0, or -RRPC_ECLOSE
@@ -41,11 +57,16 @@ int rrpc__socket_write(rrpc__socket *s, rrpc_iobuf *msg);
 
 /* rrpc__socket_pause_if_congested - back-pressure for an owner that reads
  * requests and writes responses: if more than half of
- * socket_max_unwritten_bytes is queued, stop reading and return 1 (the owner
- * should leave the rest of the read buffer for later); reading resumes and
- * on_data runs again once the queue drained under a quarter. Else 0.
- * Loop thread (from on_data). */
+ * socket_max_unwritten_bytes is queued, or socket_max_pending_requests are
+ * read and not answered, stop reading and return 1 (the owner should leave
+ * the rest of the read buffer for later); reading resumes and on_data runs
+ * again once the queue is under a quarter and the pending requests under
+ * half. Else 0. Loop thread (from on_data). */
 int rrpc__socket_pause_if_congested(rrpc__socket *s);
+/* rrpc__socket_request_begin / _end - a request read from the socket was
+ * handed on / answered (or dropped). Any thread. */
+void rrpc__socket_request_begin(rrpc__socket *s);
+void rrpc__socket_request_end(rrpc__socket *s);
 
 /* rrpc__socket_unwritten - bytes queued and not yet handed to the wire.
  * Any thread. */
