@@ -18,8 +18,10 @@
 #include <thread>
 #include <vector>
 
+#include "rrpc/cxx/server.h"
 #include "rrpc/rrpc.h"
 #include "test/common/hostile.h"
+#include "test/cxx_echo_service.h"
 
 namespace {
 
@@ -228,6 +230,61 @@ TEST(OverloadClient, WriteQueueBoundedWithEOVERCROWDED) {
   rrpc_channel_free(ch);
   close(lfd);
   rrpc_limits_set(nullptr);
+}
+
+// The C++ face: ServerOptions::max_concurrency, MaxConcurrencyOf, idle
+// timeout and Stop(closewait_ms), with brpc's names.
+TEST(OverloadCxx, ServerOptionsAndMaxConcurrencyOfAndStop) {
+  cxxtest::EchoServiceImpl svc;
+  rrpc::Server server;
+  ASSERT_EQ(0, server.AddService(&svc, rrpc::SERVER_DOESNT_OWN_SERVICE));
+  server.MaxConcurrencyOf("cxxtest.EchoService.Echo") = 1;
+  rrpc::ServerOptions so;
+  so.idle_timeout_sec = 30;
+  so.max_concurrency = 8;
+  ASSERT_EQ(0, server.Start("127.0.0.1:0", &so));
+  rrpc::Channel ch;
+  rrpc::ChannelOptions co;
+  co.timeout_ms = 5000;
+  ASSERT_EQ(0, ch.Init(("127.0.0.1:" + std::to_string(server.listen_port())).c_str(), &co));
+  cxxtest::EchoService_Stub stub(&ch);
+  // One held Echo fills the method's limit.
+  cxxtest::EchoRequest held_req;
+  held_req.set_message("held");
+  held_req.set_hold(true);
+  cxxtest::EchoResponse held_resp;
+  rrpc::Controller held_cntl;
+  std::atomic<bool> held_done{false};
+  struct Flag : google::protobuf::Closure {
+    std::atomic<bool> *f;
+    void Run() override { *f = true; }
+  } flag;
+  flag.f = &held_done;
+  stub.Echo(&held_cntl, &held_req, &held_resp, &flag);
+  svc.WaitHeld(1);
+  cxxtest::EchoRequest req;
+  req.set_message("second");
+  cxxtest::EchoResponse resp;
+  rrpc::Controller cntl;
+  stub.Echo(&cntl, &req, &resp, nullptr);
+  EXPECT_EQ(rrpc::ELIMIT, cntl.ErrorCode());
+  cxxtest::Empty e1, e2;
+  rrpc::Controller c2;
+  stub.Nothing(&c2, &e1, &e2, nullptr);  // another method is not limited
+  EXPECT_FALSE(c2.Failed()) << c2.ErrorText();
+  // Stop with closewait: the held call still gets its response.
+  std::thread stopper([&] { server.Stop(5000); });
+  rrpc::Controller c3;
+  ASSERT_TRUE(wait_until([&] {
+    c3.Reset();
+    stub.Nothing(&c3, &e1, &e2, nullptr);
+    return c3.ErrorCode() == rrpc::ELOGOFF;
+  }, 5000)) << c3.ErrorText();
+  svc.ReleaseHeld();
+  stopper.join();
+  ASSERT_TRUE(wait_until([&] { return held_done.load(); }, 5000));
+  EXPECT_FALSE(held_cntl.Failed()) << held_cntl.ErrorText();
+  server.Join();
 }
 
 }  // namespace
