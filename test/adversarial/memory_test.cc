@@ -120,7 +120,9 @@ TEST_F(Memory, OneByteSegmentBomb) {
   EXPECT_TRUE(arrived);
   EXPECT_EQ(sent, held);
   // 50 partial frames of 412 bytes: a block each, plus allocator slack.
-  EXPECT_LT(static_cast<double>(rss1) - static_cast<double>(rss0), 16 * kMiB);
+  if (!kSanitizerBuild) {
+    EXPECT_LT(static_cast<double>(rss1) - static_cast<double>(rss0), 16 * kMiB);
+  }
 }
 
 // Issue 13 item 7: connections stream 60 MiB frames. The process-wide
@@ -163,22 +165,29 @@ TEST_F(Memory, SixtyMiBFrameFlood) {
   }
   // The peak while the connections hold their partial frames.
   size_t rss1 = rss0;
+  uint64_t held_peak = 0;
   while (finished < kConns) {
     rss1 = std::max(rss1, rss_bytes());
+    held_peak = std::max<uint64_t>(held_peak, stats().input_bytes);
     std::this_thread::sleep_for(std::chrono::milliseconds(5));  // sampling interval of a measurement
   }
   for (auto &t : senders) t.join();
   rrpc_limit_stats s1 = stats();
-  char line[300];
+  char line[400];
   snprintf(line, sizeof line, "%d conns streaming 60 MiB frames (%.0f MiB sent): server RSS %.1f -> "
-           "peak %.1f MiB (+%.1f); %llu connections closed by max_input_bytes=48 MiB", kConns,
+           "peak %.1f MiB (+%.1f), partial frames held peaked at %.1f MiB; %llu connections closed "
+           "by max_input_bytes=48 MiB", kConns,
            static_cast<double>(delivered.load()) / kMiB, rss0 / kMiB, rss1 / kMiB,
            (static_cast<double>(rss1) - static_cast<double>(rss0)) / kMiB,
+           static_cast<double>(held_peak) / kMiB,
            static_cast<unsigned long long>(s1.input_limit_closes - s0.input_limit_closes));
   report("frame-flood", line);
   EXPECT_GT(s1.input_limit_closes, s0.input_limit_closes);
   // The cap, plus at most one read batch (16 x 256 KiB) per connection.
-  EXPECT_LT(static_cast<double>(rss1) - static_cast<double>(rss0), 48 * kMiB + kConns * 4 * kMiB);
+  EXPECT_LT(static_cast<double>(held_peak), 48 * kMiB + kConns * 4 * kMiB);
+  if (!kSanitizerBuild) {
+    EXPECT_LT(static_cast<double>(rss1) - static_cast<double>(rss0), 48 * kMiB + kConns * 4 * kMiB);
+  }
 }
 
 // Reads whole baidu_std frames from fd until `want` arrived or the timeout.
@@ -263,7 +272,9 @@ TEST_F(Memory, PipelinedRequestsWithUnreadResponses) {
   EXPECT_TRUE(blocked);  // back-pressure reached the client's send
   EXPECT_LE(max_unwritten, (1u << 20) + 8192u);
   EXPECT_EQ(static_cast<size_t>(kRequests), got);
-  EXPECT_LT(static_cast<double>(rss1) - static_cast<double>(rss0), 24 * kMiB);
+  if (!kSanitizerBuild) {
+    EXPECT_LT(static_cast<double>(rss1) - static_cast<double>(rss0), 24 * kMiB);
+  }
 }
 
 // Past the hard cap the connection fails, and only it: handlers that answer

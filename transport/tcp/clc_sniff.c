@@ -69,18 +69,33 @@ static int arm_deadline(struct rrpc__tcp_sniff *st) {
   return rc;
 }
 
+int rrpc__tcp_sniff_classify(const uint8_t *buf, size_t n, size_t *clc_len, int *is_decline) {
+  struct rrpc__clc_hdr h;
+  int rc = rrpc__clc_peek_header(buf, n, &h);
+  if (rc == -EAGAIN || (rc == 0 && n < h.length)) return RRPC_SNIFF_WAIT;
+  if (rc != 0) return RRPC_SNIFF_PLAIN;
+  *clc_len = h.length;
+  *is_decline = h.type == RRPC_CLC_DECLINE;
+  return RRPC_SNIFF_CLC;
+}
+
 int rrpc__tcp_sniff_check(rrpc__socket *s) {
   struct rrpc__tcp_sniff *st = rrpc__socket_tstate(s);
   rrpc_iobuf *rbuf = rrpc__socket_rbuf(s);
   uint8_t buf[RRPC_CLC_MAX_LEN];
-  size_t n = rrpc_iobuf_copy_out(rbuf, 0, buf, sizeof buf);
-  struct rrpc__clc_hdr h;
-  int rc = rrpc__clc_peek_header(buf, n, &h);
-  if (rc == -EAGAIN || (rc == 0 && n < h.length)) return arm_deadline(st); /* 0: wait */
-  if (rc != 0) return 1; /* not CLC: a plain client */
-  rrpc_iobuf_pop_front(rbuf, h.length);
-  if (h.type == RRPC_CLC_DECLINE) return 1; /* the client gave up on RDMA itself */
-  RRPC_LOG(INFO, "declining an SMC-R %s: this server does not offer RDMA", rrpc__clc_type_name(h.type));
-  rc = rrpc__clc_send_decline(rrpc__socket_fd(s), RRPC_CLC_DECL_NOSMCDEV);
+  size_t n = rrpc_iobuf_copy_out(rbuf, 0, buf, sizeof buf), len = 0;
+  int is_decline = 0;
+  switch (rrpc__tcp_sniff_classify(buf, n, &len, &is_decline)) {
+    case RRPC_SNIFF_WAIT:
+      return arm_deadline(st); /* 0: wait */
+    case RRPC_SNIFF_PLAIN:
+      return 1;
+    default:
+      break;
+  }
+  rrpc_iobuf_pop_front(rbuf, len);
+  if (is_decline) return 1; /* the client gave up on RDMA itself */
+  RRPC_LOG(INFO, "declining an SMC-R %s: this server does not offer RDMA", rrpc__clc_type_name(buf[4]));
+  int rc = rrpc__clc_send_decline(rrpc__socket_fd(s), RRPC_CLC_DECL_NOSMCDEV);
   return rc < 0 ? rc : 1;
 }

@@ -3,7 +3,17 @@
 #ifndef RRPC_TRANSPORT_TCP_TCP_INTERNAL_H
 #define RRPC_TRANSPORT_TCP_TCP_INTERNAL_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include "rrpc/transport.h"
+
+/* rrpc__tcp_sniff_classify - what the first `n` bytes of a connection are
+ * (pure; fuzzed by test/fuzz/tcp_sniff_fuzzer.c): RRPC_SNIFF_WAIT (they may
+ * still become a CLC message), RRPC_SNIFF_PLAIN (not CLC), or RRPC_SNIFF_CLC
+ * (a whole CLC message of *clc_len <= n bytes; *is_decline set). */
+enum { RRPC_SNIFF_WAIT = 0, RRPC_SNIFF_PLAIN = 1, RRPC_SNIFF_CLC = 2 };
+int rrpc__tcp_sniff_classify(const uint8_t *buf, size_t n, size_t *clc_len, int *is_decline);
 
 /* Server side, before the first bytes are handed to the protocol: if the
  * client opened with an SMC-R CLC message (it asked for RDMA and this server
