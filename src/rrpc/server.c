@@ -515,7 +515,8 @@ static void idle_sweep(void *arg) {
   uint64_t now = rrpc__now_us(), idle = (uint64_t)s->opts.idle_timeout_s * 1000000u;
   pthread_mutex_lock(&s->mu);
   for (struct sconn *c = s->conns.next; c != &s->conns; c = c->next) {
-    if (rrpc__socket_failed(c->sock) || now - rrpc__socket_last_active_us(c->sock) < idle) continue;
+    uint64_t last = rrpc__socket_last_active_us(c->sock); /* may be later than `now` */
+    if (rrpc__socket_failed(c->sock) || last >= now || now - last < idle) continue;
     rrpc__limit_count(RRPC__LC_IDLE_CLOSES);
     rrpc__socket_fail(c->sock, -ETIMEDOUT);
   }
