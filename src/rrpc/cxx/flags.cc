@@ -36,12 +36,9 @@ DEFINE_bool(usercode_in_loop, false,
 DEFINE_int32(usercode_queue_max, 0,
              "Requests waiting for a worker, at most, per Server; one more fails with "
              "EOVERCROWDED. 0 = 65536");
-// Not brpc's idle_timeout_second: that one closes idle pooled client
-// connections (default 10 s); this one is about server connections.
-DEFINE_int32(rrpc_idle_timeout_second, 0,
-             "Default ServerOptions::idle_timeout_sec: a server connection that reads and writes "
-             "nothing for so many seconds is closed; <= 0 = never");
-DEFINE_int32(max_concurrency, 0,
+// Not "max_concurrency": brpc's own programs commonly define a flag of that
+// name in main(), and a library definition would collide with theirs.
+DEFINE_int32(rrpc_max_concurrency, 0,
              "Default ServerOptions::max_concurrency: requests running at once per server; one "
              "more fails with ELIMIT; 0 = no limit");
 DEFINE_uint64(rrpc_max_unwritten_bytes, 1u << 30,
@@ -82,7 +79,7 @@ const bool g_validators_registered =
     gflags::RegisterFlagValidator(&FLAGS_rdma_handshake_timeout_ms, NonNegative) &&
     gflags::RegisterFlagValidator(&FLAGS_usercode_pool_threads, NonNegative) &&
     gflags::RegisterFlagValidator(&FLAGS_usercode_queue_max, NonNegative) &&
-    gflags::RegisterFlagValidator(&FLAGS_max_concurrency, NonNegative) &&
+    gflags::RegisterFlagValidator(&FLAGS_rrpc_max_concurrency, NonNegative) &&
     gflags::RegisterFlagValidator(&FLAGS_rrpc_max_unwritten_bytes, Positive64) &&
     gflags::RegisterFlagValidator(&FLAGS_rrpc_max_input_bytes, Positive64) &&
     gflags::RegisterFlagValidator(&FLAGS_rrpc_clc_sniff_timeout_ms, NonNegative) &&
@@ -94,9 +91,9 @@ namespace rrpc {
 namespace detail {
 
 namespace {
-// False also when no linked library defines the flag (socket_max_unwritten_bytes
-// is brpc's, so it is absent when neither brpc nor librrpc_flags is linked).
-bool FlagSet(const char* name) {
+bool FlagSet(const char* name) { return !gflags::GetCommandLineFlagInfoOrDie(name).is_default; }
+// For a flag that another library may define, or none: never dies.
+bool FlagIsSet(const char* name) {
   gflags::CommandLineFlagInfo info;
   return gflags::GetCommandLineFlagInfo(name, &info) && !info.is_default;
 }
@@ -108,10 +105,11 @@ void ApplyLimitFlags() {
   rrpc_limits l;
   rrpc_limits_get(&l);
   if (FlagSet("rrpc_max_input_bytes")) l.max_input_bytes = static_cast<size_t>(FLAGS_rrpc_max_input_bytes);
-  // brpc's flag (int64 there), read by name.
-  if (FlagSet("socket_max_unwritten_bytes"))
+  // By name (brpc defines it too); only a value given on the command line or
+  // by the program overrides what the C API set.
+  if (FlagIsSet("socket_max_unwritten_bytes"))
     l.socket_max_unwritten_bytes = static_cast<size_t>(
-        FlagUint64("socket_max_unwritten_bytes", kDefaultSocketMaxUnwrittenBytes));
+        FlagInt64("socket_max_unwritten_bytes", kDefaultSocketMaxUnwrittenBytes));
   if (FlagSet("rrpc_max_unwritten_bytes"))
     l.max_unwritten_bytes = static_cast<size_t>(FLAGS_rrpc_max_unwritten_bytes);
   if (FlagSet("rrpc_clc_sniff_timeout_ms")) l.clc_sniff_timeout_ms = FLAGS_rrpc_clc_sniff_timeout_ms;

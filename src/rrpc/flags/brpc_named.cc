@@ -41,11 +41,14 @@ DEFINE_int32(rdma_zerocopy_min_size, kDefaultRdmaZerocopyMinSize,
 DEFINE_int32(event_dispatcher_num, kDefaultEventDispatcherNum,
              "Process-wide event loop threads shared by channels and servers; 0 = one per CPU. "
              "Read when the first Channel or Server starts them");
+DEFINE_bool(usercode_in_pthread, kDefaultUsercodeInPthread,
+            "Kept for brpc compatibility: server methods run on a worker pool by default");
 DEFINE_int64(socket_max_unwritten_bytes, kDefaultSocketMaxUnwrittenBytes,
              "Bytes queued for writing on one connection; a write past it fails with "
              "EOVERCROWDED, and a server stops reading a connection over half of it");
-DEFINE_bool(usercode_in_pthread, kDefaultUsercodeInPthread,
-            "Kept for brpc compatibility: server methods run on a worker pool by default");
+DEFINE_int32(idle_timeout_second, kDefaultIdleTimeoutSecond,
+             "Default ServerOptions::idle_timeout_sec: a server connection that reads and writes "
+             "nothing for so many seconds is closed; <= 0 = never");
 
 namespace {
 
@@ -59,12 +62,12 @@ bool ValidGidIndex(const char*, int32_t v) {
   fprintf(stderr, "--rdma_gid_index must be -1 (auto) or an index, got %d\n", static_cast<int>(v));
   return false;
 }
-bool Positive64(const char* name, uint64_t v) {
+bool PositiveInt64(const char* name, int64_t v) {
   if (v > 0) return true;
   fprintf(stderr, "--%s must be > 0\n", name);
   return false;
 }
-bool PositiveI64(const char* name, int64_t v) {
+bool Positive64(const char* name, uint64_t v) {
   if (v > 0) return true;
   fprintf(stderr, "--%s must be > 0\n", name);
   return false;
@@ -80,7 +83,7 @@ const bool g_validators_registered =
     gflags::RegisterFlagValidator(&FLAGS_rdma_zerocopy_min_size, NonNegative) &&
     gflags::RegisterFlagValidator(&FLAGS_max_body_size, Positive64) &&
     gflags::RegisterFlagValidator(&FLAGS_event_dispatcher_num, NonNegative) &&
-    gflags::RegisterFlagValidator(&FLAGS_socket_max_unwritten_bytes, PositiveI64);
+    gflags::RegisterFlagValidator(&FLAGS_socket_max_unwritten_bytes, PositiveInt64);
 
 }  // namespace
 
