@@ -176,10 +176,16 @@ include tools/install.mk
 
 # Test programs run side by side; each one's output goes to a log that is
 # printed whole once it ends (tools/run-tests). test/tools/*_test.sh test the
-# tools themselves.
+# tools and examples themselves (RRPC_BUILD says where the examples are);
+# they run in the plain build only, so SAN/TSAN builds do not compile the
+# examples for them.
+ifeq ($(BUILD),build)
 SCRIPT_TESTS := $(wildcard test/tools/*_test.sh)
+test: examples
+endif
 test: tests
-	TEST_LOG_DIR=$(BUILD)/test-logs tools/run-tests $(TESTS) $(COEXIST_TESTS) $(SCRIPT_TESTS)
+	TEST_LOG_DIR=$(BUILD)/test-logs RRPC_BUILD=$(BUILD) \
+	  tools/run-tests $(TESTS) $(COEXIST_TESTS) $(SCRIPT_TESTS)
 
 # The RDMA suite and the live Wireshark check, in one VM boot (or on a real port).
 test-rdma: $(RDMA_TESTS) examples
