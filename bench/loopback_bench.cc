@@ -18,6 +18,10 @@
 //   sat      : rrpc, 16 channels x 16 async calls re-issued on completion,
 //              server in the default mode (pool)
 //   satloop  : the same, handlers on the loop
+//
+// One connection (--case=oneconn): 16 caller threads x 16 calls in flight on
+// one channel, server threads 1 (one loop, handlers in it), 2, 4, 8 (one
+// loop parsing, the rest running handlers): QPS and the ratio to 1.
 // For each: QPS, CPU time per RPC (getrusage user+sys of the whole process:
 // client and server), read/write syscalls per RPC (/proc/self/io syscr +
 // syscw; run one case under `perf stat -e raw_syscalls:sys_enter` for all
@@ -397,6 +401,69 @@ SatResult bench_sat(const std::string &addr, const char *name) {
   return sat_result(name, rpcs, secs, a, u);
 }
 
+// ---- one connection, many cores --------------------------------------------------
+
+// 16 caller threads x 16 async calls in flight on ONE channel (one
+// connection), against a server with one loop and `threads` threads in all:
+// 1 = handlers on that loop; N > 1 = the loop parses, N - 1 pool threads
+// run handlers and write responses.
+double bench_oneconn(int threads) {
+  rrpc_server_options so = {};
+  so.num_threads = 1;
+  if (threads <= 1) so.handlers_in_loop = 1;
+  else so.pool_threads = threads - 1;
+  rrpc_server *srv;
+  if (rrpc_server_new(&so, &srv) != 0 || rrpc_server_add_method(srv, "bench.Echo", "Echo", echo_handler, nullptr) != 0 ||
+      rrpc_server_start(srv, "127.0.0.1:0") != 0)
+    abort();
+  std::string addr = "127.0.0.1:" + std::to_string(rrpc_server_port(srv));
+  rrpc_channel_options co = {};
+  co.timeout_ms = 10000;
+  rrpc_channel *ch;
+  if (rrpc_channel_new(addr.c_str(), &co, &ch) != 0) abort();
+  std::atomic<uint64_t> calls{0};
+  uint64_t t0 = now_ns(), end = t0 + (uint64_t)(g_seconds * 1e9);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 16; t++) {
+    ts.emplace_back([&] {
+      struct Wave {
+        std::mutex mu;
+        std::condition_variable cv;
+        int left = 0;
+      } w;
+      rrpc_iobuf *req;
+      rrpc_iobuf_new(&req);
+      std::string payload(g_size, 'x');
+      rrpc_iobuf_append(req, payload.data(), payload.size());
+      rrpc_controller *c[16];
+      for (auto &x : c) rrpc_controller_new(&x);
+      uint64_t mine = 0;
+      while (now_ns() < end) {
+        w.left = 16;
+        for (auto &x : c)
+          rrpc_channel_call(ch, "bench.Echo", "Echo", x, req, nullptr,
+                            [](void *arg, rrpc_controller *) {
+                              Wave *wv = static_cast<Wave *>(arg);
+                              std::lock_guard<std::mutex> g(wv->mu);
+                              if (--wv->left == 0) wv->cv.notify_all();
+                            },
+                            &w);
+        std::unique_lock<std::mutex> g(w.mu);
+        w.cv.wait(g, [&] { return w.left == 0; });
+        mine += 16;
+      }
+      calls += mine;
+      for (auto &x : c) rrpc_controller_free(x);
+      rrpc_iobuf_free(req);
+    });
+  }
+  for (auto &t : ts) t.join();
+  double secs = (double)(now_ns() - t0) / 1e9;
+  rrpc_channel_free(ch);
+  rrpc_server_free(srv);
+  return (double)calls.load() / secs;
+}
+
 void print_sat(const std::vector<SatResult> &rs) {
   printf("saturation: %d connections x %d in flight, %zu B echo, %.1f s each (same run; CPU = client + server)\n",
          SAT_CONNS, SAT_DEPTH, g_size, g_seconds);
@@ -415,7 +482,7 @@ int main(int argc, char **argv) {
     else if (strncmp(argv[i], "--size=", 7) == 0) g_size = (size_t)atol(argv[i] + 7);
     else if (strncmp(argv[i], "--case=", 7) == 0) g_case = argv[i] + 7;
     else {
-      fprintf(stderr, "usage: %s [--seconds=S] [--size=BYTES] [--case=all|raw|sync|syncpool|async|sat|rawpipe|satone|satloopone]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--seconds=S] [--size=BYTES] [--case=all|raw|sync|syncpool|async|sat|rawpipe|satone|satloopone|oneconn]\n", argv[0]);
       return 2;
     }
   }
@@ -440,7 +507,17 @@ int main(int argc, char **argv) {
   if (rrpc_channel_new(addr.c_str(), &co, &ch) != 0 || rrpc_channel_new(paddr.c_str(), &co, &pch) != 0) return 1;
 
   int rc = 0;
-  if (g_case == "sat") {
+  if (g_case == "oneconn") {
+    printf("one connection, 16 caller threads x 16 in flight, %zu B echo, %.1f s each (same run)\n", g_size,
+           g_seconds);
+    double base = 0;
+    for (int t : {1, 2, 4, 8}) {
+      if (t > 2 * (int)sysconf(_SC_NPROCESSORS_ONLN)) break;
+      double q = bench_oneconn(t);
+      if (t == 1) base = q;
+      printf("server threads %d: %10.0f QPS  %.2fx the single loop\n", t, q, q / base);
+    }
+  } else if (g_case == "sat") {
     print_sat({bench_rawpipe(), bench_sat(paddr, "sat"), bench_sat(addr, "satloop")});
   } else if (g_case == "rawpipe" || g_case == "satone" || g_case == "satloopone") {
     SatResult r = g_case == "rawpipe" ? bench_rawpipe()

@@ -26,6 +26,7 @@
 #include "rrpc/cxx/channel.h"
 #include "rrpc/cxx/controller.h"
 #include "rrpc/cxx/server.h"
+#include "rrpc/internal/loop.h"
 #include "rrpc/rrpc.h"
 #include "test/common/test_util.h"
 #include "test/cxx_echo.pb.h"
@@ -614,6 +615,34 @@ TEST(Loops, EventDispatcherNumSetsTheProcessWideLoops) {
     ASSERT_GT(c.pid, 0);
     EXPECT_EQ(0, rrpc_test::wait_child(c)) << "n=" << n << " child said " << c.first_output;
   }
+}
+
+// ---- 5. the loop watchdog ------------------------------------------------------
+
+// An in-loop handler that sleeps (what the watchdog exists to catch) is
+// reported once, by name of the loop callback that ran it.
+TEST(Watchdog, ReportsALoopCallbackThatBlocks) {
+  Sleeper sl;
+  rrpc_server_options so = {};
+  so.num_threads = 1;
+  so.handlers_in_loop = 1;
+  rrpc_server *s = start_server(&so, {{"Sleep", {sleep_handler, &sl}}});
+  ASSERT_NE(nullptr, s);
+  rrpc_channel *ch = channel_to(rrpc_server_port(s), 5000);
+  uint64_t before = rrpc__loop_watchdog_hits();
+  rrpc_controller *c;
+  rrpc_iobuf *req;
+  rrpc_controller_new(&c);
+  rrpc_iobuf_new(&req);
+  rrpc_iobuf_append(req, "150", 3);
+  EXPECT_EQ(0, rrpc_channel_call(ch, "t.S", "Sleep", c, req, nullptr, nullptr, nullptr));
+  uint64_t seen = rrpc__loop_watchdog_hits() - before;
+  EXPECT_EQ(1u, seen);
+  rrpc_test::watchdog_expect(seen);
+  rrpc_iobuf_free(req);
+  rrpc_controller_free(c);
+  rrpc_channel_free(ch);
+  rrpc_server_free(s);
 }
 
 }  // namespace

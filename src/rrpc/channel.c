@@ -327,7 +327,10 @@ static int enroll(struct conn *cn, struct call *c, int32_t timeout_ms) {
   pthread_mutex_lock(&cn->mu);
   if (cn->closed || rrpc__socket_failed(cn->sock)) {
     pthread_mutex_unlock(&cn->mu);
-    return -RRPC_ECLOSE;
+    /* A connect that failed already is this call's answer too: retrying on
+     * a fresh connection would only repeat the attempts just made. */
+    int code = rrpc__socket_failed(cn->sock);
+    return code != 0 && !rrpc__socket_connected(cn->sock) ? code : -RRPC_ECLOSE;
   }
   int rc = rrpc__idmap_put(&cn->pending, c->cid, c);
   if (rc == 0 && timeout_ms > 0) {
@@ -376,9 +379,11 @@ static int issue(rrpc_channel *ch, struct call *c, int32_t timeout_ms, rrpc_iobu
       conn_unref(cn);
       return 0;
     }
+    int connected = rrpc__socket_connected(cn->sock);
     conn_unref(cn);
     if (rc != -RRPC_ECLOSE || tries >= 3) {
-      snprintf(text, sizeof text, "cannot send to %s: %s", ch->addr_str, rrpc_strerror(rc));
+      snprintf(text, sizeof text, "cannot %s %s: %s", connected ? "send to" : "connect to",
+               ch->addr_str, rrpc_strerror(rc));
       return fail_unsent(ch, c, rc, text);
     }
   }

@@ -11,5 +11,6 @@
 #include "rrpc/loops.h"
 #include "rrpc/rdma.h"
 #include "rrpc/server.h"
+#include "rrpc/version.h"
 
 #endif /* RRPC_RRPC_H */

@@ -17,6 +17,7 @@
 
 #include "rrpc/cxx/controller.h"
 #include "rrpc/cxx/detail.h"
+#include "rrpc/cxx/flag_value.h"
 #include "rrpc/cxx/flags.h"
 #include "rrpc/cxx/iobuf.h"
 #include "rrpc/errors.h"
@@ -72,13 +73,14 @@ void AskToQuit() {
 
 ServerOptions::ServerOptions()
     : num_threads(0),
-      handlers_in_pool(FLAGS_usercode_in_pthread),
+      handlers_in_pool(detail::FlagBool("usercode_in_pthread", detail::kDefaultUsercodeInPthread)),
       pool_threads(FLAGS_usercode_pool_threads),
-      max_body_size(static_cast<size_t>(FLAGS_max_body_size)),
+      max_body_size(
+          static_cast<size_t>(detail::FlagUint64("max_body_size", detail::kDefaultMaxBodySize))),
       handlers_in_loop(FLAGS_usercode_in_loop),
       pool_queue_max(FLAGS_usercode_queue_max),
-      idle_timeout_sec(FLAGS_idle_timeout_second),
-      max_concurrency(FLAGS_max_concurrency) {}
+      idle_timeout_sec(FLAGS_rrpc_idle_timeout_second),
+      max_concurrency(FLAGS_rrpc_max_concurrency) {}
 
 // ---- one served call -----------------------------------------------------------
 
