@@ -6,6 +6,7 @@
 #include "rrpc/controller.h"
 #include "rrpc/errors.h"
 #include "rrpc/iobuf.h"
+#include "rrpc/limits.h"
 #include "rrpc/log.h"
 #include "rrpc/loops.h"
 #include "rrpc/rdma.h"

@@ -13,6 +13,7 @@
 #include "rrpc/cxx/detail.h"
 #include "rrpc/cxx/flag_value.h"
 #include "rrpc/errors.h"
+#include "rrpc/limits.h"
 #include "rrpc/loops.h"
 #include "rrpc/rdma.h"
 
@@ -38,6 +39,24 @@ DEFINE_bool(usercode_in_loop, false,
 DEFINE_int32(usercode_queue_max, 0,
              "Requests waiting for a worker, at most, per Server; one more fails with "
              "EOVERCROWDED. 0 = 65536");
+DEFINE_int32(rrpc_idle_timeout_second, 0,
+             "Default ServerOptions::idle_timeout_sec: a server connection that reads and writes "
+             "nothing for so many seconds is closed; <= 0 = never (brpc's idle_timeout_second "
+             "is its client connection pools' setting, a different one)");
+DEFINE_int32(rrpc_max_concurrency, 0,
+             "Default ServerOptions::max_concurrency: requests running at once per server; one "
+             "more fails with ELIMIT; 0 = no limit");
+DEFINE_uint64(rrpc_max_unwritten_bytes, 1u << 30,
+              "Bytes queued for writing over all connections of the process");
+DEFINE_uint64(rrpc_max_input_bytes, 1u << 30,
+              "Bytes of unfinished messages buffered over all connections of the process; the "
+              "connection that passes it is closed");
+DEFINE_int32(rrpc_socket_max_pending_requests, 1024,
+             "Requests read from one server connection and not answered yet; at it the server "
+             "stops reading that connection until half are answered");
+DEFINE_int32(rrpc_clc_sniff_timeout_ms, 2000,
+             "A TCP server connection whose first bytes may be SMC-R CLC must complete the "
+             "message within this time");
 
 namespace {
 
@@ -53,18 +72,50 @@ bool ValidRingSize(const char*, uint64_t v) {
           static_cast<unsigned long long>(v));
   return false;
 }
+bool Positive64(const char* name, uint64_t v) {
+  if (v > 0) return true;
+  fprintf(stderr, "--%s must be > 0\n", name);
+  return false;
+}
 
 const bool g_validators_registered =
     gflags::RegisterFlagValidator(&FLAGS_rdma_ring_size, ValidRingSize) &&
     gflags::RegisterFlagValidator(&FLAGS_rdma_memory_pool_max_size_mb, NonNegative) &&
     gflags::RegisterFlagValidator(&FLAGS_rdma_handshake_timeout_ms, NonNegative) &&
     gflags::RegisterFlagValidator(&FLAGS_usercode_pool_threads, NonNegative) &&
-    gflags::RegisterFlagValidator(&FLAGS_usercode_queue_max, NonNegative);
+    gflags::RegisterFlagValidator(&FLAGS_usercode_queue_max, NonNegative) &&
+    gflags::RegisterFlagValidator(&FLAGS_rrpc_max_concurrency, NonNegative) &&
+    gflags::RegisterFlagValidator(&FLAGS_rrpc_max_unwritten_bytes, Positive64) &&
+    gflags::RegisterFlagValidator(&FLAGS_rrpc_max_input_bytes, Positive64) &&
+    gflags::RegisterFlagValidator(&FLAGS_rrpc_clc_sniff_timeout_ms, NonNegative) &&
+    gflags::RegisterFlagValidator(&FLAGS_rrpc_socket_max_pending_requests, NonNegative);
 
 }  // namespace
 
 namespace rrpc {
 namespace detail {
+
+namespace {
+bool FlagSet(const char* name) { return !gflags::GetCommandLineFlagInfoOrDie(name).is_default; }
+}  // namespace
+
+// Only flags given on the command line (or set by the program) override: a
+// program that set limits through the C API keeps them otherwise.
+void ApplyLimitFlags() {
+  rrpc_limits l;
+  rrpc_limits_get(&l);
+  if (FlagSet("rrpc_max_input_bytes")) l.max_input_bytes = static_cast<size_t>(FLAGS_rrpc_max_input_bytes);
+  // brpc-named: read by name (brpc's definition serves when brpc is linked).
+  int64_t unwritten = FlagInt64("socket_max_unwritten_bytes", kDefaultSocketMaxUnwrittenBytes);
+  if (unwritten > 0 && unwritten != kDefaultSocketMaxUnwrittenBytes)
+    l.socket_max_unwritten_bytes = static_cast<size_t>(unwritten);
+  if (FlagSet("rrpc_max_unwritten_bytes"))
+    l.max_unwritten_bytes = static_cast<size_t>(FLAGS_rrpc_max_unwritten_bytes);
+  if (FlagSet("rrpc_clc_sniff_timeout_ms")) l.clc_sniff_timeout_ms = FLAGS_rrpc_clc_sniff_timeout_ms;
+  if (FlagSet("rrpc_socket_max_pending_requests"))
+    l.socket_max_pending_requests = FLAGS_rrpc_socket_max_pending_requests;
+  rrpc_limits_set(&l);
+}
 
 void ApplyLoopFlags() {
   // By name: with brpc linked, its event_dispatcher_num (same meaning) rules.
