@@ -334,6 +334,8 @@ static void *loop_main(void *p) {
 
 /* ---- lifetime ------------------------------------------------------------ */
 
+const char *rrpc__loop_name(const rrpc__loop *loop) { return loop->name; }
+
 int rrpc__loop_start(const char *name, rrpc__loop **out) {
   int rc;
   rrpc__loop *loop = calloc(1, sizeof *loop);

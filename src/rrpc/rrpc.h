@@ -6,7 +6,9 @@
 #include "rrpc/controller.h"
 #include "rrpc/errors.h"
 #include "rrpc/iobuf.h"
+#include "rrpc/builtin.h"
 #include "rrpc/log.h"
+#include "rrpc/metrics.h"
 #include "rrpc/rdma.h"
 #include "rrpc/server.h"
 

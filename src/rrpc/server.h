@@ -31,6 +31,10 @@ typedef struct rrpc_server_options {
   int pool_threads;        /* worker pool size; 0 = 4 */
   size_t max_body_size;    /* 0 = 64 MiB */
   int idle_timeout_s;      /* reserved; 0 = never close idle connections */
+  int no_builtin_services; /* 1: do not answer HTTP on this port (the builtin
+                              pages /status, /vars, /connections, ...; see
+                              docs/observability.md for serving them on a
+                              separate internal port instead) */
 } rrpc_server_options;
 
 /* A handler. Runs on a loop thread (or a pool thread); `call` is owned by

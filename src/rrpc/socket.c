@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "rrpc/internal/log.h"
+#include "rrpc/internal/metrics.h"
 #include "rrpc/errors.h"
 
 struct rrpc__socket {
@@ -55,9 +56,15 @@ struct rrpc__socket {
   int token;         /* 1 while a writer (or the start-up) holds the token */
   rrpc_iobuf wqueue; /* appended under wmu by writers without the token */
   rrpc_iobuf wpend;  /* only the token holder touches it */
+  int fin_when_drained; /* under wmu: half-close once the queue is empty */
   struct sockaddr_storage peer;
   struct sockaddr_storage local;
   char peer_str[64]; /* "ip:port", formatted once: calls copy it per request */
+  /* figures for the builtin pages */
+  _Atomic uint64_t bytes_in, bytes_out;
+  size_t rbuf_left;    /* rbuf length after the last on_data (loop thread) */
+  uint64_t created_us;
+  _Atomic uint32_t fallback_code; /* SMC decline code of an RDMA fallback, 0 = none */
 };
 
 static void socket_free(rrpc__socket *s) {
@@ -133,6 +140,61 @@ int rrpc__socket_is_rdma(const rrpc__socket *s) {
   return s->ops->is_rdma != NULL && s->ops->is_rdma(s);
 }
 
+void rrpc__socket_note_fallback(rrpc__socket *s, uint32_t decline_code) {
+  atomic_store_explicit(&s->fallback_code, decline_code, memory_order_relaxed);
+  rrpc__metrics_note_fallback(decline_code);
+}
+
+void rrpc__socket_get_stats(const rrpc__socket *s, rrpc__socket_stats *out) {
+  out->bytes_in = atomic_load_explicit(&s->bytes_in, memory_order_relaxed);
+  out->bytes_out = atomic_load_explicit(&s->bytes_out, memory_order_relaxed);
+  out->created_us = s->created_us;
+  out->fallback_code = atomic_load_explicit(&s->fallback_code, memory_order_relaxed);
+  out->is_client = s->is_client;
+  out->failed = atomic_load(&s->failed);
+  out->loop = s->loop;
+}
+
+/* Transport facts are read on the socket's loop thread, where the transport
+ * changes its state (a fallback frees it), so no lock is needed. */
+struct facts_req {
+  rrpc__socket *s;
+  rrpc__conn_facts *out;
+  void (*done)(void *arg);
+  void *arg;
+};
+
+static void facts_task(void *arg) {
+  struct facts_req *r = arg;
+  rrpc__socket *s = r->s;
+  if (!s->closed && s->ops != NULL) {
+    snprintf(r->out->transport, sizeof r->out->transport, "%s", s->ops->name);
+    if (s->ops->facts != NULL) s->ops->facts(s, r->out);
+  } else {
+    snprintf(r->out->transport, sizeof r->out->transport, "closed");
+  }
+  void (*done)(void *) = r->done;
+  void *done_arg = r->arg;
+  free(r);
+  rrpc__socket_unref(s);
+  done(done_arg);
+}
+
+int rrpc__socket_facts_async(rrpc__socket *s, rrpc__conn_facts *out, void (*done)(void *arg), void *arg) {
+  struct facts_req *r = calloc(1, sizeof *r);
+  if (r == NULL) return -ENOMEM;
+  memset(out, 0, sizeof *out);
+  out->gid_index = -1;
+  *r = (struct facts_req){.s = s, .out = out, .done = done, .arg = arg};
+  rrpc__socket_ref(s);
+  int rc = rrpc__loop_post(s->loop, facts_task, r);
+  if (rc != 0) {
+    rrpc__socket_unref(s);
+    free(r);
+  }
+  return rc;
+}
+
 /* ---- events ------------------------------------------------------------- */
 
 static void on_fd_event(rrpc__watcher *w, uint32_t events) {
@@ -197,7 +259,9 @@ static void drain(rrpc__socket *s) {
       pthread_mutex_lock(&s->wmu);
       if (rrpc_iobuf_length(&s->wqueue) == 0) {
         s->token = 0;
+        int fin = s->fin_when_drained;
         pthread_mutex_unlock(&s->wmu);
+        if (fin) shutdown(s->fd, SHUT_WR);
         return;
       }
       int rc = rrpc_iobuf_move(&s->wpend, &s->wqueue);
@@ -219,6 +283,7 @@ static void drain(rrpc__socket *s) {
 }
 
 int rrpc__socket_write(rrpc__socket *s, rrpc_iobuf *msg) {
+  atomic_fetch_add_explicit(&s->bytes_out, rrpc_iobuf_length(msg), memory_order_relaxed);
   pthread_mutex_lock(&s->wmu);
   int failed = atomic_load(&s->failed);
   if (failed) {
@@ -246,6 +311,14 @@ int rrpc__socket_write(rrpc__socket *s, rrpc_iobuf *msg) {
 
 void rrpc__socket_resume_write(rrpc__socket *s) { drain(s); }
 
+void rrpc__socket_finish_writes(rrpc__socket *s) {
+  pthread_mutex_lock(&s->wmu);
+  s->fin_when_drained = 1;
+  int idle = !s->token;
+  pthread_mutex_unlock(&s->wmu);
+  if (idle) shutdown(s->fd, SHUT_WR);
+}
+
 void rrpc__socket_ready(rrpc__socket *s, int code) {
   if (code < 0) {
     rrpc__socket_fail(s, code);
@@ -256,7 +329,11 @@ void rrpc__socket_ready(rrpc__socket *s, int code) {
 
 void rrpc__socket_deliver(rrpc__socket *s) {
   if (atomic_load(&s->failed) || s->owner_notified) return;
+  size_t len = rrpc_iobuf_length(&s->rbuf);
+  if (len > s->rbuf_left)
+    atomic_fetch_add_explicit(&s->bytes_in, len - s->rbuf_left, memory_order_relaxed);
   int rc = s->handler->on_data(s->owner, s, &s->rbuf);
+  s->rbuf_left = rrpc_iobuf_length(&s->rbuf);
   if (rc < 0) rrpc__socket_fail(s, rc);
 }
 
@@ -311,6 +388,7 @@ int rrpc__socket_create(rrpc__loop *loop, int fd, int is_client, const rrpc_tran
   len = sizeof s->local;
   getsockname(fd, (struct sockaddr *)&s->local, &len);
   addr_str(&s->peer, s->peer_str, sizeof s->peer_str);
+  s->created_us = rrpc__now_us();
   tune_fd(fd);
   int rc = rrpc__loop_post(loop, start_task, s);
   if (rc != 0) {

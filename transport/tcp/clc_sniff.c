@@ -28,8 +28,13 @@ int rrpc__tcp_sniff_clc(rrpc__socket *s) {
   if (n < 0) return (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? 0 : -errno;
   if ((size_t)n < h.length) return 0;
   if (recv(fd, buf, h.length, MSG_DONTWAIT) != (ssize_t)h.length) return -RRPC_ECLOSE;
-  if (h.type == RRPC_CLC_DECLINE) return 1; /* the client gave up on RDMA itself */
+  if (h.type == RRPC_CLC_DECLINE) {
+    struct rrpc__clc_decline d;
+    rrpc__socket_note_fallback(s, rrpc__clc_decode_decline(buf, h.length, &d) == 0 ? d.diag : 0);
+    return 1; /* the client gave up on RDMA itself */
+  }
   RRPC_LOG(INFO, "declining an SMC-R %s: this server does not offer RDMA", rrpc__clc_type_name(h.type));
+  rrpc__socket_note_fallback(s, RRPC_CLC_DECL_NOSMCDEV);
   rc = rrpc__clc_send_decline(fd, RRPC_CLC_DECL_NOSMCDEV);
   return rc < 0 ? rc : 1;
 }

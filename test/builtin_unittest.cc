@@ -1,0 +1,374 @@
+// builtin_unittest.cc - the builtin pages over real TCP: every page fetched
+// with curl and with tools/rrpc_stat from a server with live connections;
+// figures that must move (a failing call raises its method's error count, a
+// fallback shows its decline reason); malformed and oversized requests get
+// 400/413 and close only their own connection; /metrics passes promtool
+// (or, where it is missing, the text-format check below).
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "rrpc/rrpc.h"
+#include "test/common/test_util.h"
+
+namespace {
+
+void echo_handler(void *, rrpc_server_call *call) {
+  rrpc_server_call_respond(call, rrpc_server_call_request(call));
+}
+
+void fail_handler(void *, rrpc_server_call *call) {
+  rrpc_controller_set_failed(rrpc_server_call_controller(call), -RRPC_EREQUEST, "told to fail");
+  rrpc_server_call_respond(call, nullptr);
+}
+
+// ---- a raw HTTP client: one request, read until the server closes or the
+// Content-Length is complete. Bounded in time by SO_RCVTIMEO.
+struct Reply {
+  int status = 0;
+  std::string head, body;
+  bool closed_by_server = false;
+};
+
+int connect_to(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(port);
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  timeval tv{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  if (connect(fd, reinterpret_cast<sockaddr *>(&sa), sizeof sa) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+Reply raw_request(int port, const std::string &bytes) {
+  Reply r;
+  int fd = connect_to(port);
+  if (fd < 0) return r;
+  send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  std::string all;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n == 0) r.closed_by_server = true;
+    if (n <= 0) break;
+    all.append(buf, static_cast<size_t>(n));  // to EOF: every answer ends the connection
+  }
+  close(fd);
+  size_t he = all.find("\r\n\r\n");
+  if (he == std::string::npos) return r;
+  r.head = all.substr(0, he);
+  r.body = all.substr(he + 4);
+  sscanf(r.head.c_str(), "HTTP/1.1 %d", &r.status);
+  return r;
+}
+
+std::string run(const std::string &cmd, int *rc = nullptr) {
+  std::string out;
+  FILE *p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  int st = pclose(p);
+  if (rc) *rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return out;
+}
+
+std::string curl(int port, const std::string &path, int *rc = nullptr) {
+  return run("curl -sS -m 5 'http://127.0.0.1:" + std::to_string(port) + path + "'", rc);
+}
+
+// tools/rrpc_stat next to this test binary's build directory.
+std::string rrpc_stat_path() {
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return "rrpc_stat";
+  self[n] = '\0';
+  std::string p(self);
+  p = p.substr(0, p.rfind('/'));  // build/test
+  p = p.substr(0, p.rfind('/'));  // build
+  return p + "/tools/rrpc_stat";
+}
+
+class Builtin : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(0, rrpc_server_new(nullptr, &srv_));
+    ASSERT_EQ(0, rrpc_server_add_method(srv_, "test.Svc", "Echo", echo_handler, nullptr));
+    ASSERT_EQ(0, rrpc_server_add_method(srv_, "test.Svc", "Fail", fail_handler, nullptr));
+    ASSERT_EQ(0, rrpc_server_start(srv_, "127.0.0.1:0"));
+    port_ = rrpc_server_port(srv_);
+    ASSERT_EQ(0, rrpc_channel_new(("127.0.0.1:" + std::to_string(port_)).c_str(), nullptr, &ch_));
+  }
+  void TearDown() override {
+    rrpc_channel_free(ch_);
+    rrpc_server_free(srv_);
+  }
+  int call(rrpc_channel *ch, const char *method) {
+    rrpc_controller *c;
+    rrpc_iobuf *req;
+    rrpc_controller_new(&c);
+    rrpc_iobuf_new(&req);
+    rrpc_iobuf_append(req, "hello", 5);
+    int rc = rrpc_channel_call(ch, "test.Svc", method, c, req, nullptr, nullptr, nullptr);
+    rrpc_iobuf_free(req);
+    rrpc_controller_free(c);
+    return rc;
+  }
+  rrpc_server *srv_ = nullptr;
+  rrpc_channel *ch_ = nullptr;
+  int port_ = 0;
+};
+
+// /vars value of one sample line: name{labels} : value
+double var_value(const std::string &vars, const std::string &key) {
+  size_t at = vars.find(key + " : ");
+  if (at == std::string::npos) return -1;
+  return std::stod(vars.substr(at + key.size() + 3));
+}
+
+TEST_F(Builtin, EveryPageAnswersWithCurl) {
+  ASSERT_EQ(0, call(ch_, "Echo"));
+  for (const char *p : {"/", "/status", "/vars", "/connections", "/rdma", "/flags", "/metrics"}) {
+    int rc = -1;
+    std::string text = curl(port_, p, &rc);
+    EXPECT_EQ(0, rc) << p;
+    EXPECT_FALSE(text.empty()) << p;
+    if (std::string(p) == "/" || std::string(p) == "/metrics") continue;
+    std::string json = curl(port_, std::string(p) + "?format=json", &rc);
+    EXPECT_EQ(0, rc) << p;
+    ASSERT_FALSE(json.empty()) << p;
+    EXPECT_EQ('{', json[0]) << p << ": " << json;
+    // Well-formed enough for python's json module.
+    int prc = -1;
+    run("printf '%s' '" + json + "' | python3 -c 'import json,sys; json.load(sys.stdin)'", &prc);
+    EXPECT_EQ(0, prc) << p << ": " << json;
+  }
+  std::string status = curl(port_, "/status");
+  EXPECT_NE(std::string::npos, status.find("test.Svc.Echo")) << status;
+  // The channel's connection is live and listed, with bytes both ways.
+  std::string conns = curl(port_, "/connections?format=json");
+  EXPECT_NE(std::string::npos, conns.find("\"transport\":\"TCP\"")) << conns;
+  EXPECT_TRUE(std::regex_search(conns, std::regex("\"bytes_in\":[1-9]"))) << conns;
+  EXPECT_TRUE(std::regex_search(conns, std::regex("\"bytes_out\":[1-9]"))) << conns;
+}
+
+TEST_F(Builtin, FailingCallRaisesItsMethodsErrorCount) {
+  const std::string key = "rrpc_method_errors_total{port=\"" + std::to_string(port_) +
+                          "\",service=\"test.Svc\",method=\"Fail\"}";
+  std::string before = curl(port_, "/vars?prefix=rrpc_method_errors");
+  EXPECT_EQ(0, var_value(before, key)) << before;
+  EXPECT_EQ(-RRPC_EREQUEST, call(ch_, "Fail"));
+  std::string after = curl(port_, "/vars?prefix=rrpc_method_errors");
+  EXPECT_EQ(1, var_value(after, key)) << after;
+  // By code, on /status and through the C API.
+  std::string status = curl(port_, "/status?format=json");
+  EXPECT_NE(std::string::npos, status.find("\"errors_by_code\":{\"EREQUEST\":1}")) << status;
+  EXPECT_EQ(1u, rrpc_server_method_error_count(srv_, "test.Svc", "Fail", -RRPC_EREQUEST));
+  // The prefix filter keeps only what it names.
+  EXPECT_EQ(std::string::npos, after.find("rrpc_process_")) << after;
+  // The channel counted it too.
+  rrpc_call_stats cs;
+  ASSERT_EQ(0, rrpc_channel_stats(ch_, &cs));
+  EXPECT_EQ(1u, cs.errors);
+}
+
+TEST_F(Builtin, MethodFiguresFollowCalls) {
+  for (int i = 0; i < 20; i++) ASSERT_EQ(0, call(ch_, "Echo"));
+  rrpc_call_stats st;
+  ASSERT_EQ(0, rrpc_server_method_stats(srv_, "test.Svc", "Echo", &st));
+  EXPECT_EQ(20u, st.calls);
+  EXPECT_EQ(0u, st.errors);
+  EXPECT_EQ(0, st.in_flight);
+  EXPECT_EQ(20u, st.window_calls);
+  EXPECT_GT(st.qps, 0);
+  // An inline echo answers within a microsecond on the server; the
+  // channel sees the round trip.
+  EXPECT_LE(st.latency_p50_us, st.latency_p99_us);
+  EXPECT_LE(st.latency_p99_us, st.latency_p999_us);
+  EXPECT_LE(st.latency_p999_us, st.latency_max_us + st.latency_max_us / 8 + 1);
+  rrpc_call_stats cs;
+  ASSERT_EQ(0, rrpc_channel_stats(ch_, &cs));
+  EXPECT_EQ(20u, cs.calls);
+  EXPECT_GT(cs.latency_p50_us, 0u);
+  EXPECT_LE(cs.latency_p50_us, cs.latency_p99_us);
+  EXPECT_EQ(-ENOENT, rrpc_server_method_stats(srv_, "test.Svc", "Nope", &st));
+  // Switched off, calls are not counted.
+  rrpc_metrics_set_enabled(0);
+  ASSERT_EQ(0, call(ch_, "Echo"));
+  rrpc_metrics_set_enabled(1);
+  ASSERT_EQ(0, rrpc_server_method_stats(srv_, "test.Svc", "Echo", &st));
+  EXPECT_EQ(20u, st.calls);
+}
+
+TEST_F(Builtin, FallbackShowsItsDeclineReason) {
+  rrpc_channel_options o{};
+  o.use_rdma = 1;
+  rrpc_channel *rch = nullptr;
+  int rc = rrpc_channel_new(("127.0.0.1:" + std::to_string(port_)).c_str(), &o, &rch);
+  if (rc == -RRPC_ENORDMA) GTEST_SKIP() << "a build without RDMA";
+  ASSERT_EQ(0, rc);
+  // This server offers no RDMA: whichever side declines, both fall back.
+  ASSERT_EQ(0, call(rch, "Echo"));
+  std::string conns = curl(port_, "/connections");
+  EXPECT_TRUE(std::regex_search(conns, std::regex("server TCP +0x0303000[02] no SMC"))) << conns;
+  std::string json = curl(port_, "/connections?format=json");
+  EXPECT_TRUE(std::regex_search(json, std::regex("\"fallback_code\":505282(56|58)"))) << json;
+  std::string vars = curl(port_, "/vars?prefix=rrpc_fallbacks_by_reason_total");
+  EXPECT_NE(std::string::npos, vars.find("no SMC")) << vars;
+  rrpc_channel_free(rch);
+}
+
+TEST_F(Builtin, MalformedRequestGets400AndClosesOnlyItsConnection) {
+  Reply r = raw_request(port_, "GET /status HTTP/1.1\r\nBad Header\r\n\r\n");
+  EXPECT_EQ(400, r.status) << r.head;
+  EXPECT_TRUE(r.closed_by_server);
+  r = raw_request(port_, std::string("GET /\x01 HTTP/1.1\r\n\r\n"));
+  EXPECT_EQ(400, r.status);
+  r = raw_request(port_, "GET /status HTTP/2.0\r\n\r\n");
+  EXPECT_EQ(400, r.status);
+  r = raw_request(port_, "POST /status HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
+  EXPECT_EQ(405, r.status);
+  // The server and the RPC connection are untouched.
+  EXPECT_EQ(0, call(ch_, "Echo"));
+  r = raw_request(port_, "GET /status HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(200, r.status);
+  std::string vars = curl(port_, "/vars?prefix=rrpc_builtin_refused");
+  EXPECT_LE(3, var_value(vars, "rrpc_builtin_refused_total{status=\"400\"}")) << vars;
+}
+
+TEST_F(Builtin, OversizedRequestGets413) {
+  std::string big = "GET /status HTTP/1.1\r\nX-Pad: " + std::string(9000, 'a') + "\r\n\r\n";
+  Reply r = raw_request(port_, big);
+  EXPECT_EQ(413, r.status) << r.head;
+  // A head that never ends is cut at the limit too, not buffered.
+  r = raw_request(port_, "GET /" + std::string(200, 'p') + " HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(413, r.status);
+  r = raw_request(port_, "GET /status HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello");
+  EXPECT_EQ(413, r.status);
+  EXPECT_EQ(0, call(ch_, "Echo"));
+}
+
+TEST_F(Builtin, HeadHasNoBodyAndUnknownPageIs404) {
+  Reply r = raw_request(port_, "HEAD /status HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(200, r.status);
+  EXPECT_TRUE(r.body.empty());
+  r = raw_request(port_, "GET /nope HTTP/1.0\r\n\r\n");
+  EXPECT_EQ(404, r.status);
+}
+
+TEST(BuiltinOff, ServerOptionTurnsThePagesOff) {
+  rrpc_server_options o{};
+  o.no_builtin_services = 1;
+  rrpc_server *srv;
+  ASSERT_EQ(0, rrpc_server_new(&o, &srv));
+  ASSERT_EQ(0, rrpc_server_start(srv, "127.0.0.1:0"));
+  Reply r = raw_request(rrpc_server_port(srv), "GET /status HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(0, r.status);  // not HTTP: the bytes are a bad baidu_std frame
+  EXPECT_TRUE(r.closed_by_server);
+  rrpc_server_free(srv);
+}
+
+// The Prometheus text format, as far as rrpc uses it: every family is one
+// HELP, one TYPE and then its samples, contiguous; names and label syntax
+// valid; values numbers.
+void check_prometheus_text(const std::string &text) {
+  std::istringstream in(text);
+  std::string line, family;
+  std::set<std::string> done;
+  std::regex sample("^([a-zA-Z_:][a-zA-Z0-9_:]*)(\\{[a-zA-Z_][a-zA-Z0-9_]*=\"([^\"\\\\\\n]|\\\\.)*\""
+                    "(,[a-zA-Z_][a-zA-Z0-9_]*=\"([^\"\\\\\\n]|\\\\.)*\")*\\})? (-?[0-9.e+-]+)$");
+  std::regex help("^# HELP ([a-zA-Z_:][a-zA-Z0-9_:]*) .*$");
+  std::regex type("^# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge)$");
+  int samples = 0;
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (std::regex_match(line, m, help)) {
+      ASSERT_EQ(0u, done.count(m[1])) << "family split: " << line;
+      if (!family.empty()) done.insert(family);
+      family = m[1];
+    } else if (std::regex_match(line, m, type)) {
+      ASSERT_EQ(family, m[1].str()) << line;
+    } else {
+      ASSERT_TRUE(std::regex_match(line, m, sample)) << "bad line: " << line;
+      ASSERT_EQ(family, m[1].str()) << line;
+      samples++;
+    }
+  }
+  EXPECT_GT(samples, 10);
+}
+
+TEST_F(Builtin, MetricsPassTheTextFormatCheckAndPromtool) {
+  ASSERT_EQ(0, call(ch_, "Echo"));
+  EXPECT_EQ(-RRPC_EREQUEST, call(ch_, "Fail"));
+  std::string text = curl(port_, "/metrics");
+  check_prometheus_text(text);
+  EXPECT_NE(std::string::npos, text.find("rrpc_method_latency_p99_seconds{")) << text;
+  EXPECT_NE(std::string::npos, text.find("rrpc_process_resident_memory_bytes ")) << text;
+  int has = -1;
+  run("command -v promtool >/dev/null", &has);
+  if (has != 0) {
+    std::printf("promtool not installed: only the text-format check ran\n");
+    return;
+  }
+  int rc = -1;
+  std::string out = run("curl -sS -m 5 http://127.0.0.1:" + std::to_string(port_) +
+                            "/metrics | promtool check metrics 2>&1",
+                        &rc);
+  EXPECT_EQ(0, rc) << out;
+}
+
+TEST_F(Builtin, RrpcStatReadsThePages) {
+  ASSERT_EQ(0, call(ch_, "Echo"));
+  std::string tool = rrpc_stat_path();
+  ASSERT_EQ(0, access(tool.c_str(), X_OK)) << tool;
+  std::string target = " 127.0.0.1:" + std::to_string(port_);
+  int rc = -1;
+  std::string out = run(tool + target + " connections", &rc);
+  EXPECT_EQ(0, rc) << out;
+  EXPECT_NE(std::string::npos, out.find("Transport")) << out;
+  EXPECT_NE(std::string::npos, out.find("server TCP")) << out;
+  out = run(tool + target + " connections -d", &rc);
+  EXPECT_EQ(0, rc);
+  EXPECT_NE(std::string::npos, out.find("PeerRing")) << out;
+  out = run(tool + target + " status", &rc);
+  EXPECT_EQ(0, rc);
+  EXPECT_NE(std::string::npos, out.find("test.Svc.Echo")) << out;
+  out = run(tool + target + " vars", &rc);
+  EXPECT_EQ(0, rc);
+  EXPECT_NE(std::string::npos, out.find("rrpc_method_calls_total")) << out;
+  out = run(tool + target + " devices", &rc);
+  EXPECT_EQ(0, rc) << out;
+  out = run(tool + target + " status -j", &rc);
+  EXPECT_EQ(0, rc);
+  EXPECT_EQ('{', out.empty() ? 0 : out[0]) << out;
+  // Two refreshes, bounded by the count.
+  out = run(tool + target + " status --watch 1 --count 2", &rc);
+  EXPECT_EQ(0, rc);
+  size_t first = out.find("test.Svc.Echo");
+  ASSERT_NE(std::string::npos, first) << out;
+  EXPECT_NE(std::string::npos, out.find("test.Svc.Echo", first + 1)) << out;
+  // Errors are reported, not hidden.
+  out = run(tool + " 127.0.0.1:1 status 2>&1", &rc);
+  EXPECT_NE(0, rc) << out;
+  out = run(tool + target + " nosuchpage 2>&1", &rc);
+  EXPECT_NE(0, rc) << out;
+}
+
+}  // namespace
