@@ -16,6 +16,11 @@ namespace detail {
 // Thread-safe; cheap after the first call.
 void InitRuntimeOnce();
 
+// ApplyObservabilityFlags - hand --enable_metrics and the builtin_* flags to
+// the C core and let /flags list every gflag. Cheap; called by every Server
+// start and Channel init so flags set after parsing still apply.
+void ApplyObservabilityFlags();
+
 // PrepareRdma - start the RDMA runtime from the rdma_* flags (once; a runtime
 // someone else started already is fine). 0, or -1 after logging why (for a
 // build without RDMA: how to build with it).

@@ -8,9 +8,12 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "rrpc/cxx/detail.h"
+#include "rrpc/builtin.h"
 #include "rrpc/errors.h"
+#include "rrpc/metrics.h"
 #include "rrpc/rdma.h"
 
 DEFINE_string(rdma_device, "", "RDMA device (HCA) name; empty = the first with an ACTIVE port");
@@ -45,6 +48,12 @@ DEFINE_bool(usercode_in_pthread, false,
             "Run server methods on a worker pool instead of the event loop (for methods that "
             "block)");
 DEFINE_int32(usercode_pool_threads, 0, "Worker pool size for usercode_in_pthread; 0 = 4");
+DEFINE_bool(enable_metrics, true,
+            "Record per-method, per-server and per-channel call figures (QPS, errors, latency "
+            "percentiles) shown on the builtin pages");
+DEFINE_uint64(builtin_max_request_bytes, 8192,
+              "Largest HTTP request head the builtin pages accept (larger: 413); at most 65536");
+DEFINE_uint64(builtin_max_connections_listed, 10000, "Rows of the /connections builtin page");
 
 namespace {
 
@@ -89,6 +98,28 @@ const bool g_validators_registered =
 
 namespace rrpc {
 namespace detail {
+
+namespace {
+// /flags lists every gflag with its current value. Runs on a loop thread;
+// reading flags neither blocks nor changes them.
+void VisitAllFlags(void*, rrpc_flag_visit_fn visit, void* ctx) {
+  std::vector<gflags::CommandLineFlagInfo> all;
+  gflags::GetAllFlags(&all);
+  for (const gflags::CommandLineFlagInfo& f : all)
+    visit(ctx, f.name.c_str(), f.current_value.c_str(), f.description.c_str());
+}
+}  // namespace
+
+void ApplyObservabilityFlags() {
+  rrpc_metrics_set_enabled(FLAGS_enable_metrics ? 1 : 0);
+  rrpc_builtin_options o{};
+  o.max_request_bytes = static_cast<size_t>(FLAGS_builtin_max_request_bytes);
+  o.max_connections_listed = static_cast<size_t>(FLAGS_builtin_max_connections_listed);
+  if (rrpc_builtin_set_options(&o) != 0)
+    LOG(WARNING) << "--builtin_max_request_bytes=" << FLAGS_builtin_max_request_bytes
+                 << " is above 65536; the previous limit stays";
+  rrpc_builtin_set_flags_source(VisitAllFlags, nullptr);
+}
 
 int PrepareRdma() {
   static std::once_flag once;

@@ -26,5 +26,8 @@ DECLARE_uint64(max_body_size);
 DECLARE_int32(event_dispatcher_num);
 DECLARE_bool(usercode_in_pthread);
 DECLARE_int32(usercode_pool_threads);
+DECLARE_bool(enable_metrics);
+DECLARE_uint64(builtin_max_request_bytes);
+DECLARE_uint64(builtin_max_connections_listed);
 
 #endif  // RRPC_CXX_FLAGS_H

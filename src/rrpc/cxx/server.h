@@ -54,6 +54,9 @@ struct ServerOptions {
   int pool_threads;
   // Largest request body accepted. Default --max_body_size.
   size_t max_body_size;
+  // Answer HTTP on this port with the builtin pages (/status, /vars,
+  // /connections, /rdma, /flags, /metrics); docs/observability.md.
+  bool has_builtin_services = true;
 };
 
 enum ServiceOwnership {
