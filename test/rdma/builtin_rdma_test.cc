@@ -23,9 +23,17 @@ void echo_handler(void *, rrpc_server_call *call) {
   rrpc_server_call_respond(call, rrpc_server_call_request(call));
 }
 
+// The RDMA netdev's address (tools/run-rdma-tests says which), so the RoCE
+// v2 GID matches; the VM's rxe0 has 10.99.0.1.
 std::string local_ip() {
   if (const char *a = getenv("RRPC_TEST_RDMA_ADDR")) return a;
-  return "127.0.0.1";
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  inet_pton(AF_INET, "10.99.0.1", &sa.sin_addr);
+  int ok = bind(fd, reinterpret_cast<sockaddr *>(&sa), sizeof sa) == 0;
+  close(fd);
+  return ok ? "10.99.0.1" : "127.0.0.1";
 }
 
 // GET path; the body, read to the server's FIN (bounded by SO_RCVTIMEO).
