@@ -10,7 +10,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <mutex>
+#include <tuple>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -302,6 +306,100 @@ TEST_F(Builtin, HeadHasNoBodyAndUnknownPageIs404) {
   EXPECT_TRUE(r.body.empty());
   r = raw_request(port_, "GET /nope HTTP/1.0\r\n\r\n");
   EXPECT_EQ(404, r.status);
+}
+
+// A handler that holds its loop thread until the test releases it: the
+// connection's loop cannot answer a facts request meanwhile.
+struct Gate {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool entered = false, open = false;
+};
+
+void gate_handler(void *arg, rrpc_server_call *call) {
+  Gate *g = static_cast<Gate *>(arg);
+  std::unique_lock<std::mutex> l(g->mu);
+  g->entered = true;
+  g->cv.notify_all();
+  g->cv.wait(l, [g] { return g->open; });
+  l.unlock();
+  rrpc_server_call_respond(call, nullptr);
+}
+
+std::string read_reply(int fd) {
+  std::string all;
+  char buf[65536];
+  ssize_t n;
+  while ((n = recv(fd, buf, sizeof buf, 0)) > 0) all.append(buf, static_cast<size_t>(n));
+  close(fd);
+  return all;
+}
+
+TEST(BuiltinLimits, ListingsBeyondTheLimitGet503) {
+  rrpc_builtin_options bo{};
+  bo.max_concurrent_listings = 1;
+  ASSERT_EQ(0, rrpc_builtin_set_options(&bo));
+  rrpc_server_options so{};
+  so.num_threads = 2;  // listener on loop 0; accepted connections alternate 1, 0, 1, 0 ...
+  rrpc_server *srv;
+  Gate gate;
+  ASSERT_EQ(0, rrpc_server_new(&so, &srv));
+  ASSERT_EQ(0, rrpc_server_add_method(srv, "test.Svc", "Gate", gate_handler, &gate));
+  ASSERT_EQ(0, rrpc_server_start(srv, "127.0.0.1:0"));
+  int port = rrpc_server_port(srv);
+  rrpc_channel *ch;
+  ASSERT_EQ(0, rrpc_channel_new(("127.0.0.1:" + std::to_string(port)).c_str(), nullptr, &ch));
+  rrpc_controller *c;
+  rrpc_controller_new(&c);
+  rrpc_controller_set_timeout_ms(c, 30000);
+  std::mutex dmu;
+  std::condition_variable dcv;
+  bool done = false;
+  auto on_done = [](void *arg, rrpc_controller *) {
+    auto *p = static_cast<std::tuple<std::mutex *, std::condition_variable *, bool *> *>(arg);
+    std::lock_guard<std::mutex> l(*std::get<0>(*p));
+    *std::get<2>(*p) = true;
+    std::get<1>(*p)->notify_all();
+  };
+  std::tuple<std::mutex *, std::condition_variable *, bool *> dctx(&dmu, &dcv, &done);
+  ASSERT_EQ(0, rrpc_channel_call(ch, "test.Svc", "Gate", c, nullptr, nullptr, on_done, &dctx));
+  {
+    std::unique_lock<std::mutex> l(gate.mu);
+    ASSERT_TRUE(gate.cv.wait_for(l, std::chrono::seconds(10), [&] { return gate.entered; }));
+  }
+  // The RPC connection's loop (1) is held. http1 lands on loop 0: its
+  // listing waits for loop 1. http2 would land on loop 1 (held): opened
+  // only to keep the alternation. http3 lands on loop 0: one listing too many.
+  int http1 = connect_to(port), http2 = connect_to(port), http3 = connect_to(port);
+  ASSERT_GE(http1, 0);
+  ASSERT_GE(http2, 0);
+  ASSERT_GE(http3, 0);
+  const std::string get = "GET /connections HTTP/1.1\r\n\r\n";
+  send(http1, get.data(), get.size(), MSG_NOSIGNAL);
+  // Loopback delivers at send and epoll's ready list is FIFO, so loop 0
+  // takes http1's request (and starts its listing) before http3's.
+  send(http3, get.data(), get.size(), MSG_NOSIGNAL);
+  std::string r3 = read_reply(http3);
+  EXPECT_NE(std::string::npos, r3.find("HTTP/1.1 503")) << r3;
+  {
+    std::lock_guard<std::mutex> l(gate.mu);
+    gate.open = true;
+    gate.cv.notify_all();
+  }
+  std::string r1 = read_reply(http1);
+  EXPECT_NE(std::string::npos, r1.find("HTTP/1.1 200")) << r1;
+  close(http2);
+  {
+    std::unique_lock<std::mutex> l(dmu);
+    ASSERT_TRUE(dcv.wait_for(l, std::chrono::seconds(10), [&] { return done; }));
+  }
+  // The slot is free again.
+  Reply r = raw_request(port, "GET /connections HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(200, r.status);
+  rrpc_controller_free(c);
+  rrpc_channel_free(ch);
+  rrpc_server_free(srv);
+  ASSERT_EQ(0, rrpc_builtin_set_options(nullptr));
 }
 
 TEST(BuiltinOff, ServerOptionTurnsThePagesOff) {

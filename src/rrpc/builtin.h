@@ -20,6 +20,10 @@ typedef struct rrpc_builtin_options {
                                     at most 65536 */
   size_t max_connections_listed; /* builtin_max_connections_listed: rows of
                                     /connections; 0 = 10000 */
+  size_t max_concurrent_listings; /* builtin_max_concurrent_listings: /connections
+                                     and /rdma pages being built at once (each
+                                     holds a row per connection); more get 503.
+                                     0 = 4 */
 } rrpc_builtin_options;
 
 /* rrpc_builtin_set_options - copy `o` (NULL = defaults). 0 or -EINVAL.

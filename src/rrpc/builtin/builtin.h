@@ -32,13 +32,17 @@ void rrpc__builtin_conn_free(rrpc__http_conn *st);
 
 typedef struct rrpc__builtin_counters {
   uint64_t requests;                /* heads parsed and served */
-  uint64_t r400, r404, r405, r413;  /* refused, by status */
+  uint64_t r400, r404, r405, r413, r503; /* refused, by status */
   uint64_t truncated;               /* /connections cut at the listing cap */
 } rrpc__builtin_counters;
 void rrpc__builtin_counters_get(rrpc__builtin_counters *out);
 void rrpc__builtin_count_status(int status);
 size_t rrpc__builtin_max_request(void);
 size_t rrpc__builtin_max_listed(void);
+/* A /connections or /rdma page starts (0) or is one too many (-EBUSY);
+ * every 0 is matched by one end. Any thread. */
+int rrpc__builtin_listing_begin(void);
+void rrpc__builtin_listing_end(void);
 
 /* rrpc__http_respond - write a whole response with "Connection: close"
  * (body copied; NULL = empty; not sent for HEAD). Any thread; the caller

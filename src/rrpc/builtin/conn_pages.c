@@ -38,6 +38,7 @@ static void gather_free(struct gather *g) {
   free(g->loop);
   free(g->peer);
   free(g);
+  rrpc__builtin_listing_end();
 }
 
 static void fallback_text(uint32_t code, char *buf, size_t len) {
@@ -213,8 +214,22 @@ static int gather_alloc(struct gather *g, size_t max) {
   return g->socks && g->stats && g->facts && g->loop && g->peer ? 0 : -1;
 }
 
+static void answer_plain(rrpc__socket *sock, int status, const char *text, int is_head) {
+  rrpc__builtin_count_status(status);
+  rrpc__sb b;
+  rrpc__sb_init(&b, 256);
+  rrpc__sb_puts(&b, text);
+  rrpc__http_respond(sock, status, "text/plain; charset=utf-8", &b, is_head);
+  rrpc__sb_free(&b);
+}
+
 void rrpc__page_connections(rrpc_server *srv, rrpc__socket *sock, const rrpc__http_req *req, int json,
                             int rdma_page) {
+  if (rrpc__builtin_listing_begin() != 0) {
+    answer_plain(sock, 503, "503 Service Unavailable: builtin_max_concurrent_listings pages are being built\n",
+                 req->is_head);
+    return;
+  }
   struct gather *g = calloc(1, sizeof *g);
   size_t max = rrpc__builtin_max_listed(), total = 0;
   rrpc__server_conns(srv, NULL, 0, &total);
@@ -228,11 +243,8 @@ void rrpc__page_connections(rrpc_server *srv, rrpc__socket *sock, const rrpc__ht
       free(g->peer);
       free(g);
     }
-    rrpc__sb b;
-    rrpc__sb_init(&b, 256);
-    rrpc__sb_puts(&b, "out of memory\n");
-    rrpc__http_respond(sock, 500, "text/plain; charset=utf-8", &b, req->is_head);
-    rrpc__sb_free(&b);
+    rrpc__builtin_listing_end();
+    answer_plain(sock, 500, "500 Internal Server Error: out of memory\n", req->is_head);
     return;
   }
   char v[8];

@@ -14,7 +14,7 @@
 #include "rrpc/internal/iobuf.h"
 #include "rrpc/internal/socket.h"
 
-enum { MAX_REQUEST_DEFAULT = 8192, MAX_REQUEST_CAP = 65536, MAX_LISTED_DEFAULT = 10000 };
+enum { MAX_REQUEST_DEFAULT = 8192, MAX_REQUEST_CAP = 65536, MAX_LISTED_DEFAULT = 10000, MAX_LISTINGS_DEFAULT = 4 };
 
 struct rrpc__http_conn {
   int answered; /* the one request was handed on: later bytes are dropped */
@@ -24,7 +24,9 @@ struct rrpc__http_conn {
 
 static _Atomic size_t g_max_request = MAX_REQUEST_DEFAULT;
 static _Atomic size_t g_max_listed = MAX_LISTED_DEFAULT;
-static _Atomic uint64_t g_requests, g_r400, g_r404, g_r405, g_r413, g_truncated;
+static _Atomic size_t g_max_listings = MAX_LISTINGS_DEFAULT;
+static atomic_size_t g_listings; /* being built now */
+static _Atomic uint64_t g_requests, g_r400, g_r404, g_r405, g_r413, g_r503, g_truncated;
 
 int rrpc_builtin_set_options(const rrpc_builtin_options *o) {
   rrpc_builtin_options def = {0};
@@ -32,6 +34,7 @@ int rrpc_builtin_set_options(const rrpc_builtin_options *o) {
   if (o->max_request_bytes > MAX_REQUEST_CAP) return -EINVAL;
   atomic_store(&g_max_request, o->max_request_bytes ? o->max_request_bytes : MAX_REQUEST_DEFAULT);
   atomic_store(&g_max_listed, o->max_connections_listed ? o->max_connections_listed : MAX_LISTED_DEFAULT);
+  atomic_store(&g_max_listings, o->max_concurrent_listings ? o->max_concurrent_listings : MAX_LISTINGS_DEFAULT);
   return 0;
 }
 
@@ -39,10 +42,20 @@ void rrpc_builtin_get_options(rrpc_builtin_options *out) {
   memset(out, 0, sizeof *out);
   out->max_request_bytes = atomic_load(&g_max_request);
   out->max_connections_listed = atomic_load(&g_max_listed);
+  out->max_concurrent_listings = atomic_load(&g_max_listings);
 }
 
 size_t rrpc__builtin_max_request(void) { return atomic_load_explicit(&g_max_request, memory_order_relaxed); }
 size_t rrpc__builtin_max_listed(void) { return atomic_load_explicit(&g_max_listed, memory_order_relaxed); }
+
+int rrpc__builtin_listing_begin(void) {
+  size_t max = atomic_load_explicit(&g_max_listings, memory_order_relaxed);
+  if (atomic_fetch_add(&g_listings, 1) < max) return 0;
+  atomic_fetch_sub(&g_listings, 1);
+  return -EBUSY;
+}
+
+void rrpc__builtin_listing_end(void) { atomic_fetch_sub(&g_listings, 1); }
 
 void rrpc__builtin_count_status(int status) {
   _Atomic uint64_t *c = NULL;
@@ -52,6 +65,7 @@ void rrpc__builtin_count_status(int status) {
   case 404: c = &g_r404; break;
   case 405: c = &g_r405; break;
   case 413: c = &g_r413; break;
+  case 503: c = &g_r503; break;
   case -1: c = &g_truncated; break;
   }
   if (c) atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
@@ -63,6 +77,7 @@ void rrpc__builtin_counters_get(rrpc__builtin_counters *out) {
   out->r404 = atomic_load(&g_r404);
   out->r405 = atomic_load(&g_r405);
   out->r413 = atomic_load(&g_r413);
+  out->r503 = atomic_load(&g_r503);
   out->truncated = atomic_load(&g_truncated);
 }
 
@@ -76,6 +91,7 @@ static const char *reason(int status) {
   case 405: return "Method Not Allowed";
   case 413: return "Payload Too Large";
   case 500: return "Internal Server Error";
+  case 503: return "Service Unavailable";
   }
   return "Error";
 }
@@ -132,7 +148,7 @@ int rrpc__builtin_on_data(rrpc__http_conn **stp, rrpc_server *srv, rrpc__socket 
   }
   size_t max = rrpc__builtin_max_request();
   char head[MAX_REQUEST_CAP];
-  size_t n = rrpc_iobuf_copy_out(rbuf, 0, head, max);
+  (void)rrpc_iobuf_copy_out(rbuf, 0, head, max); /* parse reads min(length, max) */
   rrpc__http_req req;
   int rc = rrpc__http_parse(head, rrpc_iobuf_length(rbuf), max, &req);
   if (rc == 0) return 0;
@@ -140,7 +156,6 @@ int rrpc__builtin_on_data(rrpc__http_conn **stp, rrpc_server *srv, rrpc__socket 
     rrpc_iobuf_clear(rbuf);
     return refuse(sock, rc, rc == 413 ? "request head too large" : rc == 405 ? "only GET and HEAD" : "malformed request");
   }
-  (void)n;
   st->answered = 1;
   rrpc_iobuf_clear(rbuf);
   rrpc__page_serve(srv, sock, &req);

@@ -183,6 +183,8 @@ static void page_flags(rrpc_server *srv, rrpc__socket *sock, const rrpc__http_re
   rrpc_builtin_get_options(&bo);
   flag_num(&f, "builtin_max_request_bytes", (long long)bo.max_request_bytes, "largest HTTP request head");
   flag_num(&f, "builtin_max_connections_listed", (long long)bo.max_connections_listed, "rows of /connections");
+  flag_num(&f, "builtin_max_concurrent_listings", (long long)bo.max_concurrent_listings,
+           "/connections and /rdma pages built at once");
   flag_num(&f, "metrics_enabled", rrpc_metrics_enabled(), "call figures recorded");
   const rrpc_server_options *o = rrpc__server_options(srv);
   flag_num(&f, "server.num_threads", o->num_threads, "loop threads of this server (0 = shared)");

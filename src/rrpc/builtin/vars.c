@@ -221,9 +221,9 @@ static void add_builtin(rrpc__varlist *l) {
   rrpc__builtin_counters_get(&c);
   rrpc__vars_add(l, "rrpc_builtin_requests_total", "HTTP requests to the builtin pages", 1,
                  (double)c.requests, NULL);
-  static const char *const k_status[] = {"400", "404", "405", "413"};
-  const uint64_t vals[] = {c.r400, c.r404, c.r405, c.r413};
-  for (int i = 0; i < 4; i++)
+  static const char *const k_status[] = {"400", "404", "405", "413", "503"};
+  const uint64_t vals[] = {c.r400, c.r404, c.r405, c.r413, c.r503};
+  for (int i = 0; i < 5; i++)
     rrpc__vars_add(l, "rrpc_builtin_refused_total", "HTTP requests refused, by status", 1, (double)vals[i],
                    "status", k_status[i], NULL);
   rrpc__vars_add(l, "rrpc_builtin_connections_truncated_total",

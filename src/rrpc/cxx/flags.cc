@@ -54,6 +54,8 @@ DEFINE_bool(enable_metrics, true,
 DEFINE_uint64(builtin_max_request_bytes, 8192,
               "Largest HTTP request head the builtin pages accept (larger: 413); at most 65536");
 DEFINE_uint64(builtin_max_connections_listed, 10000, "Rows of the /connections builtin page");
+DEFINE_uint64(builtin_max_concurrent_listings, 4,
+              "/connections and /rdma pages built at once (more get 503)");
 
 namespace {
 
@@ -115,6 +117,7 @@ void ApplyObservabilityFlags() {
   rrpc_builtin_options o{};
   o.max_request_bytes = static_cast<size_t>(FLAGS_builtin_max_request_bytes);
   o.max_connections_listed = static_cast<size_t>(FLAGS_builtin_max_connections_listed);
+  o.max_concurrent_listings = static_cast<size_t>(FLAGS_builtin_max_concurrent_listings);
   if (rrpc_builtin_set_options(&o) != 0)
     LOG(WARNING) << "--builtin_max_request_bytes=" << FLAGS_builtin_max_request_bytes
                  << " is above 65536; the previous limit stays";

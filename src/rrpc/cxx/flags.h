@@ -29,5 +29,6 @@ DECLARE_int32(usercode_pool_threads);
 DECLARE_bool(enable_metrics);
 DECLARE_uint64(builtin_max_request_bytes);
 DECLARE_uint64(builtin_max_connections_listed);
+DECLARE_uint64(builtin_max_concurrent_listings);
 
 #endif  // RRPC_CXX_FLAGS_H
