@@ -98,9 +98,12 @@ static int parse_header(const char *line, size_t len) {
 int rrpc__http_parse(const char *buf, size_t len, size_t max, rrpc__http_req *out) {
   memset(out, 0, sizeof *out);
   size_t n = len < max ? len : max;
-  for (size_t i = 0; i < n; i++)
-    if (!head_byte_ok((unsigned char)buf[i]) && buf[i] != '\r' && buf[i] != '\n') return 400;
   long end = find_end(buf, n);
+  /* Only the head is looked at: bytes after it (pipelined or junk) are the
+   * connection's business, not this request's. */
+  size_t scan = end < 0 ? n : (size_t)end + 4;
+  for (size_t i = 0; i < scan; i++)
+    if (!head_byte_ok((unsigned char)buf[i]) && buf[i] != '\r' && buf[i] != '\n') return 400;
   if (end < 0) return len >= max ? 413 : 0;
   const char *p = buf, *stop = buf + end + 2; /* each line ends with its CRLF */
   int first = 1;
