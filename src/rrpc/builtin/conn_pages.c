@@ -131,25 +131,29 @@ static void render_rdma(struct gather *g, rrpc__sb *b) {
   int have = rrpc__rdma_runtime_facts_get(&rt) == 0;
   rrpc__varlist l;
   rrpc__vars_collect(&l);
-  size_t nrdma = 0;
-  for (size_t i = 0; i < g->n; i++) nrdma += g->facts[i].is_rdma;
+  size_t nrdma = 0, nhs = 0; /* on RDMA / handshake still running */
+  for (size_t i = 0; i < g->n; i++) {
+    nrdma += g->facts[i].is_rdma;
+    nhs += !g->facts[i].is_rdma && strcmp(g->facts[i].transport, "rdma") == 0;
+  }
   if (g->json) {
     rrpc__sb_printf(b, "{\"compiled_in\":%d,\"device_open\":%d,\"device\":", have, have && rt.device_open);
     rrpc__sb_json_str(b, have ? rt.device : "");
     rrpc__sb_printf(b, ",\"port\":%d,\"link_layer\":", rt.port);
     rrpc__sb_json_str(b, have ? rt.link_layer : "");
     rrpc__sb_printf(b, ",\"active_mtu\":%d,\"max_inline\":%u,\"pool_bytes\":%llu,\"pool_max_bytes\":%llu,"
-                       "\"rdma_connections\":%zu,\"gids\":[",
+                       "\"rdma_connections\":%zu,\"handshakes_in_progress\":%zu,\"gids\":[",
                     rt.active_mtu, rt.max_inline, (unsigned long long)rt.pool_bytes,
-                    (unsigned long long)rt.pool_max_bytes, nrdma);
+                    (unsigned long long)rt.pool_max_bytes, nrdma, nhs);
   } else if (!have) {
     rrpc__sb_puts(b, "RDMA is not compiled into this build\n");
   } else {
-    rrpc__sb_printf(b, "%-10s %-4s %-10s %-6s %-9s %14s %14s %8s\n", "Device", "Port", "LinkLayer", "MTU",
-                    "MaxInline", "PoolBytes", "PoolMaxBytes", "RdmaConn");
-    rrpc__sb_printf(b, "%-10s %-4d %-10s %-6d %-9u %14llu %14llu %8zu\n\n", rt.device_open ? rt.device : "(none)",
-                    rt.port, rt.device_open ? rt.link_layer : "-", rt.active_mtu, rt.max_inline,
-                    (unsigned long long)rt.pool_bytes, (unsigned long long)rt.pool_max_bytes, nrdma);
+    rrpc__sb_printf(b, "%-10s %-4s %-10s %-6s %-9s %14s %14s %8s %11s\n", "Device", "Port", "LinkLayer", "MTU",
+                    "MaxInline", "PoolBytes", "PoolMaxBytes", "RdmaConn", "Handshaking");
+    rrpc__sb_printf(b, "%-10s %-4d %-10s %-6d %-9u %14llu %14llu %8zu %11zu\n\n",
+                    rt.device_open ? rt.device : "(none)", rt.port, rt.device_open ? rt.link_layer : "-",
+                    rt.active_mtu, rt.max_inline, (unsigned long long)rt.pool_bytes,
+                    (unsigned long long)rt.pool_max_bytes, nrdma, nhs);
     rrpc__sb_printf(b, "%-10s %-4s %-8s %-39s %s\n", "Device", "Port", "GidIndex", "GID (in use)", "Connections");
   }
   /* GIDs in use: distinct (device, index) over this server's connections. */
