@@ -1,18 +1,27 @@
 # rrpc make build. Configure first: sh config_brpc.sh [--with-rdma].
 #
-#   make              libraries, tests, examples, tools
-#   make test         run the host test suite (no RDMA device needed)
+#   make              libraries (static and shared), tests, examples, tools
+#   make test         run the host test suite (no RDMA device needed), the
+#                     binaries in parallel (TEST_JOBS, default nproc)
+#   make install PREFIX=/usr/local [DESTDIR=]   headers, libraries, rrpc.pc,
+#                     CMake package (docs/building.md, "Using an installed rrpc")
 #   make test-rdma    run the RDMA suite: on a real device if one is active,
 #                     otherwise inside the Soft-RoCE VM (tools/rxe-vm)
 #   make SAN=1 ...    the same under ASan+UBSan, outputs in build/san
+#   make TSAN=1 ...   the same under ThreadSanitizer, outputs in build/tsan
 #   make fuzz         libFuzzer targets (clang), outputs in build/fuzz
 #
 # Sources are found by directory, so adding a file needs no edit here:
 #   src/rrpc/*.c src/rrpc/builtin/*.c transport/*.c transport/tcp/*.c transport/rdma/wire/*.c -> librrpc.a
 #   transport/rdma/*.c (only WITH_RDMA=1) or transport/rdma/none/*.c
 #   src/rrpc/cxx/*.cc + src/rrpc/cxx/*.proto                 -> librrpc_cxx.a
+#   src/rrpc/flags/*.cc (the flags brpc also defines)        -> librrpc_flags.a
+#   (each library also as lib<name>.so.VERSION, soname lib<name>.so.MAJOR)
 #   test/*_unittest.cc    -> build/test/<name>      (+ test/*.proto, test/common/*.cc)
+#   test/adversarial/*_test.cc -> build/test/adversarial/<name> (hostile peers; run by make test)
 #   test/rdma/*_test.cc   -> build/test/rdma/<name> (only WITH_RDMA=1)
+#   test/coexist/         -> build/test/coexist/* (rules in test/coexist/coexist.mk)
+#   test/tools/*_test.sh  run by make test as they are
 #   test/fuzz/*_fuzzer.c  -> build/fuzz/<name>
 #   examples/<ex>/*.{c,cpp,cc} with main -> build/examples/<ex>/<file> (+ <ex>/*.proto)
 #   bench/*.cc            -> build/bench/<name>
@@ -27,6 +36,12 @@ BUILD := build
 ifeq ($(SAN),1)
 BUILD := build/san
 SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+endif
+ifeq ($(TSAN),1)
+BUILD := build/tsan
+SANFLAGS := -fsanitize=thread -fno-omit-frame-pointer
+# A race fails the test binary at once (the report is the failure).
+export TSAN_OPTIONS ?= halt_on_error=1 second_deadlock_stack=1
 endif
 OPT ?= -O2
 
@@ -47,21 +62,33 @@ CORE_SRCS += $(wildcard transport/rdma/none/*.c)
 endif
 CXX_SRCS := $(wildcard src/rrpc/cxx/*.cc)
 CXX_PROTOS := $(wildcard src/rrpc/cxx/*.proto)
+FLAGS_SRCS := $(wildcard src/rrpc/flags/*.cc)
+
+# The release, from the header that also gives it to programs.
+version_part = $(shell sed -n 's/^\#define RRPC_VERSION_$(1) \([0-9]*\)$$/\1/p' src/rrpc/version.h)
+VERSION := $(call version_part,MAJOR).$(call version_part,MINOR).$(call version_part,PATCH)
+SOMAJOR := $(call version_part,MAJOR)
 
 obj = $(patsubst %,$(BUILD)/obj/%.o,$(1))
 pbcc = $(patsubst %.proto,$(BUILD)/gen/%.pb.cc,$(1))
 
 CORE_OBJS := $(call obj,$(CORE_SRCS))
 CXX_OBJS := $(call obj,$(call pbcc,$(CXX_PROTOS)) $(CXX_SRCS))
+FLAGS_OBJS := $(call obj,$(FLAGS_SRCS))
 LIBRRPC := $(BUILD)/librrpc.a
 LIBRRPC_CXX := $(BUILD)/librrpc_cxx.a
+LIBRRPC_FLAGS := $(BUILD)/librrpc_flags.a
+SHARED_LIBS := $(patsubst %.a,%.so,$(LIBRRPC) $(LIBRRPC_CXX) $(LIBRRPC_FLAGS))
 
 TEST_PROTOS := $(wildcard test/*.proto)
 TEST_COMMON := $(call obj,$(call pbcc,$(TEST_PROTOS)) $(wildcard test/common/*.cc))
-TESTS := $(patsubst test/%.cc,$(BUILD)/test/%,$(wildcard test/*_unittest.cc))
+TESTS := $(patsubst test/%.cc,$(BUILD)/test/%,$(wildcard test/*_unittest.cc test/adversarial/*_test.cc))
 ifeq ($(WITH_RDMA),1)
 RDMA_TESTS := $(patsubst test/rdma/%.cc,$(BUILD)/test/rdma/%,$(wildcard test/rdma/*_test.cc))
 endif
+# Test and bench objects are kept (make would delete them as intermediates of
+# the pattern rules, and every later run would compile them again).
+.SECONDARY: $(TEST_COMMON) $(call obj,$(wildcard test/*_unittest.cc test/rdma/*_test.cc bench/*.cc))
 
 EXAMPLE_DIRS := $(patsubst %/,%,$(wildcard examples/*/))
 # Every C/C++ file of an example that defines main() becomes a program.
@@ -74,7 +101,7 @@ BENCHES := $(patsubst bench/%.cc,$(BUILD)/bench/%,$(wildcard bench/*.cc))
 TOOL_DIRS := $(patsubst %/,%,$(dir $(wildcard tools/*/*.c)))
 TOOLS := $(sort $(patsubst tools/%,$(BUILD)/tools/%,$(TOOL_DIRS)))
 
-.PHONY: all libs tests examples benches tools test test-rdma fuzz bench clean
+.PHONY: all libs tests examples benches tools test test-rdma fuzz bench clean install
 all: libs tests examples benches tools $(RDMA_TESTS)
 tools: $(TOOLS)
 define tool_rule
@@ -84,7 +111,7 @@ $(BUILD)/tools/$(1): $(wildcard tools/$(1)/*.c)
 endef
 $(foreach t,$(notdir $(TOOL_DIRS)),$(eval $(call tool_rule,$(t))))
 benches: $(BENCHES)
-libs: $(LIBRRPC) $(LIBRRPC_CXX)
+libs: $(LIBRRPC) $(LIBRRPC_CXX) $(LIBRRPC_FLAGS) $(SHARED_LIBS)
 tests: $(TESTS)
 examples: $(EXAMPLE_BINS)
 
@@ -94,6 +121,21 @@ $(LIBRRPC): $(CORE_OBJS)
 $(LIBRRPC_CXX): $(CXX_OBJS)
 	@mkdir -p $(@D)
 	rm -f $@ && $(AR) rcs $@ $^
+$(LIBRRPC_FLAGS): $(FLAGS_OBJS)
+	@mkdir -p $(@D)
+	rm -f $@ && $(AR) rcs $@ $^
+
+# Shared libraries: lib<name>.so.VERSION with soname lib<name>.so.MAJOR, and
+# the two links to it. Each names the libraries it needs (DT_NEEDED).
+so_rule = $(CXX) -shared $(LDFLAGS) -Wl,-soname,$(notdir $@).$(SOMAJOR) -o $@.$(VERSION)
+so_links = ln -sf $(notdir $@).$(VERSION) $@.$(SOMAJOR) && ln -sf $(notdir $@).$(SOMAJOR) $@
+$(BUILD)/librrpc.so: $(CORE_OBJS)
+	$(so_rule) $^ $(LDLIBS) && $(so_links)
+# $ORIGIN: librrpc_cxx finds librrpc beside itself, built or installed.
+$(BUILD)/librrpc_cxx.so: $(CXX_OBJS) $(BUILD)/librrpc.so
+	$(so_rule) $(CXX_OBJS) -L$(BUILD) -lrrpc -Wl,-rpath,'$$ORIGIN' $(CXXLIBS) $(LDLIBS) && $(so_links)
+$(BUILD)/librrpc_flags.so: $(FLAGS_OBJS)
+	$(so_rule) $^ -lgflags && $(so_links)
 
 # Generated protobuf code; every object waits for all generated headers, and
 # none of it is an intermediate file for make to delete.
@@ -115,7 +157,7 @@ $(BUILD)/obj/$(BUILD)/gen/%.pb.cc.o: $(BUILD)/gen/%.pb.cc | $(GEN_HDRS)
 	@mkdir -p $(@D)
 	$(CXX) $(CPPFLAGS) $(filter-out -Werror,$(CXXFLAGS)) -c $< -o $@
 
-$(BUILD)/bench/%: $(BUILD)/obj/bench/%.cc.o $(LIBRRPC_CXX) $(LIBRRPC)
+$(BUILD)/bench/%: $(BUILD)/obj/bench/%.cc.o $(FLAGS_OBJS) $(LIBRRPC_CXX) $(LIBRRPC)
 	@mkdir -p $(@D)
 	$(CXX) $(LDFLAGS) -o $@ $^ $(CXXLIBS) $(LDLIBS)
 
@@ -123,7 +165,7 @@ bench: benches
 	$(BUILD)/bench/loopback_bench
 
 GTEST_LIBS := -lgtest_main -lgtest
-$(BUILD)/test/%: $(BUILD)/obj/test/%.cc.o $(TEST_COMMON) $(LIBRRPC_CXX) $(LIBRRPC)
+$(BUILD)/test/%: $(BUILD)/obj/test/%.cc.o $(TEST_COMMON) $(FLAGS_OBJS) $(LIBRRPC_CXX) $(LIBRRPC)
 	@mkdir -p $(@D)
 	$(CXX) $(LDFLAGS) -o $@ $^ $(GTEST_LIBS) $(CXXLIBS) $(LDLIBS)
 
@@ -133,20 +175,28 @@ define example_rule
 $(BUILD)/$(basename $(1)): $(call obj,$(1)) \
     $(call obj,$(call pbcc,$(wildcard $(dir $(1))*.proto))) \
     $(call obj,$(filter-out $(EXAMPLE_MAINS),$(wildcard $(dir $(1))*.c $(dir $(1))*.cc $(dir $(1))*.cpp))) \
-    $(LIBRRPC_CXX) $(LIBRRPC)
+    $(FLAGS_OBJS) $(LIBRRPC_CXX) $(LIBRRPC)
 	@mkdir -p $$(@D)
 	$$(CXX) $$(LDFLAGS) -o $$@ $$^ $$(CXXLIBS) $$(LDLIBS)
 endef
 $(foreach f,$(EXAMPLE_MAINS),$(eval $(call example_rule,$(f))))
 
+include test/coexist/coexist.mk
+include tools/install.mk
+
+# Test programs run side by side; each one's output goes to a log that is
+# printed whole once it ends (tools/run-tests). test/tools/*_test.sh test the
+# tools and examples themselves (RRPC_BUILD says where the examples are);
+# they run in the plain build only, so SAN/TSAN builds do not compile the
+# examples for them.
+ifeq ($(BUILD),build)
+SCRIPT_TESTS := $(wildcard test/tools/*_test.sh)
+test: examples
+endif
+# builtin_unittest runs tools/rrpc_stat against a live server.
 test: tests tools
-	@set -e; fails=0; \
-	for t in $(TESTS); do \
-	  echo "== $$t"; \
-	  if ! $$t; then fails=$$((fails+1)); echo "FAILED: $$t"; fi; \
-	done; \
-	echo "host test binaries: $(words $(TESTS)) run, $$fails failed"; \
-	[ $$fails -eq 0 ]
+	TEST_LOG_DIR=$(BUILD)/test-logs RRPC_BUILD=$(BUILD) \
+	  tools/run-tests $(TESTS) $(COEXIST_TESTS) $(SCRIPT_TESTS)
 
 # The RDMA suite and the live Wireshark check, in one VM boot (or on a real port).
 test-rdma: $(RDMA_TESTS) examples

@@ -1,16 +1,37 @@
 // loopback_bench.cc - rrpc's C API over TCP loopback against a raw-socket
 // reference measured in the same run.
 //
-// Three measurements, each for --seconds:
-//   raw     : one thread ping-pongs N bytes with a blocking-socket echo
-//             thread (the floor any TCP RPC pays: two syscalls and two
-//             wake-ups per side)
-//   sync    : one caller, one connection, synchronous 64 B echo RPCs
-//   async64 : one connection, 64 asynchronous echo RPCs kept in flight
+// Latency, each for --seconds:
+//   raw      : one thread ping-pongs N bytes with a blocking-socket echo
+//              thread (the floor any TCP RPC pays: two syscalls and two
+//              wake-ups per side)
+//   sync     : one caller, one connection, synchronous echo RPCs, handlers
+//              on the loop (the fastest mode)
+//   syncpool : the same against the default server (handlers on the pool)
+//   async64  : one connection, 64 asynchronous echo RPCs kept in flight
 // It prints QPS and p50/p99 latency for each and the ratios against raw.
+//
+// Saturation (--case=sat runs only these), 16 connections x 16 in flight:
+//   rawpipe  : raw pipelined echo, the same load: 2 epoll threads each side
+//              (as many as rrpc's loops here), each reads what is there and
+//              writes it back (the client re-issues what returned)
+//   sat      : rrpc, 16 channels x 16 async calls re-issued on completion,
+//              server in the default mode (pool)
+//   satloop  : the same, handlers on the loop
+//
+// One connection (--case=oneconn): 16 caller threads x 16 calls in flight on
+// one channel, server threads 1 (one loop, handlers in it), 2, 4, 8 (one
+// loop parsing, the rest running handlers): QPS and the ratio to 1.
+// For each: QPS, CPU time per RPC (getrusage user+sys of the whole process:
+// client and server), read/write syscalls per RPC (/proc/self/io syscr +
+// syscw; run one case under `perf stat -e raw_syscalls:sys_enter` for all
+// syscalls) and voluntary context switches per RPC (each is one thread
+// going to sleep and being woken: the wake-ups).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -64,6 +85,25 @@ bool full_io(int fd, char *buf, size_t n, bool wr) {
     done += (size_t)r;
   }
   return true;
+}
+
+// A connected loopback TCP pair with TCP_NODELAY on both ends.
+void tcp_pair(int sv[2]) {
+  int lfd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa = {};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(lfd, (sockaddr *)&sa, sizeof sa);
+  listen(lfd, 1);
+  socklen_t len = sizeof sa;
+  getsockname(lfd, (sockaddr *)&sa, &len);
+  sv[0] = socket(AF_INET, SOCK_STREAM, 0);
+  connect(sv[0], (sockaddr *)&sa, sizeof sa);
+  sv[1] = accept(lfd, nullptr, nullptr);
+  close(lfd);
+  int one = 1;
+  setsockopt(sv[0], IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  setsockopt(sv[1], IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
 Result bench_raw() {
@@ -202,6 +242,238 @@ Result bench_async(rrpc_channel *ch, int depth) {
   return summarize("async64", b.lat, secs);
 }
 
+
+// ---- saturation ---------------------------------------------------------------
+
+enum { SAT_CONNS = 16, SAT_DEPTH = 16, SAT_THREADS = 2 };
+
+struct Usage {
+  double cpu_s;
+  uint64_t rw_syscalls;
+  uint64_t vcsw;
+};
+
+Usage usage_now() {
+  rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  Usage u;
+  u.cpu_s = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+            ru.ru_stime.tv_usec / 1e6;
+  u.vcsw = (uint64_t)ru.ru_nvcsw;
+  u.rw_syscalls = 0;
+  FILE *f = fopen("/proc/self/io", "r");
+  if (f != nullptr) {
+    char key[64];
+    unsigned long long v;
+    while (fscanf(f, "%63[^:]: %llu\n", key, &v) == 2)
+      if (strcmp(key, "syscr") == 0 || strcmp(key, "syscw") == 0) u.rw_syscalls += v;
+    fclose(f);
+  }
+  return u;
+}
+
+struct SatResult {
+  const char *name;
+  double qps;
+  double cpu_us_per_rpc;
+  double rw_syscalls_per_rpc;
+  double wakeups_per_rpc;
+};
+
+SatResult sat_result(const char *name, uint64_t rpcs, double secs, const Usage &a, const Usage &b) {
+  double n = rpcs ? (double)rpcs : 1.0;
+  return SatResult{name, (double)rpcs / secs, (b.cpu_s - a.cpu_s) * 1e6 / n,
+                   (double)(b.rw_syscalls - a.rw_syscalls) / n, (double)(b.vcsw - a.vcsw) / n};
+}
+
+// One epoll thread over some sockets: read what is there, write it all
+// back. The server echoes requests; the client echoes responses, which
+// re-issues them, so each connection keeps SAT_DEPTH messages in flight.
+void pipe_echo_thread(std::vector<int> fds, std::atomic<bool> *stop, std::atomic<uint64_t> *bytes) {
+  int ep = epoll_create1(0);
+  for (int fd : fds) {
+    epoll_event ev = {};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+  }
+  std::vector<char> buf(64 * 1024);
+  epoll_event evs[64];
+  uint64_t local = 0;
+  while (!stop->load(std::memory_order_relaxed)) {
+    int n = epoll_wait(ep, evs, 64, 100);
+    for (int i = 0; i < n; i++) {
+      ssize_t r = read(evs[i].data.fd, buf.data(), buf.size());
+      if (r <= 0) continue;
+      full_io(evs[i].data.fd, buf.data(), (size_t)r, true);
+      local += (uint64_t)r;
+    }
+  }
+  if (bytes) bytes->fetch_add(local);
+  close(ep);
+}
+
+SatResult bench_rawpipe() {
+  std::vector<int> cli, srv;
+  for (int i = 0; i < SAT_CONNS; i++) {
+    int sv[2];
+    tcp_pair(sv);
+    cli.push_back(sv[0]);
+    srv.push_back(sv[1]);
+  }
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> bytes{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < SAT_THREADS; t++) {
+    std::vector<int> mine_s, mine_c;
+    for (int i = t; i < SAT_CONNS; i += SAT_THREADS) {
+      mine_s.push_back(srv[i]);
+      mine_c.push_back(cli[i]);
+    }
+    ts.emplace_back(pipe_echo_thread, mine_s, &stop, nullptr);
+    ts.emplace_back(pipe_echo_thread, mine_c, &stop, &bytes);
+  }
+  Usage a = usage_now();
+  uint64_t t0 = now_ns();
+  std::vector<char> burst(g_size * SAT_DEPTH, 'x');
+  for (int fd : cli) full_io(fd, burst.data(), burst.size(), true);
+  std::this_thread::sleep_for(std::chrono::duration<double>(g_seconds));  // the measuring window
+  stop = true;
+  for (auto &t : ts) t.join();
+  double secs = (double)(now_ns() - t0) / 1e9;
+  Usage b = usage_now();
+  for (int i = 0; i < SAT_CONNS; i++) {
+    close(cli[i]);
+    close(srv[i]);
+  }
+  return sat_result("rawpipe", bytes.load() / g_size, secs, a, b);
+}
+
+SatResult bench_sat(const std::string &addr, const char *name) {
+  std::vector<rrpc_channel *> chans;
+  for (int i = 0; i < SAT_CONNS; i++) {
+    rrpc_channel_options co = {};
+    co.timeout_ms = 10000;
+    rrpc_channel *ch;
+    if (rrpc_channel_new(addr.c_str(), &co, &ch) != 0) abort();
+    chans.push_back(ch);
+  }
+  std::vector<AsyncBench> benches(SAT_CONNS);
+  std::vector<std::vector<Slot>> slots(SAT_CONNS, std::vector<Slot>(SAT_DEPTH));
+  std::string payload(g_size, 'x');
+  Usage a = usage_now();
+  uint64_t t0 = now_ns();
+  for (int i = 0; i < SAT_CONNS; i++) {
+    AsyncBench &b = benches[i];
+    b.ch = chans[i];
+    rrpc_iobuf_new(&b.req);
+    rrpc_iobuf_append(b.req, payload.data(), payload.size());
+    b.lat.reserve(1 << 18);
+    b.end_ns = t0 + (uint64_t)(g_seconds * 1e9);
+    b.outstanding = SAT_DEPTH;
+    for (auto &s : slots[i]) {
+      s.b = &b;
+      rrpc_controller_new(&s.cntl);
+      rrpc_iobuf_new(&s.resp);
+    }
+  }
+  for (int i = 0; i < SAT_CONNS; i++)
+    for (auto &s : slots[i]) issue(&s);
+  uint64_t rpcs = 0;
+  int failures = 0;
+  for (auto &b : benches) {
+    std::unique_lock<std::mutex> g(b.mu);
+    b.cv.wait(g, [&] { return b.outstanding == 0; });
+    rpcs += b.lat.size();
+    failures += b.failures;
+  }
+  double secs = (double)(now_ns() - t0) / 1e9;
+  Usage u = usage_now();
+  if (failures) fprintf(stderr, "%s: %d calls failed\n", name, failures);
+  for (int i = 0; i < SAT_CONNS; i++) {
+    for (auto &s : slots[i]) {
+      rrpc_controller_free(s.cntl);
+      rrpc_iobuf_free(s.resp);
+    }
+    rrpc_iobuf_free(benches[i].req);
+    rrpc_channel_free(chans[i]);
+  }
+  return sat_result(name, rpcs, secs, a, u);
+}
+
+// ---- one connection, many cores --------------------------------------------------
+
+// 16 caller threads x 16 async calls in flight on ONE channel (one
+// connection), against a server with one loop and `threads` threads in all:
+// 1 = handlers on that loop; N > 1 = the loop parses, N - 1 pool threads
+// run handlers and write responses.
+double bench_oneconn(int threads) {
+  rrpc_server_options so = {};
+  so.num_threads = 1;
+  if (threads <= 1) so.handlers_in_loop = 1;
+  else so.pool_threads = threads - 1;
+  rrpc_server *srv;
+  if (rrpc_server_new(&so, &srv) != 0 || rrpc_server_add_method(srv, "bench.Echo", "Echo", echo_handler, nullptr) != 0 ||
+      rrpc_server_start(srv, "127.0.0.1:0") != 0)
+    abort();
+  std::string addr = "127.0.0.1:" + std::to_string(rrpc_server_port(srv));
+  rrpc_channel_options co = {};
+  co.timeout_ms = 10000;
+  rrpc_channel *ch;
+  if (rrpc_channel_new(addr.c_str(), &co, &ch) != 0) abort();
+  std::atomic<uint64_t> calls{0};
+  uint64_t t0 = now_ns(), end = t0 + (uint64_t)(g_seconds * 1e9);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 16; t++) {
+    ts.emplace_back([&] {
+      struct Wave {
+        std::mutex mu;
+        std::condition_variable cv;
+        int left = 0;
+      } w;
+      rrpc_iobuf *req;
+      rrpc_iobuf_new(&req);
+      std::string payload(g_size, 'x');
+      rrpc_iobuf_append(req, payload.data(), payload.size());
+      rrpc_controller *c[16];
+      for (auto &x : c) rrpc_controller_new(&x);
+      uint64_t mine = 0;
+      while (now_ns() < end) {
+        w.left = 16;
+        for (auto &x : c)
+          rrpc_channel_call(ch, "bench.Echo", "Echo", x, req, nullptr,
+                            [](void *arg, rrpc_controller *) {
+                              Wave *wv = static_cast<Wave *>(arg);
+                              std::lock_guard<std::mutex> g(wv->mu);
+                              if (--wv->left == 0) wv->cv.notify_all();
+                            },
+                            &w);
+        std::unique_lock<std::mutex> g(w.mu);
+        w.cv.wait(g, [&] { return w.left == 0; });
+        mine += 16;
+      }
+      calls += mine;
+      for (auto &x : c) rrpc_controller_free(x);
+      rrpc_iobuf_free(req);
+    });
+  }
+  for (auto &t : ts) t.join();
+  double secs = (double)(now_ns() - t0) / 1e9;
+  rrpc_channel_free(ch);
+  rrpc_server_free(srv);
+  return (double)calls.load() / secs;
+}
+
+void print_sat(const std::vector<SatResult> &rs) {
+  printf("saturation: %d connections x %d in flight, %zu B echo, %.1f s each (same run; CPU = client + server)\n",
+         SAT_CONNS, SAT_DEPTH, g_size, g_seconds);
+  printf("%-8s %12s %12s %12s %12s %12s\n", "case", "QPS", "CPU us/RPC", "rw sys/RPC", "wakeups/RPC",
+         "CPU vs raw");
+  for (const SatResult &r : rs)
+    printf("%-8s %12.0f %12.2f %12.2f %12.3f %11.2fx\n", r.name, r.qps, r.cpu_us_per_rpc, r.rw_syscalls_per_rpc,
+           r.wakeups_per_rpc, r.cpu_us_per_rpc / rs[0].cpu_us_per_rpc);
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -210,40 +482,71 @@ int main(int argc, char **argv) {
     else if (strncmp(argv[i], "--size=", 7) == 0) g_size = (size_t)atol(argv[i] + 7);
     else if (strncmp(argv[i], "--case=", 7) == 0) g_case = argv[i] + 7;
     else {
-      fprintf(stderr, "usage: %s [--seconds=S] [--size=BYTES] [--case=all|raw|sync|async]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--seconds=S] [--size=BYTES] [--case=all|raw|sync|syncpool|async|sat|rawpipe|satone|satloopone|oneconn]\n", argv[0]);
       return 2;
     }
   }
-  rrpc_server *srv;
-  if (rrpc_server_new(nullptr, &srv) != 0 ||
+  // Two servers: handlers on the loop (the fastest mode) and the default
+  // (handlers on the worker pool).
+  rrpc_server *srv, *psrv;
+  rrpc_server_options lo = {};
+  lo.handlers_in_loop = 1;
+  if (rrpc_server_new(&lo, &srv) != 0 ||
       rrpc_server_add_method(srv, "bench.Echo", "Echo", echo_handler, nullptr) != 0 ||
-      rrpc_server_start(srv, "127.0.0.1:0") != 0) {
-    fprintf(stderr, "cannot start the server\n");
+      rrpc_server_start(srv, "127.0.0.1:0") != 0 || rrpc_server_new(nullptr, &psrv) != 0 ||
+      rrpc_server_add_method(psrv, "bench.Echo", "Echo", echo_handler, nullptr) != 0 ||
+      rrpc_server_start(psrv, "127.0.0.1:0") != 0) {
+    fprintf(stderr, "cannot start the servers\n");
     return 1;
   }
   std::string addr = "127.0.0.1:" + std::to_string(rrpc_server_port(srv));
-  rrpc_channel *ch;
+  std::string paddr = "127.0.0.1:" + std::to_string(rrpc_server_port(psrv));
+  rrpc_channel *ch, *pch;
   rrpc_channel_options co = {};
   co.timeout_ms = 10000;
-  if (rrpc_channel_new(addr.c_str(), &co, &ch) != 0) return 1;
+  if (rrpc_channel_new(addr.c_str(), &co, &ch) != 0 || rrpc_channel_new(paddr.c_str(), &co, &pch) != 0) return 1;
 
-  if (g_case != "all") {
-    Result r = g_case == "raw" ? bench_raw() : g_case == "sync" ? bench_sync(ch) : bench_async(ch, 64);
+  int rc = 0;
+  if (g_case == "oneconn") {
+    printf("one connection, 16 caller threads x 16 in flight, %zu B echo, %.1f s each (same run)\n", g_size,
+           g_seconds);
+    double base = 0;
+    for (int t : {1, 2, 4, 8}) {
+      if (t > 2 * (int)sysconf(_SC_NPROCESSORS_ONLN)) break;
+      double q = bench_oneconn(t);
+      if (t == 1) base = q;
+      printf("server threads %d: %10.0f QPS  %.2fx the single loop\n", t, q, q / base);
+    }
+  } else if (g_case == "sat") {
+    print_sat({bench_rawpipe(), bench_sat(paddr, "sat"), bench_sat(addr, "satloop")});
+  } else if (g_case == "rawpipe" || g_case == "satone" || g_case == "satloopone") {
+    SatResult r = g_case == "rawpipe" ? bench_rawpipe()
+                  : g_case == "satone" ? bench_sat(paddr, "sat")
+                                       : bench_sat(addr, "satloop");
+    printf("%s: %.0f calls over %.1f s\n", r.name, r.qps * g_seconds, g_seconds);
+  } else if (g_case != "all") {
+    Result r = g_case == "raw"        ? bench_raw()
+               : g_case == "sync"     ? bench_sync(ch)
+               : g_case == "syncpool" ? bench_sync(pch)
+                                      : bench_async(ch, 64);
+    if (g_case == "syncpool") r.name = "syncpool";
     printf("%s: %.0f calls/s over %.1f s, %.0f calls\n", r.name, r.qps, g_seconds, r.qps * g_seconds);
-    rrpc_channel_free(ch);
-    rrpc_server_free(srv);
-    return 0;
-  }
-  Result raw = bench_raw();
-  Result sync = bench_sync(ch);
-  Result async = bench_async(ch, 64);
-  printf("loopback %zu B echo, %.1f s each (same run)\n", g_size, g_seconds);
-  printf("%-8s %12s %10s %10s %14s %14s\n", "case", "QPS", "p50 us", "p99 us", "QPS vs raw", "p50 vs raw");
-  for (const Result &r : {raw, sync, async}) {
-    printf("%-8s %12.0f %10.1f %10.1f %13.2fx %13.2fx\n", r.name, r.qps, r.p50_us, r.p99_us, r.qps / raw.qps,
-           r.p50_us / raw.p50_us);
+  } else {
+    Result raw = bench_raw();
+    Result sync = bench_sync(ch);
+    Result syncpool = bench_sync(pch);
+    syncpool.name = "syncpool";
+    Result async = bench_async(ch, 64);
+    printf("loopback %zu B echo, %.1f s each (same run)\n", g_size, g_seconds);
+    printf("%-8s %12s %10s %10s %14s %14s\n", "case", "QPS", "p50 us", "p99 us", "QPS vs raw", "p50 vs raw");
+    for (const Result &r : {raw, sync, syncpool, async}) {
+      printf("%-8s %12.0f %10.1f %10.1f %13.2fx %13.2fx\n", r.name, r.qps, r.p50_us, r.p99_us, r.qps / raw.qps,
+             r.p50_us / raw.p50_us);
+    }
   }
   rrpc_channel_free(ch);
+  rrpc_channel_free(pch);
   rrpc_server_free(srv);
-  return 0;
+  rrpc_server_free(psrv);
+  return rc;
 }

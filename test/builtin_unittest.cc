@@ -345,6 +345,8 @@ TEST(BuiltinLimits, ListingsBeyondTheLimitGet503) {
   Gate gate;
   ASSERT_EQ(0, rrpc_server_new(&so, &srv));
   ASSERT_EQ(0, rrpc_server_add_method(srv, "test.Svc", "Gate", gate_handler, &gate));
+  // On the loop thread, so holding it holds the loop (not a pool worker).
+  ASSERT_EQ(0, rrpc_server_set_method_mode(srv, "test.Svc", "Gate", RRPC_RUN_IN_LOOP));
   ASSERT_EQ(0, rrpc_server_start(srv, "127.0.0.1:0"));
   int port = rrpc_server_port(srv);
   rrpc_channel *ch;

@@ -376,11 +376,17 @@ TEST(CxxFlagsTest, OptionsTakeTheirDefaultsFromFlags) {
   FLAGS_event_dispatcher_num = 3;
   FLAGS_usercode_in_pthread = true;
   FLAGS_usercode_pool_threads = 5;
+  FLAGS_usercode_in_loop = true;
+  FLAGS_usercode_queue_max = 77;
   rrpc::ServerOptions s;
   EXPECT_EQ(12345678u, s.max_body_size);
-  EXPECT_EQ(3, s.num_threads);
+  // --event_dispatcher_num sizes the process-wide loops (brpc's meaning),
+  // not each server's own.
+  EXPECT_EQ(0, s.num_threads);
   EXPECT_TRUE(s.handlers_in_pool);
   EXPECT_EQ(5, s.pool_threads);
+  EXPECT_TRUE(s.handlers_in_loop);
+  EXPECT_EQ(77, s.pool_queue_max);
   EXPECT_FALSE(s.use_rdma);
   rrpc::ChannelOptions c;
   EXPECT_EQ(12345678u, c.max_body_size);

@@ -1,6 +1,7 @@
 /* c_client.c - one echo call in plain C on the rrpc C API (protobuf bytes
  * by hand, see echo_wire.h).
- * Usage: c_client [ip:port] [message]   (default 127.0.0.1:8000 hello) */
+ * Usage: c_client [ip:port] [message]   (default 127.0.0.1:8000 hello; --help prints usage) */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,7 +9,20 @@
 #include "examples/echo/echo_wire.h"
 #include "rrpc/rrpc.h"
 
+static void usage(FILE *to) {
+  fprintf(to, "usage: c_client [IP:PORT [MESSAGE]]   (default 127.0.0.1:8000 hello)\n"
+              "Makes one example.EchoService.Echo call with an attachment and prints the reply.\n");
+}
+
 int main(int argc, char **argv) {
+  if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+    usage(stdout);
+    return 0;
+  }
+  if (argc > 3 || (argc > 1 && argv[1][0] == '-')) {
+    usage(stderr);
+    return 2;
+  }
   const char *addr = argc > 1 ? argv[1] : "127.0.0.1:8000";
   const char *text = argc > 2 ? argv[2] : "hello";
   rrpc_channel *ch = NULL;
@@ -18,6 +32,11 @@ int main(int argc, char **argv) {
   int status = 1;
 
   int rc = rrpc_channel_new(addr, NULL, &ch);
+  if (rc == -EINVAL) {
+    fprintf(stderr, "c_client: '%s' is not IP:PORT\n", addr);
+    usage(stderr);
+    return 2;
+  }
   if (rc == 0) rc = rrpc_controller_new(&cntl);
   if (rc == 0) rc = rrpc_iobuf_new(&req);
   if (rc == 0) rc = rrpc_iobuf_new(&resp);

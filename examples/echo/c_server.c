@@ -1,10 +1,12 @@
 /* c_server.c - the echo server in plain C on the rrpc C API: echoes each
  * message (protobuf bytes by hand, see echo_wire.h) and its attachment.
- * Usage: c_server [ip:port | port]   (default 8000) */
+ * Usage: c_server [ip:port | port]   (default 8000; --help prints usage) */
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "examples/echo/echo_wire.h"
 #include "rrpc/rrpc.h"
@@ -39,7 +41,20 @@ respond:
   free(bytes);
 }
 
+static void usage(FILE *to) {
+  fprintf(to, "usage: c_server [PORT | IP:PORT]   (default 8000)\n"
+              "Serves example.EchoService over TCP until Ctrl-C or SIGTERM.\n");
+}
+
 int main(int argc, char **argv) {
+  if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+    usage(stdout);
+    return 0;
+  }
+  if (argc > 2 || (argc == 2 && argv[1][0] == '-')) {
+    usage(stderr);
+    return 2;
+  }
   const char *addr = argc > 1 ? argv[1] : "8000";
   /* Block the quit signals before rrpc starts its threads, so they inherit
    * the mask and main alone receives them in sigwait. */
@@ -53,6 +68,11 @@ int main(int argc, char **argv) {
   int rc = rrpc_server_new(NULL, &server);
   if (rc == 0) rc = rrpc_server_add_method(server, "example.EchoService", "Echo", echo, NULL);
   if (rc == 0) rc = rrpc_server_start(server, addr);
+  if (rc == -EINVAL) {
+    fprintf(stderr, "c_server: '%s' is not a port or IP:PORT\n", addr);
+    usage(stderr);
+    return 2;
+  }
   if (rc != 0) {
     fprintf(stderr, "c_server: %s\n", rrpc_strerror(rc));
     return 1;

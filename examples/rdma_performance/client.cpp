@@ -1,7 +1,9 @@
 // client.cpp - rdma_performance client: keeps --queue_depth RPCs in flight
 // on each of --thread_num connections and prints QPS, throughput and latency
 // (avg/p50/p99/p999) each second, then a summary line. Exits 1 if any RPC
-// failed. Flags and service follow brpc's example of the same name.
+// failed, and at once (with the reason) if a server cannot be reached. Flags
+// and service follow brpc's example of the same name, which reports the
+// server's CPU use as a fraction of one CPU (server_cpu prints it as %).
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
@@ -12,6 +14,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -32,6 +35,12 @@ DEFINE_bool(echo_attachment, false, "Ask the server to send the attachment back"
 DEFINE_int32(rpc_timeout_ms, 2000, "Timeout of each RPC (ms)");
 DEFINE_int32(test_seconds, 20, "Length of the test in seconds (0 = until test_iterations)");
 DEFINE_int64(test_iterations, 0, "Stop after this many RPCs in all (0 = until test_seconds)");
+DEFINE_int32(expected_qps, 0,
+             "RPCs per second in all, spread over the threads (0 = as fast as queue_depth allows)");
+DEFINE_string(connection_type, "single",
+              "brpc's connection type; rrpc implements 'single' (each thread's channel has one "
+              "connection) and refuses 'pooled' and 'short'");
+DEFINE_string(protocol, "baidu_std", "brpc's protocol name; rrpc speaks only baidu_std");
 
 namespace {
 
@@ -89,12 +98,23 @@ std::string g_first_error;
 
 // ---- one chain of RPCs: each completion issues the next ---------------------------
 
+class Chain;
+
+// What a client thread's chains share: the count of chains not yet ended
+// and, with --expected_qps, the chains waiting for their next turn. Guarded
+// by mu; cv wakes the thread when either changes.
+struct ThreadState {
+  std::mutex mu;
+  std::condition_variable cv;
+  int live = 0;
+  bool paced = false;
+  std::deque<Chain*> idle;  // first in, first out: every chain takes turns
+};
+
 class Chain : public google::protobuf::Closure {
  public:
-  Chain(rrpc::Channel* channel, const rrpc::IOBuf* attachment, bool report_cpu,
-        std::atomic<int>* live, std::mutex* mu, std::condition_variable* cv)
-      : stub_(channel), attachment_(attachment), report_cpu_(report_cpu), live_(live), mu_(mu),
-        cv_(cv) {
+  Chain(rrpc::Channel* channel, const rrpc::IOBuf* attachment, bool report_cpu, ThreadState* ts)
+      : stub_(channel), attachment_(attachment), report_cpu_(report_cpu), ts_(ts) {
     request_.set_echo_attachment(FLAGS_echo_attachment);
   }
 
@@ -123,27 +143,37 @@ class Chain : public google::protobuf::Closure {
       }
     } else {
       r->latency_ns.Record(ns);
-      if (report_cpu_ && response_.cpu_usage() != last_cpu_usage_) {
-        last_cpu_usage_ = response_.cpu_usage();  // changes once a second
+      // brpc's cpu_usage: the CPUs the server process used, as a fraction
+      // (1 = one CPU), and empty in most responses (brpc's server fills it
+      // in at most every 100 ms).
+      if (report_cpu_ && !response_.cpu_usage().empty() &&
+          response_.cpu_usage() != last_cpu_usage_) {
+        last_cpu_usage_ = response_.cpu_usage();
         g_server_cpu.store(strtod(last_cpu_usage_.c_str(), nullptr), std::memory_order_relaxed);
-        g_used_rdma.store(cntl_.used_rdma() ? 1 : 0, std::memory_order_relaxed);
       }
+      if (report_cpu_) g_used_rdma.store(cntl_.used_rdma() ? 1 : 0, std::memory_order_relaxed);
     }
-    Issue();
+    if (!ts_->paced) {
+      Issue();
+      return;
+    }
+    // Paced: the client thread issues the next RPC when its turn comes
+    // (a loop thread must not wait for it).
+    std::lock_guard<std::mutex> lk(ts_->mu);
+    ts_->idle.push_back(this);
+    ts_->cv.notify_all();
   }
 
  private:
   void End() {
-    std::lock_guard<std::mutex> lk(*mu_);
-    if (--*live_ == 0) cv_->notify_all();
+    std::lock_guard<std::mutex> lk(ts_->mu);
+    if (--ts_->live == 0) ts_->cv.notify_all();
   }
 
   test::PerfTestService_Stub stub_;
   const rrpc::IOBuf* attachment_;
   bool report_cpu_;
-  std::atomic<int>* live_;
-  std::mutex* mu_;
-  std::condition_variable* cv_;
+  ThreadState* ts_;
   rrpc::Controller cntl_;
   test::PerfTestRequest request_;
   test::PerfTestResponse response_;
@@ -171,6 +201,60 @@ std::mutex g_live_mu;
 std::condition_variable g_live_cv;
 std::atomic<int> g_live{0};
 
+std::mutex g_reach_mu;
+std::string g_unreachable;  // the first "cannot reach" message
+
+// One synchronous RPC before the test, as brpc's client makes: a server that
+// cannot be reached ends the test at once instead of failing RPCs for all of
+// --test_seconds.
+bool Reachable(rrpc::Channel* channel, const std::string& server) {
+  rrpc::Controller cntl;
+  test::PerfTestRequest request;
+  test::PerfTestResponse response;
+  request.set_echo_attachment(false);
+  test::PerfTestService_Stub(channel).Test(&cntl, &request, &response, nullptr);
+  if (!cntl.Failed()) return true;
+  std::lock_guard<std::mutex> lk(g_reach_mu);
+  if (g_unreachable.empty()) {
+    g_unreachable = "cannot reach " + server + ": [E" + std::to_string(cntl.ErrorCode()) + "] " +
+                    cntl.ErrorText();
+  }
+  return false;
+}
+
+// With --expected_qps: issue this thread's idle chains one turn apart until
+// the test is over, then let every chain end.
+void Pace(ThreadState* ts, double per_second) {
+  const auto interval = std::chrono::nanoseconds(static_cast<int64_t>(1e9 / per_second));
+  auto next = Clock::now();
+  std::unique_lock<std::mutex> lk(ts->mu);
+  for (;;) {
+    // Wait for the turn (a rate, not a synchronisation), then for a chain.
+    ts->cv.wait_until(lk, next, [] { return g_stop.load(); });
+    ts->cv.wait(lk, [&] { return g_stop.load() || ts->live == 0 || !ts->idle.empty(); });
+    if (ts->idle.empty()) break;  // stopped with every chain in flight, or all ended
+    Chain* c = ts->idle.front();
+    ts->idle.pop_front();
+    lk.unlock();
+    c->Issue();  // ends the chain instead when the test is over
+    lk.lock();
+    if (g_stop.load() && ts->idle.empty()) break;
+    next += interval;
+    // After a stall, do not burst to catch up by more than a second.
+    if (next < Clock::now() - std::chrono::seconds(1)) next = Clock::now();
+  }
+  // Chains still in flight come back idle (or end); end those too.
+  ts->cv.wait(lk, [&] { return ts->live == 0 || !ts->idle.empty(); });
+  while (ts->live > 0) {
+    std::deque<Chain*> idle;
+    idle.swap(ts->idle);
+    lk.unlock();
+    for (Chain* c : idle) c->Issue();
+    lk.lock();
+    ts->cv.wait(lk, [&] { return ts->live == 0 || !ts->idle.empty(); });
+  }
+}
+
 // A client thread: one channel, queue_depth chains. Returns when they ended.
 void ClientThread(int index, const std::string& server, const rrpc::IOBuf* attachment,
                   std::atomic<int>* init_failures) {
@@ -179,23 +263,27 @@ void ClientThread(int index, const std::string& server, const rrpc::IOBuf* attac
   options.timeout_ms = FLAGS_rpc_timeout_ms;
   rrpc::Channel channel;
   std::vector<std::unique_ptr<Chain>> chains;
-  if (channel.Init(server.c_str(), &options) != 0) {
+  if (channel.Init(server.c_str(), &options) != 0 || !Reachable(&channel, server)) {
     init_failures->fetch_add(1);
+    g_stop = true;  // the numbers would be meaningless: end the other threads too
     std::lock_guard<std::mutex> lk(g_live_mu);
     g_live -= FLAGS_queue_depth;
     g_live_cv.notify_all();
     return;
   }
-  std::mutex mu;
-  std::condition_variable cv;
-  std::atomic<int> live{FLAGS_queue_depth};
+  ThreadState ts;
+  ts.live = FLAGS_queue_depth;
+  ts.paced = FLAGS_expected_qps > 0;
   for (int i = 0; i < FLAGS_queue_depth; i++) {
-    chains.emplace_back(new Chain(&channel, attachment, index == 0 && i == 0, &live, &mu, &cv));
+    chains.emplace_back(new Chain(&channel, attachment, index == 0 && i == 0, &ts));
   }
-  for (auto& c : chains) c->Issue();
-  {
-    std::unique_lock<std::mutex> lk(mu);
-    cv.wait(lk, [&] { return live.load() == 0; });
+  if (ts.paced) {
+    for (auto& c : chains) ts.idle.push_back(c.get());
+    Pace(&ts, static_cast<double>(FLAGS_expected_qps) / FLAGS_thread_num);
+  } else {
+    for (auto& c : chains) c->Issue();
+    std::unique_lock<std::mutex> lk(ts.mu);
+    ts.cv.wait(lk, [&] { return ts.live == 0; });
   }
   std::lock_guard<std::mutex> lk(g_live_mu);
   g_live -= FLAGS_queue_depth;
@@ -216,7 +304,7 @@ void PrintStats(const char* prefix, const Line& l) {
   double mib_s = qps * bytes_per_rpc / (1024.0 * 1024.0);
   double cpu = g_server_cpu.load();
   char cpu_text[32] = "n/a";
-  if (cpu >= 0) snprintf(cpu_text, sizeof cpu_text, "%.1f%%", cpu);
+  if (cpu >= 0) snprintf(cpu_text, sizeof cpu_text, "%.1f%%", cpu * 100.0);
   printf("%s qps=%.0f throughput=%.2fMiB/s latency_us avg=%.1f p50=%.1f p99=%.1f p999=%.1f "
          "failed=%llu server_cpu=%s\n",
          prefix, qps, mib_s, l.latency_ns->Mean() / 1000.0, l.latency_ns->Percentile(0.5) / 1000.0,
@@ -228,13 +316,30 @@ void PrintStats(const char* prefix, const Line& l) {
 }  // namespace
 
 int main(int argc, char* argv[]) {
+  FLAGS_logtostderr = true;  // glog to stderr, not to files (--logtostderr=false overrides)
   gflags::SetUsageMessage("rdma_performance client; see docs/cxx.md");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
+  google::InitGoogleLogging(argv[0]);  // before any LOG, so glog does not warn about it
   std::vector<std::string> servers = SplitServers(FLAGS_servers);
   if (servers.empty() || FLAGS_thread_num <= 0 || FLAGS_queue_depth <= 0 ||
       FLAGS_attachment_size < 0 || (FLAGS_test_seconds <= 0 && FLAGS_test_iterations <= 0)) {
     fprintf(stderr, "bad flags: need --servers, --thread_num > 0, --queue_depth > 0, "
                     "--attachment_size >= 0, and --test_seconds or --test_iterations > 0\n");
+    return 2;
+  }
+  if (FLAGS_protocol != "baidu_std") {
+    fprintf(stderr, "--protocol=%s: rrpc speaks only baidu_std (brpc's RDMA transport also "
+                    "carries only baidu_std)\n", FLAGS_protocol.c_str());
+    return 2;
+  }
+  if (!FLAGS_connection_type.empty() && FLAGS_connection_type != "single") {
+    fprintf(stderr, "--connection_type=%s is not implemented: an rrpc channel keeps one "
+                    "connection (brpc's 'single'); use --thread_num for more connections\n",
+            FLAGS_connection_type.c_str());
+    return 2;
+  }
+  if (FLAGS_expected_qps < 0) {
+    fprintf(stderr, "--expected_qps must be >= 0\n");
     return 2;
   }
   rrpc::IsAskedToQuit();  // Ctrl-C ends the test early, with a summary
@@ -290,8 +395,9 @@ int main(int argc, char* argv[]) {
            static_cast<unsigned long long>(t.latency_ns.total));
   PrintStats(prefix, {seconds, t.latency_ns.total, t.failed, &t.latency_ns});
   if (init_failures.load() > 0) {
-    fprintf(stderr, "%d of %d channels could not be initialized\n", init_failures.load(),
-            FLAGS_thread_num);
+    std::lock_guard<std::mutex> lk(g_reach_mu);
+    fprintf(stderr, "%d of %d client threads could not start%s%s\n", init_failures.load(),
+            FLAGS_thread_num, g_unreachable.empty() ? "" : "; ", g_unreachable.c_str());
     return 1;
   }
   if (t.failed > 0) {

@@ -1,5 +1,6 @@
 // server.cpp - rdma_performance server: answers test.PerfTestService.Test,
-// echoing the attachment when asked and reporting this process's CPU usage.
+// echoing the attachment when asked and reporting this process's CPU usage
+// (as brpc's server does: CPUs used, a fraction, "0.748").
 // Interoperates with brpc's rdma_performance client.
 #include <gflags/gflags.h>
 #include <glog/logging.h>
@@ -56,9 +57,10 @@ class CpuSampler {
     cv_.notify_all();
     thread_.join();
   }
-  // Percent of one CPU over the last second (can exceed 100 with threads),
-  // in tenths, so the handler formats it without floating-point printf.
-  int tenths_of_percent() const { return tenths_.load(std::memory_order_relaxed); }
+  // CPUs used over the last second (1000 = one whole CPU; can exceed 1000
+  // with threads), in thousandths, so the handler formats it without
+  // floating-point printf.
+  int thousandths() const { return thousandths_.load(std::memory_order_relaxed); }
 
  private:
   void Loop() {
@@ -71,8 +73,8 @@ class CpuSampler {
       auto now = std::chrono::steady_clock::now();
       double wall = std::chrono::duration<double>(now - last).count();
       if (ticks >= 0 && last_ticks >= 0 && wall > 0) {
-        double percent = 100.0 * static_cast<double>(ticks - last_ticks) / ticks_per_s / wall;
-        tenths_.store(static_cast<int>(percent * 10 + 0.5), std::memory_order_relaxed);
+        double cpus = static_cast<double>(ticks - last_ticks) / ticks_per_s / wall;
+        thousandths_.store(static_cast<int>(cpus * 1000 + 0.5), std::memory_order_relaxed);
       }
       last_ticks = ticks;
       last = now;
@@ -82,7 +84,7 @@ class CpuSampler {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
-  std::atomic<int> tenths_{0};
+  std::atomic<int> thousandths_{0};
   std::thread thread_;  // last: starts after the members it uses
 };
 
@@ -96,8 +98,12 @@ class PerfTestServiceImpl : public test::PerfTestService {
     if (request->echo_attachment()) {
       cntl->response_attachment().append(cntl->request_attachment());  // shared, no copy
     }
-    int t = cpu_->tenths_of_percent();
-    response->set_cpu_usage(std::to_string(t / 10) + "." + std::to_string(t % 10) + "%");
+    // brpc's format: a fraction of one CPU ("0.748"), which brpc's client
+    // multiplies by 100 to print a percentage.
+    int t = cpu_->thousandths();
+    char frac[4] = {static_cast<char>('0' + t % 1000 / 100), static_cast<char>('0' + t % 100 / 10),
+                    static_cast<char>('0' + t % 10), '\0'};
+    response->set_cpu_usage(std::to_string(t / 1000) + "." + frac);
     done->Run();
   }
 
@@ -108,8 +114,10 @@ class PerfTestServiceImpl : public test::PerfTestService {
 }  // namespace
 
 int main(int argc, char* argv[]) {
+  FLAGS_logtostderr = true;  // glog to stderr, not to files (--logtostderr=false overrides)
   gflags::SetUsageMessage("rdma_performance server; see docs/cxx.md");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
+  google::InitGoogleLogging(argv[0]);  // before any LOG, so glog does not warn about it
   CpuSampler cpu;
   PerfTestServiceImpl service(&cpu);
   rrpc::Server server;

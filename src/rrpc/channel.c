@@ -11,7 +11,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <linux/futex.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -214,17 +213,24 @@ static int client_on_data(void *owner, rrpc__socket *sock, rrpc_iobuf *rbuf) {
 }
 
 static void client_on_close(void *owner, rrpc__socket *sock, int code) {
-  (void)sock;
   struct conn *cn = owner;
   rrpc_channel *ch = cn->ch;
   pthread_mutex_lock(&cn->mu);
   cn->closed = 1;
   pthread_mutex_unlock(&cn->mu);
   char text[200];
-  snprintf(text, sizeof text, "connection to %s closed: %s", cn->peer, rrpc_strerror(code));
-  /* A transport that refused to set up (RDMA without fallback) says why in
-   * its own code; anything else is a closed connection to the caller. */
-  int call_code = (code == -RRPC_EDECLINED || code == -RRPC_ENODEV || code == -RRPC_EHANDSHAKE) ? code : -RRPC_ECLOSE;
+  int call_code;
+  if (!rrpc__socket_connected(sock)) {
+    /* The connect itself failed: the caller hears why (ECONNREFUSED,
+     * ETIMEDOUT, ...), as from a connect of its own. */
+    snprintf(text, sizeof text, "cannot connect to %s: %s", cn->peer, rrpc_strerror(code));
+    call_code = code;
+  } else {
+    snprintf(text, sizeof text, "connection to %s closed: %s", cn->peer, rrpc_strerror(code));
+    /* A transport that refused to set up (RDMA without fallback) says why
+     * in its own code; anything else is a closed connection to the caller. */
+    call_code = (code == -RRPC_EDECLINED || code == -RRPC_ENODEV || code == -RRPC_EHANDSHAKE) ? code : -RRPC_ECLOSE;
+  }
   /* No new call can join (closed is set), so drain without the lock held
    * while callbacks run. */
   for (;;) {
@@ -250,61 +256,25 @@ static const rrpc__socket_handler client_handler = {
     .on_close = client_on_close,
 };
 
-/* Blocking connect with a deadline; returns a non-blocking connected fd. */
-static int tcp_connect(const struct sockaddr_in *sa, int timeout_ms, int *out) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -errno;
-  int rc = 0;
-  if (connect(fd, (const struct sockaddr *)sa, sizeof *sa) != 0) {
-    if (errno != EINPROGRESS) {
-      rc = -errno;
-      goto fail;
-    }
-    struct pollfd p = {.fd = fd, .events = POLLOUT};
-    int n;
-    do n = poll(&p, 1, timeout_ms);
-    while (n < 0 && errno == EINTR);
-    if (n == 0) {
-      rc = -ETIMEDOUT;
-      goto fail;
-    }
-    int err = 0;
-    socklen_t len = sizeof err;
-    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-    if (err != 0) {
-      rc = -err;
-      goto fail;
-    }
-  }
-  *out = fd;
-  return 0;
-fail:
-  close(fd);
-  return rc;
-}
-
+/* A new connection. Nothing here waits: the TCP connect runs on the
+ * connection's loop (rrpc__socket_connect), bounded per attempt by
+ * connect_timeout_ms and retried 1 + max_retry times with backoff; calls
+ * enrolled meanwhile are bounded by their own timers, so a call ends at
+ * whichever deadline comes first. */
 static int conn_open(rrpc_channel *ch, struct conn **out) {
-  int fd = -1;
-  int rc = -ECONNREFUSED;
   int attempts = 1 + (ch->max_retry > 0 ? ch->max_retry : 0);
-  for (int i = 0; i < attempts; i++) {
-    rc = tcp_connect(&ch->addr, ch->connect_timeout_ms, &fd);
-    if (rc == 0) break;
-  }
-  if (rc != 0) return rc;
   struct conn *cn = calloc(1, sizeof *cn);
-  if (cn == NULL) {
-    close(fd);
-    return -ENOMEM;
-  }
+  if (cn == NULL) return -ENOMEM;
   atomic_init(&cn->refs, 2); /* the channel's and the socket owner's */
   cn->ch = ch;
   cn->loop = rrpc__loop_group_next(ch->group);
   pthread_mutex_init(&cn->mu, NULL);
   rrpc__idmap_init(&cn->pending);
   snprintf(cn->peer, sizeof cn->peer, "%s", ch->addr_str);
-  rc = rrpc__socket_create(cn->loop, fd, 1, ch->ops, &client_handler, cn, &cn->sock);
+  int rc = rrpc__socket_connect(cn->loop, &ch->addr, ch->connect_timeout_ms, attempts, ch->ops,
+                                &client_handler, cn, &cn->sock);
   if (rc != 0) {
+    rrpc__idmap_destroy(&cn->pending);
     pthread_mutex_destroy(&cn->mu);
     free(cn);
     return rc;
@@ -362,7 +332,10 @@ static int enroll(struct conn *cn, struct call *c, int32_t timeout_ms) {
   pthread_mutex_lock(&cn->mu);
   if (cn->closed || rrpc__socket_failed(cn->sock)) {
     pthread_mutex_unlock(&cn->mu);
-    return -RRPC_ECLOSE;
+    /* A connect that failed already is this call's answer too: retrying on
+     * a fresh connection would only repeat the attempts just made. */
+    int code = rrpc__socket_failed(cn->sock);
+    return code != 0 && !rrpc__socket_connected(cn->sock) ? code : -RRPC_ECLOSE;
   }
   int rc = rrpc__idmap_put(&cn->pending, c->cid, c);
   if (rc == 0 && timeout_ms > 0) {
@@ -395,9 +368,11 @@ static int issue(rrpc_channel *ch, struct call *c, int32_t timeout_ms, rrpc_iobu
       conn_unref(cn);
       return 0;
     }
+    int connected = rrpc__socket_connected(cn->sock);
     conn_unref(cn);
     if (rc != -RRPC_ECLOSE || tries >= 3) {
-      snprintf(text, sizeof text, "cannot send to %s: %s", ch->addr_str, rrpc_strerror(rc));
+      snprintf(text, sizeof text, "cannot %s %s: %s", connected ? "send to" : "connect to",
+               ch->addr_str, rrpc_strerror(rc));
       return fail_unsent(ch, c, rc, text);
     }
   }

@@ -3,6 +3,7 @@
  * loop_group.c, the timer heap in timer_heap.c. */
 #include "rrpc/internal/loop.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -93,6 +95,89 @@ int rrpc__loop_in_thread(const rrpc__loop *loop) { return loop && tls_current ==
 
 rrpc__loop *rrpc__loop_current(void) { return tls_current; }
 
+int rrpc__loop_awake(const rrpc__loop *loop) {
+  return !atomic_load_explicit(&((rrpc__loop *)loop)->sleeping, memory_order_relaxed);
+}
+
+/* ---- watchdog -------------------------------------------------------------
+ * Off unless rrpc__loop_watchdog_set (tests) or RRPC_LOOP_WATCHDOG_MS turns
+ * it on; then every loop callback is timed, and one that ran longer than
+ * the threshold while busy or asleep (not merely preempted: its CPU time or
+ * voluntary context switches say which) is logged with its kind, symbol
+ * (when the dynamic symbol table has it) and address, and counted. Off, it
+ * costs one relaxed load per callback. */
+static atomic_uint_least64_t g_wd_threshold_us; /* wall time of a callback that slept */
+static atomic_uint_least64_t g_wd_busy_us;      /* CPU time of one that did not */
+static atomic_uint_least64_t g_wd_hits;
+static pthread_once_t g_wd_env_once = PTHREAD_ONCE_INIT;
+
+static void wd_read_env(void) {
+  const char *e = getenv("RRPC_LOOP_WATCHDOG_MS");
+  if (e != NULL && atoi(e) > 0) rrpc__loop_watchdog_set((uint64_t)atoi(e) * 1000u, (uint64_t)atoi(e) * 1000u);
+}
+
+void rrpc__loop_watchdog_set(uint64_t blocked_us, uint64_t busy_us) {
+  atomic_store(&g_wd_busy_us, busy_us ? busy_us : blocked_us);
+  atomic_store(&g_wd_threshold_us, blocked_us);
+}
+uint64_t rrpc__loop_watchdog_hits(void) { return atomic_load(&g_wd_hits); }
+
+struct wd_mark {
+  uint64_t wall_us, cpu_us;
+  long nvcsw;
+};
+
+static uint64_t thread_cpu_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static long thread_nvcsw(void) {
+  struct rusage ru;
+  return getrusage(RUSAGE_THREAD, &ru) == 0 ? ru.ru_nvcsw : 0;
+}
+
+static int wd_begin(struct wd_mark *m) {
+  if (atomic_load_explicit(&g_wd_threshold_us, memory_order_relaxed) == 0) return 0;
+  m->wall_us = rrpc__now_us();
+  m->cpu_us = thread_cpu_us();
+  m->nvcsw = thread_nvcsw();
+  return 1;
+}
+
+static void wd_end(const rrpc__loop *loop, const struct wd_mark *m, const char *kind, void *fn) {
+  uint64_t threshold = atomic_load_explicit(&g_wd_threshold_us, memory_order_relaxed);
+  uint64_t busy = atomic_load_explicit(&g_wd_busy_us, memory_order_relaxed);
+  uint64_t wall = rrpc__now_us() - m->wall_us;
+  if (threshold == 0 || wall < threshold) return;
+  uint64_t cpu = thread_cpu_us() - m->cpu_us;
+  long slept = thread_nvcsw() - m->nvcsw;
+  /* Blocked (it went to sleep) for over the threshold, or busy for over
+   * the busy one; merely preempted is not the callback's doing. */
+  if (slept == 0 && cpu < busy) return;
+  atomic_fetch_add(&g_wd_hits, 1);
+  /* A static function has no dynamic symbol: then file+offset, which
+   * `addr2line -f -e FILE OFFSET` turns into its name. */
+  Dl_info info;
+  int found = dladdr(fn, &info) != 0;
+  const char *name = found && info.dli_sname != NULL ? info.dli_sname : "?";
+  const char *file = found && info.dli_fname != NULL ? info.dli_fname : "?";
+  uintptr_t off = found ? (uintptr_t)fn - (uintptr_t)info.dli_fbase : (uintptr_t)fn;
+  RRPC_LOG(ERROR,
+           "loop %s: %s %s (%s+0x%lx) ran %llu us (cpu %llu us, slept %ld times): loop callbacks must not block",
+           loop->name, kind, name, file, (unsigned long)off, (unsigned long long)wall, (unsigned long long)cpu, slept);
+}
+
+/* Run one callback under the watchdog. */
+#define WD_RUN(loop, kind, fnptr, call)                            \
+  do {                                                             \
+    struct wd_mark wd_m_;                                          \
+    int wd_on_ = wd_begin(&wd_m_);                                 \
+    call;                                                          \
+    if (wd_on_) wd_end((loop), &wd_m_, (kind), (void *)(fnptr));   \
+  } while (0)
+
 /* ---- wake-up ------------------------------------------------------------- */
 
 /* With mu held: does this change need an eventfd write? Only when the loop
@@ -171,7 +256,7 @@ static int run_tasks(rrpc__loop *loop) {
   pthread_mutex_unlock(&loop->mu);
 
   struct task_vec *r = &loop->running;
-  for (size_t i = 0; i < r->len; i++) r->items[i].fn(r->items[i].arg);
+  for (size_t i = 0; i < r->len; i++) WD_RUN(loop, "task", r->items[i].fn, r->items[i].fn(r->items[i].arg));
   r->len = 0;
   if (r->cap > TASKS_KEEP_CAP) { /* give back what a burst grew */
     free(r->items);
@@ -222,7 +307,7 @@ static uint64_t run_timers_and_plan_wait(rrpc__loop *loop) {
     void *arg;
     if (rrpc__timer_heap_pop_due(&loop->timers, now, limit, &fn, &arg)) break;
     pthread_mutex_unlock(&loop->mu);
-    fn(arg);
+    WD_RUN(loop, "timer", fn, fn(arg));
     pthread_mutex_lock(&loop->mu);
   }
   uint64_t deadline = 0;
@@ -281,7 +366,7 @@ static void dispatch(rrpc__loop *loop, int n) {
       continue;
     }
     rrpc__watcher *w = p;
-    w->cb(w, loop->events[i].events);
+    WD_RUN(loop, "fd watcher", w->cb, w->cb(w, loop->events[i].events));
   }
   loop->cur_n = 0;
 }
@@ -306,7 +391,8 @@ void rrpc__loop_poller_del(rrpc__loop *loop, rrpc__poll_fn fn, void *arg) {
 /* Run every poller once; drop the ones deleted meanwhile. */
 static void run_pollers(rrpc__loop *loop) {
   for (int i = 0; i < loop->npollers; i++)
-    if (loop->pollers[i].fn != NULL) loop->pollers[i].fn(loop->pollers[i].arg);
+    if (loop->pollers[i].fn != NULL)
+      WD_RUN(loop, "poller", loop->pollers[i].fn, loop->pollers[i].fn(loop->pollers[i].arg));
   int k = 0;
   for (int i = 0; i < loop->npollers; i++)
     if (loop->pollers[i].fn != NULL) loop->pollers[k++] = loop->pollers[i];
@@ -316,7 +402,6 @@ static void run_pollers(rrpc__loop *loop) {
 static void *loop_main(void *p) {
   rrpc__loop *loop = p;
   tls_current = loop;
-  pthread_setname_np(pthread_self(), loop->name);
   /* One round: tasks, due timers, then block for fds. Tasks posted while
    * a round runs make the next wait non-blocking, so neither I/O nor tasks
    * can starve the other. */
@@ -338,6 +423,7 @@ const char *rrpc__loop_name(const rrpc__loop *loop) { return loop->name; }
 
 int rrpc__loop_start(const char *name, rrpc__loop **out) {
   int rc;
+  pthread_once(&g_wd_env_once, wd_read_env);
   rrpc__loop *loop = calloc(1, sizeof *loop);
   if (!loop) return -ENOMEM;
   snprintf(loop->name, sizeof loop->name, "%s", name ? name : "rrpc-loop");
@@ -382,6 +468,9 @@ int rrpc__loop_start(const char *name, rrpc__loop **out) {
   rc = -pthread_create(&loop->thread, NULL, loop_main, loop);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (rc) goto fail_wakefd;
+  /* Named here, not by the thread itself: once start returns, the name is
+   * there for tools (and tests) to see. */
+  pthread_setname_np(loop->thread, loop->name);
   *out = loop;
   return 0;
 

@@ -8,8 +8,10 @@
 #include "rrpc/iobuf.h"
 #include "rrpc/builtin.h"
 #include "rrpc/log.h"
+#include "rrpc/loops.h"
 #include "rrpc/metrics.h"
 #include "rrpc/rdma.h"
 #include "rrpc/server.h"
+#include "rrpc/version.h"
 
 #endif /* RRPC_RRPC_H */

@@ -28,9 +28,13 @@ struct method {
   char *name;
   rrpc_handler_fn fn;
   void *arg;
+  rrpc_run_mode mode;
+  int in_loop; /* resolved at start from mode and the server's default */
   rrpc__call_stats *stats;
   rrpc__stats_reg *reg;
 };
+
+enum { DEFAULT_POOL_MIN_THREADS = 4, DEFAULT_POOL_QUEUE_MAX = 65536 };
 
 /* One accepted connection; lives until its socket's on_close. */
 struct sconn {
@@ -52,7 +56,8 @@ struct rrpc_server {
   size_t nmethods, cap_methods;
   rrpc__loop_group *group;
   int own_group;
-  rrpc__worker_pool *pool;
+  rrpc__worker_pool *pool; /* NULL when every method runs in the loop */
+  int pool_queue_max;
   const rrpc_transport_ops *ops;
   int listen_fd;
   int port;
@@ -70,6 +75,7 @@ struct rrpc_server {
 };
 
 struct rrpc_server_call {
+  rrpc__work work; /* its place in the worker queue */
   rrpc_server *srv;
   rrpc__socket *sock; /* refcounted */
   int64_t cid;
@@ -86,7 +92,7 @@ int rrpc_server_new(const rrpc_server_options *opts, rrpc_server **out) {
   rrpc_server *s = calloc(1, sizeof *s);
   if (s == NULL) return -ENOMEM;
   if (opts != NULL) s->opts = *opts;
-  if (s->opts.num_threads < 0 || s->opts.pool_threads < 0) {
+  if (s->opts.num_threads < 0 || s->opts.pool_threads < 0 || s->opts.pool_queue_max < 0) {
     free(s);
     return -EINVAL;
   }
@@ -130,8 +136,28 @@ int rrpc_server_add_method(rrpc_server *s, const char *service, const char *meth
   }
   m->fn = fn;
   m->arg = arg;
+  m->mode = RRPC_RUN_DEFAULT;
+  m->in_loop = 0;
   s->nmethods++;
   return 0;
+}
+
+int rrpc_server_set_method_mode(rrpc_server *s, const char *service, const char *method,
+                                rrpc_run_mode mode) {
+  if (s == NULL || service == NULL || method == NULL) return -EINVAL;
+  if (mode != RRPC_RUN_DEFAULT && mode != RRPC_RUN_IN_POOL && mode != RRPC_RUN_IN_LOOP) return -EINVAL;
+  if (s->state != SRV_NEW) return -EBUSY;
+  for (size_t i = 0; i < s->nmethods; i++) {
+    if (strcmp(s->methods[i].service, service) == 0 && strcmp(s->methods[i].name, method) == 0) {
+      s->methods[i].mode = mode;
+      return 0;
+    }
+  }
+  return -ENOENT;
+}
+
+uint64_t rrpc_server_pool_rejected(const rrpc_server *s) {
+  return s->pool != NULL ? rrpc__worker_pool_rejected(s->pool) : 0;
 }
 
 /* Linear: services have a handful of methods; a table lookup costs less
@@ -243,7 +269,21 @@ static int check_request(rrpc_server *srv, rrpc__baidu_msg *msg, rrpc_server_cal
   return rc;
 }
 
-static int handle_request(rrpc_server *srv, rrpc__socket *sock, rrpc__baidu_msg *msg) {
+/* Requests for the pool, collected while one read is cut into frames. */
+struct batch {
+  rrpc__work *head, *tail;
+  int n;
+};
+
+static void batch_add(struct batch *b, rrpc_server_call *call) {
+  call->work = (rrpc__work){.next = NULL, .fn = run_handler, .arg = call};
+  if (b->tail) b->tail->next = &call->work;
+  else b->head = &call->work;
+  b->tail = &call->work;
+  b->n++;
+}
+
+static int handle_request(rrpc_server *srv, rrpc__socket *sock, rrpc__baidu_msg *msg, struct batch *b) {
   if (!(msg->meta.has & RRPC_META_HAS_REQUEST)) {
     RRPC_LOG(WARNING, "closing a connection that sent a baidu_std frame without a request");
     return -RRPC_EPARSE;
@@ -271,9 +311,40 @@ static int handle_request(rrpc_server *srv, rrpc__socket *sock, rrpc__baidu_msg 
     rrpc_server_call_respond(call, NULL);
     return 0;
   }
-  if (srv->pool != NULL && rrpc__worker_pool_submit(srv->pool, run_handler, call) == 0) return 0;
-  run_handler(call); /* run to completion on the loop thread */
+  if (call->m->in_loop || srv->pool == NULL) {
+    run_handler(call); /* run to completion on the loop thread */
+    return 0;
+  }
+  batch_add(b, call);
   return 0;
+}
+
+/* A request the pool could not take. Running it here instead would let a
+ * burst block the loop: refuse it, as brpc does when a server is over
+ * capacity. */
+static void refuse(rrpc_server *srv, rrpc_server_call *call, int why) {
+  char text[96];
+  if (why == -RRPC_EOVERCROWDED)
+    snprintf(text, sizeof text, "the server's worker queue is full (%d waiting)", srv->pool_queue_max);
+  else
+    snprintf(text, sizeof text, "cannot queue the request: %s", rrpc_strerror(why));
+  rrpc__controller_fail(&call->cntl, why, text, strlen(text));
+  rrpc_server_call_respond(call, NULL);
+}
+
+/* Hand every pool request cut from one read to the pool at once. */
+static void batch_flush(rrpc_server *srv, struct batch *b) {
+  if (b->n == 0) return;
+  rrpc__work *rest = NULL;
+  int why = 0;
+  rrpc__worker_pool_submit(srv->pool, b->head, b->n, &rest, &why);
+  while (rest != NULL) {
+    rrpc__work *next = rest->next; /* refuse frees the call and its node */
+    refuse(srv, rest->arg, why);
+    rest = next;
+  }
+  b->head = b->tail = NULL;
+  b->n = 0;
 }
 
 static int server_on_data(void *owner, rrpc__socket *sock, rrpc_iobuf *rbuf) {
@@ -285,21 +356,25 @@ static int server_on_data(void *owner, rrpc__socket *sock, rrpc_iobuf *rbuf) {
     c->proto = http == 1 ? PROTO_HTTP : PROTO_BAIDU;
   }
   if (c->proto == PROTO_HTTP) return rrpc__builtin_on_data(&c->http, c->srv, sock, rbuf);
+  struct batch b = {NULL, NULL, 0};
+  int rc;
   for (;;) {
     rrpc__baidu_msg msg;
     rrpc__baidu_msg_init(&msg);
-    int rc = rrpc__baidu_cut(rbuf, c->srv->max_body, &msg);
-    if (rc == 0) return 0;
+    rc = rrpc__baidu_cut(rbuf, c->srv->max_body, &msg);
+    if (rc == 0) break;
     if (rc < 0) {
       char peer[64];
       rrpc__socket_peer_str(sock, peer, sizeof peer);
       RRPC_LOG(WARNING, "closing connection from %s: %s", peer, rrpc_strerror(rc));
-      return rc;
+      break;
     }
-    rc = handle_request(c->srv, sock, &msg);
+    rc = handle_request(c->srv, sock, &msg, &b);
     rrpc__baidu_msg_destroy(&msg);
-    if (rc < 0) return rc;
+    if (rc < 0) break;
   }
+  batch_flush(c->srv, &b); /* what was cut before an error is still served */
+  return rc;
 }
 
 static void server_on_close(void *owner, rrpc__socket *sock, int code) {
@@ -389,6 +464,14 @@ static int open_listener(rrpc_server *s, const struct sockaddr_in *sa) {
   return 0;
 }
 
+/* Handlers may block (a sleep, a synchronous call to another service), so
+ * the pool has a few threads even on a small machine; more CPUs, more. */
+static int pool_size(const rrpc_server_options *o) {
+  if (o->pool_threads > 0) return o->pool_threads;
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  return cpus > DEFAULT_POOL_MIN_THREADS ? (int)cpus : DEFAULT_POOL_MIN_THREADS;
+}
+
 static int start_runtime(rrpc_server *s) {
   int rc;
   if (s->opts.num_threads > 0) {
@@ -398,9 +481,15 @@ static int start_runtime(rrpc_server *s) {
     rc = rrpc__loop_group_global(0, &s->group);
   }
   if (rc != 0) return rc;
-  if (s->opts.handlers_in_pool) {
-    int n = s->opts.pool_threads > 0 ? s->opts.pool_threads : 4;
-    rc = rrpc__worker_pool_start(n, "rrpc-work", &s->pool);
+  int need_pool = 0;
+  for (size_t i = 0; i < s->nmethods; i++) {
+    struct method *m = &s->methods[i];
+    m->in_loop = m->mode == RRPC_RUN_IN_LOOP || (m->mode == RRPC_RUN_DEFAULT && s->opts.handlers_in_loop);
+    if (!m->in_loop) need_pool = 1;
+  }
+  if (need_pool) {
+    s->pool_queue_max = s->opts.pool_queue_max > 0 ? s->opts.pool_queue_max : DEFAULT_POOL_QUEUE_MAX;
+    rc = rrpc__worker_pool_start(pool_size(&s->opts), s->pool_queue_max, "rrpc-work", &s->pool);
   }
   return rc;
 }

@@ -26,18 +26,33 @@ typedef struct rrpc_server_options {
   int num_threads;         /* event loop threads; 0 = share the process-wide loops */
   int use_rdma;            /* 1: offer RDMA (SMC-R CLC handshake); clients that
                               do not ask for it are served over TCP */
-  int handlers_in_pool;    /* 1: run handlers on a worker pool instead of the
-                              loop thread (for handlers that block) */
-  int pool_threads;        /* worker pool size; 0 = 4 */
+  int handlers_in_pool;    /* kept for compatibility: handlers run on the
+                              worker pool by default (see handlers_in_loop) */
+  int pool_threads;        /* worker pool size; 0 = the CPU count, at least 4 */
   size_t max_body_size;    /* 0 = 64 MiB */
   int idle_timeout_s;      /* reserved; 0 = never close idle connections */
+  int handlers_in_loop;    /* 1: run handlers on the loop thread that read the
+                              request (the fastest mode; handlers must then
+                              never block). Per method: rrpc_server_set_method_mode */
+  int pool_queue_max;      /* requests waiting for a pool thread, at most; one
+                              over it fails with RRPC_EOVERCROWDED. 0 = 65536 */
   int no_builtin_services; /* 1: do not answer HTTP on this port (the builtin
                               pages /status, /vars, /connections, ...; see
                               docs/observability.md for serving them on a
                               separate internal port instead) */
 } rrpc_server_options;
 
-/* A handler. Runs on a loop thread (or a pool thread); `call` is owned by
+/* Where a method's handler runs. */
+typedef enum rrpc_run_mode {
+  RRPC_RUN_DEFAULT = 0, /* the server's choice (handlers_in_loop) */
+  RRPC_RUN_IN_POOL = 1, /* a worker pool thread: may block, may call other
+                           services synchronously */
+  RRPC_RUN_IN_LOOP = 2, /* the loop thread: no thread hop, must not block;
+                           a synchronous rrpc call from it fails with EDEADLK */
+} rrpc_run_mode;
+
+/* A handler. Runs on a worker pool thread (by default) or on a loop thread
+ * (RRPC_RUN_IN_LOOP); `call` is owned by
  * rrpc until rrpc_server_call_respond is called with it. */
 typedef void (*rrpc_handler_fn)(void *arg, rrpc_server_call *call);
 
@@ -50,6 +65,16 @@ int rrpc_server_new(const rrpc_server_options *opts, rrpc_server **out);
  * -EINVAL, -ENOMEM. */
 int rrpc_server_add_method(rrpc_server *s, const char *service_full_name, const char *method,
                            rrpc_handler_fn fn, void *arg);
+
+/* rrpc_server_set_method_mode - where service.method's handler runs,
+ * overriding the server's default. Only before start. 0, -ENOENT (no such
+ * method), -EBUSY (started), -EINVAL. */
+int rrpc_server_set_method_mode(rrpc_server *s, const char *service_full_name, const char *method,
+                                rrpc_run_mode mode);
+
+/* rrpc_server_pool_rejected - requests failed with RRPC_EOVERCROWDED because
+ * the worker queue was full (pool_queue_max), since start. Any thread. */
+uint64_t rrpc_server_pool_rejected(const rrpc_server *s);
 
 /* rrpc_server_start - listen on "ip:port", ":port", or "port"; port 0 picks a
  * free one (see rrpc_server_port). 0, -EADDRINUSE, -EINVAL,

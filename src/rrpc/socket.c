@@ -3,12 +3,21 @@
  * nothing about what the transport is, nor about the protocol above it.
  *
  * Write path: one "write token" per socket. A writer that finds the token
- * free takes it and writes on its own thread (no thread hop); writers that
+ * free takes it and writes on its own thread (no thread hop) - except on the
+ * socket's own loop thread, where it queues and writes once at the end of
+ * the round (one sendmsg for a batch of responses); writers that
  * find it taken append to the queue, and the token holder drains the queue
  * before giving the token back, so order per socket is kept. A transport
  * that cannot take more returns -EAGAIN and keeps the token until it calls
  * rrpc__socket_resume_write. Until the transport is ready the token belongs
  * to the start-up, so early writes just queue.
+ *
+ * Connecting (client sockets made by rrpc__socket_connect): the TCP connect
+ * itself runs on the loop, non-blocking - a watcher for EPOLLOUT, a timer
+ * for connect_timeout_ms, a retry with backoff after a failed attempt - so
+ * no thread ever waits in connect or poll. The fd changes between attempts
+ * and is touched only on the loop thread until `fd_ready` is set; writes
+ * issued meanwhile queue behind the start-up's token as usual.
  *
  * Lifetime: refcounted. The fd is closed and the transport's close runs
  * only when the last reference drops (on the loop thread), so no thread can
@@ -34,6 +43,17 @@
 #include "rrpc/internal/metrics.h"
 #include "rrpc/errors.h"
 
+/* The connect in progress (loop thread only); freed once connected. */
+struct connect_plan {
+  struct sockaddr_in sa;
+  int timeout_ms;       /* per attempt */
+  int attempts_left;    /* after the current one */
+  int backoff_ms;       /* before the next attempt; doubles */
+  rrpc__timer_id timer; /* attempt deadline or retry; 0: none */
+};
+
+enum { CONNECT_BACKOFF_FIRST_MS = 1, CONNECT_BACKOFF_MAX_MS = 200 };
+
 struct rrpc__socket {
   atomic_int refs;
   atomic_int failed; /* 0, or the first (negative) failure code */
@@ -50,6 +70,9 @@ struct rrpc__socket {
   void *owner;
   int owner_notified;
   int closed; /* close_task ran (loop thread only) */
+  int started; /* ops->start was called (loop thread only) */
+  struct connect_plan *plan; /* non-NULL while connecting (loop thread only) */
+  atomic_int fd_ready;       /* 1 once fd is connected and never changes again */
   rrpc_iobuf rbuf; /* loop thread only */
   /* write side */
   pthread_mutex_t wmu;
@@ -68,7 +91,8 @@ struct rrpc__socket {
 };
 
 static void socket_free(rrpc__socket *s) {
-  if (s->ops != NULL && s->ops->close != NULL) s->ops->close(s);
+  if (s->ops != NULL && s->ops->close != NULL && s->started) s->ops->close(s);
+  free(s->plan);
   if (s->fd >= 0) close(s->fd);
   rrpc__iobuf_destroy(&s->rbuf);
   rrpc__iobuf_destroy(&s->wqueue);
@@ -197,9 +221,15 @@ int rrpc__socket_facts_async(rrpc__socket *s, rrpc__conn_facts *out, void (*done
 
 /* ---- events ------------------------------------------------------------- */
 
+static void connect_event(rrpc__socket *s, uint32_t events);
+
 static void on_fd_event(rrpc__watcher *w, uint32_t events) {
   rrpc__socket *s = w->arg;
   if (atomic_load(&s->failed)) return;
+  if (s->plan != NULL) {
+    connect_event(s, events);
+    return;
+  }
   s->ops->on_fd_event(s, events);
 }
 
@@ -223,11 +253,18 @@ static void close_task(void *arg) {
   rrpc__socket *s = arg;
   if (s->closed) return;
   s->closed = 1;
+  if (s->plan != NULL && s->plan->timer != 0) {
+    rrpc__loop_timer_cancel(s->loop, s->plan->timer); /* on the loop: it cannot be running */
+    s->plan->timer = 0;
+  }
+  /* Here the fd cannot change under us; other threads only shut it down
+   * once it is final (fd_ready). */
+  if (s->fd >= 0) shutdown(s->fd, SHUT_RDWR);
   if (s->watching) {
     rrpc__loop_watch_del(s->loop, &s->watcher);
     s->watching = 0;
   }
-  if (s->ops->on_fail != NULL) s->ops->on_fail(s, atomic_load(&s->failed));
+  if (s->started && s->ops->on_fail != NULL) s->ops->on_fail(s, atomic_load(&s->failed));
   if (!s->owner_notified) {
     s->owner_notified = 1;
     s->handler->on_close(s->owner, s, atomic_load(&s->failed));
@@ -242,7 +279,7 @@ void rrpc__socket_fail(rrpc__socket *s, int code) {
   /* Wake any thread blocked on the fd and make the peer see EOF now; the fd
    * itself stays open until the last reference, so it cannot be reused
    * under a concurrent writer. */
-  shutdown(s->fd, SHUT_RDWR);
+  if (atomic_load(&s->fd_ready)) shutdown(s->fd, SHUT_RDWR);
   if (rrpc__loop_post(s->loop, close_task, s) != 0) {
     RRPC_LOG(ERROR, "socket fd=%d: loop is gone, closing inline", s->fd);
     close_task(s);
@@ -261,7 +298,7 @@ static void drain(rrpc__socket *s) {
         s->token = 0;
         int fin = s->fin_when_drained;
         pthread_mutex_unlock(&s->wmu);
-        if (fin) shutdown(s->fd, SHUT_WR);
+        if (fin) shutdown(s->fd, SHUT_RDWR); /* FIN after the data; our read side sees EOF */
         return;
       }
       int rc = rrpc_iobuf_move(&s->wpend, &s->wqueue);
@@ -282,6 +319,13 @@ static void drain(rrpc__socket *s) {
   }
 }
 
+/* The deferred write of the loop thread (rrpc__socket_write). */
+static void flush_task(void *arg) {
+  rrpc__socket *s = arg;
+  drain(s);
+  rrpc__socket_unref(s);
+}
+
 int rrpc__socket_write(rrpc__socket *s, rrpc_iobuf *msg) {
   atomic_fetch_add_explicit(&s->bytes_out, rrpc_iobuf_length(msg), memory_order_relaxed);
   pthread_mutex_lock(&s->wmu);
@@ -298,6 +342,20 @@ int rrpc__socket_write(rrpc__socket *s, rrpc_iobuf *msg) {
     return rc;
   }
   s->token = 1;
+  if (rrpc__loop_in_thread(s->loop) || rrpc__loop_awake(s->loop)) {
+    /* On the socket's own loop (an in-loop handler answering, a completion
+     * issuing the next call): queue and write once after this round's
+     * events, so every response cut from one read leaves in one sendmsg.
+     * From another thread (a pool worker answering) while the loop is busy
+     * anyway: the same, at no wake-up; only an idle loop is left asleep and
+     * the writer writes itself (the lowest latency when load is light). */
+    int rc = rrpc_iobuf_move(&s->wqueue, msg);
+    pthread_mutex_unlock(&s->wmu);
+    if (rc != 0) rrpc_iobuf_clear(msg);
+    rrpc__socket_ref(s);
+    if (rrpc__loop_post(s->loop, flush_task, s) != 0) flush_task(s);
+    return rc;
+  }
   pthread_mutex_unlock(&s->wmu);
   int rc = rrpc_iobuf_move(&s->wpend, msg); /* wpend is empty: cannot grow */
   if (rc != 0) {
@@ -316,7 +374,7 @@ void rrpc__socket_finish_writes(rrpc__socket *s) {
   s->fin_when_drained = 1;
   int idle = !s->token;
   pthread_mutex_unlock(&s->wmu);
-  if (idle) shutdown(s->fd, SHUT_WR);
+  if (idle) shutdown(s->fd, SHUT_RDWR);
 }
 
 void rrpc__socket_ready(rrpc__socket *s, int code) {
@@ -339,12 +397,19 @@ void rrpc__socket_deliver(rrpc__socket *s) {
 
 /* ---- creation ------------------------------------------------------------- */
 
+static void connect_attempt(rrpc__socket *s);
+
 static void start_task(void *arg) {
   rrpc__socket *s = arg;
   if (atomic_load(&s->failed)) return; /* its close_task is queued behind us */
+  if (s->plan != NULL) {
+    connect_attempt(s);
+    return;
+  }
   int rc = rrpc__loop_watch_add(s->loop, &s->watcher);
   if (rc == 0) {
     s->watching = 1;
+    s->started = 1;
     rc = s->ops->start(s, s->is_client);
   }
   if (rc < 0) {
@@ -354,19 +419,137 @@ static void start_task(void *arg) {
   /* The loop's reference is dropped by close_task once the socket fails. */
 }
 
+/* ---- connecting (loop thread) ---------------------------------------------- */
+
+static void fill_addrs(rrpc__socket *s) {
+  socklen_t len = sizeof s->peer;
+  getpeername(s->fd, (struct sockaddr *)&s->peer, &len);
+  len = sizeof s->local;
+  getsockname(s->fd, (struct sockaddr *)&s->local, &len);
+}
+
+static void tune_fd(int fd);
+
+/* The TCP connection is up: from here the socket is what
+ * rrpc__socket_create would have made, and the transport starts. */
+static void connect_done(rrpc__socket *s) {
+  free(s->plan);
+  s->plan = NULL;
+  fill_addrs(s);
+  tune_fd(s->fd);
+  atomic_store(&s->fd_ready, 1);
+  int rc = rrpc__loop_watch_mod(s->loop, &s->watcher, EPOLLIN);
+  if (rc == 0) {
+    s->want_events = EPOLLIN;
+    s->started = 1;
+    rc = s->ops->start(s, s->is_client);
+  }
+  if (rc < 0) {
+    RRPC_LOG(WARNING, "socket fd=%d: %s start failed: %s", s->fd, s->ops->name, rrpc_strerror(rc));
+    rrpc__socket_fail(s, rc);
+  }
+}
+
+static void retry_task(void *arg) {
+  rrpc__socket *s = arg;
+  s->plan->timer = 0;
+  if (atomic_load(&s->failed)) return;
+  connect_attempt(s);
+}
+
+/* One attempt failed with `code`: drop its fd, then try again after the
+ * backoff or, with no attempts left, fail the socket (its calls hear why). */
+static void attempt_failed(rrpc__socket *s, int code) {
+  struct connect_plan *p = s->plan;
+  if (p->timer != 0) {
+    rrpc__loop_timer_cancel(s->loop, p->timer);
+    p->timer = 0;
+  }
+  if (s->watching) {
+    rrpc__loop_watch_del(s->loop, &s->watcher);
+    s->watching = 0;
+  }
+  if (s->fd >= 0) close(s->fd);
+  s->fd = -1;
+  s->watcher.fd = -1;
+  if (p->attempts_left <= 0 ||
+      rrpc__loop_timer_add(s->loop, rrpc__now_us() + (uint64_t)p->backoff_ms * 1000u, retry_task, s,
+                           &p->timer) != 0) {
+    rrpc__socket_fail(s, code);
+    return;
+  }
+  p->attempts_left--;
+  p->backoff_ms = p->backoff_ms * 2 > CONNECT_BACKOFF_MAX_MS ? CONNECT_BACKOFF_MAX_MS : p->backoff_ms * 2;
+}
+
+static void attempt_timeout(void *arg) {
+  rrpc__socket *s = arg;
+  s->plan->timer = 0;
+  if (atomic_load(&s->failed)) return;
+  attempt_failed(s, -ETIMEDOUT);
+}
+
+static void connect_attempt(rrpc__socket *s) {
+  struct connect_plan *p = s->plan;
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    attempt_failed(s, -errno);
+    return;
+  }
+  s->fd = fd;
+  s->watcher.fd = fd;
+  if (connect(fd, (const struct sockaddr *)&p->sa, sizeof p->sa) == 0) {
+    int rc = rrpc__loop_watch_add(s->loop, &s->watcher);
+    if (rc != 0) {
+      attempt_failed(s, rc);
+      return;
+    }
+    s->watching = 1;
+    connect_done(s);
+    return;
+  }
+  if (errno != EINPROGRESS) {
+    attempt_failed(s, -errno);
+    return;
+  }
+  s->watcher.events = EPOLLOUT;
+  int rc = rrpc__loop_watch_add(s->loop, &s->watcher);
+  if (rc == 0) {
+    s->watching = 1;
+    rc = rrpc__loop_timer_add(s->loop, rrpc__now_us() + (uint64_t)p->timeout_ms * 1000u, attempt_timeout,
+                              s, &p->timer);
+  }
+  if (rc != 0) attempt_failed(s, rc);
+}
+
+/* The fd became writable (connected) or reported an error. */
+static void connect_event(rrpc__socket *s, uint32_t events) {
+  int err = 0;
+  socklen_t len = sizeof err;
+  if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+  if (err == 0 && (events & (EPOLLERR | EPOLLHUP))) err = ECONNREFUSED;
+  if (err != 0) {
+    attempt_failed(s, -err);
+    return;
+  }
+  if (!(events & EPOLLOUT)) return;
+  if (s->plan->timer != 0) {
+    rrpc__loop_timer_cancel(s->loop, s->plan->timer);
+    s->plan->timer = 0;
+  }
+  connect_done(s);
+}
+
 static void tune_fd(int fd) {
   int one = 1;
   /* RPC messages are latency-bound: never let Nagle hold a small frame. */
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
-int rrpc__socket_create(rrpc__loop *loop, int fd, int is_client, const rrpc_transport_ops *ops,
-                        const rrpc__socket_handler *h, void *owner, rrpc__socket **out) {
+static rrpc__socket *socket_alloc(rrpc__loop *loop, int fd, int is_client, const rrpc_transport_ops *ops,
+                                  const rrpc__socket_handler *h, void *owner) {
   rrpc__socket *s = calloc(1, sizeof *s);
-  if (s == NULL) {
-    close(fd);
-    return -ENOMEM;
-  }
+  if (s == NULL) return NULL;
   atomic_init(&s->refs, 2); /* the caller's and the loop's */
   atomic_init(&s->failed, 0);
   s->fd = fd;
@@ -383,14 +566,13 @@ int rrpc__socket_create(rrpc__loop *loop, int fd, int is_client, const rrpc_tran
   rrpc__iobuf_init(&s->wpend);
   pthread_mutex_init(&s->wmu, NULL);
   pthread_mutex_init(&s->ev_mu, NULL);
-  socklen_t len = sizeof s->peer;
-  getpeername(fd, (struct sockaddr *)&s->peer, &len);
-  len = sizeof s->local;
-  getsockname(fd, (struct sockaddr *)&s->local, &len);
-  addr_str(&s->peer, s->peer_str, sizeof s->peer_str);
   s->created_us = rrpc__now_us();
-  tune_fd(fd);
-  int rc = rrpc__loop_post(loop, start_task, s);
+  return s;
+}
+
+/* Hand the new socket to its loop, which starts it. */
+static int socket_post_start(rrpc__socket *s, rrpc__socket **out) {
+  int rc = rrpc__loop_post(s->loop, start_task, s);
   if (rc != 0) {
     s->ops = NULL; /* never started: nothing for the transport to close */
     socket_free(s);
@@ -399,3 +581,40 @@ int rrpc__socket_create(rrpc__loop *loop, int fd, int is_client, const rrpc_tran
   *out = s;
   return 0;
 }
+
+int rrpc__socket_create(rrpc__loop *loop, int fd, int is_client, const rrpc_transport_ops *ops,
+                        const rrpc__socket_handler *h, void *owner, rrpc__socket **out) {
+  rrpc__socket *s = socket_alloc(loop, fd, is_client, ops, h, owner);
+  if (s == NULL) {
+    close(fd);
+    return -ENOMEM;
+  }
+  atomic_init(&s->fd_ready, 1);
+  fill_addrs(s);
+  addr_str(&s->peer, s->peer_str, sizeof s->peer_str);
+  tune_fd(fd);
+  return socket_post_start(s, out);
+}
+
+int rrpc__socket_connect(rrpc__loop *loop, const struct sockaddr_in *sa, int timeout_ms, int attempts,
+                         const rrpc_transport_ops *ops, const rrpc__socket_handler *h, void *owner,
+                         rrpc__socket **out) {
+  rrpc__socket *s = socket_alloc(loop, -1, 1, ops, h, owner);
+  if (s == NULL) return -ENOMEM;
+  s->plan = calloc(1, sizeof *s->plan);
+  if (s->plan == NULL) {
+    s->ops = NULL;
+    socket_free(s);
+    return -ENOMEM;
+  }
+  s->plan->sa = *sa;
+  s->plan->timeout_ms = timeout_ms > 0 ? timeout_ms : 1;
+  s->plan->attempts_left = attempts > 1 ? attempts - 1 : 0;
+  s->plan->backoff_ms = CONNECT_BACKOFF_FIRST_MS;
+  atomic_init(&s->fd_ready, 0);
+  memcpy(&s->peer, sa, sizeof *sa);
+  addr_str(&s->peer, s->peer_str, sizeof s->peer_str);
+  return socket_post_start(s, out);
+}
+
+int rrpc__socket_connected(const rrpc__socket *s) { return atomic_load(&s->fd_ready); }

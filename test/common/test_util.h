@@ -43,6 +43,11 @@ std::string smc_data_dir();
 // the rest hex pairs. A file that cannot be opened fails the current test.
 std::vector<uint8_t> load_smc_hex(const std::string &rel);
 
+// The loop watchdog runs in every test binary (test/common/loop_watchdog.cc)
+// and fails the run on any report; a test that provokes `n` on purpose
+// declares them here.
+void watchdog_expect(uint64_t n);
+
 }  // namespace rrpc_test
 
 #endif  // RRPC_TEST_COMMON_TEST_UTIL_H

@@ -24,9 +24,9 @@ int rrpc__builtin_sniff(const rrpc_iobuf *rbuf);
 /* rrpc__builtin_on_data - the connection speaks HTTP: consume rbuf. *st
  * is the connection's state (NULL at first; freed by
  * rrpc__builtin_conn_free). One request per connection: it is answered with
- * "Connection: close" and later bytes are discarded; a bad request is
- * answered with its status and the connection fails. Loop thread. 0 or a
- * negative code (fail the socket). */
+ * "Connection: close", a bad one with its status, and either way the
+ * connection closes once the answer is out; bytes after the request are
+ * discarded. Loop thread. 0 or a negative code (fail the socket). */
 int rrpc__builtin_on_data(rrpc__http_conn **st, rrpc_server *srv, rrpc__socket *sock, rrpc_iobuf *rbuf);
 void rrpc__builtin_conn_free(rrpc__http_conn *st);
 
@@ -45,8 +45,8 @@ int rrpc__builtin_listing_begin(void);
 void rrpc__builtin_listing_end(void);
 
 /* rrpc__http_respond - write a whole response with "Connection: close"
- * (body copied; NULL = empty; not sent for HEAD). Any thread; the caller
- * holds a reference on sock. */
+ * (body copied; NULL = empty; not sent for HEAD), then close the
+ * connection once it is out. Any thread; the caller holds a reference. */
 void rrpc__http_respond(rrpc__socket *sock, int status, const char *content_type, const rrpc__sb *body,
                         int is_head);
 

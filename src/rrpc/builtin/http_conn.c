@@ -109,7 +109,7 @@ void rrpc__http_respond(rrpc__socket *sock, int status, const char *content_type
   if (rc == 0 && blen && !is_head) rc = rrpc_iobuf_append(&out, body->p, blen);
   if (rc == 0) {
     rrpc__socket_write(sock, &out);
-    rrpc__socket_finish_writes(sock); /* "Connection: close": FIN after the response */
+    rrpc__socket_finish_writes(sock); /* "Connection: close": closed after the response */
   } else {
     rrpc__socket_fail(sock, rc);
   }
@@ -123,9 +123,9 @@ static int refuse(rrpc__socket *sock, int status, const char *why) {
   rrpc__sb_printf(&b, "%d %s: %s\n", status, reason(status), why);
   rrpc__http_respond(sock, status, "text/plain; charset=utf-8", &b, 0);
   rrpc__sb_free(&b);
-  /* Only this connection ends; the response is already in the socket's
-   * buffer (a small write to an idle socket goes at once). */
-  return -RRPC_EPARSE;
+  /* Only this connection ends: rrpc__http_respond closes it once the
+   * answer is out. */
+  return 0;
 }
 
 /* ---- the connection ----------------------------------------------------------- */
@@ -154,6 +154,7 @@ int rrpc__builtin_on_data(rrpc__http_conn **stp, rrpc_server *srv, rrpc__socket 
   if (rc == 0) return 0;
   if (rc != 1) {
     rrpc_iobuf_clear(rbuf);
+    st->answered = 1;
     return refuse(sock, rc, rc == 413 ? "request head too large" : rc == 405 ? "only GET and HEAD" : "malformed request");
   }
   st->answered = 1;

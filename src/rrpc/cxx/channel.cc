@@ -14,12 +14,14 @@
 #include <string>
 
 #include "rrpc/cxx/detail.h"
-#include "rrpc/cxx/flags.h"
+#include "rrpc/cxx/flag_value.h"
 #include "rrpc/errors.h"
 
 namespace rrpc {
 
-ChannelOptions::ChannelOptions() : max_body_size(static_cast<size_t>(FLAGS_max_body_size)) {}
+ChannelOptions::ChannelOptions()
+    : max_body_size(
+          static_cast<size_t>(detail::FlagUint64("max_body_size", detail::kDefaultMaxBodySize))) {}
 
 Channel::Channel() { detail::InitRuntimeOnce(); }
 
@@ -43,6 +45,7 @@ int Channel::Init(const char* server_addr, const ChannelOptions* opts) {
   }
   ChannelOptions o = opts ? *opts : ChannelOptions();
   if (o.use_rdma && detail::PrepareRdma() != 0) return -1;
+  detail::ApplyLoopFlags();
   detail::ApplyObservabilityFlags();
 
   rrpc_channel_options c{};

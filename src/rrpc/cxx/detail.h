@@ -16,6 +16,11 @@ namespace detail {
 // Thread-safe; cheap after the first call.
 void InitRuntimeOnce();
 
+// ApplyLoopFlags - hand --event_dispatcher_num to the C core before its
+// process-wide loops start (Channel::Init, Server::Start). Once they run the
+// count is fixed; a different non-zero flag then logs a warning once.
+void ApplyLoopFlags();
+
 // ApplyObservabilityFlags - hand --enable_metrics and the builtin_* flags to
 // the C core and let /flags list every gflag. Cheap; called by every Server
 // start and Channel init so flags set after parsing still apply.

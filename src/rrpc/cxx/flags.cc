@@ -1,5 +1,6 @@
-// flags.cc - the gflags of the C++ face and the one place that turns the
-// rdma_* flags into rrpc_rdma_options and starts the RDMA runtime.
+// flags.cc - rrpc's own gflags (the brpc-named ones are in librrpc_flags) and
+// the one place that turns the rdma_* settings into rrpc_rdma_options and
+// starts the RDMA runtime.
 #include "rrpc/cxx/flags.h"
 
 #include <glog/logging.h>
@@ -12,42 +13,31 @@
 
 #include "rrpc/cxx/detail.h"
 #include "rrpc/builtin.h"
+#include "rrpc/cxx/flag_value.h"
 #include "rrpc/errors.h"
+#include "rrpc/loops.h"
 #include "rrpc/metrics.h"
 #include "rrpc/rdma.h"
 
-DEFINE_string(rdma_device, "", "RDMA device (HCA) name; empty = the first with an ACTIVE port");
-DEFINE_int32(rdma_port, 1, "Port number of the RDMA device");
-DEFINE_int32(rdma_gid_index, -1,
-             "GID index to use; -1 = auto (the RoCE v2 GID that maps the TCP local address, "
-             "then any v2, then v1)");
-DEFINE_int32(rdma_sq_size, 128, "Send queue depth of each RDMA connection");
-DEFINE_int32(rdma_rq_size, 128, "Receive queue depth (pre-posted receives) of each RDMA connection");
+// The flags brpc also defines (max_body_size, rdma_sq_size, ...) are not
+// here: they live in librrpc_flags (src/rrpc/flags/) and are read by name, so
+// a process that links brpc as well gets one flag serving both. These are
+// rrpc's own; no brpc flag has their names. A new flag whose name brpc also
+// uses goes to src/rrpc/flags/ and is read with rrpc/cxx/flag_value.h.
 DEFINE_uint64(rdma_ring_size, 1u << 20,
               "Bytes of each RDMA connection's receive ring (16 KiB << n)");
-DEFINE_int32(rdma_memory_pool_initial_size_mb, 64, "First region of the registered memory pool (MB)");
-DEFINE_int32(rdma_memory_pool_increase_size_mb, 64, "Size of each region added to the pool (MB)");
 DEFINE_int32(rdma_memory_pool_max_size_mb, 4096, "Cap of the registered memory pool (MB)");
-DEFINE_bool(rdma_use_polling, false, "Busy-poll completion queues instead of waiting for events");
-DEFINE_bool(rdma_trace_verbose, false, "Log every step of the RDMA handshake");
 DEFINE_bool(rdma_fallback, true,
             "Fall back to TCP when RDMA cannot be set up on a connection (false: fail it)");
 DEFINE_int32(rdma_handshake_timeout_ms, 2000, "Timeout of each RDMA handshake step (ms)");
-DEFINE_bool(rdma_recv_zerocopy, false,
-            "Hand large received RDMA pieces to the application as slices of the receive ring "
-            "instead of copies. A slice holds ring space until dropped and the ring drains in "
-            "order, so only for applications that drop received iobufs promptly");
-DEFINE_uint64(rdma_zerocopy_min_size, 64u << 10,
-              "With rdma_recv_zerocopy: received pieces at least this large reference the "
-              "receive ring; smaller ones are copied");
-DEFINE_uint64(max_body_size, 64u << 20, "Largest message body (meta+message+attachment) accepted");
-DEFINE_int32(event_dispatcher_num, 0,
-             "Event loop threads of each Server; 0 = share the process-wide loops "
-             "(one per CPU, at most 4)");
-DEFINE_bool(usercode_in_pthread, false,
-            "Run server methods on a worker pool instead of the event loop (for methods that "
-            "block)");
-DEFINE_int32(usercode_pool_threads, 0, "Worker pool size for usercode_in_pthread; 0 = 4");
+DEFINE_int32(usercode_pool_threads, 0,
+             "Worker pool size of each Server; 0 = the CPU count, at least 4");
+DEFINE_bool(usercode_in_loop, false,
+            "Run server methods on the event loop that read the request (fastest; methods "
+            "must never block)");
+DEFINE_int32(usercode_queue_max, 0,
+             "Requests waiting for a worker, at most, per Server; one more fails with "
+             "EOVERCROWDED. 0 = 65536");
 DEFINE_bool(enable_metrics, true,
             "Record per-method, per-server and per-channel call figures (QPS, errors, latency "
             "percentiles) shown on the builtin pages");
@@ -64,11 +54,6 @@ bool NonNegative(const char* name, int32_t v) {
   fprintf(stderr, "--%s must be >= 0, got %d\n", name, static_cast<int>(v));
   return false;
 }
-bool ValidGidIndex(const char*, int32_t v) {
-  if (v >= -1) return true;
-  fprintf(stderr, "--rdma_gid_index must be -1 (auto) or an index, got %d\n", static_cast<int>(v));
-  return false;
-}
 bool ValidRingSize(const char*, uint64_t v) {
   // 16 KiB << n: a power of two of at least 16 KiB.
   if (v >= (16u << 10) && (v & (v - 1)) == 0) return true;
@@ -76,25 +61,13 @@ bool ValidRingSize(const char*, uint64_t v) {
           static_cast<unsigned long long>(v));
   return false;
 }
-bool Positive64(const char* name, uint64_t v) {
-  if (v > 0) return true;
-  fprintf(stderr, "--%s must be > 0\n", name);
-  return false;
-}
 
 const bool g_validators_registered =
-    gflags::RegisterFlagValidator(&FLAGS_rdma_port, NonNegative) &&
-    gflags::RegisterFlagValidator(&FLAGS_rdma_gid_index, ValidGidIndex) &&
-    gflags::RegisterFlagValidator(&FLAGS_rdma_sq_size, NonNegative) &&
-    gflags::RegisterFlagValidator(&FLAGS_rdma_rq_size, NonNegative) &&
     gflags::RegisterFlagValidator(&FLAGS_rdma_ring_size, ValidRingSize) &&
-    gflags::RegisterFlagValidator(&FLAGS_rdma_memory_pool_initial_size_mb, NonNegative) &&
-    gflags::RegisterFlagValidator(&FLAGS_rdma_memory_pool_increase_size_mb, NonNegative) &&
     gflags::RegisterFlagValidator(&FLAGS_rdma_memory_pool_max_size_mb, NonNegative) &&
     gflags::RegisterFlagValidator(&FLAGS_rdma_handshake_timeout_ms, NonNegative) &&
-    gflags::RegisterFlagValidator(&FLAGS_max_body_size, Positive64) &&
-    gflags::RegisterFlagValidator(&FLAGS_event_dispatcher_num, NonNegative) &&
-    gflags::RegisterFlagValidator(&FLAGS_usercode_pool_threads, NonNegative);
+    gflags::RegisterFlagValidator(&FLAGS_usercode_pool_threads, NonNegative) &&
+    gflags::RegisterFlagValidator(&FLAGS_usercode_queue_max, NonNegative);
 
 }  // namespace
 
@@ -124,33 +97,49 @@ void ApplyObservabilityFlags() {
   rrpc_builtin_set_flags_source(VisitAllFlags, nullptr);
 }
 
+void ApplyLoopFlags() {
+  // By name: with brpc linked, its event_dispatcher_num (same meaning) rules.
+  const int n =
+      static_cast<int>(FlagInt64("event_dispatcher_num", kDefaultEventDispatcherNum));
+  int rc = rrpc_set_event_dispatcher_num(n);
+  static std::once_flag warned;
+  if (rc == -EBUSY && n != 0) {
+    std::call_once(warned, [n] {
+      LOG(WARNING) << "--event_dispatcher_num=" << n
+                   << " ignored: the process-wide loops already run with "
+                   << rrpc_event_dispatcher_num();
+    });
+  }
+}
+
 int PrepareRdma() {
   static std::once_flag once;
   static int init_rc;
   // The options hold a pointer to the device name; keep it for the process.
   static std::string device;
   std::call_once(once, [] {
-    device = FLAGS_rdma_device;
+    device = FlagString("rdma_device", "");
     rrpc_rdma_options o;
     rrpc_rdma_options_init(&o);
     o.device = device.empty() ? nullptr : device.c_str();
-    o.port = FLAGS_rdma_port;
-    o.gid_index_plus1 = FLAGS_rdma_gid_index + 1;
-    o.sq_size = FLAGS_rdma_sq_size;
-    o.rq_size = FLAGS_rdma_rq_size;
+    o.port = static_cast<int>(FlagInt64("rdma_port", kDefaultRdmaPort));
+    o.gid_index_plus1 = static_cast<int>(FlagInt64("rdma_gid_index", kDefaultRdmaGidIndex)) + 1;
+    o.sq_size = static_cast<int>(FlagInt64("rdma_sq_size", kDefaultRdmaSqSize));
+    o.rq_size = static_cast<int>(FlagInt64("rdma_rq_size", kDefaultRdmaRqSize));
     o.ring_size = static_cast<size_t>(FLAGS_rdma_ring_size);
-    o.pool_initial_size_mb = static_cast<size_t>(FLAGS_rdma_memory_pool_initial_size_mb);
-    o.pool_increase_size_mb = static_cast<size_t>(FLAGS_rdma_memory_pool_increase_size_mb);
+    o.pool_initial_size_mb = static_cast<size_t>(
+        FlagUint64("rdma_memory_pool_initial_size_mb", kDefaultRdmaPoolInitialMb));
+    o.pool_increase_size_mb = static_cast<size_t>(
+        FlagUint64("rdma_memory_pool_increase_size_mb", kDefaultRdmaPoolIncreaseMb));
     o.pool_max_size_mb = static_cast<size_t>(FLAGS_rdma_memory_pool_max_size_mb);
-    o.use_polling = FLAGS_rdma_use_polling ? 1 : 0;
-    o.trace_verbose = FLAGS_rdma_trace_verbose ? 1 : 0;
+    o.use_polling = FlagBool("rdma_use_polling", kDefaultRdmaUsePolling) ? 1 : 0;
+    o.trace_verbose = FlagBool("rdma_trace_verbose", kDefaultRdmaTraceVerbose) ? 1 : 0;
     o.no_fallback = FLAGS_rdma_fallback ? 0 : 1;
     o.handshake_timeout_ms = FLAGS_rdma_handshake_timeout_ms;
     // 0 would mean "the default"; a flag of 0 means "always zero-copy".
-    o.zerocopy_min_size = FLAGS_rdma_zerocopy_min_size > 0
-                              ? static_cast<size_t>(FLAGS_rdma_zerocopy_min_size)
-                              : 1;
-    o.recv_zerocopy = FLAGS_rdma_recv_zerocopy ? 1 : 0;
+    uint64_t zc_min = FlagUint64("rdma_zerocopy_min_size", kDefaultRdmaZerocopyMinSize);
+    o.zerocopy_min_size = zc_min > 0 ? static_cast<size_t>(zc_min) : 1;
+    o.recv_zerocopy = FlagBool("rdma_recv_zerocopy", kDefaultRdmaRecvZerocopy) ? 1 : 0;
     init_rc = rrpc_rdma_global_init(&o);
     // Someone (the application, through the C API) started it first: their
     // settings stand, which is what they asked for.

@@ -3,29 +3,46 @@
 // brpc's where the meaning is the same. The RDMA flags are read once, when
 // the first Server or Channel with use_rdma starts the RDMA runtime; the
 // others give the defaults of ServerOptions/ChannelOptions at construction.
+//
+// Two groups (docs/from-brpc.md, "One process with brpc"):
+//  - flags brpc also defines, with brpc's types: defined in librrpc_flags.
+//    rrpc reads them by name from the gflags registry, so in a process that
+//    links brpc (and leaves librrpc_flags out) brpc's definition serves both.
+//    There, set them by name (gflags::SetCommandLineOption or the command
+//    line): these declarations name rrpc's variables, which brpc's build
+//    does not provide.
+//  - rrpc's own flags: defined in librrpc_cxx, always present.
 #ifndef RRPC_CXX_FLAGS_H
 #define RRPC_CXX_FLAGS_H
 
 #include <gflags/gflags.h>
 
+// brpc-named (librrpc_flags).
+DECLARE_uint64(max_body_size);
 DECLARE_string(rdma_device);
 DECLARE_int32(rdma_port);
 DECLARE_int32(rdma_gid_index);
 DECLARE_int32(rdma_sq_size);
 DECLARE_int32(rdma_rq_size);
-DECLARE_uint64(rdma_ring_size);
 DECLARE_int32(rdma_memory_pool_initial_size_mb);
 DECLARE_int32(rdma_memory_pool_increase_size_mb);
-DECLARE_int32(rdma_memory_pool_max_size_mb);
 DECLARE_bool(rdma_use_polling);
 DECLARE_bool(rdma_trace_verbose);
-DECLARE_bool(rdma_fallback);
-DECLARE_int32(rdma_handshake_timeout_ms);
-DECLARE_uint64(rdma_zerocopy_min_size);
-DECLARE_uint64(max_body_size);
+DECLARE_bool(rdma_recv_zerocopy);
+DECLARE_int32(rdma_zerocopy_min_size);
 DECLARE_int32(event_dispatcher_num);
 DECLARE_bool(usercode_in_pthread);
+
+// rrpc's own (librrpc_cxx).
+DECLARE_uint64(rdma_ring_size);
+DECLARE_int32(rdma_memory_pool_max_size_mb);
+DECLARE_bool(rdma_fallback);
+DECLARE_int32(rdma_handshake_timeout_ms);
 DECLARE_int32(usercode_pool_threads);
+DECLARE_bool(usercode_in_loop);
+DECLARE_int32(usercode_queue_max);
+DECLARE_bool(usercode_in_loop);
+DECLARE_int32(usercode_queue_max);
 DECLARE_bool(enable_metrics);
 DECLARE_uint64(builtin_max_request_bytes);
 DECLARE_uint64(builtin_max_connections_listed);

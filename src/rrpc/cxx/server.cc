@@ -17,6 +17,7 @@
 
 #include "rrpc/cxx/controller.h"
 #include "rrpc/cxx/detail.h"
+#include "rrpc/cxx/flag_value.h"
 #include "rrpc/cxx/flags.h"
 #include "rrpc/cxx/iobuf.h"
 #include "rrpc/errors.h"
@@ -71,10 +72,13 @@ void AskToQuit() {
 // ---- options -------------------------------------------------------------------
 
 ServerOptions::ServerOptions()
-    : num_threads(FLAGS_event_dispatcher_num),
-      handlers_in_pool(FLAGS_usercode_in_pthread),
+    : num_threads(0),
+      handlers_in_pool(detail::FlagBool("usercode_in_pthread", detail::kDefaultUsercodeInPthread)),
       pool_threads(FLAGS_usercode_pool_threads),
-      max_body_size(static_cast<size_t>(FLAGS_max_body_size)) {}
+      max_body_size(
+          static_cast<size_t>(detail::FlagUint64("max_body_size", detail::kDefaultMaxBodySize))),
+      handlers_in_loop(FLAGS_usercode_in_loop),
+      pool_queue_max(FLAGS_usercode_queue_max) {}
 
 // ---- one served call -----------------------------------------------------------
 
@@ -277,6 +281,7 @@ int Server::Start(const char* addr, const ServerOptions* opts) {
   }
   ServerOptions o = opts ? *opts : ServerOptions();
   if (o.use_rdma && detail::PrepareRdma() != 0) return -1;
+  detail::ApplyLoopFlags();
   detail::ApplyObservabilityFlags();
 
   rrpc_server_options c{};
@@ -286,6 +291,8 @@ int Server::Start(const char* addr, const ServerOptions* opts) {
   c.handlers_in_pool = o.handlers_in_pool ? 1 : 0;
   c.pool_threads = o.pool_threads;
   c.max_body_size = o.max_body_size;
+  c.handlers_in_loop = o.handlers_in_loop ? 1 : 0;
+  c.pool_queue_max = o.pool_queue_max;
   rrpc_server* s = nullptr;
   int rc = rrpc_server_new(&c, &s);
   if (rc != 0) {

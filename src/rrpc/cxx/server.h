@@ -44,16 +44,25 @@ struct ServerOptions {
   // Offer RDMA (SMC-R handshake); clients that do not ask are served over
   // TCP. In a build without RDMA, Start fails and logs how to build with it.
   bool use_rdma = false;
-  // Event-loop threads of this server; 0 = share the process-wide loops.
-  // Default --event_dispatcher_num.
+  // Event-loop threads of this server; 0 = share the process-wide loops
+  // (--event_dispatcher_num of them, default one per CPU).
   int num_threads;
-  // Run methods on a worker pool instead of the loop thread (for methods
-  // that block). Default --usercode_in_pthread.
+  // Kept for compatibility: methods run on a worker pool by default (they
+  // may block and call other services synchronously). Default
+  // --usercode_in_pthread.
   bool handlers_in_pool;
-  // Worker pool size; 0 = 4. Default --usercode_pool_threads.
+  // Worker pool size; 0 = the CPU count, at least 4. Default
+  // --usercode_pool_threads.
   int pool_threads;
   // Largest request body accepted. Default --max_body_size.
   size_t max_body_size;
+  // Run methods on the loop thread that read the request: the fastest mode,
+  // for methods that never block (a synchronous call from one fails with
+  // EDEADLK). Default --usercode_in_loop.
+  bool handlers_in_loop;
+  // Requests waiting for a pool thread, at most; one more fails with
+  // EOVERCROWDED. 0 = 65536. Default --usercode_queue_max.
+  int pool_queue_max;
   // Answer HTTP on this port with the builtin pages (/status, /vars,
   // /connections, /rdma, /flags, /metrics); docs/observability.md.
   bool has_builtin_services = true;

@@ -52,6 +52,10 @@ const char *rrpc__loop_name(const rrpc__loop *loop);
 /* rrpc__loop_current - the loop whose thread is calling, or NULL. */
 rrpc__loop *rrpc__loop_current(void);
 
+/* rrpc__loop_awake - 1 while the loop is running a round (not blocked in
+ * epoll): work posted to it now costs no wake-up. A hint, racy by nature. */
+int rrpc__loop_awake(const rrpc__loop *loop);
+
 /* ---- fd watchers ----------------------------------------------------------
  * A watcher is owned by the caller and embedded in its object; the loop only
  * borrows it while it is registered. Events are EPOLLIN/EPOLLOUT/... bits;
@@ -114,10 +118,22 @@ typedef void (*rrpc__poll_fn)(void *arg);
 int rrpc__loop_poller_add(rrpc__loop *loop, rrpc__poll_fn fn, void *arg);
 void rrpc__loop_poller_del(rrpc__loop *loop, rrpc__poll_fn fn, void *arg);
 
+/* ---- watchdog ----------------------------------------------------------------
+ * rrpc__loop_watchdog_set - log (ERROR) and count every loop callback (task,
+ * timer, fd watcher, poller) that ran longer than `blocked_us` (wall time)
+ * and went to sleep meanwhile, or used more than `busy_us` of CPU (0: the
+ * same as blocked_us); preemption alone is not counted. blocked_us 0 turns
+ * it off (the default; the environment variable RRPC_LOOP_WATCHDOG_MS=N
+ * turns it on for a process with N ms for both). For tests and debugging: on, it costs a few clock reads and a
+ * getrusage per callback. rrpc__loop_watchdog_hits - callbacks reported so
+ * far. Any thread. */
+void rrpc__loop_watchdog_set(uint64_t blocked_us, uint64_t busy_us);
+uint64_t rrpc__loop_watchdog_hits(void);
+
 /* ---- loop groups ----------------------------------------------------------
  * rrpc__loop_group_global - the process-wide group that channels and
- * servers share. Started on first use with `n` loops (0 = default: number
- * of online CPUs, at most 4), threads named "rrpc-loop-<i>". Later calls
+ * servers share. Started on first use with `n` loops (0 = default:
+ * rrpc_set_event_dispatcher_num's count, else one per online CPU), threads named "rrpc-loop-<i>". Later calls
  * return the same group whatever n they pass. It lives until the process
  * exits (rrpc__loop_group_stop on it is refused). 0, -EINVAL (n < 0) or a
  * start error, after which a later call tries again. Any thread.

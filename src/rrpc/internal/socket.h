@@ -27,6 +27,22 @@ typedef struct rrpc__socket_handler {
 int rrpc__socket_create(rrpc__loop *loop, int fd, int is_client, const rrpc_transport_ops *ops,
                         const rrpc__socket_handler *h, void *owner, rrpc__socket **out);
 
+/* rrpc__socket_connect - a client socket to `sa` whose TCP connect runs on
+ * `loop`, non-blocking: each attempt is bounded by `timeout_ms`, up to
+ * `attempts` (>= 1) attempts with a short doubling backoff between them.
+ * Returns at once; writes queue until the transport is ready. If every
+ * attempt fails, the socket fails with the last attempt's code
+ * (-ECONNREFUSED, -ETIMEDOUT, ...) and rrpc__socket_connected stays 0.
+ * Otherwise as rrpc__socket_create. 0 or -ENOMEM. Any thread. */
+struct sockaddr_in;
+int rrpc__socket_connect(rrpc__loop *loop, const struct sockaddr_in *sa, int timeout_ms, int attempts,
+                         const rrpc_transport_ops *ops, const rrpc__socket_handler *h, void *owner,
+                         rrpc__socket **out);
+
+/* rrpc__socket_connected - 1 once the TCP connection is established (at
+ * once for rrpc__socket_create). Any thread. */
+int rrpc__socket_connected(const rrpc__socket *s);
+
 /* rrpc__socket_write - MOVE all of `msg` to the socket's write path (msg is
  * left empty). Messages keep their order per socket. The first writer writes
  * on its own thread; concurrent writers queue behind it. 0, or -RRPC_ECLOSE
@@ -34,10 +50,12 @@ int rrpc__socket_create(rrpc__loop *loop, int fd, int is_client, const rrpc_tran
  * must hold a reference. */
 int rrpc__socket_write(rrpc__socket *s, rrpc_iobuf *msg);
 
-/* rrpc__socket_finish_writes - nothing more will be written: once what is
- * queued has gone to the kernel, half-close the TCP connection (FIN after
- * the data) so the peer sees the end of a response. TCP connections only.
- * Any thread. */
+/* rrpc__socket_finish_writes - nothing more will be written or read: once
+ * what is queued has gone to the kernel, shut the TCP connection down both
+ * ways (the peer gets the data, then FIN; our read side sees EOF, so the
+ * socket fails and closes as usual). A write failing the socket instead
+ * would drop a response still queued for the loop's flush. TCP
+ * connections only. Any thread. */
 void rrpc__socket_finish_writes(rrpc__socket *s);
 
 int rrpc__socket_is_rdma(const rrpc__socket *s);

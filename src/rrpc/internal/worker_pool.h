@@ -3,15 +3,33 @@
 #ifndef RRPC_INTERNAL_WORKER_POOL_H
 #define RRPC_INTERNAL_WORKER_POOL_H
 
+#include <stdint.h>
+
 #include "rrpc/internal/loop.h"
 
 typedef struct rrpc__worker_pool rrpc__worker_pool;
 
-/* 0, -ENOMEM or -errno from pthread_create (then nothing is left running). */
-int rrpc__worker_pool_start(int nthreads, const char *name, rrpc__worker_pool **out);
-/* submit - run fn(arg) on a pool thread, never inside the call. 0, -ENOMEM,
- * -ESHUTDOWN (stopping; fn does not run). Any thread. */
-int rrpc__worker_pool_submit(rrpc__worker_pool *p, rrpc__task_fn fn, void *arg);
+/* A task, embedded in the submitter's object (no allocation per task). The
+ * pool borrows it from submit until fn starts; fn may free it. */
+typedef struct rrpc__work {
+  struct rrpc__work *next;
+  rrpc__task_fn fn;
+  void *arg;
+} rrpc__work;
+
+/* start - `nthreads` threads; at most `max_queue` (> 0) tasks wait for one.
+ * 0, -ENOMEM or -errno from pthread_create (then nothing is left running). */
+int rrpc__worker_pool_start(int nthreads, int max_queue, const char *name, rrpc__worker_pool **out);
+/* submit - queue the list of `n` tasks at `head` (linked by next) in one
+ * go: one lock and at most one wake-up; a woken thread wakes the next while
+ * tasks remain, so a batch spreads over the idle threads without waking
+ * more of them than it needs. Returns how many were queued, a prefix of the
+ * list; *rest is what was not (NULL-terminated as given), which did not fit (max_queue; counted as rejected) or the pool
+ * is stopping (*why is then -ESHUTDOWN, else -RRPC_EOVERCROWDED). Never
+ * runs a task inside the call. Any thread. */
+int rrpc__worker_pool_submit(rrpc__worker_pool *p, rrpc__work *head, int n, rrpc__work **rest, int *why);
+/* rejected - tasks refused for a full queue so far. Any thread. */
+uint64_t rrpc__worker_pool_rejected(const rrpc__worker_pool *p);
 /* stop - run what is queued, join the threads, free. Not from a pool thread. */
 void rrpc__worker_pool_stop(rrpc__worker_pool *p);
 
