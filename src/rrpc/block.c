@@ -169,10 +169,15 @@ static void block_init(rrpc_block *b, char *data, uint32_t cap, void *region,
   b->deleter_arg = NULL;
 }
 
+const rrpc_block_allocator *rrpc__block_host_allocator(void) { return &malloc_allocator; }
+
 int rrpc__block_alloc(size_t size, rrpc_block **out) {
+  return rrpc__block_alloc_from(rrpc_block_allocator_get(), size, out);
+}
+
+int rrpc__block_alloc_from(const rrpc_block_allocator *a, size_t size, rrpc_block **out) {
   if (size > UINT32_MAX) return -EINVAL;
   if (size < RRPC_IOBUF_DEFAULT_BLOCK_SIZE) size = RRPC_IOBUF_DEFAULT_BLOCK_SIZE;
-  const rrpc_block_allocator *a = rrpc_block_allocator_get();
 
   if (a == &malloc_allocator) {
     rrpc_block *cached = size == RRPC_IOBUF_DEFAULT_BLOCK_SIZE ? blk_get() : NULL;

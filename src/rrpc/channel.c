@@ -347,6 +347,21 @@ static int enroll(struct conn *cn, struct call *c, int32_t timeout_ms) {
   return rc;
 }
 
+/* The connection refused the request before any of it went out (its write
+ * queue is over socket_max_unwritten_bytes): fail the call now with that
+ * code, unless a close or a timeout finished it first. Async callbacks run
+ * on the loop, never inside the call. */
+static void fail_refused(struct conn *cn, struct call *c, int code) {
+  pthread_mutex_lock(&cn->mu);
+  struct call *mine = rrpc__idmap_take(&cn->pending, c->cid);
+  pthread_mutex_unlock(&cn->mu);
+  if (mine == NULL) return;
+  if (c->timer != 0) rrpc__loop_timer_cancel(cn->loop, c->timer);
+  char text[160];
+  snprintf(text, sizeof text, "cannot send to %s: %s", cn->peer, rrpc_strerror(code));
+  fail_unsent(cn->ch, c, code, text);
+}
+
 static int issue(rrpc_channel *ch, struct call *c, int32_t timeout_ms, rrpc_iobuf *frame) {
   char text[200];
   /* A closed connection found before the request was written is safe to
@@ -364,7 +379,8 @@ static int issue(rrpc_channel *ch, struct call *c, int32_t timeout_ms, rrpc_iobu
     if (rc == 0) {
       /* From here the call belongs to the connection's loop: it may even
        * be completed before the write returns. */
-      rrpc__socket_write(cn->sock, frame);
+      rc = rrpc__socket_write(cn->sock, frame);
+      if (rc == -RRPC_EOVERCROWDED) fail_refused(cn, c, rc);
       conn_unref(cn);
       return 0;
     }
@@ -408,7 +424,9 @@ int rrpc_channel_call(rrpc_channel *ch, const char *service, const char *method,
   rrpc__call_stats_begin(c->stats);
 
   if (done == NULL && rrpc__loop_current() != NULL)
-    return fail_unsent(ch, c, -EDEADLK, "a synchronous call from an rrpc loop thread would deadlock");
+    return fail_unsent(ch, c, -EDEADLK,
+                       "a synchronous call from an rrpc loop thread would deadlock (in-loop handlers and "
+                       "completions run there): call asynchronously, or run the handler on the pool");
 
   rrpc_iobuf frame;
   rrpc__iobuf_init(&frame);

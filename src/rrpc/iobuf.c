@@ -329,6 +329,11 @@ size_t rrpc_iobuf_copy_out(const rrpc_iobuf *buf, size_t offset, void *dst, size
 /* ---- reading into the tail -------------------------------------------------- */
 
 int rrpc__iobuf_reserve(rrpc_iobuf *buf, size_t min_size, void **ptr, size_t *avail) {
+  return rrpc__iobuf_reserve_from(buf, min_size, rrpc_block_allocator_get(), ptr, avail);
+}
+
+int rrpc__iobuf_reserve_from(rrpc_iobuf *buf, size_t min_size, const rrpc_block_allocator *a,
+                             void **ptr, size_t *avail) {
   if (min_size > UINT32_MAX) return -EINVAL;
   uint32_t room = tail_room(buf);
   if (room > 0 && room >= min_size) {
@@ -342,9 +347,9 @@ int rrpc__iobuf_reserve(rrpc_iobuf *buf, size_t min_size, void **ptr, size_t *av
   /* commit cannot fail, so the ref slot it will fill is made now. */
   int rc = ensure_room(buf, 1);
   if (rc < 0) return rc;
-  if (!buf->spare || buf->spare->cap < min_size) {
+  if (!buf->spare || buf->spare->cap < min_size || buf->spare->alloc != a) {
     rrpc_block *b;
-    rc = rrpc__block_alloc(min_size, &b);
+    rc = rrpc__block_alloc_from(a, min_size, &b);
     if (rc < 0) return rc;
     drop_spare(buf);
     buf->spare = b;

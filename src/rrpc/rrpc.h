@@ -7,6 +7,7 @@
 #include "rrpc/errors.h"
 #include "rrpc/iobuf.h"
 #include "rrpc/builtin.h"
+#include "rrpc/limits.h"
 #include "rrpc/log.h"
 #include "rrpc/loops.h"
 #include "rrpc/metrics.h"

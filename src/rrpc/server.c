@@ -10,11 +10,15 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "rrpc/internal/accept_guard.h"
 #include "rrpc/internal/addr.h"
+#include "rrpc/internal/admission.h"
 #include "rrpc/internal/baidu_std.h"
 #include "rrpc/internal/controller.h"
+#include "rrpc/internal/limits.h"
 #include "rrpc/internal/log.h"
 #include "rrpc/internal/metrics.h"
 #include "rrpc/builtin/builtin.h"
@@ -28,6 +32,7 @@ struct method {
   char *name;
   rrpc_handler_fn fn;
   void *arg;
+  rrpc__gate gate; /* the method's own max_concurrency */
   rrpc_run_mode mode;
   int in_loop; /* resolved at start from mode and the server's default */
   rrpc__call_stats *stats;
@@ -47,7 +52,8 @@ struct sconn {
 
 enum { PROTO_UNKNOWN, PROTO_BAIDU, PROTO_HTTP };
 
-enum { SRV_NEW, SRV_RUNNING, SRV_STOPPED };
+/* STOPPING: listener closed, new requests answered with ELOGOFF. */
+enum { SRV_NEW, SRV_RUNNING, SRV_STOPPING, SRV_STOPPED };
 
 struct rrpc_server {
   rrpc_server_options opts;
@@ -63,6 +69,8 @@ struct rrpc_server {
   int port;
   rrpc__loop *lloop;
   rrpc__watcher lwatch;
+  rrpc__accept_guard accept_guard; /* listener's loop thread */
+  rrpc__timer_id accept_resume;    /* accepts paused at the fd limit; 0 = not */
   pthread_mutex_t mu;
   pthread_cond_t cv;
   int state;
@@ -70,6 +78,8 @@ struct rrpc_server {
   size_t nconns;
   size_t live_calls; /* calls handed to handlers and not yet responded */
   int listener_closed;
+  rrpc__gate gate;   /* max_concurrency */
+  rrpc__timer_id idle_timer; /* the idle sweep, on lloop; 0 = none */
   rrpc__call_stats *stats; /* totals of every call answered */
   rrpc__stats_reg *reg;
 };
@@ -79,7 +89,8 @@ struct rrpc_server_call {
   rrpc_server *srv;
   rrpc__socket *sock; /* refcounted */
   int64_t cid;
-  const struct method *m;
+  struct method *m;
+  int admitted; /* holds places in the server's and the method's gates */
   rrpc_iobuf request;
   rrpc_controller cntl;
 };
@@ -92,7 +103,8 @@ int rrpc_server_new(const rrpc_server_options *opts, rrpc_server **out) {
   rrpc_server *s = calloc(1, sizeof *s);
   if (s == NULL) return -ENOMEM;
   if (opts != NULL) s->opts = *opts;
-  if (s->opts.num_threads < 0 || s->opts.pool_threads < 0 || s->opts.pool_queue_max < 0) {
+  if (s->opts.num_threads < 0 || s->opts.pool_threads < 0 || s->opts.pool_queue_max < 0 ||
+      s->opts.max_concurrency < 0) {
     free(s);
     return -EINVAL;
   }
@@ -100,6 +112,8 @@ int rrpc_server_new(const rrpc_server_options *opts, rrpc_server **out) {
   s->listen_fd = -1;
   s->port = -RRPC_ENOTREADY;
   s->conns.next = s->conns.prev = &s->conns;
+  s->gate.max = s->opts.max_concurrency;
+  atomic_init(&s->gate.running, 0);
   if (rrpc__call_stats_new(&s->stats) != 0) {
     free(s);
     return -ENOMEM;
@@ -136,6 +150,8 @@ int rrpc_server_add_method(rrpc_server *s, const char *service, const char *meth
   }
   m->fn = fn;
   m->arg = arg;
+  m->gate.max = 0;
+  atomic_init(&m->gate.running, 0);
   m->mode = RRPC_RUN_DEFAULT;
   m->in_loop = 0;
   s->nmethods++;
@@ -163,10 +179,10 @@ uint64_t rrpc_server_pool_rejected(const rrpc_server *s) {
 /* Linear: services have a handful of methods; a table lookup costs less
  * than hashing two strings at this size. */
 static int find_method(const rrpc_server *s, rrpc__str svc, rrpc__str name,
-                       const struct method **out) {
+                       struct method **out) {
   int service_seen = 0;
   for (size_t i = 0; i < s->nmethods; i++) {
-    const struct method *m = &s->methods[i];
+    struct method *m = &s->methods[i];
     if (!rrpc__str_eq(svc, m->service)) continue;
     service_seen = 1;
     if (rrpc__str_eq(name, m->name)) {
@@ -189,10 +205,23 @@ static void stats_end(const rrpc_server_call *call) {
   if (call->m != NULL) rrpc__call_stats_end(call->m->stats, call->cntl.latency_us, call->cntl.error_code);
 }
 
+int rrpc_server_set_method_max_concurrency(rrpc_server *s, const char *service, const char *method,
+                                           int max_concurrency) {
+  if (service == NULL || method == NULL || max_concurrency < 0) return -EINVAL;
+  if (s->state != SRV_NEW) return -EBUSY;
+  struct method *m;
+  rrpc__str svc = {service, strlen(service)}, name = {method, strlen(method)};
+  if (find_method(s, svc, name, &m) != 0) return -ENOENT;
+  m->gate.max = max_concurrency;
+  return 0;
+}
+
 /* ---- responding ------------------------------------------------------------ */
 
 static void call_release(rrpc_server_call *call) {
   rrpc_server *srv = call->srv;
+  if (call->admitted) rrpc__gates_leave(&srv->gate, &call->m->gate);
+  rrpc__socket_request_end(call->sock);
   rrpc__socket_unref(call->sock);
   rrpc__iobuf_destroy(&call->request);
   rrpc__controller_destroy(&call->cntl);
@@ -200,6 +229,14 @@ static void call_release(rrpc_server_call *call) {
   pthread_mutex_lock(&srv->mu);
   if (--srv->live_calls == 0) pthread_cond_broadcast(&srv->cv);
   pthread_mutex_unlock(&srv->mu);
+}
+
+static void overcrowded(rrpc_server_call *call) {
+  char peer[64];
+  rrpc__socket_peer_str(call->sock, peer, sizeof peer);
+  RRPC_LOG(WARNING, "closing connection from %s: its unread responses pass "
+           "socket_max_unwritten_bytes (%zu)", peer, rrpc__limit_socket_max_unwritten());
+  rrpc__socket_fail(call->sock, -RRPC_EOVERCROWDED);
 }
 
 int rrpc_server_call_respond(rrpc_server_call *call, const rrpc_iobuf *response) {
@@ -223,6 +260,9 @@ int rrpc_server_call_respond(rrpc_server_call *call, const rrpc_iobuf *response)
   int rc = rrpc__baidu_pack(&frame, &meta, failed ? NULL : response, failed ? NULL : &c->resp_att);
   if (rc == 0) {
     rc = rrpc__socket_write(call->sock, &frame);
+    /* A client that sends requests and never reads the responses: its
+     * connection goes, not the process's memory. */
+    if (rc == -RRPC_EOVERCROWDED) overcrowded(call);
   } else {
     RRPC_LOG(ERROR, "cannot pack response of %s.%s: %s", call->m ? call->m->service : "?",
              call->m ? call->m->name : "?", rrpc_strerror(rc));
@@ -269,6 +309,24 @@ static int check_request(rrpc_server *srv, rrpc__baidu_msg *msg, rrpc_server_cal
   return rc;
 }
 
+/* A found method runs only if the server is not stopping and both
+ * concurrency gates have room; else the call fails fast, unexecuted. */
+static int admit(rrpc_server *srv, rrpc_server_call *call, int stopping) {
+  int rc;
+  if (stopping) {
+    rc = -RRPC_ELOGOFF;
+    rrpc__limit_count(RRPC__LC_LOGOFF_REJECTS);
+  } else {
+    rc = rrpc__gates_enter(&srv->gate, &call->m->gate);
+    call->admitted = rc == 0;
+  }
+  if (rc != 0) {
+    const char *text = rc == -RRPC_ELOGOFF ? "server is stopping" : "max_concurrency reached";
+    rrpc__controller_fail(&call->cntl, rc, text, strlen(text));
+  }
+  return rc;
+}
+
 /* Requests for the pool, collected while one read is cut into frames. */
 struct batch {
   rrpc__work *head, *tail;
@@ -293,6 +351,7 @@ static int handle_request(rrpc_server *srv, rrpc__socket *sock, rrpc__baidu_msg 
   call->srv = srv;
   call->sock = sock;
   rrpc__socket_ref(sock);
+  rrpc__socket_request_begin(sock);
   call->cid = msg->meta.correlation_id;
   rrpc__iobuf_init(&call->request);
   rrpc__controller_init(&call->cntl);
@@ -304,10 +363,11 @@ static int handle_request(rrpc_server *srv, rrpc__socket *sock, rrpc__baidu_msg 
   rrpc_iobuf_move(&call->cntl.req_att, &msg->attachment);
   pthread_mutex_lock(&srv->mu);
   srv->live_calls++;
+  int stopping = srv->state != SRV_RUNNING;
   pthread_mutex_unlock(&srv->mu);
-  int bad = check_request(srv, msg, call);
+  int bad = check_request(srv, msg, call) != 0 || admit(srv, call, stopping) != 0;
   stats_begin(call);
-  if (bad != 0) {
+  if (bad) {
     rrpc_server_call_respond(call, NULL);
     return 0;
   }
@@ -359,6 +419,11 @@ static int server_on_data(void *owner, rrpc__socket *sock, rrpc_iobuf *rbuf) {
   struct batch b = {NULL, NULL, 0};
   int rc;
   for (;;) {
+    /* Back-pressure: requests wait in the buffer while responses pile up. */
+    if (rrpc__socket_pause_if_congested(sock)) {
+      rc = 0;
+      break;
+    }
     rrpc__baidu_msg msg;
     rrpc__baidu_msg_init(&msg);
     rc = rrpc__baidu_cut(rbuf, c->srv->max_body, &msg);
@@ -430,6 +495,27 @@ static void adopt(rrpc_server *srv, int fd) {
   pthread_mutex_unlock(&srv->mu);
 }
 
+/* Out of descriptors with none in reserve: stop watching the listener for a
+ * moment rather than spin on it. */
+#define ACCEPT_BACKOFF_US 100000u
+
+static void on_accept(rrpc__watcher *w, uint32_t events);
+
+static void resume_accept(void *arg) {
+  rrpc_server *srv = arg;
+  srv->accept_resume = 0;
+  if (rrpc__loop_watch_mod(srv->lloop, &srv->lwatch, EPOLLIN) != 0)
+    RRPC_LOG(ERROR, "port %d: cannot resume accepting", srv->port);
+}
+
+static void pause_accept(rrpc_server *srv) {
+  if (srv->accept_resume != 0) return;
+  if (rrpc__loop_watch_mod(srv->lloop, &srv->lwatch, 0) != 0) return;
+  if (rrpc__loop_timer_add(srv->lloop, rrpc__now_us() + ACCEPT_BACKOFF_US, resume_accept, srv,
+                           &srv->accept_resume) != 0)
+    resume_accept(srv);
+}
+
 static void on_accept(rrpc__watcher *w, uint32_t events) {
   (void)events;
   rrpc_server *srv = w->arg;
@@ -437,12 +523,53 @@ static void on_accept(rrpc__watcher *w, uint32_t events) {
     int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EMFILE || errno == ENFILE) {
+        int shed = rrpc__accept_guard_shed(&srv->accept_guard, srv->listen_fd, srv->port, errno);
+        if (shed > 0) continue;
+        if (shed < 0) pause_accept(srv);
+        return;
+      }
       if (errno != EAGAIN && errno != EWOULDBLOCK)
         RRPC_LOG(WARNING, "accept on port %d: %s", srv->port, rrpc_strerror(-errno));
       return;
     }
     adopt(srv, fd);
   }
+}
+
+/* ---- idle connections (idle_timeout_s) ------------------------------------ */
+
+static uint64_t idle_period_us(const rrpc_server *s) {
+  uint64_t p = (uint64_t)s->opts.idle_timeout_s * 1000000u / 4;
+  return p > 1000000u ? 1000000u : p;
+}
+
+/* On the listener's loop, every quarter of the timeout (at most a second):
+ * a connection is closed between idle_timeout_s and 1.25 times that after
+ * its last byte read or written. */
+static void idle_sweep(void *arg) {
+  rrpc_server *s = arg;
+  s->idle_timer = 0;
+  uint64_t now = rrpc__now_us(), idle = (uint64_t)s->opts.idle_timeout_s * 1000000u;
+  pthread_mutex_lock(&s->mu);
+  for (struct sconn *c = s->conns.next; c != &s->conns; c = c->next) {
+    uint64_t last = rrpc__socket_last_active_us(c->sock); /* may be later than `now` */
+    if (rrpc__socket_failed(c->sock) || last >= now || now - last < idle) continue;
+    rrpc__limit_count(RRPC__LC_IDLE_CLOSES);
+    rrpc__socket_fail(c->sock, -ETIMEDOUT);
+  }
+  int running = s->state == SRV_RUNNING;
+  pthread_mutex_unlock(&s->mu);
+  if (running) rrpc__loop_timer_add(s->lloop, now + idle_period_us(s), idle_sweep, s, &s->idle_timer);
+}
+
+static void start_idle_sweep(void *arg) {
+  rrpc_server *s = arg;
+  pthread_mutex_lock(&s->mu);
+  int closed = s->listener_closed;
+  pthread_mutex_unlock(&s->mu);
+  if (closed) return;
+  rrpc__loop_timer_add(s->lloop, rrpc__now_us() + idle_period_us(s), idle_sweep, s, &s->idle_timer);
 }
 
 static int open_listener(rrpc_server *s, const struct sockaddr_in *sa) {
@@ -515,6 +642,7 @@ int rrpc_server_start(rrpc_server *s, const char *addr) {
   rc = open_listener(s, &sa);
   if (rc != 0) return rc;
   s->lloop = rrpc__loop_group_next(s->group);
+  rrpc__accept_guard_init(&s->accept_guard);
   s->lwatch = (rrpc__watcher){.fd = s->listen_fd, .events = EPOLLIN, .cb = on_accept, .arg = s};
   pthread_mutex_lock(&s->mu);
   s->state = SRV_RUNNING;
@@ -527,8 +655,11 @@ int rrpc_server_start(rrpc_server *s, const char *addr) {
     pthread_mutex_unlock(&s->mu);
     close(s->listen_fd);
     s->listen_fd = -1;
+    rrpc__accept_guard_destroy(&s->accept_guard);
     return rc;
   }
+  /* The sweep's timer id belongs to the listener's loop thread. */
+  if (s->opts.idle_timeout_s > 0) rrpc__loop_post(s->lloop, start_idle_sweep, s);
   return 0;
 }
 
@@ -538,7 +669,12 @@ int rrpc_server_port(const rrpc_server *s) { return s->port; }
 static void close_listener_task(void *arg) {
   rrpc_server *s = arg;
   rrpc__loop_watch_del(s->lloop, &s->lwatch);
+  if (s->accept_resume != 0) rrpc__loop_timer_cancel(s->lloop, s->accept_resume);
+  s->accept_resume = 0;
+  if (s->idle_timer != 0) rrpc__loop_timer_cancel(s->lloop, s->idle_timer);
+  s->idle_timer = 0;
   close(s->listen_fd);
+  rrpc__accept_guard_destroy(&s->accept_guard);
   pthread_mutex_lock(&s->mu);
   s->listen_fd = -1;
   s->listener_closed = 1;
@@ -546,20 +682,56 @@ static void close_listener_task(void *arg) {
   pthread_mutex_unlock(&s->mu);
 }
 
-void rrpc_server_stop(rrpc_server *s) {
+/* Under mu: 1 while a response is still queued on some connection. */
+static int output_pending(rrpc_server *s) {
+  for (struct sconn *c = s->conns.next; c != &s->conns; c = c->next)
+    if (rrpc__socket_unwritten(c->sock) > 0 && !rrpc__socket_failed(c->sock)) return 1;
+  return 0;
+}
+
+/* Under mu: wait for running handlers, then for their responses to leave,
+ * until `deadline_us`. Responses are not signalled one by one, so the
+ * second wait looks again every few milliseconds. */
+static void drain_until(rrpc_server *s, uint64_t deadline_us) {
+  while (s->live_calls > 0 && rrpc__now_us() < deadline_us) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t left = deadline_us - rrpc__now_us();
+    ts.tv_sec += (time_t)(left / 1000000u);
+    ts.tv_nsec += (long)(left % 1000000u) * 1000;
+    if (ts.tv_nsec >= 1000000000L) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+  }
+  while (output_pending(s) && rrpc__now_us() < deadline_us) {
+    pthread_mutex_unlock(&s->mu);
+    struct timespec nap = {0, 2 * 1000 * 1000};
+    nanosleep(&nap, NULL);
+    pthread_mutex_lock(&s->mu);
+  }
+}
+
+void rrpc_server_shutdown(rrpc_server *s, int closewait_ms) {
   pthread_mutex_lock(&s->mu);
   int was_running = s->state == SRV_RUNNING;
-  s->state = SRV_STOPPED;
+  if (was_running) s->state = SRV_STOPPING;
   pthread_mutex_unlock(&s->mu);
   if (!was_running) return;
+  uint64_t deadline = rrpc__now_us() + (closewait_ms > 0 ? (uint64_t)closewait_ms * 1000u : 0);
   if (rrpc__loop_post(s->lloop, close_listener_task, s) != 0) close_listener_task(s);
   pthread_mutex_lock(&s->mu);
   while (!s->listener_closed) pthread_cond_wait(&s->cv, &s->mu);
+  drain_until(s, deadline);
+  s->state = SRV_STOPPED;
   for (struct sconn *c = s->conns.next; c != &s->conns; c = c->next)
     rrpc__socket_fail(c->sock, -RRPC_ELOGOFF);
   while (s->nconns > 0) pthread_cond_wait(&s->cv, &s->mu);
   pthread_mutex_unlock(&s->mu);
 }
+
+void rrpc_server_stop(rrpc_server *s) { rrpc_server_shutdown(s, 0); }
 
 void rrpc_server_free(rrpc_server *s) {
   if (s == NULL) return;

@@ -30,12 +30,17 @@ typedef struct rrpc_server_options {
                               worker pool by default (see handlers_in_loop) */
   int pool_threads;        /* worker pool size; 0 = the CPU count, at least 4 */
   size_t max_body_size;    /* 0 = 64 MiB */
-  int idle_timeout_s;      /* reserved; 0 = never close idle connections */
+  int idle_timeout_s;      /* brpc's idle_timeout_sec: a connection that has read
+                              and written nothing for this many seconds is
+                              closed (counted in idle_closes); 0 or less = never */
   int handlers_in_loop;    /* 1: run handlers on the loop thread that read the
                               request (the fastest mode; handlers must then
                               never block). Per method: rrpc_server_set_method_mode */
   int pool_queue_max;      /* requests waiting for a pool thread, at most; one
                               over it fails with RRPC_EOVERCROWDED. 0 = 65536 */
+  int max_concurrency;     /* brpc's max_concurrency: requests running in handlers
+                              at once; one more fails at once with ELIMIT
+                              (counted in concurrency_rejects); 0 = no limit */
   int no_builtin_services; /* 1: do not answer HTTP on this port (the builtin
                               pages /status, /vars, /connections, ...; see
                               docs/observability.md for serving them on a
@@ -66,6 +71,12 @@ int rrpc_server_new(const rrpc_server_options *opts, rrpc_server **out);
 int rrpc_server_add_method(rrpc_server *s, const char *service_full_name, const char *method,
                            rrpc_handler_fn fn, void *arg);
 
+/* rrpc_server_set_method_max_concurrency - like max_concurrency, for one
+ * method (brpc's MaxConcurrencyOf); 0 = no limit of its own. Both limits
+ * apply. Only before start. 0, -ENOENT (no such method), -EBUSY, -EINVAL. */
+int rrpc_server_set_method_max_concurrency(rrpc_server *s, const char *service_full_name,
+                                           const char *method, int max_concurrency);
+
 /* rrpc_server_set_method_mode - where service.method's handler runs,
  * overriding the server's default. Only before start. 0, -ENOENT (no such
  * method), -EBUSY (started), -EINVAL. */
@@ -83,10 +94,17 @@ int rrpc_server_start(rrpc_server *s, const char *addr);
 /* rrpc_server_port - the bound port, or a negative code before start. */
 int rrpc_server_port(const rrpc_server *s);
 
-/* rrpc_server_stop - stop accepting, close every connection (their clients
- * see their pending calls fail with ECLOSE). Handlers still running may
- * respond; those responses are dropped. Idempotent. Blocks until the
- * listener and connections are closed. Any thread except a loop thread. */
+/* rrpc_server_shutdown - stop gracefully: stop accepting; requests that
+ * arrive from now on are answered with ELOGOFF (2003: not executed, safe to
+ * send elsewhere; counted in logoff_rejects); handlers already running may
+ * respond and their responses are written out; then every connection is
+ * closed. Waits at most closewait_ms for the running handlers and the
+ * queued responses (0 = not at all); what is still pending then is cut off
+ * (its clients see ECLOSE). Idempotent. Blocks until the listener and the
+ * connections are closed. Any thread except a loop thread. */
+void rrpc_server_shutdown(rrpc_server *s, int closewait_ms);
+/* rrpc_server_stop - rrpc_server_shutdown(s, 0): close at once. Handlers
+ * still running may respond; those responses are dropped. */
 void rrpc_server_stop(rrpc_server *s);
 /* rrpc_server_free - stop if needed, wait for handlers that are still
  * holding calls to respond, and free. */

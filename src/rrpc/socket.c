@@ -12,6 +12,13 @@
  * rrpc__socket_resume_write. Until the transport is ready the token belongs
  * to the start-up, so early writes just queue.
  *
+ * Limits (rrpc/limits.h): bytes left in the read buffer after the owner
+ * took its whole messages count against the process's max_input_bytes;
+ * bytes queued for writing count against socket_max_unwritten_bytes and the
+ * process total. An owner may pause reading while its output is congested
+ * (rrpc__socket_pause_if_congested); the writer that drains the queue
+ * resumes it.
+ *
  * Connecting (client sockets made by rrpc__socket_connect): the TCP connect
  * itself runs on the loop, non-blocking - a watcher for EPOLLOUT, a timer
  * for connect_timeout_ms, a retry with backoff after a failed attempt - so
@@ -39,6 +46,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "rrpc/internal/limits.h"
 #include "rrpc/internal/log.h"
 #include "rrpc/internal/metrics.h"
 #include "rrpc/errors.h"
@@ -74,6 +82,12 @@ struct rrpc__socket {
   struct connect_plan *plan; /* non-NULL while connecting (loop thread only) */
   atomic_int fd_ready;       /* 1 once fd is connected and never changes again */
   rrpc_iobuf rbuf; /* loop thread only */
+  size_t in_held;  /* rbuf bytes counted in the process input total (loop thread) */
+  _Atomic size_t unwritten; /* bytes in wqueue + wpend */
+  size_t pend_counted;      /* wpend bytes still in `unwritten` (token holder) */
+  atomic_int read_paused;   /* 1 while reading waits for the output to drain */
+  atomic_int pending_requests; /* requests read and not yet answered (server owners) */
+  _Atomic uint64_t last_active_us; /* last read or write progress */
   /* write side */
   pthread_mutex_t wmu;
   int token;         /* 1 while a writer (or the start-up) holds the token */
@@ -94,6 +108,8 @@ static void socket_free(rrpc__socket *s) {
   if (s->ops != NULL && s->ops->close != NULL && s->started) s->ops->close(s);
   free(s->plan);
   if (s->fd >= 0) close(s->fd);
+  rrpc__input_account(&s->in_held, 0);
+  rrpc__unwritten_release(atomic_load(&s->unwritten));
   rrpc__iobuf_destroy(&s->rbuf);
   rrpc__iobuf_destroy(&s->wqueue);
   rrpc__iobuf_destroy(&s->wpend);
@@ -245,6 +261,29 @@ int rrpc__socket_want_writable(rrpc__socket *s, int on) {
   return rc;
 }
 
+/* Same for EPOLLIN: back-pressure turns reading off and on. */
+static int want_readable(rrpc__socket *s, int on) {
+  int rc = 0;
+  pthread_mutex_lock(&s->ev_mu);
+  uint32_t ev = on ? (s->want_events | EPOLLIN) : (s->want_events & ~(uint32_t)EPOLLIN);
+  if (ev != s->want_events && s->watching) {
+    rc = rrpc__loop_watch_mod(s->loop, &s->watcher, ev);
+    if (rc == 0) s->want_events = ev;
+  }
+  pthread_mutex_unlock(&s->ev_mu);
+  return rc;
+}
+
+size_t rrpc__socket_unwritten(const rrpc__socket *s) { return atomic_load(&s->unwritten); }
+
+uint64_t rrpc__socket_last_active_us(const rrpc__socket *s) {
+  return atomic_load_explicit(&s->last_active_us, memory_order_relaxed);
+}
+
+static void touch(rrpc__socket *s) {
+  atomic_store_explicit(&s->last_active_us, rrpc__now_us(), memory_order_relaxed);
+}
+
 /* ---- failing and closing -------------------------------------------------- */
 
 /* Runs on the loop thread: stop watching, tell the owner once, drop the
@@ -288,11 +327,76 @@ void rrpc__socket_fail(rrpc__socket *s, int code) {
 
 /* ---- write path ----------------------------------------------------------- */
 
+static void resume_read_task(void *arg) {
+  rrpc__socket *s = arg;
+  if (!atomic_load(&s->failed) && want_readable(s, 1) == 0) rrpc__socket_deliver(s);
+  rrpc__socket_unref(s);
+}
+
+static void resume_read(rrpc__socket *s) {
+  if (!atomic_exchange(&s->read_paused, 0)) return;
+  rrpc__socket_ref(s);
+  if (rrpc__loop_post(s->loop, resume_read_task, s) != 0) rrpc__socket_unref(s);
+}
+
+/* Congestion has a gap between pause and resume (half / a quarter of the
+ * queue cap, all / half of the pending requests), so the two do not
+ * alternate per message. */
+static int congested(rrpc__socket *s) {
+  return atomic_load(&s->unwritten) > rrpc__limit_socket_max_unwritten() / 2 ||
+         atomic_load(&s->pending_requests) >= rrpc__limit_socket_max_pending_requests();
+}
+static int relieved(rrpc__socket *s) {
+  return atomic_load(&s->unwritten) <= rrpc__limit_socket_max_unwritten() / 4 &&
+         atomic_load(&s->pending_requests) <= rrpc__limit_socket_max_pending_requests() / 2;
+}
+
+/* `n` bytes left the queue: give them back to the limits, and let a reader
+ * that paused for them go on. A reader resumed while still congested on
+ * the other count pauses again in on_data. */
+static void written(rrpc__socket *s, size_t n) {
+  if (n == 0) return;
+  size_t left = atomic_fetch_sub(&s->unwritten, n) - n;
+  rrpc__unwritten_release(n);
+  touch(s);
+  if (atomic_load(&s->read_paused) && left <= rrpc__limit_socket_max_unwritten() / 4) resume_read(s);
+}
+
+void rrpc__socket_request_begin(rrpc__socket *s) { atomic_fetch_add(&s->pending_requests, 1); }
+
+void rrpc__socket_request_end(rrpc__socket *s) {
+  int left = atomic_fetch_sub(&s->pending_requests, 1) - 1;
+  if (atomic_load(&s->read_paused) && left <= rrpc__limit_socket_max_pending_requests() / 2)
+    resume_read(s);
+}
+
+int rrpc__socket_pause_if_congested(rrpc__socket *s) {
+  if (!congested(s)) return 0;
+  atomic_store(&s->read_paused, 1);
+  if (want_readable(s, 0) != 0) {
+    atomic_store(&s->read_paused, 0);
+    return 0;
+  }
+  rrpc__limit_count(RRPC__LC_READ_PAUSES);
+  /* A writer or an answer may have relieved it before it could see the flag. */
+  if (relieved(s) && atomic_exchange(&s->read_paused, 0)) {
+    want_readable(s, 1);
+    return 0;
+  }
+  return 1;
+}
+
 /* The token holder writes until the queue is empty (token released), the
  * transport must wait (token kept), or the socket fails. */
 static void drain(rrpc__socket *s) {
   for (;;) {
-    if (rrpc_iobuf_length(&s->wpend) == 0) {
+    /* wpend is the token holder's alone here: what left it since it was
+     * last looked at went to the wire. (Never right after a write returned
+     * -EAGAIN: the loop may be resuming it already.) */
+    size_t pend = rrpc_iobuf_length(&s->wpend);
+    written(s, s->pend_counted - pend);
+    s->pend_counted = pend;
+    if (pend == 0) {
       pthread_mutex_lock(&s->wmu);
       if (rrpc_iobuf_length(&s->wqueue) == 0) {
         s->token = 0;
@@ -307,6 +411,7 @@ static void drain(rrpc__socket *s) {
         rrpc__socket_fail(s, rc);
         return;
       }
+      s->pend_counted = rrpc_iobuf_length(&s->wpend);
     }
     if (atomic_load(&s->failed)) return; /* keep the token: nothing more goes out */
     int rc = s->ops->write(s, &s->wpend);
@@ -327,18 +432,24 @@ static void flush_task(void *arg) {
 }
 
 int rrpc__socket_write(rrpc__socket *s, rrpc_iobuf *msg) {
-  atomic_fetch_add_explicit(&s->bytes_out, rrpc_iobuf_length(msg), memory_order_relaxed);
+  size_t n = rrpc_iobuf_length(msg);
+  atomic_fetch_add_explicit(&s->bytes_out, n, memory_order_relaxed);
   pthread_mutex_lock(&s->wmu);
   int failed = atomic_load(&s->failed);
-  if (failed) {
+  int rc = failed ? -RRPC_ECLOSE : rrpc__unwritten_reserve(atomic_load(&s->unwritten), n);
+  if (rc != 0) {
     pthread_mutex_unlock(&s->wmu);
     rrpc_iobuf_clear(msg);
-    return -RRPC_ECLOSE;
+    return rc;
   }
+  atomic_fetch_add(&s->unwritten, n);
   if (s->token) {
-    int rc = rrpc_iobuf_move(&s->wqueue, msg);
+    rc = rrpc_iobuf_move(&s->wqueue, msg);
     pthread_mutex_unlock(&s->wmu);
-    if (rc != 0) rrpc_iobuf_clear(msg);
+    if (rc != 0) {
+      written(s, n);
+      rrpc_iobuf_clear(msg);
+    }
     return rc;
   }
   s->token = 1;
@@ -349,16 +460,22 @@ int rrpc__socket_write(rrpc__socket *s, rrpc_iobuf *msg) {
      * From another thread (a pool worker answering) while the loop is busy
      * anyway: the same, at no wake-up; only an idle loop is left asleep and
      * the writer writes itself (the lowest latency when load is light). */
-    int rc = rrpc_iobuf_move(&s->wqueue, msg);
+    rc = rrpc_iobuf_move(&s->wqueue, msg);
     pthread_mutex_unlock(&s->wmu);
-    if (rc != 0) rrpc_iobuf_clear(msg);
+    if (rc != 0) {
+      written(s, n);
+      rrpc_iobuf_clear(msg);
+    }
     rrpc__socket_ref(s);
     if (rrpc__loop_post(s->loop, flush_task, s) != 0) flush_task(s);
     return rc;
   }
   pthread_mutex_unlock(&s->wmu);
-  int rc = rrpc_iobuf_move(&s->wpend, msg); /* wpend is empty: cannot grow */
+  rc = rrpc_iobuf_move(&s->wpend, msg); /* wpend is empty: cannot grow */
+  s->pend_counted = n;
   if (rc != 0) {
+    s->pend_counted = 0;
+    written(s, n);
     rrpc_iobuf_clear(msg);
     rrpc__socket_fail(s, rc);
     return rc;
@@ -387,12 +504,25 @@ void rrpc__socket_ready(rrpc__socket *s, int code) {
 
 void rrpc__socket_deliver(rrpc__socket *s) {
   if (atomic_load(&s->failed) || s->owner_notified) return;
+  touch(s);
   size_t len = rrpc_iobuf_length(&s->rbuf);
   if (len > s->rbuf_left)
     atomic_fetch_add_explicit(&s->bytes_in, len - s->rbuf_left, memory_order_relaxed);
   int rc = s->handler->on_data(s->owner, s, &s->rbuf);
   s->rbuf_left = rrpc_iobuf_length(&s->rbuf);
-  if (rc < 0) rrpc__socket_fail(s, rc);
+  if (rc < 0) {
+    rrpc__socket_fail(s, rc);
+    return;
+  }
+  /* What the owner left is a frame still arriving: it counts against the
+   * process, and the connection that takes the total past the limit goes. */
+  if (rrpc__input_account(&s->in_held, rrpc_iobuf_length(&s->rbuf))) {
+    rrpc__limit_count(RRPC__LC_INPUT_LIMIT_CLOSES);
+    RRPC_LOG(WARNING, "closing connection with %s: %zu bytes of an unfinished message pass the "
+             "process's max_input_bytes (%zu)", s->peer_str, rrpc_iobuf_length(&s->rbuf),
+             rrpc__limit_max_input());
+    rrpc__socket_fail(s, -ENOBUFS);
+  }
 }
 
 /* ---- creation ------------------------------------------------------------- */
@@ -560,6 +690,10 @@ static rrpc__socket *socket_alloc(rrpc__loop *loop, int fd, int is_client, const
   s->owner = owner;
   s->token = 1; /* held by the start-up until the transport is ready */
   s->want_events = EPOLLIN;
+  atomic_init(&s->unwritten, 0);
+  atomic_init(&s->read_paused, 0);
+  atomic_init(&s->pending_requests, 0);
+  atomic_init(&s->last_active_us, rrpc__now_us());
   s->watcher = (rrpc__watcher){.fd = fd, .events = EPOLLIN, .cb = on_fd_event, .arg = s};
   rrpc__iobuf_init(&s->rbuf);
   rrpc__iobuf_init(&s->wqueue);

@@ -2,39 +2,106 @@
  * SMC-R CLC Proposal as the first bytes of a connection is consumed and
  * answered with a CLC Decline ("no SMC device"), after which both sides
  * speak plain TCP on the same connection, as SMC-R's fallback prescribes.
- * Only the first bytes are looked at, with MSG_PEEK, so a plain client's
- * data is never consumed here. */
+ *
+ * The first bytes are read into the socket's read buffer like any others
+ * (a peek would leave them in the kernel, and a level-triggered loop would
+ * wake for them again at once, for ever) and looked at there; whatever is
+ * not a CLC message is delivered to the protocol untouched. While the bytes
+ * so far could still be the start of a CLC message, a deadline runs
+ * (rrpc_limits.clc_sniff_timeout_ms): a peer that stops there is closed. */
 #include <errno.h>
 #include <stdint.h>
-#include <sys/socket.h>
+#include <stdlib.h>
 
 #include "rrpc/errors.h"
+#include "rrpc/internal/limits.h"
 #include "rrpc/internal/log.h"
 #include "transport/clc_decline.h"
 #include "transport/rdma/wire/clc.h"
 #include "transport/tcp/tcp_internal.h"
 
-int rrpc__tcp_sniff_clc(rrpc__socket *s) {
-  int fd = rrpc__socket_fd(s);
-  uint8_t buf[RRPC_CLC_MAX_LEN];
-  ssize_t n = recv(fd, buf, RRPC_CLC_HDR_LEN, MSG_PEEK | MSG_DONTWAIT);
-  if (n < 0) return (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? 0 : 1;
-  if (n == 0) return 1; /* EOF: the normal read path reports it */
-  struct rrpc__clc_hdr h;
-  int rc = rrpc__clc_peek_header(buf, (size_t)n, &h);
-  if (rc == -EAGAIN) return 0;
-  if (rc != 0) return 1; /* not CLC: a plain client */
-  n = recv(fd, buf, h.length, MSG_PEEK | MSG_DONTWAIT);
-  if (n < 0) return (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? 0 : -errno;
-  if ((size_t)n < h.length) return 0;
-  if (recv(fd, buf, h.length, MSG_DONTWAIT) != (ssize_t)h.length) return -RRPC_ECLOSE;
-  if (h.type == RRPC_CLC_DECLINE) {
-    struct rrpc__clc_decline d;
-    rrpc__socket_note_fallback(s, rrpc__clc_decode_decline(buf, h.length, &d) == 0 ? d.diag : 0);
-    return 1; /* the client gave up on RDMA itself */
+struct rrpc__tcp_sniff {
+  rrpc__socket *s;
+  rrpc__timer_id timer; /* 0 = no deadline armed; the timer holds a socket ref */
+};
+
+int rrpc__tcp_sniff_begin(rrpc__socket *s) {
+  struct rrpc__tcp_sniff *st = calloc(1, sizeof *st);
+  if (st == NULL) return -ENOMEM;
+  st->s = s;
+  rrpc__socket_set_tstate(s, st);
+  return 0;
+}
+
+void rrpc__tcp_sniff_end(rrpc__socket *s) {
+  struct rrpc__tcp_sniff *st = rrpc__socket_tstate(s);
+  if (st == NULL) return;
+  rrpc__socket_set_tstate(s, NULL);
+  /* Loop thread, as the timer: cancel either removes it or it already ran
+   * (and then cleared st->timer itself). */
+  if (st->timer != 0 && rrpc__loop_timer_cancel(rrpc__socket_loop(s), st->timer) == 0)
+    rrpc__socket_unref(s);
+  free(st);
+}
+
+static void sniff_deadline(void *arg) {
+  struct rrpc__tcp_sniff *st = arg;
+  rrpc__socket *s = st->s;
+  st->timer = 0;
+  rrpc__limit_count(RRPC__LC_CLC_SNIFF_TIMEOUTS);
+  char peer[64];
+  rrpc__socket_peer_str(s, peer, sizeof peer);
+  RRPC_LOG(WARNING, "closing connection from %s: its first bytes looked like SMC-R CLC and "
+           "did not complete within %d ms", peer, rrpc__limit_sniff_timeout_ms());
+  rrpc__socket_fail(s, -ETIMEDOUT);
+  rrpc__socket_unref(s);
+}
+
+static int arm_deadline(struct rrpc__tcp_sniff *st) {
+  if (st->timer != 0) return 0;
+  uint64_t deadline = rrpc__now_us() + (uint64_t)rrpc__limit_sniff_timeout_ms() * 1000u;
+  rrpc__socket_ref(st->s);
+  int rc = rrpc__loop_timer_add(rrpc__socket_loop(st->s), deadline, sniff_deadline, st, &st->timer);
+  if (rc != 0) {
+    st->timer = 0;
+    rrpc__socket_unref(st->s);
   }
-  RRPC_LOG(INFO, "declining an SMC-R %s: this server does not offer RDMA", rrpc__clc_type_name(h.type));
+  return rc;
+}
+
+int rrpc__tcp_sniff_classify(const uint8_t *buf, size_t n, size_t *clc_len, int *is_decline) {
+  struct rrpc__clc_hdr h;
+  int rc = rrpc__clc_peek_header(buf, n, &h);
+  if (rc == -EAGAIN || (rc == 0 && n < h.length)) return RRPC_SNIFF_WAIT;
+  if (rc != 0) return RRPC_SNIFF_PLAIN;
+  *clc_len = h.length;
+  *is_decline = h.type == RRPC_CLC_DECLINE;
+  return RRPC_SNIFF_CLC;
+}
+
+int rrpc__tcp_sniff_check(rrpc__socket *s) {
+  struct rrpc__tcp_sniff *st = rrpc__socket_tstate(s);
+  rrpc_iobuf *rbuf = rrpc__socket_rbuf(s);
+  uint8_t buf[RRPC_CLC_MAX_LEN];
+  size_t n = rrpc_iobuf_copy_out(rbuf, 0, buf, sizeof buf), len = 0;
+  int is_decline = 0;
+  switch (rrpc__tcp_sniff_classify(buf, n, &len, &is_decline)) {
+    case RRPC_SNIFF_WAIT:
+      return arm_deadline(st); /* 0: wait */
+    case RRPC_SNIFF_PLAIN:
+      return 1;
+    default:
+      break;
+  }
+  rrpc_iobuf_pop_front(rbuf, len);
+  if (is_decline) {
+    /* The client gave up on RDMA itself; /connections shows its reason. */
+    struct rrpc__clc_decline d;
+    rrpc__socket_note_fallback(s, rrpc__clc_decode_decline(buf, len, &d) == 0 ? d.diag : 0);
+    return 1;
+  }
+  RRPC_LOG(INFO, "declining an SMC-R %s: this server does not offer RDMA", rrpc__clc_type_name(buf[4]));
   rrpc__socket_note_fallback(s, RRPC_CLC_DECL_NOSMCDEV);
-  rc = rrpc__clc_send_decline(fd, RRPC_CLC_DECL_NOSMCDEV);
+  int rc = rrpc__clc_send_decline(rrpc__socket_fd(s), RRPC_CLC_DECL_NOSMCDEV);
   return rc < 0 ? rc : 1;
 }

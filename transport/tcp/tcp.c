@@ -17,9 +17,6 @@
 #define TCP_READ_MIN 8192
 #define TCP_READ_MAX (256 * 1024)
 
-/* Marks a server socket whose first bytes have not been looked at yet. */
-static char sniff_pending;
-
 static int tcp_start(rrpc__socket *s, int is_client) {
   (void)is_client;
   rrpc__socket_ready(s, 0);
@@ -28,7 +25,10 @@ static int tcp_start(rrpc__socket *s, int is_client) {
 
 /* The server-side default: look at the first bytes for an SMC-R Proposal. */
 static int tcp_start_sniffing(rrpc__socket *s, int is_client) {
-  if (!is_client) rrpc__socket_set_tstate(s, &sniff_pending);
+  if (!is_client) {
+    int rc = rrpc__tcp_sniff_begin(s);
+    if (rc != 0) return rc;
+  }
   return tcp_start(s, is_client);
 }
 
@@ -57,7 +57,24 @@ static int tcp_write(rrpc__socket *s, rrpc_iobuf *data) {
   return 0;
 }
 
-/* Read what is there, growing the read size while reads fill it. */
+/* Hand what was read to the protocol, unless the first bytes are still
+ * being looked at for an SMC-R CLC message (then they wait in the buffer). */
+static void tcp_deliver(rrpc__socket *s) {
+  if (rrpc__socket_tstate(s) != NULL) {
+    int rc = rrpc__tcp_sniff_check(s);
+    if (rc == 0) return;
+    rrpc__tcp_sniff_end(s);
+    if (rc < 0) {
+      rrpc__socket_fail(s, rc);
+      return;
+    }
+  }
+  rrpc__socket_deliver(s);
+}
+
+/* Read what is there, growing the read size while reads fill it. The first
+ * read of each wake-up goes into the room left in the last block: a peer
+ * that trickles bytes then costs the bytes it sent, not a block per read. */
 static void tcp_read(rrpc__socket *s) {
   rrpc_iobuf *rbuf = rrpc__socket_rbuf(s);
   int fd = rrpc__socket_fd(s);
@@ -66,7 +83,9 @@ static void tcp_read(rrpc__socket *s) {
   for (int i = 0; i < TCP_READ_BUDGET; i++) {
     void *p;
     size_t avail;
-    int rc = rrpc__iobuf_reserve(rbuf, want, &p, &avail);
+    /* Host memory, never the registered pool: a TCP peer must not be able
+     * to pin memory by parking partial frames (docs/security.md). */
+    int rc = rrpc__iobuf_reserve_from(rbuf, i == 0 ? 1 : want, rrpc__block_host_allocator(), &p, &avail);
     if (rc != 0) {
       rrpc__socket_fail(s, rc);
       return;
@@ -75,7 +94,7 @@ static void tcp_read(rrpc__socket *s) {
     if (r < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-      rrpc__socket_deliver(s); /* what arrived before the error still counts */
+      tcp_deliver(s); /* what arrived before the error still counts */
       rrpc__socket_fail(s, -errno);
       return;
     }
@@ -87,7 +106,7 @@ static void tcp_read(rrpc__socket *s) {
     if ((size_t)r < avail) break;
     if (want < TCP_READ_MAX) want *= 2;
   }
-  rrpc__socket_deliver(s);
+  tcp_deliver(s);
   if (eof) rrpc__socket_fail(s, -RRPC_ECLOSE);
 }
 
@@ -97,19 +116,17 @@ static void tcp_on_fd_event(rrpc__socket *s, uint32_t events) {
     rrpc__socket_resume_write(s);
   }
   if (!(events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP))) return;
-  if (rrpc__socket_tstate(s) == &sniff_pending) {
-    int rc = rrpc__tcp_sniff_clc(s);
-    if (rc == 0) return;
-    rrpc__socket_set_tstate(s, NULL);
-    if (rc < 0) {
-      rrpc__socket_fail(s, rc);
-      return;
-    }
-  }
   tcp_read(s);
 }
 
-static void tcp_close(rrpc__socket *s) { rrpc__socket_set_tstate(s, NULL); }
+/* A failed socket stops sniffing at once, so a sniff deadline's reference
+ * does not keep the fd open until the deadline. */
+static void tcp_on_fail(rrpc__socket *s, int code) {
+  (void)code;
+  rrpc__tcp_sniff_end(s);
+}
+
+static void tcp_close(rrpc__socket *s) { rrpc__tcp_sniff_end(s); }
 
 static int tcp_describe(const rrpc__socket *s, char *buf, size_t len) {
   (void)s;
@@ -127,6 +144,7 @@ static const rrpc_transport_ops tcp_ops = {
     .start = tcp_start,
     .write = tcp_write,
     .on_fd_event = tcp_on_fd_event,
+    .on_fail = tcp_on_fail,
     .close = tcp_close,
     .describe = tcp_describe,
     .is_rdma = tcp_is_rdma,
@@ -138,6 +156,7 @@ static const rrpc_transport_ops tcp_sniffing_ops = {
     .start = tcp_start_sniffing,
     .write = tcp_write,
     .on_fd_event = tcp_on_fd_event,
+    .on_fail = tcp_on_fail,
     .close = tcp_close,
     .describe = tcp_describe,
     .is_rdma = tcp_is_rdma,

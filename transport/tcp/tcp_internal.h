@@ -3,14 +3,30 @@
 #ifndef RRPC_TRANSPORT_TCP_TCP_INTERNAL_H
 #define RRPC_TRANSPORT_TCP_TCP_INTERNAL_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include "rrpc/transport.h"
 
-/* rrpc__tcp_sniff_clc - server side, before the first read: if the client
- * opened with an SMC-R CLC message (it asked for RDMA and this server does
- * not offer it), consume it and, unless it was a Decline, answer with a
+/* rrpc__tcp_sniff_classify - what the first `n` bytes of a connection are
+ * (pure; fuzzed by test/fuzz/tcp_sniff_fuzzer.c): RRPC_SNIFF_WAIT (they may
+ * still become a CLC message), RRPC_SNIFF_PLAIN (not CLC), or RRPC_SNIFF_CLC
+ * (a whole CLC message of *clc_len <= n bytes; *is_decline set). */
+enum { RRPC_SNIFF_WAIT = 0, RRPC_SNIFF_PLAIN = 1, RRPC_SNIFF_CLC = 2 };
+int rrpc__tcp_sniff_classify(const uint8_t *buf, size_t n, size_t *clc_len, int *is_decline);
+
+/* Server side, before the first bytes are handed to the protocol: if the
+ * client opened with an SMC-R CLC message (it asked for RDMA and this server
+ * does not offer it), consume it and, unless it was a Decline, answer with a
  * Decline so the client falls back to TCP on this connection.
- * Returns 1 when sniffing is over (go on reading normally), 0 when more bytes
- * are needed, or a negative code (the socket must fail). Loop thread. */
-int rrpc__tcp_sniff_clc(rrpc__socket *s);
+ * rrpc__tcp_sniff_begin hangs the sniff state on the socket's tstate (0 or
+ * -ENOMEM); while tstate is set, sniffing is pending.
+ * rrpc__tcp_sniff_check looks at the read buffer: 1 when sniffing is over
+ * (deliver what is left), 0 when more bytes are needed (a deadline is then
+ * running), or a negative code (the socket must fail).
+ * rrpc__tcp_sniff_end releases the state (idempotent). All: loop thread. */
+int rrpc__tcp_sniff_begin(rrpc__socket *s);
+int rrpc__tcp_sniff_check(rrpc__socket *s);
+void rrpc__tcp_sniff_end(rrpc__socket *s);
 
 #endif /* RRPC_TRANSPORT_TCP_TCP_INTERNAL_H */

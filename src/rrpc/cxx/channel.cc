@@ -23,7 +23,10 @@ ChannelOptions::ChannelOptions()
     : max_body_size(
           static_cast<size_t>(detail::FlagUint64("max_body_size", detail::kDefaultMaxBodySize))) {}
 
-Channel::Channel() { detail::InitRuntimeOnce(); }
+Channel::Channel() {
+  detail::InitRuntimeOnce();
+  detail::ApplyLimitFlags();
+}
 
 Channel::~Channel() {
   if (ch_ != nullptr) rrpc_channel_free(ch_);

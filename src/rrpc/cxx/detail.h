@@ -16,6 +16,10 @@ namespace detail {
 // Thread-safe; cheap after the first call.
 void InitRuntimeOnce();
 
+// ApplyLimitFlags - hand the limit flags that were set (not left at their
+// defaults) to rrpc_limits_set. Any thread.
+void ApplyLimitFlags();
+
 // ApplyLoopFlags - hand --event_dispatcher_num to the C core before its
 // process-wide loops start (Channel::Init, Server::Start). Once they run the
 // count is fixed; a different non-zero flag then logs a warning once.

@@ -15,6 +15,7 @@
 #include "rrpc/builtin.h"
 #include "rrpc/cxx/flag_value.h"
 #include "rrpc/errors.h"
+#include "rrpc/limits.h"
 #include "rrpc/loops.h"
 #include "rrpc/metrics.h"
 #include "rrpc/rdma.h"
@@ -38,6 +39,26 @@ DEFINE_bool(usercode_in_loop, false,
 DEFINE_int32(usercode_queue_max, 0,
              "Requests waiting for a worker, at most, per Server; one more fails with "
              "EOVERCROWDED. 0 = 65536");
+DEFINE_int32(idle_timeout_second, 0,
+             "Default ServerOptions::idle_timeout_sec: a server connection that reads and writes "
+             "nothing for so many seconds is closed; <= 0 = never");
+DEFINE_int32(max_concurrency, 0,
+             "Default ServerOptions::max_concurrency: requests running at once per server; one "
+             "more fails with ELIMIT; 0 = no limit");
+DEFINE_uint64(socket_max_unwritten_bytes, 64u << 20,
+              "Bytes queued for writing on one connection; a write past it fails with "
+              "EOVERCROWDED, and a server stops reading a connection over half of it");
+DEFINE_uint64(rrpc_max_unwritten_bytes, 1u << 30,
+              "Bytes queued for writing over all connections of the process");
+DEFINE_uint64(rrpc_max_input_bytes, 1u << 30,
+              "Bytes of unfinished messages buffered over all connections of the process; the "
+              "connection that passes it is closed");
+DEFINE_int32(rrpc_socket_max_pending_requests, 1024,
+             "Requests read from one server connection and not answered yet; at it the server "
+             "stops reading that connection until half are answered");
+DEFINE_int32(rrpc_clc_sniff_timeout_ms, 2000,
+             "A TCP server connection whose first bytes may be SMC-R CLC must complete the "
+             "message within this time");
 DEFINE_bool(enable_metrics, true,
             "Record per-method, per-server and per-channel call figures (QPS, errors, latency "
             "percentiles) shown on the builtin pages");
@@ -54,6 +75,13 @@ bool NonNegative(const char* name, int32_t v) {
   fprintf(stderr, "--%s must be >= 0, got %d\n", name, static_cast<int>(v));
   return false;
 }
+// main at 2824a36 uses it here without defining it (it lives in
+// src/rrpc/flags/brpc_named.cc, another library's anonymous namespace).
+bool Positive64(const char* name, uint64_t v) {
+  if (v > 0) return true;
+  fprintf(stderr, "--%s must be > 0\n", name);
+  return false;
+}
 bool ValidRingSize(const char*, uint64_t v) {
   // 16 KiB << n: a power of two of at least 16 KiB.
   if (v >= (16u << 10) && (v & (v - 1)) == 0) return true;
@@ -67,7 +95,13 @@ const bool g_validators_registered =
     gflags::RegisterFlagValidator(&FLAGS_rdma_memory_pool_max_size_mb, NonNegative) &&
     gflags::RegisterFlagValidator(&FLAGS_rdma_handshake_timeout_ms, NonNegative) &&
     gflags::RegisterFlagValidator(&FLAGS_usercode_pool_threads, NonNegative) &&
-    gflags::RegisterFlagValidator(&FLAGS_usercode_queue_max, NonNegative);
+    gflags::RegisterFlagValidator(&FLAGS_usercode_queue_max, NonNegative) &&
+    gflags::RegisterFlagValidator(&FLAGS_max_concurrency, NonNegative) &&
+    gflags::RegisterFlagValidator(&FLAGS_socket_max_unwritten_bytes, Positive64) &&
+    gflags::RegisterFlagValidator(&FLAGS_rrpc_max_unwritten_bytes, Positive64) &&
+    gflags::RegisterFlagValidator(&FLAGS_rrpc_max_input_bytes, Positive64) &&
+    gflags::RegisterFlagValidator(&FLAGS_rrpc_clc_sniff_timeout_ms, NonNegative) &&
+    gflags::RegisterFlagValidator(&FLAGS_rrpc_socket_max_pending_requests, NonNegative);
 
 }  // namespace
 
@@ -75,6 +109,7 @@ namespace rrpc {
 namespace detail {
 
 namespace {
+bool FlagSet(const char* name) { return !gflags::GetCommandLineFlagInfoOrDie(name).is_default; }
 // /flags lists every gflag with its current value. Runs on a loop thread;
 // reading flags neither blocks nor changes them.
 void VisitAllFlags(void*, rrpc_flag_visit_fn visit, void* ctx) {
@@ -95,6 +130,22 @@ void ApplyObservabilityFlags() {
     LOG(WARNING) << "--builtin_max_request_bytes=" << FLAGS_builtin_max_request_bytes
                  << " is above 65536; the previous limit stays";
   rrpc_builtin_set_flags_source(VisitAllFlags, nullptr);
+}
+
+// Only flags given on the command line (or set by the program) override: a
+// program that set limits through the C API keeps them otherwise.
+void ApplyLimitFlags() {
+  rrpc_limits l;
+  rrpc_limits_get(&l);
+  if (FlagSet("rrpc_max_input_bytes")) l.max_input_bytes = static_cast<size_t>(FLAGS_rrpc_max_input_bytes);
+  if (FlagSet("socket_max_unwritten_bytes"))
+    l.socket_max_unwritten_bytes = static_cast<size_t>(FLAGS_socket_max_unwritten_bytes);
+  if (FlagSet("rrpc_max_unwritten_bytes"))
+    l.max_unwritten_bytes = static_cast<size_t>(FLAGS_rrpc_max_unwritten_bytes);
+  if (FlagSet("rrpc_clc_sniff_timeout_ms")) l.clc_sniff_timeout_ms = FLAGS_rrpc_clc_sniff_timeout_ms;
+  if (FlagSet("rrpc_socket_max_pending_requests"))
+    l.socket_max_pending_requests = FLAGS_rrpc_socket_max_pending_requests;
+  rrpc_limits_set(&l);
 }
 
 void ApplyLoopFlags() {

@@ -41,8 +41,15 @@ DECLARE_int32(rdma_handshake_timeout_ms);
 DECLARE_int32(usercode_pool_threads);
 DECLARE_bool(usercode_in_loop);
 DECLARE_int32(usercode_queue_max);
-DECLARE_bool(usercode_in_loop);
-DECLARE_int32(usercode_queue_max);
+// Limits (rrpc/limits.h, docs/security.md). The process-wide ones are applied
+// whenever a Server starts or a Channel is created.
+DECLARE_int32(idle_timeout_second);
+DECLARE_int32(max_concurrency);
+DECLARE_uint64(socket_max_unwritten_bytes);
+DECLARE_uint64(rrpc_max_unwritten_bytes);
+DECLARE_uint64(rrpc_max_input_bytes);
+DECLARE_int32(rrpc_clc_sniff_timeout_ms);
+DECLARE_int32(rrpc_socket_max_pending_requests);
 DECLARE_bool(enable_metrics);
 DECLARE_uint64(builtin_max_request_bytes);
 DECLARE_uint64(builtin_max_connections_listed);

@@ -78,7 +78,9 @@ ServerOptions::ServerOptions()
       max_body_size(
           static_cast<size_t>(detail::FlagUint64("max_body_size", detail::kDefaultMaxBodySize))),
       handlers_in_loop(FLAGS_usercode_in_loop),
-      pool_queue_max(FLAGS_usercode_queue_max) {}
+      pool_queue_max(FLAGS_usercode_queue_max),
+      idle_timeout_sec(FLAGS_idle_timeout_second),
+      max_concurrency(FLAGS_max_concurrency) {}
 
 // ---- one served call -----------------------------------------------------------
 
@@ -293,6 +295,9 @@ int Server::Start(const char* addr, const ServerOptions* opts) {
   c.max_body_size = o.max_body_size;
   c.handlers_in_loop = o.handlers_in_loop ? 1 : 0;
   c.pool_queue_max = o.pool_queue_max;
+  c.idle_timeout_s = o.idle_timeout_sec > 0 ? o.idle_timeout_sec : 0;
+  c.max_concurrency = o.max_concurrency;
+  detail::ApplyLimitFlags();
   rrpc_server* s = nullptr;
   int rc = rrpc_server_new(&c, &s);
   if (rc != 0) {
@@ -309,6 +314,10 @@ int Server::Start(const char* addr, const ServerOptions* opts) {
       return -1;
     }
   }
+  if (ApplyMethodLimits(s) != 0) {
+    rrpc_server_free(s);
+    return -1;
+  }
   rc = rrpc_server_start(s, addr);
   if (rc != 0) {
     LOG(ERROR) << "rrpc::Server::Start(\"" << addr << "\"): " << rrpc_strerror(rc);
@@ -323,7 +332,29 @@ int Server::Start(const char* addr, const ServerOptions* opts) {
   return 0;
 }
 
-int Server::Stop(int /*closewait_ms*/) {
+int& Server::MaxConcurrencyOf(const std::string& full_method_name) {
+  for (auto& e : method_limits_)
+    if (e.first == full_method_name) return *e.second;
+  method_limits_.emplace_back(full_method_name, std::make_unique<int>(0));
+  return *method_limits_.back().second;
+}
+
+int Server::ApplyMethodLimits(rrpc_server* s) {
+  for (const auto& e : method_limits_) {
+    size_t cut = e.first.find_last_of("./");
+    int rc = cut == std::string::npos
+                 ? -ENOENT
+                 : rrpc_server_set_method_max_concurrency(s, e.first.substr(0, cut).c_str(),
+                                                          e.first.substr(cut + 1).c_str(), *e.second);
+    if (rc != 0) {
+      LOG(ERROR) << "rrpc::Server::Start: MaxConcurrencyOf(\"" << e.first << "\"): " << rrpc_strerror(rc);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+int Server::Stop(int closewait_ms) {
   rrpc_server* s;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -332,7 +363,7 @@ int Server::Stop(int /*closewait_ms*/) {
   }
   // Outside mu_: stopping waits for loop threads, which may be ending calls
   // (CallEnded takes mu_).
-  rrpc_server_stop(s);
+  rrpc_server_shutdown(s, closewait_ms);
   {
     std::lock_guard<std::mutex> lk(mu_);
     stopped_ = true;

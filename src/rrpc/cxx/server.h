@@ -26,6 +26,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "rrpc/cxx/controller.h"
@@ -63,6 +64,12 @@ struct ServerOptions {
   // Requests waiting for a pool thread, at most; one more fails with
   // EOVERCROWDED. 0 = 65536. Default --usercode_queue_max.
   int pool_queue_max;
+  // A connection that reads and writes nothing for this many seconds is
+  // closed; <= 0 = never (brpc's meaning). Default --idle_timeout_second.
+  int idle_timeout_sec;
+  // Requests running at once; one more fails at once with ELIMIT (2004);
+  // 0 = no limit. Default --max_concurrency. Per method: MaxConcurrencyOf.
+  int max_concurrency;
   // Answer HTTP on this port with the builtin pages (/status, /vars,
   // /connections, /rdma, /flags, /metrics); docs/observability.md.
   bool has_builtin_services = true;
@@ -96,9 +103,16 @@ class Server {
   int Start(int port, const ServerOptions* opts);
   int Start(const char* addr, const ServerOptions* opts);
 
-  // Stop - stop accepting and close every connection (their pending calls
-  // fail with ECLOSE at the clients). Idempotent; any thread but an rrpc
-  // loop thread. closewait_ms is accepted for brpc compatibility and unused.
+  // MaxConcurrencyOf - the limit of one method ("package.Service.Method" or
+  // "package.Service/Method"), 0 = none of its own; set it before Start.
+  // Calls over it fail at once with ELIMIT (2004), as brpc's does.
+  int& MaxConcurrencyOf(const std::string& full_method_name);
+
+  // Stop - stop accepting; requests that arrive from now on get ELOGOFF
+  // (2003: not executed, retriable elsewhere); methods already running may
+  // finish and their responses go out, for at most closewait_ms; then every
+  // connection is closed (calls still pending then fail with ECLOSE at the
+  // clients). Idempotent; any thread but an rrpc loop thread.
   int Stop(int closewait_ms = 0);
   // Join - wait until Stop() was called (by any thread) and every method
   // that is still running has called done->Run() and returned. After Join
@@ -125,9 +139,11 @@ class Server {
   };
 
   void CallEnded();
+  int ApplyMethodLimits(rrpc_server* s);
 
   std::vector<ServiceEntry> services_;
   std::vector<std::unique_ptr<Method>> methods_;  // borrowed by the C server as handler args
+  std::vector<std::pair<std::string, std::unique_ptr<int>>> method_limits_;  // MaxConcurrencyOf
   rrpc_server* server_ = nullptr;
 
   mutable std::mutex mu_;

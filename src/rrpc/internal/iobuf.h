@@ -64,6 +64,12 @@ void rrpc__iobuf_destroy(rrpc_iobuf *buf);
  * the default). 0, -EINVAL (size > UINT32_MAX) or the allocator's error.
  * ref/unref are atomic and callable from any thread. */
 int rrpc__block_alloc(size_t size, rrpc_block **out);
+/* rrpc__block_alloc_from - the same from allocator `a`.
+ * rrpc__block_host_allocator - plain malloc, whatever the current allocator
+ * is: for memory no device needs to see (TCP read buffers), so that a peer
+ * cannot spend registered (pinned) memory by sending over TCP. */
+int rrpc__block_alloc_from(const rrpc_block_allocator *a, size_t size, rrpc_block **out);
+const rrpc_block_allocator *rrpc__block_host_allocator(void);
 /* rrpc__block_new_user - wrap user memory as a block with refs = 1 (no
  * copy). On error the deleter does not run. */
 int rrpc__block_new_user(void *data, size_t len, void *region, rrpc_iobuf_deleter deleter,
@@ -86,6 +92,10 @@ int rrpc__iobuf_append_block(rrpc_iobuf *buf, rrpc_block *b, uint32_t off, uint3
  * (or commit(0)) appends nothing, and its block is kept for the next reserve
  * (released by clear/destroy). */
 int rrpc__iobuf_reserve(rrpc_iobuf *buf, size_t min_size, void **ptr, size_t *avail);
+/* rrpc__iobuf_reserve_from - the same, a new block (if one is needed) coming
+ * from allocator `a` (a spare from another allocator is not reused). */
+int rrpc__iobuf_reserve_from(rrpc_iobuf *buf, size_t min_size, const rrpc_block_allocator *a,
+                             void **ptr, size_t *avail);
 void rrpc__iobuf_commit(rrpc_iobuf *buf, size_t n);
 
 /* rrpc__iobuf_fill_iov - fill up to `max` iovecs from the front of `buf`

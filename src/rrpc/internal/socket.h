@@ -50,6 +50,32 @@ int rrpc__socket_connected(const rrpc__socket *s);
  * must hold a reference. */
 int rrpc__socket_write(rrpc__socket *s, rrpc_iobuf *msg);
 
+/* rrpc__socket_write fails with -RRPC_EOVERCROWDED (msg emptied, nothing
+ * queued) when the socket already has bytes queued and this message would
+ * take them past socket_max_unwritten_bytes, or the process past
+ * max_unwritten_bytes (rrpc/limits.h). */
+
+/* rrpc__socket_pause_if_congested - back-pressure for an owner that reads
+ * requests and writes responses: if more than half of
+ * socket_max_unwritten_bytes is queued, or socket_max_pending_requests are
+ * read and not answered, stop reading and return 1 (the owner should leave
+ * the rest of the read buffer for later); reading resumes and on_data runs
+ * again once the queue is under a quarter and the pending requests under
+ * half. Else 0. Loop thread (from on_data). */
+int rrpc__socket_pause_if_congested(rrpc__socket *s);
+/* rrpc__socket_request_begin / _end - a request read from the socket was
+ * handed on / answered (or dropped). Any thread. */
+void rrpc__socket_request_begin(rrpc__socket *s);
+void rrpc__socket_request_end(rrpc__socket *s);
+
+/* rrpc__socket_unwritten - bytes queued and not yet handed to the wire.
+ * Any thread. */
+size_t rrpc__socket_unwritten(const rrpc__socket *s);
+
+/* rrpc__socket_last_active_us - rrpc__now_us() of the last bytes read or
+ * written (or of creation). Any thread. */
+uint64_t rrpc__socket_last_active_us(const rrpc__socket *s);
+
 /* rrpc__socket_finish_writes - nothing more will be written or read: once
  * what is queued has gone to the kernel, shut the TCP connection down both
  * ways (the peer gets the data, then FIN; our read side sees EOF, so the
