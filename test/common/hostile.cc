@@ -80,6 +80,12 @@ size_t rss_bytes(pid_t pid) {
   return resident * static_cast<size_t>(sysconf(_SC_PAGESIZE));
 }
 
+size_t peak_rss_bytes() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<size_t>(ru.ru_maxrss) * 1024;
+}
+
 double cpu_seconds(pid_t pid) {
   std::ifstream f(proc_path(pid, "stat"));
   std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());

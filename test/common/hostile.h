@@ -35,6 +35,10 @@ std::string frame_header(uint32_t body_size, uint32_t meta_size);
 
 // Resident set size of `pid` (0 = this process), bytes.
 size_t rss_bytes(pid_t pid = 0);
+// The peak RSS of this process so far, bytes (getrusage: unlike reading
+// /proc/self/statm it takes no lock that the process's mmap calls need, so
+// sampling it cannot stall the threads being measured).
+size_t peak_rss_bytes();
 // User + system CPU seconds of `pid` (0 = this process) so far.
 double cpu_seconds(pid_t pid = 0);
 // Open descriptors of this process.

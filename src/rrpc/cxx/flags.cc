@@ -39,15 +39,13 @@ DEFINE_bool(usercode_in_loop, false,
 DEFINE_int32(usercode_queue_max, 0,
              "Requests waiting for a worker, at most, per Server; one more fails with "
              "EOVERCROWDED. 0 = 65536");
-DEFINE_int32(idle_timeout_second, 0,
+DEFINE_int32(rrpc_idle_timeout_second, 0,
              "Default ServerOptions::idle_timeout_sec: a server connection that reads and writes "
-             "nothing for so many seconds is closed; <= 0 = never");
-DEFINE_int32(max_concurrency, 0,
+             "nothing for so many seconds is closed; <= 0 = never (brpc's idle_timeout_second "
+             "is its client connection pools' setting, a different one)");
+DEFINE_int32(rrpc_max_concurrency, 0,
              "Default ServerOptions::max_concurrency: requests running at once per server; one "
              "more fails with ELIMIT; 0 = no limit");
-DEFINE_uint64(socket_max_unwritten_bytes, 64u << 20,
-              "Bytes queued for writing on one connection; a write past it fails with "
-              "EOVERCROWDED, and a server stops reading a connection over half of it");
 DEFINE_uint64(rrpc_max_unwritten_bytes, 1u << 30,
               "Bytes queued for writing over all connections of the process");
 DEFINE_uint64(rrpc_max_input_bytes, 1u << 30,
@@ -89,6 +87,11 @@ bool ValidRingSize(const char*, uint64_t v) {
           static_cast<unsigned long long>(v));
   return false;
 }
+bool Positive64(const char* name, uint64_t v) {
+  if (v > 0) return true;
+  fprintf(stderr, "--%s must be > 0\n", name);
+  return false;
+}
 
 const bool g_validators_registered =
     gflags::RegisterFlagValidator(&FLAGS_rdma_ring_size, ValidRingSize) &&
@@ -96,8 +99,7 @@ const bool g_validators_registered =
     gflags::RegisterFlagValidator(&FLAGS_rdma_handshake_timeout_ms, NonNegative) &&
     gflags::RegisterFlagValidator(&FLAGS_usercode_pool_threads, NonNegative) &&
     gflags::RegisterFlagValidator(&FLAGS_usercode_queue_max, NonNegative) &&
-    gflags::RegisterFlagValidator(&FLAGS_max_concurrency, NonNegative) &&
-    gflags::RegisterFlagValidator(&FLAGS_socket_max_unwritten_bytes, Positive64) &&
+    gflags::RegisterFlagValidator(&FLAGS_rrpc_max_concurrency, NonNegative) &&
     gflags::RegisterFlagValidator(&FLAGS_rrpc_max_unwritten_bytes, Positive64) &&
     gflags::RegisterFlagValidator(&FLAGS_rrpc_max_input_bytes, Positive64) &&
     gflags::RegisterFlagValidator(&FLAGS_rrpc_clc_sniff_timeout_ms, NonNegative) &&
@@ -138,8 +140,10 @@ void ApplyLimitFlags() {
   rrpc_limits l;
   rrpc_limits_get(&l);
   if (FlagSet("rrpc_max_input_bytes")) l.max_input_bytes = static_cast<size_t>(FLAGS_rrpc_max_input_bytes);
-  if (FlagSet("socket_max_unwritten_bytes"))
-    l.socket_max_unwritten_bytes = static_cast<size_t>(FLAGS_socket_max_unwritten_bytes);
+  // brpc-named: read by name (brpc's definition serves when brpc is linked).
+  int64_t unwritten = FlagInt64("socket_max_unwritten_bytes", kDefaultSocketMaxUnwrittenBytes);
+  if (unwritten > 0 && unwritten != kDefaultSocketMaxUnwrittenBytes)
+    l.socket_max_unwritten_bytes = static_cast<size_t>(unwritten);
   if (FlagSet("rrpc_max_unwritten_bytes"))
     l.max_unwritten_bytes = static_cast<size_t>(FLAGS_rrpc_max_unwritten_bytes);
   if (FlagSet("rrpc_clc_sniff_timeout_ms")) l.clc_sniff_timeout_ms = FLAGS_rrpc_clc_sniff_timeout_ms;

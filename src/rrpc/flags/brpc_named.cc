@@ -43,6 +43,9 @@ DEFINE_int32(event_dispatcher_num, kDefaultEventDispatcherNum,
              "Read when the first Channel or Server starts them");
 DEFINE_bool(usercode_in_pthread, kDefaultUsercodeInPthread,
             "Kept for brpc compatibility: server methods run on a worker pool by default");
+DEFINE_int64(socket_max_unwritten_bytes, kDefaultSocketMaxUnwrittenBytes,
+             "Bytes queued for writing on one connection; a write past it fails with "
+             "EOVERCROWDED, and a server stops reading a connection over half of it");
 
 namespace {
 
