@@ -73,13 +73,6 @@ bool NonNegative(const char* name, int32_t v) {
   fprintf(stderr, "--%s must be >= 0, got %d\n", name, static_cast<int>(v));
   return false;
 }
-// main at 2824a36 uses it here without defining it (it lives in
-// src/rrpc/flags/brpc_named.cc, another library's anonymous namespace).
-bool Positive64(const char* name, uint64_t v) {
-  if (v > 0) return true;
-  fprintf(stderr, "--%s must be > 0\n", name);
-  return false;
-}
 bool ValidRingSize(const char*, uint64_t v) {
   // 16 KiB << n: a power of two of at least 16 KiB.
   if (v >= (16u << 10) && (v & (v - 1)) == 0) return true;
