@@ -234,6 +234,34 @@ int64_t echo_us(rrpc_channel *ch) {
   return rc == 0 ? t : -1;
 }
 
+// Three 64 B echoes issued at once on `ch`; the fastest one's latency in
+// microseconds (-1 on failure). A loop held by a blocked callback delays all
+// three; a busy CI machine's preemption rarely delays all three, so the
+// fastest measures the blocking without the noise.
+int64_t fastest_of_three_us(rrpc_channel *ch) {
+  Outcome o[3];
+  rrpc_controller *c[3];
+  rrpc_iobuf *req;
+  rrpc_iobuf_new(&req);
+  std::string body(64, 'x');
+  rrpc_iobuf_append(req, body.data(), body.size());
+  int64_t t0[3];
+  for (int i = 0; i < 3; i++) {
+    rrpc_controller_new(&c[i]);
+    t0[i] = now_us();
+    if (rrpc_channel_call(ch, "t.S", "Echo", c[i], req, nullptr, outcome_done, &o[i]) != 0) return -1;
+  }
+  int64_t best = -1;
+  for (int i = 0; i < 3; i++) {
+    if (!o[i].done.WaitFor(10000)) return -1;  // the controllers leak: the test fails anyway
+    int64_t t = o[i].code == 0 ? o[i].at_us - t0[i] : -1;
+    if (t >= 0 && (best < 0 || t < best)) best = t;
+    rrpc_controller_free(c[i]);
+  }
+  rrpc_iobuf_free(req);
+  return best;
+}
+
 int64_t median_echo_us(rrpc_channel *ch, int n) {
   std::vector<int64_t> v;
   for (int i = 0; i < n; i++) v.push_back(echo_us(ch));
@@ -350,7 +378,7 @@ TEST(Connect, InLoopHandlerCallingBlackHoleDoesNotDelayOthers) {
   Outcome o;
   ASSERT_EQ(0, rrpc_channel_call(a, "t.S", "Proxy", c, nullptr, nullptr, outcome_done, &o));
   ASSERT_TRUE(proxy.entered.WaitFor(5000));
-  int64_t during = echo_us(b);
+  int64_t during = fastest_of_three_us(b);
   ASSERT_GT(during, 0);
   EXPECT_LT(during - base, 5000) << "baseline " << base << " us, during the proxy's connect " << during << " us";
   ASSERT_TRUE(o.done.WaitFor(5000));
@@ -382,9 +410,9 @@ TEST(Handlers, SleepingHandlerDoesNotDelayOtherConnectionsByDefault) {
   Outcome o;
   ASSERT_EQ(0, rrpc_channel_call(a, "t.S", "Sleep", c, req, nullptr, outcome_done, &o));
   ASSERT_TRUE(sl.entered.WaitFor(5000));
-  // The first call after the sleeper started is the one a blocked loop
-  // would hold for the whole second.
-  int64_t during = echo_us(b);
+  // Calls made while the sleeper sleeps: a blocked loop would hold them all
+  // for the whole second.
+  int64_t during = fastest_of_three_us(b);
   ASSERT_GT(during, 0);
   EXPECT_LT(during - base, 5000) << "baseline " << base << " us, beside a sleeping handler " << during << " us";
   ASSERT_TRUE(o.done.WaitFor(5000));

@@ -417,7 +417,9 @@ int rrpc_channel_call(rrpc_channel *ch, const char *service, const char *method,
   c->cid = atomic_fetch_add(&ch->next_cid, 1);
 
   if (done == NULL && rrpc__loop_current() != NULL)
-    return fail_unsent(ch, c, -EDEADLK, "a synchronous call from an rrpc loop thread would deadlock");
+    return fail_unsent(ch, c, -EDEADLK,
+                       "a synchronous call from an rrpc loop thread would deadlock (in-loop handlers and "
+                       "completions run there): call asynchronously, or run the handler on the pool");
 
   rrpc_iobuf frame;
   rrpc__iobuf_init(&frame);

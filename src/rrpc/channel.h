@@ -42,7 +42,8 @@ int rrpc_channel_new(const char *addr, const rrpc_channel_options *opts, rrpc_ch
  * this returns. Any thread except a loop thread. */
 void rrpc_channel_free(rrpc_channel *ch);
 
-/* Completion of an async call: runs exactly once, on a loop thread, never
+/* Completion of an async call: runs exactly once, on a loop thread (so it
+ * must not block: see docs/threads.md), never
  * inside rrpc_channel_call. `cntl` and `response` are the caller's. */
 typedef void (*rrpc_call_done)(void *arg, rrpc_controller *cntl);
 
@@ -58,7 +59,9 @@ typedef void (*rrpc_call_done)(void *arg, rrpc_controller *cntl);
  *   cntl, response and request attachment must stay alive until then. Only
  *   arguments the call cannot take at all are refused up front: then it
  *   returns -EINVAL or -ENOMEM and done never runs.
- * A sync call from a loop thread would deadlock: it returns -EDEADLK. */
+ * A sync call from a loop thread (an async completion, or a server handler
+ * run with RRPC_RUN_IN_LOOP) would deadlock: it returns -EDEADLK. From a
+ * handler on a server's worker pool (the default) it works. */
 int rrpc_channel_call(rrpc_channel *ch, const char *service_full_name, const char *method,
                       rrpc_controller *cntl, const rrpc_iobuf *request, rrpc_iobuf *response,
                       rrpc_call_done done, void *arg);

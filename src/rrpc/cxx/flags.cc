@@ -36,10 +36,8 @@ DEFINE_bool(usercode_in_loop, false,
 DEFINE_int32(usercode_queue_max, 0,
              "Requests waiting for a worker, at most, per Server; one more fails with "
              "EOVERCROWDED. 0 = 65536");
-DEFINE_int32(rrpc_idle_timeout_second, 0,
-             "Default ServerOptions::idle_timeout_sec: a server connection that reads and writes "
-             "nothing for so many seconds is closed; <= 0 = never (brpc's idle_timeout_second "
-             "is its client connection pools' setting, a different one)");
+// Not "max_concurrency": brpc's own programs commonly define a flag of that
+// name in main(), and a library definition would collide with theirs.
 DEFINE_int32(rrpc_max_concurrency, 0,
              "Default ServerOptions::max_concurrency: requests running at once per server; one "
              "more fails with ELIMIT; 0 = no limit");
@@ -62,16 +60,16 @@ bool NonNegative(const char* name, int32_t v) {
   fprintf(stderr, "--%s must be >= 0, got %d\n", name, static_cast<int>(v));
   return false;
 }
+bool Positive64(const char* name, uint64_t v) {
+  if (v > 0) return true;
+  fprintf(stderr, "--%s must be > 0\n", name);
+  return false;
+}
 bool ValidRingSize(const char*, uint64_t v) {
   // 16 KiB << n: a power of two of at least 16 KiB.
   if (v >= (16u << 10) && (v & (v - 1)) == 0) return true;
   fprintf(stderr, "--rdma_ring_size must be 16 KiB << n, got %llu\n",
           static_cast<unsigned long long>(v));
-  return false;
-}
-bool Positive64(const char* name, uint64_t v) {
-  if (v > 0) return true;
-  fprintf(stderr, "--%s must be > 0\n", name);
   return false;
 }
 
@@ -94,6 +92,11 @@ namespace detail {
 
 namespace {
 bool FlagSet(const char* name) { return !gflags::GetCommandLineFlagInfoOrDie(name).is_default; }
+// For a flag that another library may define, or none: never dies.
+bool FlagIsSet(const char* name) {
+  gflags::CommandLineFlagInfo info;
+  return gflags::GetCommandLineFlagInfo(name, &info) && !info.is_default;
+}
 }  // namespace
 
 // Only flags given on the command line (or set by the program) override: a
@@ -102,10 +105,11 @@ void ApplyLimitFlags() {
   rrpc_limits l;
   rrpc_limits_get(&l);
   if (FlagSet("rrpc_max_input_bytes")) l.max_input_bytes = static_cast<size_t>(FLAGS_rrpc_max_input_bytes);
-  // brpc-named: read by name (brpc's definition serves when brpc is linked).
-  int64_t unwritten = FlagInt64("socket_max_unwritten_bytes", kDefaultSocketMaxUnwrittenBytes);
-  if (unwritten > 0 && unwritten != kDefaultSocketMaxUnwrittenBytes)
-    l.socket_max_unwritten_bytes = static_cast<size_t>(unwritten);
+  // By name (brpc defines it too); only a value given on the command line or
+  // by the program overrides what the C API set.
+  if (FlagIsSet("socket_max_unwritten_bytes"))
+    l.socket_max_unwritten_bytes = static_cast<size_t>(
+        FlagInt64("socket_max_unwritten_bytes", kDefaultSocketMaxUnwrittenBytes));
   if (FlagSet("rrpc_max_unwritten_bytes"))
     l.max_unwritten_bytes = static_cast<size_t>(FLAGS_rrpc_max_unwritten_bytes);
   if (FlagSet("rrpc_clc_sniff_timeout_ms")) l.clc_sniff_timeout_ms = FLAGS_rrpc_clc_sniff_timeout_ms;

@@ -79,7 +79,8 @@ ServerOptions::ServerOptions()
           static_cast<size_t>(detail::FlagUint64("max_body_size", detail::kDefaultMaxBodySize))),
       handlers_in_loop(FLAGS_usercode_in_loop),
       pool_queue_max(FLAGS_usercode_queue_max),
-      idle_timeout_sec(FLAGS_rrpc_idle_timeout_second),
+      idle_timeout_sec(static_cast<int>(
+          detail::FlagInt64("idle_timeout_second", detail::kDefaultIdleTimeoutSecond))),
       max_concurrency(FLAGS_rrpc_max_concurrency) {}
 
 // ---- one served call -----------------------------------------------------------
