@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "transport/rdma/wire/clc.h"
+#include "transport/smc/clc.h"
 #include "transport/tcp/tcp_internal.h"
 
 static void check(int ok, const char *what) {

@@ -9,12 +9,15 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "rrpc/cxx/detail.h"
+#include "rrpc/builtin.h"
 #include "rrpc/cxx/flag_value.h"
 #include "rrpc/errors.h"
 #include "rrpc/limits.h"
 #include "rrpc/loops.h"
+#include "rrpc/metrics.h"
 #include "rrpc/rdma.h"
 
 // The flags brpc also defines (max_body_size, rdma_sq_size, ...) are not
@@ -57,6 +60,14 @@ DEFINE_int32(rrpc_socket_max_pending_requests, 1024,
 DEFINE_int32(rrpc_clc_sniff_timeout_ms, 2000,
              "A TCP server connection whose first bytes may be SMC-R CLC must complete the "
              "message within this time");
+DEFINE_bool(enable_metrics, true,
+            "Record per-method, per-server and per-channel call figures (QPS, errors, latency "
+            "percentiles) shown on the builtin pages");
+DEFINE_uint64(builtin_max_request_bytes, 8192,
+              "Largest HTTP request head the builtin pages accept (larger: 413); at most 65536");
+DEFINE_uint64(builtin_max_connections_listed, 10000, "Rows of the /connections builtin page");
+DEFINE_uint64(builtin_max_concurrent_listings, 4,
+              "/connections and /rdma pages built at once (more get 503)");
 
 namespace {
 
@@ -97,7 +108,27 @@ namespace detail {
 
 namespace {
 bool FlagSet(const char* name) { return !gflags::GetCommandLineFlagInfoOrDie(name).is_default; }
+// /flags lists every gflag with its current value. Runs on a loop thread;
+// reading flags neither blocks nor changes them.
+void VisitAllFlags(void*, rrpc_flag_visit_fn visit, void* ctx) {
+  std::vector<gflags::CommandLineFlagInfo> all;
+  gflags::GetAllFlags(&all);
+  for (const gflags::CommandLineFlagInfo& f : all)
+    visit(ctx, f.name.c_str(), f.current_value.c_str(), f.description.c_str());
+}
 }  // namespace
+
+void ApplyObservabilityFlags() {
+  rrpc_metrics_set_enabled(FLAGS_enable_metrics ? 1 : 0);
+  rrpc_builtin_options o{};
+  o.max_request_bytes = static_cast<size_t>(FLAGS_builtin_max_request_bytes);
+  o.max_connections_listed = static_cast<size_t>(FLAGS_builtin_max_connections_listed);
+  o.max_concurrent_listings = static_cast<size_t>(FLAGS_builtin_max_concurrent_listings);
+  if (rrpc_builtin_set_options(&o) != 0)
+    LOG(WARNING) << "--builtin_max_request_bytes=" << FLAGS_builtin_max_request_bytes
+                 << " is above 65536; the previous limit stays";
+  rrpc_builtin_set_flags_source(VisitAllFlags, nullptr);
+}
 
 // Only flags given on the command line (or set by the program) override: a
 // program that set limits through the C API keeps them otherwise.

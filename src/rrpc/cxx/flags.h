@@ -50,5 +50,9 @@ DECLARE_uint64(rrpc_max_unwritten_bytes);
 DECLARE_uint64(rrpc_max_input_bytes);
 DECLARE_int32(rrpc_clc_sniff_timeout_ms);
 DECLARE_int32(rrpc_socket_max_pending_requests);
+DECLARE_bool(enable_metrics);
+DECLARE_uint64(builtin_max_request_bytes);
+DECLARE_uint64(builtin_max_connections_listed);
+DECLARE_uint64(builtin_max_concurrent_listings);
 
 #endif  // RRPC_CXX_FLAGS_H

@@ -284,8 +284,10 @@ int Server::Start(const char* addr, const ServerOptions* opts) {
   ServerOptions o = opts ? *opts : ServerOptions();
   if (o.use_rdma && detail::PrepareRdma() != 0) return -1;
   detail::ApplyLoopFlags();
+  detail::ApplyObservabilityFlags();
 
   rrpc_server_options c{};
+  c.no_builtin_services = o.has_builtin_services ? 0 : 1;
   c.num_threads = o.num_threads;
   c.use_rdma = o.use_rdma ? 1 : 0;
   c.handlers_in_pool = o.handlers_in_pool ? 1 : 0;

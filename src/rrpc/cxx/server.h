@@ -70,6 +70,9 @@ struct ServerOptions {
   // Requests running at once; one more fails at once with ELIMIT (2004);
   // 0 = no limit. Default --rrpc_max_concurrency. Per method: MaxConcurrencyOf.
   int max_concurrency;
+  // Answer HTTP on this port with the builtin pages (/status, /vars,
+  // /connections, /rdma, /flags, /metrics); docs/observability.md.
+  bool has_builtin_services = true;
 };
 
 enum ServiceOwnership {
