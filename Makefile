@@ -12,7 +12,7 @@
 #   make fuzz         libFuzzer targets (clang), outputs in build/fuzz
 #
 # Sources are found by directory, so adding a file needs no edit here:
-#   src/rrpc/*.c transport/*.c transport/tcp/*.c transport/rdma/wire/*.c -> librrpc.a
+#   src/rrpc/*.c src/rrpc/builtin/*.c transport/*.c transport/tcp/*.c transport/rdma/wire/*.c -> librrpc.a
 #   transport/rdma/*.c (only WITH_RDMA=1) or transport/rdma/none/*.c
 #   src/rrpc/cxx/*.cc + src/rrpc/cxx/*.proto                 -> librrpc_cxx.a
 #   src/rrpc/flags/*.cc (the flags brpc also defines)        -> librrpc_flags.a
@@ -25,6 +25,7 @@
 #   test/fuzz/*_fuzzer.c  -> build/fuzz/<name>
 #   examples/<ex>/*.{c,cpp,cc} with main -> build/examples/<ex>/<file> (+ <ex>/*.proto)
 #   bench/*.cc            -> build/bench/<name>
+#   tools/<t>/*.c         -> build/tools/<t> (plain C, no library)
 
 ifeq ($(wildcard config.mk),)
 $(error config.mk is missing: run 'sh config_brpc.sh' (add --with-rdma for RDMA) first)
@@ -51,7 +52,7 @@ LDFLAGS := $(EXTRA_LDFLAGS) $(SANFLAGS)
 LDLIBS := -lpthread
 CXXLIBS := -lgflags -lglog -lprotobuf -lpthread
 
-CORE_SRCS := $(wildcard src/rrpc/*.c transport/*.c transport/tcp/*.c transport/rdma/wire/*.c)
+CORE_SRCS := $(wildcard src/rrpc/*.c src/rrpc/builtin/*.c transport/*.c transport/tcp/*.c transport/rdma/wire/*.c)
 ifeq ($(WITH_RDMA),1)
 CORE_SRCS += $(wildcard transport/rdma/*.c)
 CPPFLAGS += -DRRPC_WITH_RDMA=1
@@ -97,9 +98,18 @@ EXAMPLE_BINS := $(foreach f,$(EXAMPLE_MAINS),$(BUILD)/$(basename $(f)))
 GEN_HDRS := $(patsubst %.proto,$(BUILD)/gen/%.pb.h,$(CXX_PROTOS) $(TEST_PROTOS) $(wildcard examples/*/*.proto))
 
 BENCHES := $(patsubst bench/%.cc,$(BUILD)/bench/%,$(wildcard bench/*.cc))
+TOOL_DIRS := $(patsubst %/,%,$(dir $(wildcard tools/*/*.c)))
+TOOLS := $(sort $(patsubst tools/%,$(BUILD)/tools/%,$(TOOL_DIRS)))
 
-.PHONY: all libs tests examples benches test test-rdma fuzz bench clean install
-all: libs tests examples benches $(RDMA_TESTS)
+.PHONY: all libs tests examples benches tools test test-rdma fuzz bench clean install
+all: libs tests examples benches tools $(RDMA_TESTS)
+tools: $(TOOLS)
+define tool_rule
+$(BUILD)/tools/$(1): $(wildcard tools/$(1)/*.c)
+	@mkdir -p $$(@D)
+	$$(CC) $$(CPPFLAGS) $$(filter-out -MMD -MP,$$(CFLAGS)) $$(LDFLAGS) -o $$@ $$(filter %.c,$$^)
+endef
+$(foreach t,$(notdir $(TOOL_DIRS)),$(eval $(call tool_rule,$(t))))
 benches: $(BENCHES)
 libs: $(LIBRRPC) $(LIBRRPC_CXX) $(LIBRRPC_FLAGS) $(SHARED_LIBS)
 tests: $(TESTS)
@@ -183,7 +193,8 @@ ifeq ($(BUILD),build)
 SCRIPT_TESTS := $(wildcard test/tools/*_test.sh)
 test: examples
 endif
-test: tests
+# builtin_unittest runs tools/rrpc_stat against a live server.
+test: tests tools
 	TEST_LOG_DIR=$(BUILD)/test-logs RRPC_BUILD=$(BUILD) \
 	  tools/run-tests $(TESTS) $(COEXIST_TESTS) $(SCRIPT_TESTS)
 

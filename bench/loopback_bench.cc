@@ -108,21 +108,7 @@ void tcp_pair(int sv[2]) {
 
 Result bench_raw() {
   int sv[2];
-  int lfd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa = {};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(lfd, (sockaddr *)&sa, sizeof sa);
-  listen(lfd, 1);
-  socklen_t len = sizeof sa;
-  getsockname(lfd, (sockaddr *)&sa, &len);
-  sv[0] = socket(AF_INET, SOCK_STREAM, 0);
-  connect(sv[0], (sockaddr *)&sa, sizeof sa);
-  sv[1] = accept(lfd, nullptr, nullptr);
-  close(lfd);
-  int one = 1;
-  setsockopt(sv[0], IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  setsockopt(sv[1], IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  tcp_pair(sv);
   std::thread echo([&] {
     std::vector<char> b(g_size);
     while (full_io(sv[1], b.data(), g_size, false) && full_io(sv[1], b.data(), g_size, true)) {

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 
 #include "rrpc/errors.h"
+#include "rrpc/transport.h"
 #include "transport/rdma/wire/clc.h"
 
 int rrpc__clc_send_all(int fd, const uint8_t *buf, size_t len) {
@@ -22,4 +23,8 @@ int rrpc__clc_send_decline(int fd, uint32_t code) {
   size_t len;
   int rc = rrpc__clc_encode_decline(&d, buf, sizeof buf, &len);
   return rc != 0 ? rc : rrpc__clc_send_all(fd, buf, len);
+}
+
+const char *rrpc__transport_fallback_text(uint32_t decline_code) {
+  return rrpc__clc_decline_text(decline_code);
 }

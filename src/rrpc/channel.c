@@ -25,6 +25,7 @@
 #include "rrpc/internal/controller.h"
 #include "rrpc/internal/idmap.h"
 #include "rrpc/internal/log.h"
+#include "rrpc/internal/metrics.h"
 #include "rrpc/internal/socket.h"
 #include "rrpc/channel.h"
 #include "rrpc/errors.h"
@@ -43,6 +44,7 @@ struct call {
   rrpc_call_done done;
   void *arg;
   rrpc__timer_id timer;
+  rrpc__call_stats *stats; /* the channel's; outlives every call */
   /* sync calls: the caller sleeps on `state` (futex word) */
   atomic_int state;
   int result;
@@ -74,6 +76,8 @@ struct rrpc_channel {
   int nconns; /* connections whose on_close has not run yet */
   int closing;
   atomic_uint_least64_t next_cid;
+  rrpc__call_stats *stats; /* totals of every call on the channel */
+  rrpc__stats_reg *reg;
 };
 
 static const rrpc__socket_handler client_handler;
@@ -95,6 +99,7 @@ static void complete(struct call *c, int code, const char *text) {
   rrpc_controller *cntl = c->cntl;
   cntl->latency_us = (int64_t)rrpc__now_us() - cntl->start_us;
   if (code != 0) rrpc__controller_fail(cntl, code, text, text ? strlen(text) : 0);
+  rrpc__call_stats_end(c->stats, cntl->latency_us, cntl->error_code);
   if (c->done == NULL) {
     c->result = cntl->error_code;
     /* The caller's stack frame holds the call: after this store it may
@@ -415,6 +420,8 @@ int rrpc_channel_call(rrpc_channel *ch, const char *service, const char *method,
   c->done = done;
   c->arg = arg;
   c->cid = atomic_fetch_add(&ch->next_cid, 1);
+  c->stats = ch->stats;
+  rrpc__call_stats_begin(c->stats);
 
   if (done == NULL && rrpc__loop_current() != NULL)
     return fail_unsent(ch, c, -EDEADLK,
@@ -447,6 +454,7 @@ int rrpc_channel_new(const char *addr, const rrpc_channel_options *opts, rrpc_ch
   if (rc == 0 && ch->addr.sin_addr.s_addr == htonl(INADDR_ANY)) rc = -EINVAL;
   if (rc == 0) rc = rrpc__transport_pick(o.use_rdma, &ch->ops);
   if (rc == 0) rc = rrpc__loop_group_global(0, &ch->group);
+  if (rc == 0) rc = rrpc__call_stats_new(&ch->stats);
   if (rc != 0) {
     free(ch);
     return rc;
@@ -454,6 +462,7 @@ int rrpc_channel_new(const char *addr, const rrpc_channel_options *opts, rrpc_ch
   char ip[INET_ADDRSTRLEN];
   inet_ntop(AF_INET, &ch->addr.sin_addr, ip, sizeof ip);
   snprintf(ch->addr_str, sizeof ch->addr_str, "%s:%d", ip, ntohs(ch->addr.sin_port));
+  (void)rrpc__stats_register(RRPC__STATS_CHANNEL, 0, NULL, NULL, ch->addr_str, ch->stats, &ch->reg);
   ch->timeout_ms = o.timeout_ms != 0 ? o.timeout_ms : DEFAULT_TIMEOUT_MS;
   ch->connect_timeout_ms = o.connect_timeout_ms > 0 ? o.connect_timeout_ms : DEFAULT_CONNECT_TIMEOUT_MS;
   ch->max_retry = o.max_retry != 0 ? o.max_retry : DEFAULT_MAX_RETRY;
@@ -472,7 +481,14 @@ void rrpc_channel_free(rrpc_channel *ch) {
   if (ch->conn != NULL) rrpc__socket_fail(ch->conn->sock, -RRPC_ECLOSE);
   while (ch->nconns > 0) pthread_cond_wait(&ch->cv, &ch->mu);
   pthread_mutex_unlock(&ch->mu);
+  rrpc__stats_unregister(ch->reg);
+  rrpc__call_stats_free(ch->stats);
   pthread_mutex_destroy(&ch->mu);
   pthread_cond_destroy(&ch->cv);
   free(ch);
+}
+
+int rrpc_channel_stats(const rrpc_channel *ch, rrpc_call_stats *out) {
+  rrpc__call_stats_read(ch->stats, out);
+  return 0;
 }

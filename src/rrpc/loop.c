@@ -419,6 +419,8 @@ static void *loop_main(void *p) {
 
 /* ---- lifetime ------------------------------------------------------------ */
 
+const char *rrpc__loop_name(const rrpc__loop *loop) { return loop->name; }
+
 int rrpc__loop_start(const char *name, rrpc__loop **out) {
   int rc;
   pthread_once(&g_wd_env_once, wd_read_env);

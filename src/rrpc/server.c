@@ -20,6 +20,8 @@
 #include "rrpc/internal/controller.h"
 #include "rrpc/internal/limits.h"
 #include "rrpc/internal/log.h"
+#include "rrpc/internal/metrics.h"
+#include "rrpc/builtin/builtin.h"
 #include "rrpc/internal/socket.h"
 #include "rrpc/internal/worker_pool.h"
 #include "rrpc/errors.h"
@@ -33,6 +35,8 @@ struct method {
   rrpc__gate gate; /* the method's own max_concurrency */
   rrpc_run_mode mode;
   int in_loop; /* resolved at start from mode and the server's default */
+  rrpc__call_stats *stats;
+  rrpc__stats_reg *reg;
 };
 
 enum { DEFAULT_POOL_MIN_THREADS = 4, DEFAULT_POOL_QUEUE_MAX = 65536 };
@@ -42,7 +46,11 @@ struct sconn {
   struct sconn *prev, *next;
   rrpc_server *srv;
   rrpc__socket *sock;
+  int proto;                 /* loop thread: PROTO_* once the first bytes told */
+  rrpc__http_conn *http;     /* builtin pages state of an HTTP connection */
 };
+
+enum { PROTO_UNKNOWN, PROTO_BAIDU, PROTO_HTTP };
 
 /* STOPPING: listener closed, new requests answered with ELOGOFF. */
 enum { SRV_NEW, SRV_RUNNING, SRV_STOPPING, SRV_STOPPED };
@@ -72,6 +80,8 @@ struct rrpc_server {
   int listener_closed;
   rrpc__gate gate;   /* max_concurrency */
   rrpc__timer_id idle_timer; /* the idle sweep, on lloop; 0 = none */
+  rrpc__call_stats *stats; /* totals of every call answered */
+  rrpc__stats_reg *reg;
 };
 
 struct rrpc_server_call {
@@ -104,6 +114,10 @@ int rrpc_server_new(const rrpc_server_options *opts, rrpc_server **out) {
   s->conns.next = s->conns.prev = &s->conns;
   s->gate.max = s->opts.max_concurrency;
   atomic_init(&s->gate.running, 0);
+  if (rrpc__call_stats_new(&s->stats) != 0) {
+    free(s);
+    return -ENOMEM;
+  }
   pthread_mutex_init(&s->mu, NULL);
   pthread_cond_init(&s->cv, NULL);
   *out = s;
@@ -126,9 +140,10 @@ int rrpc_server_add_method(rrpc_server *s, const char *service, const char *meth
     s->cap_methods = ncap;
   }
   struct method *m = &s->methods[s->nmethods];
+  memset(m, 0, sizeof *m);
   m->service = strdup(service);
   m->name = strdup(method);
-  if (m->service == NULL || m->name == NULL) {
+  if (m->service == NULL || m->name == NULL || rrpc__call_stats_new(&m->stats) != 0) {
     free(m->service);
     free(m->name);
     return -ENOMEM;
@@ -176,6 +191,18 @@ static int find_method(const rrpc_server *s, rrpc__str svc, rrpc__str name,
     }
   }
   return service_seen ? -RRPC_ENOMETHOD : -RRPC_ENOSERVICE;
+}
+
+/* ---- metrics: one begin and one end per call, server totals and method ---- */
+
+static void stats_begin(const rrpc_server_call *call) {
+  rrpc__call_stats_begin(call->srv->stats);
+  if (call->m != NULL) rrpc__call_stats_begin(call->m->stats);
+}
+
+static void stats_end(const rrpc_server_call *call) {
+  rrpc__call_stats_end(call->srv->stats, call->cntl.latency_us, call->cntl.error_code);
+  if (call->m != NULL) rrpc__call_stats_end(call->m->stats, call->cntl.latency_us, call->cntl.error_code);
 }
 
 int rrpc_server_set_method_max_concurrency(rrpc_server *s, const char *service, const char *method,
@@ -227,6 +254,7 @@ int rrpc_server_call_respond(rrpc_server_call *call, const rrpc_iobuf *response)
     meta.error_text.len = strlen(c->error_text);
   }
   c->latency_us = (int64_t)rrpc__now_us() - c->start_us;
+  stats_end(call);
   rrpc_iobuf frame;
   rrpc__iobuf_init(&frame);
   int rc = rrpc__baidu_pack(&frame, &meta, failed ? NULL : response, failed ? NULL : &c->resp_att);
@@ -337,7 +365,9 @@ static int handle_request(rrpc_server *srv, rrpc__socket *sock, rrpc__baidu_msg 
   srv->live_calls++;
   int stopping = srv->state != SRV_RUNNING;
   pthread_mutex_unlock(&srv->mu);
-  if (check_request(srv, msg, call) != 0 || admit(srv, call, stopping) != 0) {
+  int bad = check_request(srv, msg, call) != 0 || admit(srv, call, stopping) != 0;
+  stats_begin(call);
+  if (bad) {
     rrpc_server_call_respond(call, NULL);
     return 0;
   }
@@ -379,6 +409,13 @@ static void batch_flush(rrpc_server *srv, struct batch *b) {
 
 static int server_on_data(void *owner, rrpc__socket *sock, rrpc_iobuf *rbuf) {
   struct sconn *c = owner;
+  if (c->proto == PROTO_UNKNOWN) {
+    /* baidu_std opens with "PRPC"; an HTTP request with its method. */
+    int http = c->srv->opts.no_builtin_services ? 0 : rrpc__builtin_sniff(rbuf);
+    if (http == -EAGAIN) return 0;
+    c->proto = http == 1 ? PROTO_HTTP : PROTO_BAIDU;
+  }
+  if (c->proto == PROTO_HTTP) return rrpc__builtin_on_data(&c->http, c->srv, sock, rbuf);
   struct batch b = {NULL, NULL, 0};
   int rc;
   for (;;) {
@@ -414,6 +451,7 @@ static void server_on_close(void *owner, rrpc__socket *sock, int code) {
   c->next->prev = c->prev;
   if (--srv->nconns == 0) pthread_cond_broadcast(&srv->cv);
   pthread_mutex_unlock(&srv->mu);
+  rrpc__builtin_conn_free(c->http);
   rrpc__socket_unref(sock);
   free(c);
 }
@@ -583,6 +621,15 @@ static int start_runtime(rrpc_server *s) {
   return rc;
 }
 
+/* Make the figures visible to the pages; a failure only hides them. */
+static void register_stats(rrpc_server *s) {
+  (void)rrpc__stats_register(RRPC__STATS_SERVER, s->port, NULL, NULL, NULL, s->stats, &s->reg);
+  for (size_t i = 0; i < s->nmethods; i++) {
+    struct method *m = &s->methods[i];
+    (void)rrpc__stats_register(RRPC__STATS_METHOD, s->port, m->service, m->name, NULL, m->stats, &m->reg);
+  }
+}
+
 int rrpc_server_start(rrpc_server *s, const char *addr) {
   if (s->state != SRV_NEW) return -EBUSY;
   struct sockaddr_in sa;
@@ -600,6 +647,7 @@ int rrpc_server_start(rrpc_server *s, const char *addr) {
   pthread_mutex_lock(&s->mu);
   s->state = SRV_RUNNING;
   pthread_mutex_unlock(&s->mu);
+  register_stats(s);
   rc = rrpc__loop_watch_add(s->lloop, &s->lwatch);
   if (rc != 0) {
     pthread_mutex_lock(&s->mu);
@@ -693,7 +741,11 @@ void rrpc_server_free(rrpc_server *s) {
   pthread_mutex_unlock(&s->mu);
   if (s->pool != NULL) rrpc__worker_pool_stop(s->pool);
   if (s->own_group) rrpc__loop_group_stop(s->group);
+  rrpc__stats_unregister(s->reg);
+  rrpc__call_stats_free(s->stats);
   for (size_t i = 0; i < s->nmethods; i++) {
+    rrpc__stats_unregister(s->methods[i].reg);
+    rrpc__call_stats_free(s->methods[i].stats);
     free(s->methods[i].service);
     free(s->methods[i].name);
   }
@@ -701,4 +753,61 @@ void rrpc_server_free(rrpc_server *s) {
   pthread_mutex_destroy(&s->mu);
   pthread_cond_destroy(&s->cv);
   free(s);
+}
+
+/* ---- what the builtin pages and rrpc/metrics.h read ------------------------
+ * Methods are fixed once the server started, so they are read without the
+ * lock; the connection list is the lock's. */
+
+const rrpc_server_options *rrpc__server_options(const rrpc_server *s) { return &s->opts; }
+size_t rrpc__server_method_count(const rrpc_server *s) { return s->state == SRV_NEW ? 0 : s->nmethods; }
+
+void rrpc__server_method_at(const rrpc_server *s, size_t i, const char **service, const char **method,
+                            const rrpc__call_stats **stats) {
+  *service = s->methods[i].service;
+  *method = s->methods[i].name;
+  *stats = s->methods[i].stats;
+}
+
+const rrpc__call_stats *rrpc__server_totals(const rrpc_server *s) { return s->stats; }
+
+size_t rrpc__server_conns(rrpc_server *s, rrpc__socket **out, size_t max, size_t *total) {
+  size_t n = 0;
+  pthread_mutex_lock(&s->mu);
+  *total = s->nconns;
+  for (struct sconn *c = s->conns.next; c != &s->conns && n < max; c = c->next) {
+    if (c->sock == NULL) continue; /* being created under this lock by adopt */
+    rrpc__socket_ref(c->sock);
+    out[n++] = c->sock;
+  }
+  pthread_mutex_unlock(&s->mu);
+  return n;
+}
+
+static const struct method *method_named(const rrpc_server *s, const char *service, const char *method) {
+  for (size_t i = 0; i < rrpc__server_method_count(s); i++)
+    if (strcmp(s->methods[i].service, service) == 0 && strcmp(s->methods[i].name, method) == 0)
+      return &s->methods[i];
+  return NULL;
+}
+
+int rrpc_server_method_stats(const rrpc_server *s, const char *service, const char *method,
+                             rrpc_call_stats *out) {
+  if (s->state == SRV_NEW) return -RRPC_ENOTREADY;
+  const struct method *m = method_named(s, service, method);
+  if (m == NULL) return -ENOENT;
+  rrpc__call_stats_read(m->stats, out);
+  return 0;
+}
+
+uint64_t rrpc_server_method_error_count(const rrpc_server *s, const char *service, const char *method,
+                                        int code) {
+  const struct method *m = method_named(s, service, method);
+  return m ? rrpc__call_stats_error_count(m->stats, code) : 0;
+}
+
+int rrpc_server_stats(const rrpc_server *s, rrpc_call_stats *out) {
+  if (s->state == SRV_NEW) return -RRPC_ENOTREADY;
+  rrpc__call_stats_read(s->stats, out);
+  return 0;
 }

@@ -41,6 +41,10 @@ typedef struct rrpc_server_options {
   int max_concurrency;     /* brpc's max_concurrency: requests running in handlers
                               at once; one more fails at once with ELIMIT
                               (counted in concurrency_rejects); 0 = no limit */
+  int no_builtin_services; /* 1: do not answer HTTP on this port (the builtin
+                              pages /status, /vars, /connections, ...; see
+                              docs/observability.md for serving them on a
+                              separate internal port instead) */
 } rrpc_server_options;
 
 /* Where a method's handler runs. */

@@ -48,6 +48,7 @@
 
 #include "rrpc/internal/limits.h"
 #include "rrpc/internal/log.h"
+#include "rrpc/internal/metrics.h"
 #include "rrpc/errors.h"
 
 /* The connect in progress (loop thread only); freed once connected. */
@@ -92,9 +93,15 @@ struct rrpc__socket {
   int token;         /* 1 while a writer (or the start-up) holds the token */
   rrpc_iobuf wqueue; /* appended under wmu by writers without the token */
   rrpc_iobuf wpend;  /* only the token holder touches it */
+  int fin_when_drained; /* under wmu: half-close once the queue is empty */
   struct sockaddr_storage peer;
   struct sockaddr_storage local;
   char peer_str[64]; /* "ip:port", formatted once: calls copy it per request */
+  /* figures for the builtin pages */
+  _Atomic uint64_t bytes_in, bytes_out;
+  size_t rbuf_left;    /* rbuf length after the last on_data (loop thread) */
+  uint64_t created_us;
+  _Atomic uint32_t fallback_code; /* SMC decline code of an RDMA fallback, 0 = none */
 };
 
 static void socket_free(rrpc__socket *s) {
@@ -171,6 +178,61 @@ int rrpc__socket_describe(const rrpc__socket *s, char *buf, size_t len) {
 
 int rrpc__socket_is_rdma(const rrpc__socket *s) {
   return s->ops->is_rdma != NULL && s->ops->is_rdma(s);
+}
+
+void rrpc__socket_note_fallback(rrpc__socket *s, uint32_t decline_code) {
+  atomic_store_explicit(&s->fallback_code, decline_code, memory_order_relaxed);
+  rrpc__metrics_note_fallback(decline_code);
+}
+
+void rrpc__socket_get_stats(const rrpc__socket *s, rrpc__socket_stats *out) {
+  out->bytes_in = atomic_load_explicit(&s->bytes_in, memory_order_relaxed);
+  out->bytes_out = atomic_load_explicit(&s->bytes_out, memory_order_relaxed);
+  out->created_us = s->created_us;
+  out->fallback_code = atomic_load_explicit(&s->fallback_code, memory_order_relaxed);
+  out->is_client = s->is_client;
+  out->failed = atomic_load(&s->failed);
+  out->loop = s->loop;
+}
+
+/* Transport facts are read on the socket's loop thread, where the transport
+ * changes its state (a fallback frees it), so no lock is needed. */
+struct facts_req {
+  rrpc__socket *s;
+  rrpc__conn_facts *out;
+  void (*done)(void *arg);
+  void *arg;
+};
+
+static void facts_task(void *arg) {
+  struct facts_req *r = arg;
+  rrpc__socket *s = r->s;
+  if (!s->closed && s->ops != NULL) {
+    snprintf(r->out->transport, sizeof r->out->transport, "%s", s->ops->name);
+    if (s->ops->facts != NULL) s->ops->facts(s, r->out);
+  } else {
+    snprintf(r->out->transport, sizeof r->out->transport, "closed");
+  }
+  void (*done)(void *) = r->done;
+  void *done_arg = r->arg;
+  free(r);
+  rrpc__socket_unref(s);
+  done(done_arg);
+}
+
+int rrpc__socket_facts_async(rrpc__socket *s, rrpc__conn_facts *out, void (*done)(void *arg), void *arg) {
+  struct facts_req *r = calloc(1, sizeof *r);
+  if (r == NULL) return -ENOMEM;
+  memset(out, 0, sizeof *out);
+  out->gid_index = -1;
+  *r = (struct facts_req){.s = s, .out = out, .done = done, .arg = arg};
+  rrpc__socket_ref(s);
+  int rc = rrpc__loop_post(s->loop, facts_task, r);
+  if (rc != 0) {
+    rrpc__socket_unref(s);
+    free(r);
+  }
+  return rc;
 }
 
 /* ---- events ------------------------------------------------------------- */
@@ -338,7 +400,9 @@ static void drain(rrpc__socket *s) {
       pthread_mutex_lock(&s->wmu);
       if (rrpc_iobuf_length(&s->wqueue) == 0) {
         s->token = 0;
+        int fin = s->fin_when_drained;
         pthread_mutex_unlock(&s->wmu);
+        if (fin) shutdown(s->fd, SHUT_RDWR); /* FIN after the data; our read side sees EOF */
         return;
       }
       int rc = rrpc_iobuf_move(&s->wpend, &s->wqueue);
@@ -369,6 +433,7 @@ static void flush_task(void *arg) {
 
 int rrpc__socket_write(rrpc__socket *s, rrpc_iobuf *msg) {
   size_t n = rrpc_iobuf_length(msg);
+  atomic_fetch_add_explicit(&s->bytes_out, n, memory_order_relaxed);
   pthread_mutex_lock(&s->wmu);
   int failed = atomic_load(&s->failed);
   int rc = failed ? -RRPC_ECLOSE : rrpc__unwritten_reserve(atomic_load(&s->unwritten), n);
@@ -421,6 +486,14 @@ int rrpc__socket_write(rrpc__socket *s, rrpc_iobuf *msg) {
 
 void rrpc__socket_resume_write(rrpc__socket *s) { drain(s); }
 
+void rrpc__socket_finish_writes(rrpc__socket *s) {
+  pthread_mutex_lock(&s->wmu);
+  s->fin_when_drained = 1;
+  int idle = !s->token;
+  pthread_mutex_unlock(&s->wmu);
+  if (idle) shutdown(s->fd, SHUT_RDWR);
+}
+
 void rrpc__socket_ready(rrpc__socket *s, int code) {
   if (code < 0) {
     rrpc__socket_fail(s, code);
@@ -432,7 +505,11 @@ void rrpc__socket_ready(rrpc__socket *s, int code) {
 void rrpc__socket_deliver(rrpc__socket *s) {
   if (atomic_load(&s->failed) || s->owner_notified) return;
   touch(s);
+  size_t len = rrpc_iobuf_length(&s->rbuf);
+  if (len > s->rbuf_left)
+    atomic_fetch_add_explicit(&s->bytes_in, len - s->rbuf_left, memory_order_relaxed);
   int rc = s->handler->on_data(s->owner, s, &s->rbuf);
+  s->rbuf_left = rrpc_iobuf_length(&s->rbuf);
   if (rc < 0) {
     rrpc__socket_fail(s, rc);
     return;
@@ -623,6 +700,7 @@ static rrpc__socket *socket_alloc(rrpc__loop *loop, int fd, int is_client, const
   rrpc__iobuf_init(&s->wpend);
   pthread_mutex_init(&s->wmu, NULL);
   pthread_mutex_init(&s->ev_mu, NULL);
+  s->created_us = rrpc__now_us();
   return s;
 }
 

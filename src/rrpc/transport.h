@@ -24,6 +24,28 @@
 
 typedef struct rrpc__socket rrpc__socket;
 
+/* What a transport tells about one connection, for the builtin pages
+ * (/connections, /rdma) and rrpc_stat. Zero = unknown or not applicable. */
+typedef struct rrpc__conn_facts {
+  char transport[16];   /* ops name, filled by the core */
+  int is_rdma;          /* RDMA carries the data now */
+  char state[24];       /* handshake/life state */
+  char device[64];
+  int port;
+  int gid_index;        /* -1 = none */
+  char gid[48];
+  uint32_t qpn, peer_qpn;
+  uint32_t ring_size;      /* my receive ring, bytes */
+  uint32_t peer_ring_size; /* the peer's ring I write into */
+  uint64_t window_free;    /* bytes the peer's ring can take now */
+  uint32_t credits;        /* receive WRs of the peer I may still consume */
+  uint32_t credits_max;
+  uint32_t sq_size, rq_size;
+  uint64_t sq_used;        /* WRs posted and not known complete */
+  int write_blocked;       /* a writer waits for window or credits */
+  uint64_t zc_held;        /* ring bytes held by zero-copy slices */
+} rrpc__conn_facts;
+
 typedef struct rrpc_transport_ops {
   const char *name;
   /* start - the TCP connection is up (connected or accepted) and watched
@@ -51,6 +73,9 @@ typedef struct rrpc_transport_ops {
   int (*describe)(const rrpc__socket *s, char *buf, size_t len);
   /* is_rdma - 1 if the socket carries data over RDMA right now. */
   int (*is_rdma)(const rrpc__socket *s);
+  /* facts - optional: fill what applies of *out (zeroed, transport name
+   * set by the core). Loop thread only; must not block. */
+  void (*facts)(const rrpc__socket *s, rrpc__conn_facts *out);
 } rrpc_transport_ops;
 
 /* ---- transport selection (transport/registry.c) -------------------------- */
@@ -64,6 +89,29 @@ const rrpc_transport_ops *rrpc__transport_tcp(void);
 /* rrpc__transport_tcp_default - TCP for new connections: a server socket
  * first answers an SMC-R CLC Proposal with a Decline. */
 const rrpc_transport_ops *rrpc__transport_tcp_default(void);
+
+/* ---- facts for the builtin pages ----------------------------------------- */
+/* rrpc__transport_fallback_text - short text for an SMC decline code
+ * ("no SMC device"); never NULL. Any thread. */
+const char *rrpc__transport_fallback_text(uint32_t decline_code);
+
+/* The RDMA runtime as /rdma shows it. */
+typedef struct rrpc__rdma_runtime_facts {
+  int device_open;       /* 0 until a device was opened (nothing below is set) */
+  char device[64];
+  int port;
+  char link_layer[16];   /* "Ethernet" (RoCE) or "InfiniBand" */
+  int active_mtu;        /* bytes */
+  uint32_t max_inline;
+  uint64_t pool_bytes;     /* registered pool now */
+  uint64_t pool_max_bytes; /* its cap */
+  int sq_size, rq_size;
+  uint64_t ring_size;
+  int use_polling, fallback, recv_zerocopy, handshake_timeout_ms;
+} rrpc__rdma_runtime_facts;
+/* rrpc__rdma_runtime_facts_get - never opens a device or blocks (a device
+ * not yet opened reports device_open = 0). 0 or -RRPC_ENORDMA. Any thread. */
+int rrpc__rdma_runtime_facts_get(rrpc__rdma_runtime_facts *out);
 
 /* ---- what the core offers transports ------------------------------------- */
 int rrpc__socket_fd(const rrpc__socket *s);
@@ -98,6 +146,10 @@ int rrpc__socket_failed(const rrpc__socket *s);
 void rrpc__socket_peer_str(const rrpc__socket *s, char *buf, size_t len);
 /* rrpc__socket_describe - the transport's one-line description. */
 int rrpc__socket_describe(const rrpc__socket *s, char *buf, size_t len);
+/* rrpc__socket_note_fallback - RDMA could not be used on this connection
+ * and it goes on (or fails) over TCP; `decline_code` is the SMC decline
+ * code, shown on /connections and counted by code. Any thread. */
+void rrpc__socket_note_fallback(rrpc__socket *s, uint32_t decline_code);
 /* rrpc__socket_is_client / local and peer addresses (for GID choice). */
 int rrpc__socket_is_client(const rrpc__socket *s);
 struct sockaddr_storage;

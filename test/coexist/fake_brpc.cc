@@ -21,8 +21,7 @@ DEFINE_bool(rdma_recv_zerocopy, true, "stand-in");
 DEFINE_int32(rdma_zerocopy_min_size, 512, "stand-in");
 DEFINE_int32(event_dispatcher_num, 1, "stand-in for brpc's event_dispatcher_num");
 DEFINE_bool(usercode_in_pthread, false, "stand-in for brpc's usercode_in_pthread");
-DEFINE_int64(socket_max_unwritten_bytes, 64 * 1024 * 1024, "stand-in");
-DEFINE_int32(idle_timeout_second, 10, "stand-in (brpc: idle pooled connections)");
+DEFINE_int64(socket_max_unwritten_bytes, 64 * 1024 * 1024, "stand-in for brpc's socket_max_unwritten_bytes");
 
 extern "C" {
 uint64_t fake_brpc_max_body_size() { return FLAGS_max_body_size; }

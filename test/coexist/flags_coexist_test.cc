@@ -46,7 +46,7 @@ TEST(FlagsCoexist, EachSharedFlagIsDefinedOnceByTheOtherLibrary) {
   EXPECT_EQ("1", gflags::GetCommandLineFlagInfoOrDie("event_dispatcher_num").current_value);
   for (const char* name : {"max_body_size", "event_dispatcher_num", "usercode_in_pthread",
                            "rdma_sq_size", "rdma_zerocopy_min_size",
-                           "socket_max_unwritten_bytes", "idle_timeout_second"}) {
+                           "socket_max_unwritten_bytes"}) {
     std::string file;
     EXPECT_EQ(1, CountDefinitions(name, &file)) << name;
     EXPECT_NE(std::string::npos, file.find("fake_brpc.cc")) << name << " from " << file;

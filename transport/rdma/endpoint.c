@@ -296,6 +296,7 @@ void rrpc__ep_fallback(rrpc__rdma_ep *ep, uint32_t code, int send) {
   rrpc__socket *s = ep->s;
   if (send) (void)rrpc__clc_send_decline(rrpc__socket_fd(s), code);
   rrpc__rdma_note_fallback(code);
+  rrpc__socket_note_fallback(s, code);
   trace_fallback(ep, code);
   rrpc__hs_cancel_timer(ep);
   if (ep->opts->no_fallback) {
@@ -324,6 +325,7 @@ static int rdma_start(rrpc__socket *s, int is_client) {
   if (rc != 0) {
     if (opts->no_fallback) return -RRPC_ENODEV;
     rrpc__rdma_note_fallback(RRPC_CLC_DECL_NOSMCDEV);
+    rrpc__socket_note_fallback(s, RRPC_CLC_DECL_NOSMCDEV);
     if (is_client) {
       /* Say so, as a Linux SMC client without a device does, then speak TCP. */
       (void)rrpc__clc_send_decline(rrpc__socket_fd(s), RRPC_CLC_DECL_NOSMCDEV);
@@ -420,6 +422,7 @@ static const rrpc_transport_ops rdma_ops = {
     .close = rdma_close,
     .describe = rdma_describe,
     .is_rdma = rdma_is_rdma,
+    .facts = rrpc__rdma_conn_facts,
 };
 
 int rrpc__rdma_transport_get(const rrpc_transport_ops **out) {

@@ -145,4 +145,8 @@ int rrpc__dp_send_cdc_locked(rrpc__rdma_ep *ep, uint8_t conn_flags, int solicite
 /* Release everything the send queue still holds (after the QP is gone). */
 void rrpc__dp_drop_inflight(rrpc__rdma_ep *ep);
 
+/* ---- describe.c --------------------------------------------------------- */
+/* The transport's facts op (QPN, rings, window, credits). Loop thread. */
+void rrpc__rdma_conn_facts(const rrpc__socket *s, rrpc__conn_facts *out);
+
 #endif /* RRPC_TRANSPORT_RDMA_ENDPOINT_H */

@@ -49,6 +49,7 @@ int Channel::Init(const char* server_addr, const ChannelOptions* opts) {
   ChannelOptions o = opts ? *opts : ChannelOptions();
   if (o.use_rdma && detail::PrepareRdma() != 0) return -1;
   detail::ApplyLoopFlags();
+  detail::ApplyObservabilityFlags();
 
   rrpc_channel_options c{};
   c.timeout_ms = o.timeout_ms > 0 ? o.timeout_ms : -1;

@@ -25,6 +25,11 @@ void ApplyLimitFlags();
 // count is fixed; a different non-zero flag then logs a warning once.
 void ApplyLoopFlags();
 
+// ApplyObservabilityFlags - hand --enable_metrics and the builtin_* flags to
+// the C core and let /flags list every gflag. Cheap; called by every Server
+// start and Channel init so flags set after parsing still apply.
+void ApplyObservabilityFlags();
+
 // PrepareRdma - start the RDMA runtime from the rdma_* flags (once; a runtime
 // someone else started already is fine). 0, or -1 after logging why (for a
 // build without RDMA: how to build with it).

@@ -9,12 +9,15 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "rrpc/cxx/detail.h"
+#include "rrpc/builtin.h"
 #include "rrpc/cxx/flag_value.h"
 #include "rrpc/errors.h"
 #include "rrpc/limits.h"
 #include "rrpc/loops.h"
+#include "rrpc/metrics.h"
 #include "rrpc/rdma.h"
 
 // The flags brpc also defines (max_body_size, rdma_sq_size, ...) are not
@@ -36,8 +39,10 @@ DEFINE_bool(usercode_in_loop, false,
 DEFINE_int32(usercode_queue_max, 0,
              "Requests waiting for a worker, at most, per Server; one more fails with "
              "EOVERCROWDED. 0 = 65536");
-// Not "max_concurrency": brpc's own programs commonly define a flag of that
-// name in main(), and a library definition would collide with theirs.
+DEFINE_int32(rrpc_idle_timeout_second, 0,
+             "Default ServerOptions::idle_timeout_sec: a server connection that reads and writes "
+             "nothing for so many seconds is closed; <= 0 = never (brpc's idle_timeout_second "
+             "is its client connection pools' setting, a different one)");
 DEFINE_int32(rrpc_max_concurrency, 0,
              "Default ServerOptions::max_concurrency: requests running at once per server; one "
              "more fails with ELIMIT; 0 = no limit");
@@ -52,6 +57,14 @@ DEFINE_int32(rrpc_socket_max_pending_requests, 1024,
 DEFINE_int32(rrpc_clc_sniff_timeout_ms, 2000,
              "A TCP server connection whose first bytes may be SMC-R CLC must complete the "
              "message within this time");
+DEFINE_bool(enable_metrics, true,
+            "Record per-method, per-server and per-channel call figures (QPS, errors, latency "
+            "percentiles) shown on the builtin pages");
+DEFINE_uint64(builtin_max_request_bytes, 8192,
+              "Largest HTTP request head the builtin pages accept (larger: 413); at most 65536");
+DEFINE_uint64(builtin_max_connections_listed, 10000, "Rows of the /connections builtin page");
+DEFINE_uint64(builtin_max_concurrent_listings, 4,
+              "/connections and /rdma pages built at once (more get 503)");
 
 namespace {
 
@@ -60,16 +73,16 @@ bool NonNegative(const char* name, int32_t v) {
   fprintf(stderr, "--%s must be >= 0, got %d\n", name, static_cast<int>(v));
   return false;
 }
-bool Positive64(const char* name, uint64_t v) {
-  if (v > 0) return true;
-  fprintf(stderr, "--%s must be > 0\n", name);
-  return false;
-}
 bool ValidRingSize(const char*, uint64_t v) {
   // 16 KiB << n: a power of two of at least 16 KiB.
   if (v >= (16u << 10) && (v & (v - 1)) == 0) return true;
   fprintf(stderr, "--rdma_ring_size must be 16 KiB << n, got %llu\n",
           static_cast<unsigned long long>(v));
+  return false;
+}
+bool Positive64(const char* name, uint64_t v) {
+  if (v > 0) return true;
+  fprintf(stderr, "--%s must be > 0\n", name);
   return false;
 }
 
@@ -92,12 +105,27 @@ namespace detail {
 
 namespace {
 bool FlagSet(const char* name) { return !gflags::GetCommandLineFlagInfoOrDie(name).is_default; }
-// For a flag that another library may define, or none: never dies.
-bool FlagIsSet(const char* name) {
-  gflags::CommandLineFlagInfo info;
-  return gflags::GetCommandLineFlagInfo(name, &info) && !info.is_default;
+// /flags lists every gflag with its current value. Runs on a loop thread;
+// reading flags neither blocks nor changes them.
+void VisitAllFlags(void*, rrpc_flag_visit_fn visit, void* ctx) {
+  std::vector<gflags::CommandLineFlagInfo> all;
+  gflags::GetAllFlags(&all);
+  for (const gflags::CommandLineFlagInfo& f : all)
+    visit(ctx, f.name.c_str(), f.current_value.c_str(), f.description.c_str());
 }
 }  // namespace
+
+void ApplyObservabilityFlags() {
+  rrpc_metrics_set_enabled(FLAGS_enable_metrics ? 1 : 0);
+  rrpc_builtin_options o{};
+  o.max_request_bytes = static_cast<size_t>(FLAGS_builtin_max_request_bytes);
+  o.max_connections_listed = static_cast<size_t>(FLAGS_builtin_max_connections_listed);
+  o.max_concurrent_listings = static_cast<size_t>(FLAGS_builtin_max_concurrent_listings);
+  if (rrpc_builtin_set_options(&o) != 0)
+    LOG(WARNING) << "--builtin_max_request_bytes=" << FLAGS_builtin_max_request_bytes
+                 << " is above 65536; the previous limit stays";
+  rrpc_builtin_set_flags_source(VisitAllFlags, nullptr);
+}
 
 // Only flags given on the command line (or set by the program) override: a
 // program that set limits through the C API keeps them otherwise.
@@ -105,11 +133,10 @@ void ApplyLimitFlags() {
   rrpc_limits l;
   rrpc_limits_get(&l);
   if (FlagSet("rrpc_max_input_bytes")) l.max_input_bytes = static_cast<size_t>(FLAGS_rrpc_max_input_bytes);
-  // By name (brpc defines it too); only a value given on the command line or
-  // by the program overrides what the C API set.
-  if (FlagIsSet("socket_max_unwritten_bytes"))
-    l.socket_max_unwritten_bytes = static_cast<size_t>(
-        FlagInt64("socket_max_unwritten_bytes", kDefaultSocketMaxUnwrittenBytes));
+  // brpc-named: read by name (brpc's definition serves when brpc is linked).
+  int64_t unwritten = FlagInt64("socket_max_unwritten_bytes", kDefaultSocketMaxUnwrittenBytes);
+  if (unwritten > 0 && unwritten != kDefaultSocketMaxUnwrittenBytes)
+    l.socket_max_unwritten_bytes = static_cast<size_t>(unwritten);
   if (FlagSet("rrpc_max_unwritten_bytes"))
     l.max_unwritten_bytes = static_cast<size_t>(FLAGS_rrpc_max_unwritten_bytes);
   if (FlagSet("rrpc_clc_sniff_timeout_ms")) l.clc_sniff_timeout_ms = FLAGS_rrpc_clc_sniff_timeout_ms;

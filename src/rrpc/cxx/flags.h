@@ -33,7 +33,6 @@ DECLARE_int32(rdma_zerocopy_min_size);
 DECLARE_int32(event_dispatcher_num);
 DECLARE_bool(usercode_in_pthread);
 DECLARE_int64(socket_max_unwritten_bytes);
-DECLARE_int32(idle_timeout_second);
 
 // rrpc's own (librrpc_cxx).
 DECLARE_uint64(rdma_ring_size);
@@ -45,10 +44,15 @@ DECLARE_bool(usercode_in_loop);
 DECLARE_int32(usercode_queue_max);
 // Limits (rrpc/limits.h, docs/security.md). The process-wide ones are applied
 // whenever a Server starts or a Channel is created.
+DECLARE_int32(rrpc_idle_timeout_second);
 DECLARE_int32(rrpc_max_concurrency);
 DECLARE_uint64(rrpc_max_unwritten_bytes);
 DECLARE_uint64(rrpc_max_input_bytes);
 DECLARE_int32(rrpc_clc_sniff_timeout_ms);
 DECLARE_int32(rrpc_socket_max_pending_requests);
+DECLARE_bool(enable_metrics);
+DECLARE_uint64(builtin_max_request_bytes);
+DECLARE_uint64(builtin_max_connections_listed);
+DECLARE_uint64(builtin_max_concurrent_listings);
 
 #endif  // RRPC_CXX_FLAGS_H

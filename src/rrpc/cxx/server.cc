@@ -79,8 +79,7 @@ ServerOptions::ServerOptions()
           static_cast<size_t>(detail::FlagUint64("max_body_size", detail::kDefaultMaxBodySize))),
       handlers_in_loop(FLAGS_usercode_in_loop),
       pool_queue_max(FLAGS_usercode_queue_max),
-      idle_timeout_sec(static_cast<int>(
-          detail::FlagInt64("idle_timeout_second", detail::kDefaultIdleTimeoutSecond))),
+      idle_timeout_sec(FLAGS_rrpc_idle_timeout_second),
       max_concurrency(FLAGS_rrpc_max_concurrency) {}
 
 // ---- one served call -----------------------------------------------------------
@@ -285,8 +284,10 @@ int Server::Start(const char* addr, const ServerOptions* opts) {
   ServerOptions o = opts ? *opts : ServerOptions();
   if (o.use_rdma && detail::PrepareRdma() != 0) return -1;
   detail::ApplyLoopFlags();
+  detail::ApplyObservabilityFlags();
 
   rrpc_server_options c{};
+  c.no_builtin_services = o.has_builtin_services ? 0 : 1;
   c.num_threads = o.num_threads;
   c.use_rdma = o.use_rdma ? 1 : 0;
   c.handlers_in_pool = o.handlers_in_pool ? 1 : 0;

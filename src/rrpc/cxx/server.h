@@ -65,11 +65,14 @@ struct ServerOptions {
   // EOVERCROWDED. 0 = 65536. Default --usercode_queue_max.
   int pool_queue_max;
   // A connection that reads and writes nothing for this many seconds is
-  // closed; <= 0 = never (brpc's meaning). Default --idle_timeout_second.
+  // closed; <= 0 = never (brpc's meaning). Default --rrpc_idle_timeout_second.
   int idle_timeout_sec;
   // Requests running at once; one more fails at once with ELIMIT (2004);
   // 0 = no limit. Default --rrpc_max_concurrency. Per method: MaxConcurrencyOf.
   int max_concurrency;
+  // Answer HTTP on this port with the builtin pages (/status, /vars,
+  // /connections, /rdma, /flags, /metrics); docs/observability.md.
+  bool has_builtin_services = true;
 };
 
 enum ServiceOwnership {

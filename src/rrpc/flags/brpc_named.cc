@@ -46,9 +46,6 @@ DEFINE_bool(usercode_in_pthread, kDefaultUsercodeInPthread,
 DEFINE_int64(socket_max_unwritten_bytes, kDefaultSocketMaxUnwrittenBytes,
              "Bytes queued for writing on one connection; a write past it fails with "
              "EOVERCROWDED, and a server stops reading a connection over half of it");
-DEFINE_int32(idle_timeout_second, kDefaultIdleTimeoutSecond,
-             "Default ServerOptions::idle_timeout_sec: a server connection that reads and writes "
-             "nothing for so many seconds is closed; <= 0 = never");
 
 namespace {
 
@@ -60,11 +57,6 @@ bool NonNegative(const char* name, int32_t v) {
 bool ValidGidIndex(const char*, int32_t v) {
   if (v >= -1) return true;
   fprintf(stderr, "--rdma_gid_index must be -1 (auto) or an index, got %d\n", static_cast<int>(v));
-  return false;
-}
-bool PositiveInt64(const char* name, int64_t v) {
-  if (v > 0) return true;
-  fprintf(stderr, "--%s must be > 0\n", name);
   return false;
 }
 bool Positive64(const char* name, uint64_t v) {
@@ -82,8 +74,7 @@ const bool g_validators_registered =
     gflags::RegisterFlagValidator(&FLAGS_rdma_memory_pool_increase_size_mb, NonNegative) &&
     gflags::RegisterFlagValidator(&FLAGS_rdma_zerocopy_min_size, NonNegative) &&
     gflags::RegisterFlagValidator(&FLAGS_max_body_size, Positive64) &&
-    gflags::RegisterFlagValidator(&FLAGS_event_dispatcher_num, NonNegative) &&
-    gflags::RegisterFlagValidator(&FLAGS_socket_max_unwritten_bytes, PositiveInt64);
+    gflags::RegisterFlagValidator(&FLAGS_event_dispatcher_num, NonNegative);
 
 }  // namespace
 

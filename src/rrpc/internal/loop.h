@@ -45,6 +45,10 @@ void rrpc__loop_stop(rrpc__loop *loop);
 /* rrpc__loop_in_thread - 1 when called on `loop`'s thread. */
 int rrpc__loop_in_thread(const rrpc__loop *loop);
 
+/* rrpc__loop_name - the thread name given at start (borrowed, lives as long
+ * as the loop). Any thread. */
+const char *rrpc__loop_name(const rrpc__loop *loop);
+
 /* rrpc__loop_current - the loop whose thread is calling, or NULL. */
 rrpc__loop *rrpc__loop_current(void);
 

@@ -76,6 +76,31 @@ size_t rrpc__socket_unwritten(const rrpc__socket *s);
  * written (or of creation). Any thread. */
 uint64_t rrpc__socket_last_active_us(const rrpc__socket *s);
 
+/* rrpc__socket_finish_writes - nothing more will be written or read: once
+ * what is queued has gone to the kernel, shut the TCP connection down both
+ * ways (the peer gets the data, then FIN; our read side sees EOF, so the
+ * socket fails and closes as usual). A write failing the socket instead
+ * would drop a response still queued for the loop's flush. TCP
+ * connections only. Any thread. */
+void rrpc__socket_finish_writes(rrpc__socket *s);
+
 int rrpc__socket_is_rdma(const rrpc__socket *s);
+
+/* ---- figures for the builtin pages ----------------------------------------- */
+typedef struct rrpc__socket_stats {
+  uint64_t bytes_in, bytes_out; /* message bytes delivered to / written by the owner */
+  uint64_t created_us;          /* rrpc__now_us clock */
+  uint32_t fallback_code;       /* SMC decline code if RDMA fell back, else 0 */
+  int is_client;
+  int failed;                   /* 0 or the first failure code */
+  rrpc__loop *loop;
+} rrpc__socket_stats;
+/* Any thread; the caller holds a reference. */
+void rrpc__socket_get_stats(const rrpc__socket *s, rrpc__socket_stats *out);
+/* rrpc__socket_facts_async - fill *out (zeroed here) with the transport's
+ * facts on the socket's loop thread, then call done(arg) there. *out must
+ * stay valid until done runs. The socket is referenced meanwhile. 0, or
+ * -ENOMEM / -ESHUTDOWN (done will not run). Any thread. */
+int rrpc__socket_facts_async(rrpc__socket *s, rrpc__conn_facts *out, void (*done)(void *arg), void *arg);
 
 #endif /* RRPC_INTERNAL_SOCKET_H */

@@ -31,3 +31,8 @@ int rrpc_rdma_get_stats(rrpc_rdma_stats *out) {
   memset(out, 0, sizeof *out);
   return -RRPC_ENORDMA;
 }
+
+int rrpc__rdma_runtime_facts_get(rrpc__rdma_runtime_facts *out) {
+  memset(out, 0, sizeof *out);
+  return -RRPC_ENORDMA;
+}

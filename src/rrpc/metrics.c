@@ -1,0 +1,268 @@
+/* metrics.c - the call-figure recorder (internal/metrics.h): per-thread
+ * shards of per-second latency histograms, summed on read. Owns nothing but
+ * its recorders; who records and who reads is the server's, channel's and
+ * builtin pages' business. */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "rrpc/internal/metrics.h"
+
+enum {
+  SHARDS = 16,                      /* threads past 16 share shards (still exact: atomics) */
+  SLOTS = RRPC_METRICS_WINDOW_S + 1, /* the window plus the second being filled */
+  SUB = 8,                          /* buckets per power of two */
+  NBUCKETS = 256,                   /* covers up to ~2^34 us; larger go to the last */
+  ERR_CODES = 16,
+};
+
+struct slot {
+  _Atomic uint64_t sec; /* the second (coarse monotonic) this slot holds */
+  _Atomic uint64_t n, sum_us, max_us;
+  _Atomic uint32_t bucket[NBUCKETS];
+};
+
+struct shard {
+  _Atomic int64_t in_flight;
+  _Atomic uint64_t calls, errors;
+  struct slot slot[SLOTS];
+};
+
+struct err_entry {
+  atomic_int code; /* 0 = free */
+  _Atomic uint64_t n;
+};
+
+struct rrpc__call_stats {
+  _Atomic(struct shard *) shard[SHARDS];
+  uint64_t created_us;
+  struct err_entry err[ERR_CODES];
+  _Atomic uint64_t err_other;
+};
+
+static atomic_int g_enabled = 1;
+static atomic_int g_next_thread;
+static _Thread_local int tl_shard = -1;
+
+void rrpc_metrics_set_enabled(int on) { atomic_store_explicit(&g_enabled, on != 0, memory_order_relaxed); }
+int rrpc_metrics_enabled(void) { return atomic_load_explicit(&g_enabled, memory_order_relaxed); }
+
+/* The coarse clock costs a few ns (no syscall) and a second is all a slot
+ * needs to know. */
+static uint64_t now_coarse_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+int rrpc__call_stats_new(rrpc__call_stats **out) {
+  rrpc__call_stats *s = calloc(1, sizeof *s);
+  if (s == NULL) return -ENOMEM;
+  s->created_us = now_coarse_us();
+  *out = s;
+  return 0;
+}
+
+void rrpc__call_stats_free(rrpc__call_stats *s) {
+  if (s == NULL) return;
+  for (int i = 0; i < SHARDS; i++) free(atomic_load(&s->shard[i]));
+  free(s);
+}
+
+/* This thread's shard, allocated on its first record. NULL only when memory
+ * is short (the record is then dropped rather than blocking or failing). */
+static struct shard *my_shard(rrpc__call_stats *s) {
+  if (tl_shard < 0) tl_shard = atomic_fetch_add_explicit(&g_next_thread, 1, memory_order_relaxed) % SHARDS;
+  struct shard *sh = atomic_load_explicit(&s->shard[tl_shard], memory_order_acquire);
+  if (sh != NULL) return sh;
+  struct shard *fresh = calloc(1, sizeof *fresh);
+  if (fresh == NULL) return NULL;
+  struct shard *expected = NULL;
+  if (atomic_compare_exchange_strong_explicit(&s->shard[tl_shard], &expected, fresh,
+                                              memory_order_acq_rel, memory_order_acquire))
+    return fresh;
+  free(fresh); /* another thread of this shard won */
+  return expected;
+}
+
+/* Log-linear: values below SUB exactly, then SUB buckets per power of two. */
+static unsigned bucket_of(uint64_t v) {
+  if (v < SUB) return (unsigned)v;
+  unsigned e = 63u - (unsigned)__builtin_clzll(v); /* >= 3 */
+  unsigned idx = SUB + (e - 3u) * SUB + (unsigned)((v >> (e - 3u)) & (SUB - 1));
+  return idx < NBUCKETS ? idx : NBUCKETS - 1;
+}
+
+/* The middle of a bucket, the value a percentile falling in it reports. */
+static uint64_t bucket_mid(unsigned idx) {
+  if (idx < SUB) return idx;
+  unsigned e = (idx - SUB) / SUB + 3u, sub = (idx - SUB) % SUB;
+  uint64_t lo = (uint64_t)(SUB + sub) << (e - 3u), width = (uint64_t)1 << (e - 3u);
+  return lo + width / 2;
+}
+
+void rrpc__call_stats_begin(rrpc__call_stats *s) {
+  if (s == NULL || !rrpc_metrics_enabled()) return;
+  struct shard *sh = my_shard(s);
+  if (sh) atomic_fetch_add_explicit(&sh->in_flight, 1, memory_order_relaxed);
+}
+
+static void count_error(rrpc__call_stats *s, int code) {
+  for (int i = 0; i < ERR_CODES; i++) {
+    int cur = atomic_load_explicit(&s->err[i].code, memory_order_acquire);
+    if (cur == 0) {
+      int zero = 0;
+      if (atomic_compare_exchange_strong(&s->err[i].code, &zero, code)) cur = code;
+      else cur = zero;
+    }
+    if (cur == code) {
+      atomic_fetch_add_explicit(&s->err[i].n, 1, memory_order_relaxed);
+      return;
+    }
+  }
+  atomic_fetch_add_explicit(&s->err_other, 1, memory_order_relaxed);
+}
+
+static void atomic_max(_Atomic uint64_t *a, uint64_t v) {
+  uint64_t cur = atomic_load_explicit(a, memory_order_relaxed);
+  while (cur < v && !atomic_compare_exchange_weak_explicit(a, &cur, v, memory_order_relaxed,
+                                                           memory_order_relaxed)) {
+  }
+}
+
+void rrpc__call_stats_end(rrpc__call_stats *s, int64_t latency_us, int code) {
+  if (s == NULL || !rrpc_metrics_enabled()) return;
+  struct shard *sh = my_shard(s);
+  if (sh == NULL) return;
+  uint64_t lat = latency_us > 0 ? (uint64_t)latency_us : 0;
+  uint64_t sec = now_coarse_us() / 1000000u;
+  struct slot *sl = &sh->slot[sec % SLOTS];
+  if (atomic_load_explicit(&sl->sec, memory_order_relaxed) != sec) {
+    /* First record of this second in this shard: the slot held a second
+     * that left the window. Two threads sharing the shard may both clear;
+     * at worst a record of this very second is lost. */
+    atomic_store_explicit(&sl->n, 0, memory_order_relaxed);
+    atomic_store_explicit(&sl->sum_us, 0, memory_order_relaxed);
+    atomic_store_explicit(&sl->max_us, 0, memory_order_relaxed);
+    for (int i = 0; i < NBUCKETS; i++) atomic_store_explicit(&sl->bucket[i], 0, memory_order_relaxed);
+    atomic_store_explicit(&sl->sec, sec, memory_order_release);
+  }
+  atomic_fetch_add_explicit(&sl->n, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&sl->sum_us, lat, memory_order_relaxed);
+  atomic_fetch_add_explicit(&sl->bucket[bucket_of(lat)], 1, memory_order_relaxed);
+  atomic_max(&sl->max_us, lat);
+  atomic_fetch_sub_explicit(&sh->in_flight, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&sh->calls, 1, memory_order_relaxed);
+  if (code != 0) {
+    atomic_fetch_add_explicit(&sh->errors, 1, memory_order_relaxed);
+    count_error(s, code);
+  }
+}
+
+/* The value below which `q` of the window's calls fall. */
+static uint64_t percentile(const uint64_t *b, uint64_t n, double q) {
+  if (n == 0) return 0;
+  uint64_t rank = (uint64_t)(q * (double)n);
+  if (rank >= n) rank = n - 1;
+  uint64_t seen = 0;
+  for (unsigned i = 0; i < NBUCKETS; i++) {
+    seen += b[i];
+    if (seen > rank) return bucket_mid(i);
+  }
+  return bucket_mid(NBUCKETS - 1);
+}
+
+void rrpc__call_stats_read(const rrpc__call_stats *s, rrpc_call_stats *out) {
+  memset(out, 0, sizeof *out);
+  if (s == NULL) return;
+  uint64_t now_us = now_coarse_us(), sec = now_us / 1000000u;
+  uint64_t b[NBUCKETS] = {0}, n = 0, sum = 0, max = 0;
+  for (int i = 0; i < SHARDS; i++) {
+    const struct shard *sh = atomic_load_explicit(&s->shard[i], memory_order_acquire);
+    if (sh == NULL) continue;
+    out->in_flight += atomic_load_explicit(&sh->in_flight, memory_order_relaxed);
+    out->calls += atomic_load_explicit(&sh->calls, memory_order_relaxed);
+    out->errors += atomic_load_explicit(&sh->errors, memory_order_relaxed);
+    for (int k = 0; k < SLOTS; k++) {
+      const struct slot *sl = &sh->slot[k];
+      uint64_t ssec = atomic_load_explicit(&sl->sec, memory_order_acquire);
+      if (ssec > sec || sec - ssec >= RRPC_METRICS_WINDOW_S || atomic_load(&sl->n) == 0) continue;
+      n += atomic_load_explicit(&sl->n, memory_order_relaxed);
+      sum += atomic_load_explicit(&sl->sum_us, memory_order_relaxed);
+      uint64_t m = atomic_load_explicit(&sl->max_us, memory_order_relaxed);
+      if (m > max) max = m;
+      for (int j = 0; j < NBUCKETS; j++) b[j] += atomic_load_explicit(&sl->bucket[j], memory_order_relaxed);
+    }
+  }
+  if (out->in_flight < 0) out->in_flight = 0; /* metrics were switched during a call */
+  /* The window is the current partial second plus the full ones before it,
+   * no longer than the recorder has existed. */
+  double span = (double)(RRPC_METRICS_WINDOW_S - 1) + (double)(now_us % 1000000u) / 1e6;
+  double age = (double)(now_us - s->created_us) / 1e6;
+  if (age < span) span = age;
+  if (span < 1e-3) span = 1e-3;
+  out->window_calls = n;
+  out->qps = (double)n / span;
+  out->latency_avg_us = n ? sum / n : 0;
+  out->latency_p50_us = percentile(b, n, 0.50);
+  out->latency_p90_us = percentile(b, n, 0.90);
+  out->latency_p99_us = percentile(b, n, 0.99);
+  out->latency_p999_us = percentile(b, n, 0.999);
+  out->latency_max_us = max;
+}
+
+void rrpc__call_stats_errors(const rrpc__call_stats *s, rrpc__code_count_fn fn, void *ctx) {
+  if (s == NULL) return;
+  for (int i = 0; i < ERR_CODES; i++) {
+    int code = atomic_load_explicit(&s->err[i].code, memory_order_acquire);
+    if (code == 0) break;
+    fn(ctx, code, atomic_load_explicit(&s->err[i].n, memory_order_relaxed));
+  }
+  uint64_t other = atomic_load_explicit(&s->err_other, memory_order_relaxed);
+  if (other) fn(ctx, 0, other);
+}
+
+uint64_t rrpc__call_stats_error_count(const rrpc__call_stats *s, int code) {
+  if (s == NULL) return 0;
+  for (int i = 0; i < ERR_CODES; i++)
+    if (atomic_load_explicit(&s->err[i].code, memory_order_acquire) == code)
+      return atomic_load_explicit(&s->err[i].n, memory_order_relaxed);
+  return 0;
+}
+
+/* ---- fallbacks by decline code -------------------------------------------- */
+
+enum { FALLBACK_CODES = 32 };
+static struct {
+  _Atomic uint32_t code_plus1; /* 0 = free; decline codes may be 0 */
+  _Atomic uint64_t n;
+} g_fallback[FALLBACK_CODES];
+static _Atomic uint64_t g_fallback_other;
+
+void rrpc__metrics_note_fallback(uint32_t code) {
+  uint32_t key = code + 1u;
+  for (int i = 0; i < FALLBACK_CODES; i++) {
+    uint32_t cur = atomic_load_explicit(&g_fallback[i].code_plus1, memory_order_acquire);
+    if (cur == 0) {
+      uint32_t zero = 0;
+      cur = atomic_compare_exchange_strong(&g_fallback[i].code_plus1, &zero, key) ? key : zero;
+    }
+    if (cur == key) {
+      atomic_fetch_add_explicit(&g_fallback[i].n, 1, memory_order_relaxed);
+      return;
+    }
+  }
+  atomic_fetch_add_explicit(&g_fallback_other, 1, memory_order_relaxed);
+}
+
+void rrpc__metrics_fallbacks(void (*fn)(void *ctx, uint32_t code, uint64_t n), void *ctx) {
+  for (int i = 0; i < FALLBACK_CODES; i++) {
+    uint32_t key = atomic_load_explicit(&g_fallback[i].code_plus1, memory_order_acquire);
+    if (key == 0) break;
+    fn(ctx, key - 1u, atomic_load_explicit(&g_fallback[i].n, memory_order_relaxed));
+  }
+  uint64_t other = atomic_load_explicit(&g_fallback_other, memory_order_relaxed);
+  if (other) fn(ctx, 0, other);
+}

@@ -1,0 +1,86 @@
+/* describe.c - what the RDMA transport tells the builtin pages: the facts
+ * of one connection (QPN, rings, window, credits) and of the runtime
+ * (device, port, pool). Reads endpoint and device state only; changes
+ * nothing, opens nothing, never blocks. */
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "rrpc/errors.h"
+#include "transport/rdma/device.h"
+#include "transport/rdma/endpoint.h"
+#include "transport/rdma/pool.h"
+
+static int mtu_bytes(enum ibv_mtu m) {
+  switch (m) {
+  case IBV_MTU_256: return 256;
+  case IBV_MTU_512: return 512;
+  case IBV_MTU_1024: return 1024;
+  case IBV_MTU_2048: return 2048;
+  case IBV_MTU_4096: return 4096;
+  }
+  return 0;
+}
+
+static void gid_str(const union ibv_gid *g, char *buf, size_t len) {
+  if (inet_ntop(AF_INET6, g->raw, buf, (socklen_t)len) == NULL) snprintf(buf, len, "?");
+}
+
+/* Loop thread (the facts op): the endpoint's handshake state and verbs
+ * objects belong to it; the window is read under mu like every writer. */
+void rrpc__rdma_conn_facts(const rrpc__socket *s, rrpc__conn_facts *out) {
+  rrpc__rdma_ep *ep = rrpc__socket_tstate(s);
+  out->gid_index = -1;
+  if (ep == NULL) {
+    snprintf(out->state, sizeof out->state, "CLOSED");
+    return;
+  }
+  snprintf(out->state, sizeof out->state, "%s", rrpc__ep_state_name(ep->state));
+  out->is_rdma = ep->state == EP_UP;
+  snprintf(out->device, sizeof out->device, "%s", ep->dev->name);
+  out->port = ep->dev->port;
+  if (ep->state >= EP_CLIENT_WAIT_ACCEPT) {
+    out->gid_index = ep->gid_index;
+    gid_str(&ep->gid, out->gid, sizeof out->gid);
+  }
+  out->qpn = ep->qp ? ep->qp->qp_num : 0;
+  out->peer_qpn = ep->peer.qpn;
+  out->ring_size = ep->ring_size;
+  out->sq_size = ep->sq_size;
+  out->rq_size = ep->rq_size;
+  pthread_mutex_lock(&ep->mu);
+  out->peer_ring_size = ep->tx.ring_size;
+  out->window_free = ep->tx.ring_size ? rrpc__tx_window_free(&ep->tx) : 0;
+  out->credits = ep->tx.credits;
+  out->credits_max = ep->tx.depth;
+  out->sq_used = ep->wr_seq - ep->wr_done;
+  out->write_blocked = ep->write_blocked;
+  out->zc_held = ep->zc_outstanding;
+  pthread_mutex_unlock(&ep->mu);
+}
+
+int rrpc__rdma_runtime_facts_get(rrpc__rdma_runtime_facts *out) {
+  memset(out, 0, sizeof *out);
+  const rrpc_rdma_options *o = rrpc__rdma_options();
+  out->sq_size = o->sq_size;
+  out->rq_size = o->rq_size;
+  out->ring_size = o->ring_size;
+  out->use_polling = o->use_polling;
+  out->fallback = !o->no_fallback;
+  out->recv_zerocopy = o->recv_zerocopy;
+  out->handshake_timeout_ms = o->handshake_timeout_ms;
+  out->pool_max_bytes = (uint64_t)o->pool_max_size_mb << 20;
+  out->pool_bytes = rrpc__rdma_pool_bytes();
+  /* The pool registers on the device once it is open; before that, asking
+   * for the device would open it (blocking verbs calls on a loop thread). */
+  rrpc__rdma_dev *d;
+  if (out->pool_bytes == 0 || rrpc__rdma_dev_get(&d) != 0) return 0;
+  out->device_open = 1;
+  snprintf(out->device, sizeof out->device, "%s", d->name);
+  out->port = d->port;
+  snprintf(out->link_layer, sizeof out->link_layer, "%s",
+           d->link_layer == IBV_LINK_LAYER_INFINIBAND ? "InfiniBand" : "Ethernet");
+  out->active_mtu = mtu_bytes(d->active_mtu);
+  out->max_inline = d->max_inline;
+  return 0;
+}
