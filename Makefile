@@ -44,13 +44,6 @@ SANFLAGS := -fsanitize=thread -fno-omit-frame-pointer
 # A race fails the test binary at once (the report is the failure).
 export TSAN_OPTIONS ?= halt_on_error=1 second_deadlock_stack=1
 endif
-ifneq ($(SAN)$(TSAN),)
-# Sanitized code runs several times slower and takes the allocator's and the
-# sanitizer's own locks: the loop watchdog (test/common/loop_watchdog.cc)
-# keeps catching blocking calls of seconds there, and the plain build keeps
-# its 100 ms bound.
-export RRPC_LOOP_WATCHDOG_MS ?= 2000
-endif
 OPT ?= -O2
 
 CPPFLAGS := -Isrc -I. -I$(BUILD)/gen -D_GNU_SOURCE $(EXTRA_CPPFLAGS)
