@@ -200,12 +200,12 @@ test: tests tools
 	  tools/run-tests $(TESTS) $(COEXIST_TESTS) $(SCRIPT_TESTS)
 
 # The RDMA suite and the live Wireshark check, in one VM boot (or on a real port).
-test-rdma: $(RDMA_TESTS) examples
+test-rdma: $(RDMA_TESTS) examples tools
 	tools/run-rdma-tests $(RDMA_TESTS) test/tshark/live-capture.sh
 
 # The RDMA test binaries alone, for `make TSAN=1 test-rdma-tsan` (the RDMA
 # tests under ThreadSanitizer, one VM boot; a race report fails the binary).
-test-rdma-tsan: $(RDMA_TESTS)
+test-rdma-tsan: $(RDMA_TESTS) tools
 	tools/run-rdma-tests --out $(BUILD)/rdma-tests $(RDMA_TESTS)
 
 # ---- fuzzing (clang + libFuzzer) -------------------------------------------

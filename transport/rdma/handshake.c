@@ -43,13 +43,18 @@ static atomic_uint_fast64_t g_hs_in_progress;
 
 uint64_t rrpc__rdma_hs_in_progress(void) { return atomic_load(&g_hs_in_progress); }
 
+/* A compare-and-swap, not add-then-undo: a refused attempt must not lift
+ * the count over the cap even for a moment, since readers (stats, /rdma,
+ * the flood test) take it as the number of handshakes holding resources. */
 static int hs_slot_take(rrpc__rdma_ep *ep) {
-  uint64_t n = atomic_fetch_add(&g_hs_in_progress, 1);
-  if (n >= (uint64_t)ep->opts->max_handshakes) {
-    atomic_fetch_sub(&g_hs_in_progress, 1);
-    rrpc__rdma_count(RRPC_RDMA_CNT_HS_REFUSED, 1);
-    return -EBUSY;
-  }
+  const uint64_t cap = (uint64_t)ep->opts->max_handshakes;
+  uint_fast64_t n = atomic_load(&g_hs_in_progress);
+  do {
+    if (n >= cap) {
+      rrpc__rdma_count(RRPC_RDMA_CNT_HS_REFUSED, 1);
+      return -EBUSY;
+    }
+  } while (!atomic_compare_exchange_weak(&g_hs_in_progress, &n, n + 1));
   atomic_store(&ep->hs_slot, 1);
   return 0;
 }
@@ -62,13 +67,17 @@ void rrpc__hs_slot_release(rrpc__rdma_ep *ep) {
 
 static void on_timeout(void *arg);
 
-static void arm_timer(rrpc__rdma_ep *ep) {
+/* The deadline of a step, times `mult`. */
+static void arm_timer_x(rrpc__rdma_ep *ep, uint64_t mult) {
   rrpc__hs_cancel_timer(ep);
   uint64_t ms = ep->opts->handshake_timeout_ms > 0 ? (uint64_t)ep->opts->handshake_timeout_ms : 2000;
+  ms *= mult;
   if (rrpc__loop_timer_add(rrpc__socket_loop(ep->s), rrpc__now_us() + ms * 1000, on_timeout, ep,
                            &ep->hs_timer) != 0)
     ep->hs_timer = 0;
 }
+
+static void arm_timer(rrpc__rdma_ep *ep) { arm_timer_x(ep, 1); }
 
 void rrpc__hs_cancel_timer(rrpc__rdma_ep *ep) {
   if (ep->hs_timer != 0 && ep->s != NULL) rrpc__loop_timer_cancel(rrpc__socket_loop(ep->s), ep->hs_timer);
@@ -277,7 +286,12 @@ static void server_on_proposal(rrpc__rdma_ep *ep, const struct rrpc__clc_proposa
     return;
   }
   ep->state = EP_SERVER_WAIT_CONFIRM;
-  arm_timer(ep);
+  /* Twice the step: the client's deadline for the Accept decides, and its
+   * Decline reaches us before ours fires. With equal deadlines both sides
+   * could time out at once and each read the other's Decline as the first
+   * bytes of TCP traffic. A client that stalls here is still dropped, and
+   * the handshake cap bounds how many may wait. */
+  arm_timer_x(ep, 2);
   int rc = send_accept(ep, RRPC_CLC_ACCEPT, (uint8_t)ep->dev->active_mtu);
   if (rc != 0) {
     ep->state = EP_FAILED;
