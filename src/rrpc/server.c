@@ -760,7 +760,10 @@ void rrpc_server_free(rrpc_server *s) {
  * lock; the connection list is the lock's. */
 
 const rrpc_server_options *rrpc__server_options(const rrpc_server *s) { return &s->opts; }
-size_t rrpc__server_method_count(const rrpc_server *s) { return s->state == SRV_NEW ? 0 : s->nmethods; }
+/* Not s->state: Stop writes it under the lock while a page is being served.
+ * Pages are served only by a started server, and methods are added only
+ * before the start, so nmethods is stable here. */
+size_t rrpc__server_method_count(const rrpc_server *s) { return s->nmethods; }
 
 void rrpc__server_method_at(const rrpc_server *s, size_t i, const char **service, const char **method,
                             const rrpc__call_stats **stats) {
