@@ -31,7 +31,7 @@ struct gather {
 
 static void gather_free(struct gather *g) {
   for (size_t i = 0; i < g->n; i++) rrpc__socket_unref(g->socks[i]);
-  rrpc__socket_unref(g->http);
+  if (g->http != NULL) rrpc__socket_unref(g->http); /* not taken yet if allocation failed */
   free(g->socks);
   free(g->stats);
   free(g->facts);
@@ -239,15 +239,8 @@ void rrpc__page_connections(rrpc_server *srv, rrpc__socket *sock, const rrpc__ht
   rrpc__server_conns(srv, NULL, 0, &total);
   if (max > total + 64) max = total + 64; /* connections that arrive meanwhile are not listed */
   if (g == NULL || gather_alloc(g, max) != 0) {
-    if (g != NULL) {
-      free(g->socks);
-      free(g->stats);
-      free(g->facts);
-      free(g->loop);
-      free(g->peer);
-      free(g);
-    }
-    rrpc__builtin_listing_end();
+    if (g != NULL) gather_free(g); /* ends the listing too */
+    else rrpc__builtin_listing_end();
     answer_plain(sock, 500, "500 Internal Server Error: out of memory\n", req->is_head);
     return;
   }
