@@ -461,6 +461,62 @@ TEST_F(LoopTest, PipeReadableEvents) {
   EXPECT_EQ(calls, probe.calls.Get());
 }
 
+// ---- deferred work (rrpc__loop_defer) -----------------------------------------
+
+int Defer(rrpc__loop *loop, std::function<void()> f) {
+  auto *p = new std::function<void()>(std::move(f));
+  int rc = rrpc__loop_defer(loop, Thunk, p);
+  if (rc) delete p;
+  return rc;
+}
+
+TEST_F(LoopTest, DeferRunsAfterTheTaskBeforeTheNextRound) {
+  std::vector<std::string> order;  // loop thread until Flush returns
+  RunSync(loop_, [&] {
+    ASSERT_EQ(0, Post(loop_, [&] { order.push_back("next round"); }));
+    ASSERT_EQ(0, Defer(loop_, [&] {
+                order.push_back("deferred");
+                ASSERT_EQ(0, Defer(loop_, [&] { order.push_back("deferred by deferred"); }));
+              }));
+    order.push_back("task");
+  });
+  Flush(loop_);
+  EXPECT_EQ((std::vector<std::string>{"task", "deferred", "deferred by deferred", "next round"}), order);
+}
+
+// What fd callbacks defer runs once every callback of the batch has run: the
+// socket layer relies on it to write a round's responses in one go.
+TEST_F(LoopTest, DeferFromFdCallbacksRunsAfterTheWholeBatch) {
+  Pipe a, b;
+  Probe pa, pb;
+  std::vector<std::string> order;  // loop thread until Flush returns
+  auto note = [&order](Probe *, uint32_t) {
+    order.push_back("callback");
+    ASSERT_EQ(0, Defer(rrpc__loop_current(), [&order] { order.push_back("deferred"); }));
+  };
+  pa.Init(a.rd, EPOLLIN);
+  pb.Init(b.rd, EPOLLIN);
+  pa.extra = note;
+  pb.extra = note;
+  ASSERT_EQ(0, rrpc__loop_watch_add(loop_, &pa.w));
+  ASSERT_EQ(0, rrpc__loop_watch_add(loop_, &pb.w));
+  // Hold the loop in a task while both pipes become readable, so one
+  // epoll_wait returns both.
+  std::promise<void> go;
+  std::shared_future<void> gate = go.get_future().share();
+  ASSERT_EQ(0, Post(loop_, [gate] { gate.wait(); }));
+  a.Write("x");
+  b.Write("y");
+  go.set_value();
+  ASSERT_TRUE(pa.calls.WaitFor(1));
+  ASSERT_TRUE(pb.calls.WaitFor(1));
+  Flush(loop_);
+  EXPECT_EQ((std::vector<std::string>{"callback", "callback", "deferred", "deferred"}), order);
+  ASSERT_EQ(0, rrpc__loop_watch_del(loop_, &pa.w));
+  ASSERT_EQ(0, rrpc__loop_watch_del(loop_, &pb.w));
+  Flush(loop_);
+}
+
 TEST_F(LoopTest, LevelTriggeredRepeatsUntilDrained) {
   Pipe p;
   Probe probe;

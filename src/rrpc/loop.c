@@ -72,6 +72,7 @@ struct rrpc__loop {
 
   /* ---- loop thread only ---- */
   struct task_vec running;
+  struct task_vec deferred;   /* rrpc__loop_defer: run before the loop waits again */
   struct epoll_event *events; /* owned; MAX_EVENTS entries */
   int cur_i, cur_n;           /* the batch being dispatched (cur_n 0: none) */
   int woken;                  /* the eventfd was read since the last run_tasks */
@@ -241,6 +242,33 @@ out:
   return rc;
 }
 
+/* The loop thread's own end-of-phase list: no lock, no wake-up, since only
+ * this thread adds to it and it runs before the thread can block. */
+int rrpc__loop_defer(rrpc__loop *loop, rrpc__task_fn fn, void *arg) {
+  struct task_vec *d = &loop->deferred;
+  if (d->len == d->cap) {
+    size_t cap = d->cap ? d->cap * 2 : TASKS_MIN_CAP;
+    struct task *items = realloc(d->items, cap * sizeof *items);
+    if (!items) return -ENOMEM;
+    d->items = items;
+    d->cap = cap;
+  }
+  d->items[d->len].fn = fn;
+  d->items[d->len].arg = arg;
+  d->len++;
+  return 0;
+}
+
+/* Run what callbacks deferred; what those defer in turn runs too. */
+static void run_deferred(rrpc__loop *loop) {
+  struct task_vec *d = &loop->deferred;
+  for (size_t i = 0; i < d->len; i++) {
+    struct task t = d->items[i]; /* a callback's defer may move items */
+    WD_RUN(loop, "deferred", t.fn, t.fn(t.arg));
+  }
+  d->len = 0;
+}
+
 /* Swap the shared queue out and run it; returns 1 once stop has begun
  * (then every task posted before it has just run). */
 static int run_tasks(rrpc__loop *loop) {
@@ -308,6 +336,11 @@ static uint64_t run_timers_and_plan_wait(rrpc__loop *loop) {
     if (rrpc__timer_heap_pop_due(&loop->timers, now, limit, &fn, &arg)) break;
     pthread_mutex_unlock(&loop->mu);
     WD_RUN(loop, "timer", fn, fn(arg));
+    pthread_mutex_lock(&loop->mu);
+  }
+  if (loop->deferred.len) {
+    pthread_mutex_unlock(&loop->mu);
+    run_deferred(loop);
     pthread_mutex_lock(&loop->mu);
   }
   uint64_t deadline = 0;
@@ -406,12 +439,15 @@ static void *loop_main(void *p) {
    * a round runs make the next wait non-blocking, so neither I/O nor tasks
    * can starve the other. */
   for (;;) {
-    if (run_tasks(loop)) break;
+    int stop = run_tasks(loop);
+    if (loop->deferred.len) run_deferred(loop);
+    if (stop) break;
     uint64_t deadline = run_timers_and_plan_wait(loop);
     int n = wait_events(loop, deadline);
     atomic_store_explicit(&loop->sleeping, 0, memory_order_relaxed);
     dispatch(loop, n);
     if (loop->npollers) run_pollers(loop);
+    if (loop->deferred.len) run_deferred(loop);
   }
   tls_current = NULL;
   return NULL;
@@ -506,6 +542,7 @@ void rrpc__loop_stop(rrpc__loop *loop) {
    * task posted before that, so nothing is left in either vector. */
   free(loop->queue.items);
   free(loop->running.items);
+  free(loop->deferred.items);
   rrpc__timer_heap_destroy(&loop->timers);
   close(loop->wakefd);
   close(loop->epfd);

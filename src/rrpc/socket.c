@@ -4,8 +4,9 @@
  *
  * Write path: one "write token" per socket. A writer that finds the token
  * free takes it and writes on its own thread (no thread hop) - except on the
- * socket's own loop thread, where it queues and writes once at the end of
- * the round (one sendmsg for a batch of responses); writers that
+ * socket's own loop thread, where it keeps the token, gathers the round's
+ * messages in wpend and writes once when the round's callbacks are done
+ * (rrpc__loop_defer: one sendmsg for a batch of responses); writers that
  * find it taken append to the queue, and the token holder drains the queue
  * before giving the token back, so order per socket is kept. A transport
  * that cannot take more returns -EAGAIN and keeps the token until it calls
@@ -94,6 +95,7 @@ struct rrpc__socket {
   rrpc_iobuf wqueue; /* appended under wmu by writers without the token */
   rrpc_iobuf wpend;  /* only the token holder touches it */
   int fin_when_drained; /* under wmu: half-close once the queue is empty */
+  int loop_holds; /* loop thread: it took the token for a deferred flush */
   struct sockaddr_storage peer;
   struct sockaddr_storage local;
   char peer_str[64]; /* "ip:port", formatted once: calls copy it per request */
@@ -431,6 +433,38 @@ static void flush_task(void *arg) {
   rrpc__socket_unref(s);
 }
 
+/* The loop's end-of-round write: the token goes back to the drain. */
+static void flush_deferred(void *arg) {
+  rrpc__socket *s = arg;
+  s->loop_holds = 0;
+  drain(s);
+  rrpc__socket_unref(s);
+}
+
+/* On the socket's loop, which holds the token for its deferred flush:
+ * msg joins wpend (the holder's alone, so no lock) and leaves with it. */
+static int append_deferred(rrpc__socket *s, rrpc_iobuf *msg, size_t n) {
+  int rc = rrpc_iobuf_move(&s->wpend, msg);
+  if (rc != 0) {
+    written(s, n);
+    rrpc_iobuf_clear(msg);
+    return rc;
+  }
+  s->pend_counted += n;
+  return 0;
+}
+
+/* The loop thread takes the free token: write once its round's callbacks
+ * are done (every response cut from one read leaves in one sendmsg). */
+static int defer_write(rrpc__socket *s, rrpc_iobuf *msg, size_t n) {
+  s->loop_holds = 1;
+  s->pend_counted = 0;
+  int rc = append_deferred(s, msg, n);
+  rrpc__socket_ref(s);
+  if (rrpc__loop_defer(s->loop, flush_deferred, s) != 0) flush_deferred(s);
+  return rc;
+}
+
 int rrpc__socket_write(rrpc__socket *s, rrpc_iobuf *msg) {
   size_t n = rrpc_iobuf_length(msg);
   atomic_fetch_add_explicit(&s->bytes_out, n, memory_order_relaxed);
@@ -443,6 +477,11 @@ int rrpc__socket_write(rrpc__socket *s, rrpc_iobuf *msg) {
     return rc;
   }
   atomic_fetch_add(&s->unwritten, n);
+  int on_loop = rrpc__loop_in_thread(s->loop);
+  if (s->token && on_loop && s->loop_holds) {
+    pthread_mutex_unlock(&s->wmu);
+    return append_deferred(s, msg, n);
+  }
   if (s->token) {
     rc = rrpc_iobuf_move(&s->wqueue, msg);
     pthread_mutex_unlock(&s->wmu);
@@ -453,13 +492,16 @@ int rrpc__socket_write(rrpc__socket *s, rrpc_iobuf *msg) {
     return rc;
   }
   s->token = 1;
-  if (rrpc__loop_in_thread(s->loop) || rrpc__loop_awake(s->loop)) {
-    /* On the socket's own loop (an in-loop handler answering, a completion
-     * issuing the next call): queue and write once after this round's
-     * events, so every response cut from one read leaves in one sendmsg.
-     * From another thread (a pool worker answering) while the loop is busy
-     * anyway: the same, at no wake-up; only an idle loop is left asleep and
-     * the writer writes itself (the lowest latency when load is light). */
+  if (on_loop) {
+    /* An in-loop handler answering, a completion issuing the next call. */
+    pthread_mutex_unlock(&s->wmu);
+    return defer_write(s, msg, n);
+  }
+  if (rrpc__loop_awake(s->loop)) {
+    /* From another thread (a pool worker answering) while the loop is busy
+     * anyway: queue and let the loop write, at no wake-up; only an idle
+     * loop is left asleep and the writer writes itself (the lowest latency
+     * when load is light). */
     rc = rrpc_iobuf_move(&s->wqueue, msg);
     pthread_mutex_unlock(&s->wmu);
     if (rc != 0) {

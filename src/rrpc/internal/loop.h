@@ -93,6 +93,13 @@ int rrpc__loop_watch_del(rrpc__loop *loop, rrpc__watcher *w);
 typedef void (*rrpc__task_fn)(void *arg);
 int rrpc__loop_post(rrpc__loop *loop, rrpc__task_fn fn, void *arg);
 
+/* rrpc__loop_defer - loop thread only: run fn(arg) once the current phase
+ * of this round (the fd callbacks, the tasks or the timers) has run, before
+ * the loop can block again. Cheaper than a post (no lock); for work that
+ * gathers a round's output, such as one write for all of a round's
+ * responses. 0 or -ENOMEM (then fn does not run). */
+int rrpc__loop_defer(rrpc__loop *loop, rrpc__task_fn fn, void *arg);
+
 /* ---- timers ---------------------------------------------------------------
  * A timer fires once, on the loop thread, at or after `deadline_us`
  * (rrpc__now_us clock); a deadline in the past fires in the next round.
