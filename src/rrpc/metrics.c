@@ -71,10 +71,15 @@ void rrpc__call_stats_free(rrpc__call_stats *s) {
   free(s);
 }
 
-/* This thread's shard, allocated on its first record. NULL only when memory
- * is short (the record is then dropped rather than blocking or failing). */
+/* The shard index this thread records into, picked on its first record. */
+static void pick_shard(void) {
+  tl_shard = atomic_fetch_add_explicit(&g_next_thread, 1, memory_order_relaxed) % SHARDS;
+}
+
+/* This thread's shard (tl_shard is picked), allocated on its first record.
+ * NULL only when memory is short (the record is then dropped rather than
+ * blocking or failing). */
 static struct shard *my_shard(rrpc__call_stats *s) {
-  if (tl_shard < 0) tl_shard = atomic_fetch_add_explicit(&g_next_thread, 1, memory_order_relaxed) % SHARDS;
   struct shard *sh = atomic_load_explicit(&s->shard[tl_shard], memory_order_acquire);
   if (sh != NULL) return sh;
   struct shard *fresh = calloc(1, sizeof *fresh);
@@ -103,11 +108,20 @@ static uint64_t bucket_mid(unsigned idx) {
   return lo + width / 2;
 }
 
-void rrpc__call_stats_begin(rrpc__call_stats *s) {
-  if (s == NULL || !rrpc_metrics_enabled()) return;
+static void begin_one(rrpc__call_stats *s) {
   struct shard *sh = my_shard(s);
-  if (sh) atomic_fetch_add_explicit(&sh->in_flight, 1, memory_order_relaxed);
+  if (sh == NULL) return;
+  atomic_fetch_add_explicit(&sh->in_flight, 1, memory_order_relaxed);
 }
+
+void rrpc__call_stats_begin2(rrpc__call_stats *a, rrpc__call_stats *b) {
+  if (!rrpc_metrics_enabled()) return;
+  if (tl_shard < 0) pick_shard();
+  if (a != NULL) begin_one(a);
+  if (b != NULL) begin_one(b);
+}
+
+void rrpc__call_stats_begin(rrpc__call_stats *s) { rrpc__call_stats_begin2(s, NULL); }
 
 static void count_error(rrpc__call_stats *s, int code) {
   for (int i = 0; i < ERR_CODES; i++) {
@@ -132,33 +146,58 @@ static void atomic_max(_Atomic uint64_t *a, uint64_t v) {
   }
 }
 
-void rrpc__call_stats_end(rrpc__call_stats *s, int64_t latency_us, int code) {
-  if (s == NULL || !rrpc_metrics_enabled()) return;
-  struct shard *sh = my_shard(s);
-  if (sh == NULL) return;
-  uint64_t lat = latency_us > 0 ? (uint64_t)latency_us : 0;
-  uint64_t sec = now_coarse_us() / 1000000u;
-  struct slot *sl = &sh->slot[sec % SLOTS];
-  if (atomic_load_explicit(&sl->sec, memory_order_relaxed) != sec) {
-    /* First record of this second in this shard: the slot held a second
-     * that left the window. Two threads sharing the shard may both clear;
-     * at worst a record of this very second is lost. */
+/* One finished call, as every recorder it goes to sees it. */
+struct record {
+  uint64_t lat, sec;
+  unsigned bucket;
+  int code;
+};
+
+/* The slot of r->sec, emptied first if it still holds a second that left
+ * the window. Two threads sharing the shard may both clear; at worst
+ * a record of this very second is lost. */
+static struct slot *slot_for(struct shard *sh, const struct record *r) {
+  struct slot *sl = &sh->slot[r->sec % SLOTS];
+  if (atomic_load_explicit(&sl->sec, memory_order_relaxed) != r->sec) {
     atomic_store_explicit(&sl->n, 0, memory_order_relaxed);
     atomic_store_explicit(&sl->sum_us, 0, memory_order_relaxed);
     atomic_store_explicit(&sl->max_us, 0, memory_order_relaxed);
     for (int i = 0; i < NBUCKETS; i++) atomic_store_explicit(&sl->bucket[i], 0, memory_order_relaxed);
-    atomic_store_explicit(&sl->sec, sec, memory_order_release);
+    atomic_store_explicit(&sl->sec, r->sec, memory_order_release);
   }
+  return sl;
+}
+
+static void end_in(struct shard *sh, const struct record *r) {
+  struct slot *sl = slot_for(sh, r);
   atomic_fetch_add_explicit(&sl->n, 1, memory_order_relaxed);
-  atomic_fetch_add_explicit(&sl->sum_us, lat, memory_order_relaxed);
-  atomic_fetch_add_explicit(&sl->bucket[bucket_of(lat)], 1, memory_order_relaxed);
-  atomic_max(&sl->max_us, lat);
+  atomic_fetch_add_explicit(&sl->sum_us, r->lat, memory_order_relaxed);
+  atomic_fetch_add_explicit(&sl->bucket[r->bucket], 1, memory_order_relaxed);
+  atomic_max(&sl->max_us, r->lat);
   atomic_fetch_sub_explicit(&sh->in_flight, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&sh->calls, 1, memory_order_relaxed);
-  if (code != 0) {
-    atomic_fetch_add_explicit(&sh->errors, 1, memory_order_relaxed);
-    count_error(s, code);
-  }
+  if (r->code != 0) atomic_fetch_add_explicit(&sh->errors, 1, memory_order_relaxed);
+}
+
+static void end_one(rrpc__call_stats *s, const struct record *r) {
+  struct shard *sh = my_shard(s);
+  if (sh == NULL) return;
+  end_in(sh, r);
+  if (r->code != 0) count_error(s, r->code);
+}
+
+void rrpc__call_stats_end2(rrpc__call_stats *a, rrpc__call_stats *b, int64_t latency_us, int code) {
+  if (!rrpc_metrics_enabled()) return;
+  if (tl_shard < 0) pick_shard();
+  struct record r = {.lat = latency_us > 0 ? (uint64_t)latency_us : 0, .code = code};
+  r.sec = now_coarse_us() / 1000000u;
+  r.bucket = bucket_of(r.lat);
+  if (a != NULL) end_one(a, &r);
+  if (b != NULL) end_one(b, &r);
+}
+
+void rrpc__call_stats_end(rrpc__call_stats *s, int64_t latency_us, int code) {
+  rrpc__call_stats_end2(s, NULL, latency_us, code);
 }
 
 /* The value below which `q` of the window's calls fall. */

@@ -76,7 +76,10 @@ struct rrpc_server {
   int state;
   struct sconn conns; /* list head */
   size_t nconns;
-  size_t live_calls; /* calls handed to handlers and not yet responded */
+  /* Calls handed to handlers and not yet responded: raised under mu (with
+   * the state check), lowered without it; the one that reaches 0 takes mu
+   * to signal cv, so a waiter that saw it above 0 under mu is woken. */
+  _Atomic size_t live_calls;
   int listener_closed;
   rrpc__gate gate;   /* max_concurrency */
   rrpc__timer_id idle_timer; /* the idle sweep, on lloop; 0 = none */
@@ -196,13 +199,12 @@ static int find_method(const rrpc_server *s, rrpc__str svc, rrpc__str name,
 /* ---- metrics: one begin and one end per call, server totals and method ---- */
 
 static void stats_begin(const rrpc_server_call *call) {
-  rrpc__call_stats_begin(call->srv->stats);
-  if (call->m != NULL) rrpc__call_stats_begin(call->m->stats);
+  rrpc__call_stats_begin2(call->srv->stats, call->m != NULL ? call->m->stats : NULL);
 }
 
 static void stats_end(const rrpc_server_call *call) {
-  rrpc__call_stats_end(call->srv->stats, call->cntl.latency_us, call->cntl.error_code);
-  if (call->m != NULL) rrpc__call_stats_end(call->m->stats, call->cntl.latency_us, call->cntl.error_code);
+  rrpc__call_stats_end2(call->srv->stats, call->m != NULL ? call->m->stats : NULL, call->cntl.latency_us,
+                        call->cntl.error_code);
 }
 
 int rrpc_server_set_method_max_concurrency(rrpc_server *s, const char *service, const char *method,
@@ -226,9 +228,11 @@ static void call_release(rrpc_server_call *call) {
   rrpc__iobuf_destroy(&call->request);
   rrpc__controller_destroy(&call->cntl);
   free(call);
-  pthread_mutex_lock(&srv->mu);
-  if (--srv->live_calls == 0) pthread_cond_broadcast(&srv->cv);
-  pthread_mutex_unlock(&srv->mu);
+  if (atomic_fetch_sub(&srv->live_calls, 1) == 1) {
+    pthread_mutex_lock(&srv->mu);
+    pthread_cond_broadcast(&srv->cv);
+    pthread_mutex_unlock(&srv->mu);
+  }
 }
 
 static void overcrowded(rrpc_server_call *call) {
@@ -362,7 +366,7 @@ static int handle_request(rrpc_server *srv, rrpc__socket *sock, rrpc__baidu_msg 
   rrpc_iobuf_move(&call->request, &msg->payload);
   rrpc_iobuf_move(&call->cntl.req_att, &msg->attachment);
   pthread_mutex_lock(&srv->mu);
-  srv->live_calls++;
+  atomic_fetch_add(&srv->live_calls, 1);
   int stopping = srv->state != SRV_RUNNING;
   pthread_mutex_unlock(&srv->mu);
   int bad = check_request(srv, msg, call) != 0 || admit(srv, call, stopping) != 0;
@@ -693,7 +697,7 @@ static int output_pending(rrpc_server *s) {
  * until `deadline_us`. Responses are not signalled one by one, so the
  * second wait looks again every few milliseconds. */
 static void drain_until(rrpc_server *s, uint64_t deadline_us) {
-  while (s->live_calls > 0 && rrpc__now_us() < deadline_us) {
+  while (atomic_load(&s->live_calls) > 0 && rrpc__now_us() < deadline_us) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     uint64_t left = deadline_us - rrpc__now_us();
@@ -737,7 +741,7 @@ void rrpc_server_free(rrpc_server *s) {
   if (s == NULL) return;
   rrpc_server_stop(s);
   pthread_mutex_lock(&s->mu);
-  while (s->live_calls > 0) pthread_cond_wait(&s->cv, &s->mu);
+  while (atomic_load(&s->live_calls) > 0) pthread_cond_wait(&s->cv, &s->mu);
   pthread_mutex_unlock(&s->mu);
   if (s->pool != NULL) rrpc__worker_pool_stop(s->pool);
   if (s->own_group) rrpc__loop_group_stop(s->group);

@@ -29,6 +29,11 @@ void rrpc__call_stats_free(rrpc__call_stats *s);
  * Any thread, never blocks; no-ops while metrics are off or s is NULL. */
 void rrpc__call_stats_begin(rrpc__call_stats *s);
 void rrpc__call_stats_end(rrpc__call_stats *s, int64_t latency_us, int code);
+/* The same call into two recorders at once (a server's totals and the
+ * method's), reading the clock and placing the latency once; either may be
+ * NULL. */
+void rrpc__call_stats_begin2(rrpc__call_stats *a, rrpc__call_stats *b);
+void rrpc__call_stats_end2(rrpc__call_stats *a, rrpc__call_stats *b, int64_t latency_us, int code);
 
 /* rrpc__call_stats_read - a snapshot (see rrpc_call_stats). Any thread. */
 void rrpc__call_stats_read(const rrpc__call_stats *s, rrpc_call_stats *out);
