@@ -6,6 +6,10 @@
 #include <stddef.h>
 #include <sys/socket.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* An address to connect to or listen on: AF_INET, AF_INET6 or AF_UNIX. */
 typedef struct rrpc__addr {
   struct sockaddr_storage ss;
@@ -36,4 +40,7 @@ int rrpc__addr_is_any(const rrpc__addr *a);
  * (NUL terminated, truncated to len). `sa` of `salen` bytes, any family. */
 void rrpc__sockaddr_str(const struct sockaddr *sa, socklen_t salen, char *buf, size_t len);
 
+#ifdef __cplusplus
+}
+#endif
 #endif /* RRPC_INTERNAL_ADDR_H */
