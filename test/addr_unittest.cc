@@ -48,7 +48,7 @@ TEST(AddrParse, AcceptsEachForm) {
   EXPECT_EQ("unix:/tmp/x.sock", printed(a));
   EXPECT_FALSE(rrpc__addr_is_any(&a));
   ASSERT_EQ(0, rrpc__addr_parse_ex("unix:relative.sock", 0, &a));
-  ASSERT_EQ(0, rrpc__addr_parse("localhost:80", &a));  // resolved (to IPv4)
+  ASSERT_EQ(0, rrpc__addr_parse_any("localhost:80", &a));  // resolved (to IPv4)
   EXPECT_EQ(AF_INET, a.ss.ss_family);
   // The longest path sun_path holds.
   std::string longest = "unix:/" + std::string(sizeof(sockaddr_un{}.sun_path) - 2, 'p');
@@ -73,7 +73,18 @@ TEST(AddrParse, RefusesMalformedText) {
   EXPECT_EQ(-EINVAL, rrpc__addr_parse_ex(long_host.c_str(), 0, &a));
   // Names are not looked up without resolve; an unknown one fails with resolve.
   EXPECT_EQ(-EHOSTUNREACH, rrpc__addr_parse_ex("some.host:80", 0, &a));
-  EXPECT_EQ(-EHOSTUNREACH, rrpc__addr_parse("no-such-host.invalid:80", &a));
+  EXPECT_EQ(-EHOSTUNREACH, rrpc__addr_parse_any("no-such-host.invalid:80", &a));
+}
+
+// The IPv4-only form kept for callers that hold a sockaddr_in.
+TEST(AddrParse, IPv4OnlyForm) {
+  sockaddr_in in;
+  ASSERT_EQ(0, rrpc__addr_parse("127.0.0.1:81", &in));
+  EXPECT_EQ(AF_INET, in.sin_family);
+  EXPECT_EQ(htons(81), in.sin_port);
+  EXPECT_EQ(-EAFNOSUPPORT, rrpc__addr_parse("[::1]:81", &in));
+  EXPECT_EQ(-EAFNOSUPPORT, rrpc__addr_parse("unix:/tmp/s", &in));
+  EXPECT_EQ(-EINVAL, rrpc__addr_parse("1.2.3.4:x", &in));
 }
 
 TEST(AddrParse, ChannelsRefuseWildcards) {

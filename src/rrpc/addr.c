@@ -95,7 +95,16 @@ int rrpc__addr_parse_ex(const char *s, int resolve, rrpc__addr *out) {
   return parse_v4(s, resolve, out);
 }
 
-int rrpc__addr_parse(const char *s, rrpc__addr *out) { return rrpc__addr_parse_ex(s, 1, out); }
+int rrpc__addr_parse_any(const char *s, rrpc__addr *out) { return rrpc__addr_parse_ex(s, 1, out); }
+
+int rrpc__addr_parse(const char *s, struct sockaddr_in *out) {
+  rrpc__addr a;
+  int rc = rrpc__addr_parse_ex(s, 1, &a);
+  if (rc != 0) return rc;
+  if (a.ss.ss_family != AF_INET) return -EAFNOSUPPORT;
+  memcpy(out, &a.ss, sizeof *out);
+  return 0;
+}
 
 int rrpc__addr_is_any(const rrpc__addr *a) {
   if (a->ss.ss_family == AF_INET)

@@ -526,7 +526,7 @@ int rrpc_channel_new(const char *addr, const rrpc_channel_options *opts, rrpc_ch
   if (opts != NULL) o = *opts;
   rrpc_channel *ch = calloc(1, sizeof *ch);
   if (ch == NULL) return -ENOMEM;
-  int rc = rrpc__addr_parse(addr, &ch->addr);
+  int rc = rrpc__addr_parse_any(addr, &ch->addr);
   if (rc == 0 && rrpc__addr_is_any(&ch->addr)) rc = -EINVAL;
   /* A unix socket has no RDMA device behind it: it always speaks plain. */
   if (rc == 0) rc = rrpc__transport_pick(ch->addr.ss.ss_family == AF_UNIX ? 0 : o.use_rdma, &ch->ops);

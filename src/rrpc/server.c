@@ -669,7 +669,7 @@ static void register_stats(rrpc_server *s) {
 int rrpc_server_start(rrpc_server *s, const char *addr) {
   if (s->state != SRV_NEW) return -EBUSY;
   rrpc__addr sa;
-  int rc = rrpc__addr_parse(addr, &sa);
+  int rc = rrpc__addr_parse_any(addr, &sa);
   if (rc != 0) return rc;
   /* A unix socket never attempts RDMA (no device behind it). */
   rc = rrpc__transport_pick(sa.ss.ss_family == AF_UNIX ? 0 : s->opts.use_rdma, &s->ops);

@@ -30,7 +30,12 @@ typedef struct rrpc__addr {
  * 0, -EINVAL (bad syntax, port, or a path too long for sun_path),
  * -EHOSTUNREACH (no address). Any thread. */
 int rrpc__addr_parse_ex(const char *s, int resolve, rrpc__addr *out);
-int rrpc__addr_parse(const char *s, rrpc__addr *out);
+int rrpc__addr_parse_any(const char *s, rrpc__addr *out); /* resolve = 1 */
+
+/* rrpc__addr_parse - the IPv4 forms only, into a sockaddr_in (for callers
+ * that keep IPv4 addresses); an IPv6 or unix address is -EAFNOSUPPORT. */
+struct sockaddr_in;
+int rrpc__addr_parse(const char *s, struct sockaddr_in *out);
 
 /* rrpc__addr_is_any - 1 for 0.0.0.0 and :: (a server's wildcard, never a
  * place to connect to). */
