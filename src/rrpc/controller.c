@@ -2,6 +2,7 @@
 #include "rrpc/internal/controller.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,7 +10,9 @@
 #include "rrpc/internal/loop.h"
 
 void rrpc__controller_init(rrpc_controller *c) {
-  memset(c, 0, sizeof *c);
+  memset(c, 0, offsetof(rrpc_controller, remote));
+  c->remote[0] = '\0';
+  c->error_text[0] = '\0';
   atomic_init(&c->cancel_lock, 0);
   rrpc__iobuf_init(&c->req_att);
   rrpc__iobuf_init(&c->resp_att);

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,7 +99,7 @@ struct rrpc_server_call {
   struct method *m;
   int admitted; /* holds places in the server's and the method's gates */
   rrpc_iobuf request;
-  rrpc_controller cntl;
+  rrpc_controller cntl; /* last: controller_init sets it up, not a memset */
 };
 
 static const rrpc__socket_handler server_handler;
@@ -353,8 +354,9 @@ static int handle_request(rrpc_server *srv, rrpc__socket *sock, rrpc__baidu_msg 
     RRPC_LOG(WARNING, "closing a connection that sent a baidu_std frame without a request");
     return -RRPC_EPARSE;
   }
-  rrpc_server_call *call = calloc(1, sizeof *call);
+  rrpc_server_call *call = malloc(sizeof *call);
   if (call == NULL) return -ENOMEM;
+  memset(call, 0, offsetof(rrpc_server_call, cntl));
   call->srv = srv;
   call->sock = sock;
   rrpc__socket_ref(sock);
@@ -436,8 +438,7 @@ static int server_on_data(void *owner, rrpc__socket *sock, rrpc_iobuf *rbuf) {
       rc = 0;
       break;
     }
-    rrpc__baidu_msg msg;
-    rrpc__baidu_msg_init(&msg);
+    rrpc__baidu_msg msg; /* cut initialises it, whatever it returns */
     rc = rrpc__baidu_cut(rbuf, c->srv->max_body, &msg);
     if (rc == 0) break;
     if (rc < 0) {
