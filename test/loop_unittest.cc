@@ -16,6 +16,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <ctime>
 #include <functional>
 #include <future>
 #include <map>
@@ -31,6 +32,7 @@
 #include "rrpc/internal/loop.h"
 #include "rrpc/internal/timer_heap.h"
 #include "rrpc/log.h"
+#include "test/common/test_util.h"
 
 namespace {
 
@@ -459,6 +461,33 @@ TEST_F(LoopTest, PipeReadableEvents) {
   p.Write("!");
   Flush(loop_);
   EXPECT_EQ(calls, probe.calls.Get());
+}
+
+// ---- the watchdog ---------------------------------------------------------------
+
+uint64_t ThreadCpuUs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+// A callback that burns 30 ms of its own CPU is reported against a 10 ms
+// busy bound even though its wall time stays under the (here 20 s) blocked
+// bound, whatever the machine's load.
+TEST_F(LoopTest, WatchdogReportsCpuTimeOverTheBusyBound) {
+  rrpc__loop_watchdog_set(20 * 1000 * 1000, 10 * 1000);
+  uint64_t before = rrpc__loop_watchdog_hits();
+  RunSync(loop_, [] {
+    uint64_t start = ThreadCpuUs();
+    auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (ThreadCpuUs() - start < 30 * 1000 && std::chrono::steady_clock::now() < give_up) {
+    }
+  });
+  Flush(loop_);
+  uint64_t seen = rrpc__loop_watchdog_hits() - before;
+  rrpc_test::watchdog_restore();
+  EXPECT_EQ(1u, seen);
+  rrpc_test::watchdog_expect(seen);
 }
 
 // ---- deferred work (rrpc__loop_defer) -----------------------------------------

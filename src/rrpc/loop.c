@@ -151,12 +151,15 @@ static void wd_end(const rrpc__loop *loop, const struct wd_mark *m, const char *
   uint64_t threshold = atomic_load_explicit(&g_wd_threshold_us, memory_order_relaxed);
   uint64_t busy = atomic_load_explicit(&g_wd_busy_us, memory_order_relaxed);
   uint64_t wall = rrpc__now_us() - m->wall_us;
-  if (threshold == 0 || wall < threshold) return;
+  /* CPU time never exceeds wall time: under both bounds, nothing to see. */
+  if (threshold == 0 || (wall < threshold && wall < busy)) return;
   uint64_t cpu = thread_cpu_us() - m->cpu_us;
   long slept = thread_nvcsw() - m->nvcsw;
-  /* Blocked (it went to sleep) for over the threshold, or busy for over
-   * the busy one; merely preempted is not the callback's doing. */
-  if (slept == 0 && cpu < busy) return;
+  /* Blocked (it went to sleep) for over the wall threshold, or busy (its
+   * own CPU time, which preemption does not inflate) for over the busy
+   * one, which may be the lower of the two. */
+  int blocked = slept > 0 && wall >= threshold;
+  if (!blocked && cpu < busy) return;
   atomic_fetch_add(&g_wd_hits, 1);
   /* A static function has no dynamic symbol: then file+offset, which
    * `addr2line -f -e FILE OFFSET` turns into its name. */

@@ -47,6 +47,8 @@ std::vector<uint8_t> load_smc_hex(const std::string &rel);
 // and fails the run on any report; a test that provokes `n` on purpose
 // declares them here.
 void watchdog_expect(uint64_t n);
+// Put the run's thresholds back after a test changed them.
+void watchdog_restore();
 
 }  // namespace rrpc_test
 
