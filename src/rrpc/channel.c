@@ -202,8 +202,7 @@ static int client_on_data(void *owner, rrpc__socket *sock, rrpc_iobuf *rbuf) {
   struct conn *cn = owner;
   for (;;) {
     rrpc__baidu_msg msg;
-    rrpc__baidu_msg_init(&msg);
-    int rc = rrpc__baidu_cut(rbuf, cn->ch->max_body, &msg);
+    int rc = rrpc__baidu_cut(rbuf, cn->ch->max_body, &msg); /* initialises msg, whatever it returns */
     if (rc == 0) return 0;
     if (rc < 0) {
       RRPC_LOG(WARNING, "closing connection to %s: %s", cn->peer, rrpc_strerror(rc));

@@ -456,22 +456,33 @@ static int defer_write(rrpc__socket *s, rrpc_iobuf *msg, size_t n) {
   return rc;
 }
 
+/* Room for n more bytes in the write queue, counted; or why not. */
+static int reserve(rrpc__socket *s, size_t n) {
+  int rc = atomic_load(&s->failed) ? -RRPC_ECLOSE : rrpc__unwritten_reserve(atomic_load(&s->unwritten), n);
+  if (rc == 0) atomic_fetch_add(&s->unwritten, n);
+  return rc;
+}
+
 int rrpc__socket_write(rrpc__socket *s, rrpc_iobuf *msg) {
   size_t n = rrpc_iobuf_length(msg);
   atomic_fetch_add_explicit(&s->bytes_out, n, memory_order_relaxed);
+  int on_loop = rrpc__loop_in_thread(s->loop);
+  if (on_loop && s->loop_holds) {
+    /* The loop holds the token for this round's flush: wpend is its own,
+     * so the round's later messages join it without the lock. */
+    int rc = reserve(s, n);
+    if (rc != 0) {
+      rrpc_iobuf_clear(msg);
+      return rc;
+    }
+    return append_deferred(s, msg, n);
+  }
   pthread_mutex_lock(&s->wmu);
-  int failed = atomic_load(&s->failed);
-  int rc = failed ? -RRPC_ECLOSE : rrpc__unwritten_reserve(atomic_load(&s->unwritten), n);
+  int rc = reserve(s, n);
   if (rc != 0) {
     pthread_mutex_unlock(&s->wmu);
     rrpc_iobuf_clear(msg);
     return rc;
-  }
-  atomic_fetch_add(&s->unwritten, n);
-  int on_loop = rrpc__loop_in_thread(s->loop);
-  if (s->token && on_loop && s->loop_holds) {
-    pthread_mutex_unlock(&s->wmu);
-    return append_deferred(s, msg, n);
   }
   if (s->token) {
     rc = rrpc_iobuf_move(&s->wqueue, msg);
