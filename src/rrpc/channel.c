@@ -23,6 +23,7 @@
 
 #include "rrpc/internal/addr.h"
 #include "rrpc/internal/baidu_std.h"
+#include "rrpc/internal/cancel.h"
 #include "rrpc/internal/controller.h"
 #include "rrpc/internal/idmap.h"
 #include "rrpc/internal/log.h"
