@@ -244,4 +244,38 @@ TEST_F(CallCtlRdma, DeadlineReachesTheHandlerAndANestedCall) {
   EXPECT_LT(held_.nested_us, 5000000);
 }
 
+// A unix socket never attempts RDMA, even with use_rdma on both sides and
+// a device present: no handshake starts, and the call goes over the socket.
+TEST(CallCtlRdmaUnix, UnixSocketNeverAttemptsRdma) {
+  std::string path = "/tmp/rrpc-rdma-unix-" + std::to_string(getpid()) + ".sock";
+  rrpc_server_options o = {};
+  o.use_rdma = 1;
+  rrpc_server *s;
+  ASSERT_EQ(0, rrpc_server_new(&o, &s));
+  Held held;
+  ASSERT_EQ(0, rrpc_server_add_method(s, "test.Ctl", "Report", report_handler, &held));
+  ASSERT_EQ(0, rrpc_server_start(s, ("unix:" + path).c_str()));
+  rrpc_channel_options co = {};
+  co.use_rdma = 1;
+  rrpc_channel *ch;
+  ASSERT_EQ(0, rrpc_channel_new(("unix:" + path).c_str(), &co, &ch));
+  rrpc_rdma_stats before, after;
+  rrpc_rdma_get_stats(&before);
+  rrpc_controller *c;
+  rrpc_controller_new(&c);
+  rrpc_iobuf *req;
+  rrpc_iobuf_new(&req);
+  rrpc_iobuf_append(req, "u", 1);
+  EXPECT_EQ(0, rrpc_channel_call(ch, "test.Ctl", "Report", c, req, nullptr, nullptr, nullptr));
+  EXPECT_EQ(0, rrpc_controller_used_rdma(c));
+  rrpc_rdma_get_stats(&after);
+  // A handshake ends on RDMA or in a fallback; neither happened.
+  EXPECT_EQ(before.connections_rdma, after.connections_rdma);
+  EXPECT_EQ(before.connections_fallback, after.connections_fallback);
+  rrpc_iobuf_free(req);
+  rrpc_controller_free(c);
+  rrpc_channel_free(ch);
+  rrpc_server_free(s);
+}
+
 }  // namespace
