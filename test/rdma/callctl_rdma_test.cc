@@ -28,6 +28,14 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Under ThreadSanitizer inside the emulated VM everything runs ~10x slower:
+// that build looks for races, the plain build holds the 1 ms bound.
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kTimed = false;
+#else
+constexpr bool kTimed = true;
+#endif
+
 int64_t us_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration_cast<std::chrono::microseconds>(b - a).count();
 }
@@ -79,8 +87,13 @@ void proxy_handler(void *arg, rrpc_server_call *call) {
   rrpc_controller_new(&child);
   rrpc_controller_set_timeout_ms(child, 60000);
   rrpc_controller_inherit_deadline(child, rrpc_server_call_controller(call));
+  rrpc_channel *next;
+  {
+    std::lock_guard<std::mutex> g(h->mu);
+    next = h->next;
+  }
   auto t0 = Clock::now();
-  int rc = rrpc_channel_call(h->next, "test.Ctl", "Hold", child, rrpc_server_call_request(call), nullptr,
+  int rc = rrpc_channel_call(next, "test.Ctl", "Hold", child, rrpc_server_call_request(call), nullptr,
                              nullptr, nullptr);
   int64_t us = us_between(t0, Clock::now());
   rrpc_controller_free(child);
@@ -214,8 +227,10 @@ TEST_F(CallCtlRdma, CancelEndsSyncAndAsyncCalls) {
   printf("RDMA cancel: sync median %lld us (max %lld), async median %lld us (max %lld) over %d\n",
          (long long)sync_us[kRounds / 2], (long long)sync_us.back(), (long long)async_us[kRounds / 2],
          (long long)async_us.back(), kRounds);
-  EXPECT_LT(sync_us[kRounds / 2], 1000);
-  EXPECT_LT(async_us[kRounds / 2], 1000);
+  if (kTimed) {
+    EXPECT_LT(sync_us[kRounds / 2], 1000);
+    EXPECT_LT(async_us[kRounds / 2], 1000);
+  }
 }
 
 TEST_F(CallCtlRdma, DeadlineReachesTheHandlerAndANestedCall) {
@@ -229,8 +244,12 @@ TEST_F(CallCtlRdma, DeadlineReachesTheHandlerAndANestedCall) {
   EXPECT_LE(left, 3000);
   EXPECT_GE(left, 2900);
 
-  held_.next = open(60000);
-  ASSERT_NE(nullptr, held_.next);
+  rrpc_channel *next = open(60000);
+  ASSERT_NE(nullptr, next);
+  {
+    std::lock_guard<std::mutex> g(held_.mu);
+    held_.next = next;
+  }
   rrpc_controller *c;
   rrpc_controller_new(&c);
   rrpc_controller_set_timeout_ms(c, 500);
