@@ -22,6 +22,7 @@
 
 #include "rrpc/internal/addr.h"
 #include "rrpc/internal/baidu_std.h"
+#include "rrpc/internal/cluster.h"
 #include "rrpc/internal/controller.h"
 #include "rrpc/internal/idmap.h"
 #include "rrpc/internal/log.h"
@@ -78,6 +79,7 @@ struct rrpc_channel {
   atomic_uint_least64_t next_cid;
   rrpc__call_stats *stats; /* totals of every call on the channel */
   rrpc__stats_reg *reg;
+  rrpc__cluster *cluster; /* a cluster channel (cluster_*.c) instead: no conn */
 };
 
 static const rrpc__socket_handler client_handler;
@@ -172,6 +174,7 @@ static void handle_response(struct conn *cn, rrpc__baidu_msg *msg) {
   if (c->timer != 0) rrpc__loop_timer_cancel(cn->loop, c->timer);
   rrpc_controller *cntl = c->cntl;
   cntl->used_rdma = rrpc__socket_is_rdma(cn->sock);
+  cntl->responded = 1;
   const rrpc__rpc_meta *m = &msg->meta;
   if ((m->has & RRPC_META_HAS_ERROR_CODE) && m->error_code != 0) {
     char text[RRPC_ERROR_TEXT_MAX + 1];
@@ -402,9 +405,12 @@ int rrpc_channel_call(rrpc_channel *ch, const char *service, const char *method,
   cntl->error_text[0] = '\0';
   cntl->remote[0] = '\0';
   cntl->used_rdma = 0;
+  cntl->responded = 0;
   rrpc__iobuf_destroy(&cntl->resp_att);
   rrpc__iobuf_init(&cntl->resp_att);
   cntl->start_us = (int64_t)rrpc__now_us();
+  if (ch->cluster != NULL)
+    return rrpc__cluster_call(ch->cluster, service, method, cntl, request, response, done, arg);
   int32_t timeout_ms = cntl->timeout_ms != 0 ? cntl->timeout_ms : ch->timeout_ms;
 
   struct call local;
@@ -474,8 +480,34 @@ int rrpc_channel_new(const char *addr, const rrpc_channel_options *opts, rrpc_ch
   return 0;
 }
 
+int rrpc_channel_new_lb(const char *naming_url, const char *lb, const rrpc_channel_options *opts,
+                        rrpc_channel **out) {
+  if (naming_url == NULL || out == NULL) return -EINVAL;
+  rrpc_channel *ch = calloc(1, sizeof *ch);
+  if (ch == NULL) return -ENOMEM;
+  int rc = rrpc__transport_pick(opts != NULL && opts->use_rdma, &ch->ops);
+  if (rc == 0) rc = rrpc__cluster_new(naming_url, lb, opts, &ch->cluster);
+  if (rc != 0) {
+    free(ch);
+    return rc;
+  }
+  *out = ch;
+  return 0;
+}
+
+int rrpc_channel_cluster_stats(const rrpc_channel *ch, rrpc_cluster_stats *out) {
+  if (ch == NULL || ch->cluster == NULL || out == NULL) return -EINVAL;
+  rrpc__cluster_stats(ch->cluster, out);
+  return 0;
+}
+
 void rrpc_channel_free(rrpc_channel *ch) {
   if (ch == NULL) return;
+  if (ch->cluster != NULL) {
+    rrpc__cluster_free(ch->cluster);
+    free(ch);
+    return;
+  }
   pthread_mutex_lock(&ch->mu);
   ch->closing = 1;
   if (ch->conn != NULL) rrpc__socket_fail(ch->conn->sock, -RRPC_ECLOSE);
@@ -489,6 +521,7 @@ void rrpc_channel_free(rrpc_channel *ch) {
 }
 
 int rrpc_channel_stats(const rrpc_channel *ch, rrpc_call_stats *out) {
+  if (ch->cluster != NULL) return -EINVAL;
   rrpc__call_stats_read(ch->stats, out);
   return 0;
 }

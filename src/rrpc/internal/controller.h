@@ -17,6 +17,8 @@ struct rrpc_controller {
   int64_t start_us;
   int64_t latency_us;
   int used_rdma;
+  int responded;          /* client: the server answered (set or error) */
+  uint64_t request_code;  /* client: c_murmurhash key */
   rrpc_iobuf req_att;
   rrpc_iobuf resp_att;
   char remote[80];
