@@ -26,7 +26,12 @@
 #include "rrpc/cxx/channel.h"
 #include "rrpc/cxx/server.h"
 
-DEFINE_string(servers, "127.0.0.1:8002", "Servers (ip:port), separated by ',', '+' or ' '");
+DEFINE_string(servers, "127.0.0.1:8002",
+              "Servers (ip:port), separated by ',', '+' or ' ' (thread i calls server i % n); or a "
+              "naming URL (list://, file://, dns://) that every thread's channel balances over "
+              "with --load_balancer");
+DEFINE_string(load_balancer, "rr",
+              "brpc's load balancer for a naming URL in --servers: rr, random, wrr, la, c_murmurhash");
 DEFINE_bool(use_rdma, false, "Use RDMA (falls back to TCP if it cannot be set up)");
 DEFINE_int32(thread_num, 1, "Client threads; each has its own connection");
 DEFINE_int32(queue_depth, 1, "RPCs in flight per thread");
@@ -263,7 +268,10 @@ void ClientThread(int index, const std::string& server, const rrpc::IOBuf* attac
   options.timeout_ms = FLAGS_rpc_timeout_ms;
   rrpc::Channel channel;
   std::vector<std::unique_ptr<Chain>> chains;
-  if (channel.Init(server.c_str(), &options) != 0 || !Reachable(&channel, server)) {
+  const bool naming = server.find("://") != std::string::npos;
+  int rc = naming ? channel.Init(server.c_str(), FLAGS_load_balancer.c_str(), &options)
+                  : channel.Init(server.c_str(), &options);
+  if (rc != 0 || !Reachable(&channel, server)) {
     init_failures->fetch_add(1);
     g_stop = true;  // the numbers would be meaningless: end the other threads too
     std::lock_guard<std::mutex> lk(g_live_mu);
@@ -320,7 +328,11 @@ int main(int argc, char* argv[]) {
   gflags::SetUsageMessage("rdma_performance client; see docs/cxx.md");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   google::InitGoogleLogging(argv[0]);  // before any LOG, so glog does not warn about it
-  std::vector<std::string> servers = SplitServers(FLAGS_servers);
+  std::vector<std::string> servers;
+  if (FLAGS_servers.find("://") != std::string::npos)
+    servers.push_back(FLAGS_servers);  // a naming URL: one cluster channel per thread
+  else
+    servers = SplitServers(FLAGS_servers);
   if (servers.empty() || FLAGS_thread_num <= 0 || FLAGS_queue_depth <= 0 ||
       FLAGS_attachment_size < 0 || (FLAGS_test_seconds <= 0 && FLAGS_test_iterations <= 0)) {
     fprintf(stderr, "bad flags: need --servers, --thread_num > 0, --queue_depth > 0, "

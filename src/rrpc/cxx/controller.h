@@ -73,6 +73,10 @@ class Controller : public google::protobuf::RpcController {
   int32_t timeout_ms() const;
   void set_log_id(int64_t id);
   int64_t log_id() const;
+  // brpc's request_code: the key c_murmurhash balancing hashes (calls with
+  // the same code go to the same server of a cluster channel).
+  void set_request_code(uint64_t code);
+  uint64_t request_code() const;
   // Client: from issuing the call to its completion. Server: from receiving
   // the request to responding.
   int64_t latency_us() const;
