@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -649,6 +650,70 @@ TEST(Cluster, FreeFailsCallsInFlightOnce) {
     EXPECT_EQ(-RRPC_ECLOSE, d[i].code);
     rrpc_controller_free(c[i]);
   }
+}
+
+}  // namespace
+
+namespace {
+
+// ---- cancellation (the canceler contract shared with the single-server channel) ----
+
+TEST(ClusterCancel, EndsAnAsyncCallAtOnceAndDropsTheLateAnswer) {
+  Cluster cl(2);
+  cl.srv[0]->hold = true;
+  cl.srv[1]->hold = true;
+  rrpc_channel_options o = fast_opts();
+  o.backup_request_ms = 5;  // two attempts out, on both servers
+  rrpc_channel *ch;
+  ASSERT_EQ(0, rrpc_channel_new_lb(cl.list().c_str(), "rr", &o, &ch));
+  std::vector<int64_t> us;
+  for (int i = 0; i < 10; i++) {
+    rrpc_controller *c;
+    rrpc_controller_new(&c);
+    AsyncDone d;
+    ASSERT_EQ(0, rrpc_channel_call(ch, "test.EchoService", "Hold", c, nullptr, nullptr, AsyncDone::fn, &d));
+    ASSERT_TRUE(cl.srv[0]->wait_held((size_t)i / 2 + 1, 5000) || cl.srv[1]->wait_held((size_t)i / 2 + 1, 5000));
+    ASSERT_TRUE(wait_for([&] { return stats_of(ch).backup_requests >= (uint64_t)i + 1; }, 5000));
+    auto t0 = Clock::now();
+    rrpc_controller_cancel(c);
+    ASSERT_TRUE(d.wait(5000));
+    us.push_back(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count());
+    EXPECT_EQ(-ECANCELED, d.code);
+    EXPECT_TRUE(rrpc_controller_is_canceled(c));
+    rrpc_controller_cancel(c);  // after the end: nothing
+    EXPECT_EQ(1, d.runs);
+    rrpc_controller_free(c);
+  }
+  cl.srv[0]->release();  // the late answers of both attempts are dropped
+  cl.srv[1]->release();
+  std::sort(us.begin(), us.end());
+  printf("cluster cancel -> done: median %lld us, max %lld us\n", (long long)us[us.size() / 2],
+         (long long)us.back());
+  EXPECT_LT(us[us.size() / 2], 20000);
+  rrpc_channel_free(ch);
+}
+
+TEST(ClusterCancel, EndsASyncCallFromAnotherThread) {
+  Cluster cl(2);
+  cl.srv[0]->hold = true;
+  cl.srv[1]->hold = true;
+  rrpc_channel_options o = fast_opts();
+  rrpc_channel *ch;
+  ASSERT_EQ(0, rrpc_channel_new_lb(cl.list().c_str(), "rr", &o, &ch));
+  rrpc_controller *c;
+  rrpc_controller_new(&c);
+  std::thread canceller([&] {
+    EXPECT_TRUE(cl.srv[0]->wait_held(1, 5000));
+    rrpc_controller_cancel(c);
+  });
+  rrpc_iobuf *rq;
+  rrpc_iobuf_new(&rq);
+  EXPECT_EQ(-ECANCELED, rrpc_channel_call(ch, "test.EchoService", "Hold", c, rq, nullptr, nullptr, nullptr));
+  canceller.join();
+  rrpc_iobuf_free(rq);
+  rrpc_controller_free(c);
+  cl.srv[0]->release();
+  rrpc_channel_free(ch);
 }
 
 }  // namespace

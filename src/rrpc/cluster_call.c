@@ -9,7 +9,12 @@
  * Threads: attempts complete on their connections' loops, the backup timer
  * fires on a loop, the caller issues the first attempt. A call is
  * refcounted: the call itself until it finishes, each attempt in flight, a
- * pending backup timer, and a sync caller waiting on it.
+ * pending backup timer, a posted cancel, and a sync caller waiting on it.
+ *
+ * Cancellation (internal/cancel.h): the call installs its own canceler in
+ * the user's controller; it posts a task that finishes the call with
+ * ECANCELED and cancels every attempt still in flight (each attempt has a
+ * controller of its own on its server's channel).
  */
 #include <errno.h>
 #include <linux/futex.h>
@@ -22,14 +27,18 @@
 #include <unistd.h>
 
 #include "rrpc/errors.h"
+#include "rrpc/internal/cancel.h"
 #include "rrpc/internal/cluster.h"
 #include "rrpc/internal/controller.h"
 #include "rrpc/internal/loop.h"
 
 #define MAX_TRIED 8 /* servers a call remembers to avoid; beyond, any may repeat */
 
+struct attempt;
+
 typedef struct ccall {
   rrpc__cluster *cl;
+  struct attempt *attempts; /* in flight, under mu (for cancel) */
   pthread_mutex_t mu; /* finished, inflight, retries_left, backup_*, tried */
   atomic_int refs;
   int finished;
@@ -56,6 +65,7 @@ typedef struct ccall {
 
 typedef struct attempt {
   ccall *cc;
+  struct attempt *prev, *next; /* cc->attempts, under cc->mu */
   rrpc__node *node;    /* referenced */
   rrpc_controller cntl;
   rrpc_iobuf resp;
@@ -87,6 +97,20 @@ static void attempt_free(attempt *at) {
   free(at);
 }
 
+static void link_attempt(ccall *cc, attempt *at) {
+  at->prev = NULL;
+  at->next = cc->attempts;
+  if (cc->attempts) cc->attempts->prev = at;
+  cc->attempts = at;
+}
+
+static void unlink_attempt(ccall *cc, attempt *at) {
+  if (at->prev) at->prev->next = at->next;
+  else if (cc->attempts == at) cc->attempts = at->next;
+  if (at->next) at->next->prev = at->prev;
+  at->prev = at->next = NULL;
+}
+
 /* ---- finishing -------------------------------------------------------------------- */
 
 /* Hand the outcome to the user: the winning attempt's response, attachment
@@ -109,6 +133,7 @@ static void finish_locked(ccall *cc, attempt *at, int code, const char *text) {
     rrpc__controller_fail(u, code, text, text ? strlen(text) : 0);
   }
   u->latency_us = (int64_t)rrpc__now_us() - u->start_us;
+  rrpc__controller_call_end(u); /* no cancel reaches cc after this */
   pthread_mutex_unlock(&cc->mu);
   if (timer != 0 && rrpc__loop_timer_cancel(cc->tloop, timer) == 0) cc_unref(cc); /* the timer's */
   if (cc->done == NULL) {
@@ -121,13 +146,20 @@ static void finish_locked(ccall *cc, attempt *at, int code, const char *text) {
   cc_unref(cc);
 }
 
+/* Holds a reference of its own (fail_first took it): a cancel may have
+ * finished the call, and dropped the call's reference, meanwhile. */
 static void fail_task(void *arg) {
   ccall *cc = arg;
   pthread_mutex_lock(&cc->mu);
-  cc->finished = 1;
-  finish_locked(cc, NULL, cc->result,
-                cc->result == -EHOSTDOWN ? "no server of the cluster is available (all isolated or none named)"
-                                         : NULL);
+  if (cc->finished) { /* a cancel won */
+    pthread_mutex_unlock(&cc->mu);
+  } else {
+    cc->finished = 1;
+    finish_locked(cc, NULL, cc->result,
+                  cc->result == -EHOSTDOWN ? "no server of the cluster is available (all isolated or none named)"
+                                           : NULL);
+  }
+  cc_unref(cc); /* the task's */
 }
 
 /* ---- attempts --------------------------------------------------------------------- */
@@ -183,6 +215,9 @@ static int launch(ccall *cc, int strict) {
     rc = rrpc_iobuf_append_iobuf(&at->cntl.req_att, &cc->req_att);
   }
   if (rc == 0) {
+    pthread_mutex_lock(&cc->mu);
+    link_attempt(cc, at);
+    pthread_mutex_unlock(&cc->mu);
     atomic_fetch_add(&node->inflight, 1);
     rc = rrpc_channel_call(node->sub, cc->service, cc->method, &at->cntl, &cc->request, &at->resp,
                            on_attempt_done, at);
@@ -191,15 +226,16 @@ static int launch(ccall *cc, int strict) {
   rrpc__cluster_issued(cc->cl);
   if (rc == 0) return 0;
   /* Refused outright: as if never sent. */
+  pthread_mutex_lock(&cc->mu);
+  if (at != NULL) unlink_attempt(cc, at);
+  cc->inflight--;
+  pthread_mutex_unlock(&cc->mu);
   if (at != NULL) {
     at->node = node; /* attempt_free drops the node */
     attempt_free(at);
   } else {
     rrpc__node_unref(node);
   }
-  pthread_mutex_lock(&cc->mu);
-  cc->inflight--;
-  pthread_mutex_unlock(&cc->mu);
   cc_unref(cc);
   return rc;
 }
@@ -257,6 +293,7 @@ static void on_attempt_done(void *arg, rrpc_controller *c) {
   else atomic_fetch_sub(&at->node->inflight, 1);
   pthread_mutex_lock(&cc->mu);
   cc->inflight--;
+  unlink_attempt(cc, at);
   if (cc->finished) goto drop; /* another attempt decided: this one is dropped */
   if (code != 0 && !responded && !rrpc__cluster_closing(cc->cl) && may_retry(cc, code, responded)) {
     cc->retries_left--;
@@ -289,6 +326,38 @@ static void on_backup(void *arg) {
   pthread_mutex_unlock(&cc->mu);
   if (go && launch(cc, 1) == 0) rrpc__cluster_count(cc->cl, RRPC__CL_BACKUPS);
   cc_unref(cc); /* the timer's */
+}
+
+/* ---- cancellation --------------------------------------------------------------------- */
+
+/* On a loop thread: end the call with ECANCELED unless something else did,
+ * and cancel the attempts still out (their answers are dropped anyway;
+ * cancelling frees their servers' pending entries now). */
+static void cancel_task(void *arg) {
+  ccall *cc = arg;
+  pthread_mutex_lock(&cc->mu);
+  for (attempt *at = cc->attempts; at != NULL; at = at->next) rrpc_controller_cancel(&at->cntl);
+  if (!cc->finished) {
+    cc->finished = 1;
+    finish_locked(cc, NULL, -ECANCELED, "the call was canceled");
+  } else {
+    pthread_mutex_unlock(&cc->mu);
+  }
+  cc_unref(cc); /* the task's */
+}
+
+/* The cluster call's canceler: runs under the user's controller's cancel
+ * lock on the cancelling thread, so cc is alive (the call ends only after
+ * call_end). It only posts. */
+static void cancel_call(void *arg) {
+  ccall *cc = arg;
+  atomic_fetch_add(&cc->refs, 1);
+  rrpc__loop_group *g;
+  if (rrpc__loop_group_global(0, &g) == 0 && rrpc__loop_post(rrpc__loop_group_next(g), cancel_task, cc) == 0)
+    return;
+  /* No loop takes tasks (the process is ending): the attempts' own
+   * timeouts or closes still end the call once. */
+  atomic_fetch_sub(&cc->refs, 1);
 }
 
 /* ---- the call ---------------------------------------------------------------------- */
@@ -329,6 +398,7 @@ static void arm_backup(ccall *cc, int32_t backup_ms) {
  * async callers (never inside the call), here for sync ones. */
 static void fail_first(ccall *cc, int code) {
   cc->result = code;
+  atomic_fetch_add(&cc->refs, 1); /* fail_task's */
   rrpc__loop_group *g;
   if (cc->done != NULL && rrpc__loop_group_global(0, &g) == 0 &&
       rrpc__loop_post(rrpc__loop_group_next(g), fail_task, cc) == 0)
@@ -357,6 +427,7 @@ int rrpc__cluster_call(rrpc__cluster *cl, const char *service, const char *metho
     return -ENOMEM;
   }
   rrpc__cluster_call_begin(cl);
+  rrpc__controller_call_begin(cntl);
   atomic_init(&cc->refs, done == NULL ? 2 : 1); /* the call's, and a sync waiter's */
   cc->cntl = cntl;
   cc->response = response;
@@ -366,7 +437,18 @@ int rrpc__cluster_call(rrpc__cluster *cl, const char *service, const char *metho
   cc->log_id = cntl->log_id;
   cc->retries_left = conf->max_retry;
   if (timeout_ms > 0) cc->deadline_us = (uint64_t)cntl->start_us + (uint64_t)timeout_ms * 1000u;
-  int rc = launch(cc, 0);
+  int rc = 0;
+  if (cntl->deadline_us != 0) {
+    /* An inherited deadline caps the whole call, every attempt included. */
+    if (cntl->deadline_us <= cntl->start_us) rc = -RRPC_ERPCTIMEDOUT;
+    if (cc->deadline_us == 0 || (uint64_t)cntl->deadline_us < cc->deadline_us)
+      cc->deadline_us = (uint64_t)cntl->deadline_us;
+  }
+  if (rc == 0 && rrpc__controller_set_canceler(cntl, cancel_call, cc) != 0) {
+    /* Cancelled before it began: the posted task finishes it. */
+  } else if (rc == 0) {
+    rc = launch(cc, 0);
+  }
   if (rc != 0) {
     fail_first(cc, rc);
   } else if (conf->backup_ms > 0 && (timeout_ms <= 0 || conf->backup_ms < timeout_ms)) {
