@@ -43,13 +43,15 @@ DEFINE_int64(test_iterations, 0, "Stop after this many RPCs in all (0 = until te
 DEFINE_int32(expected_qps, 0,
              "RPCs per second in all, spread over the threads (0 = as fast as queue_depth allows)");
 DEFINE_string(connection_type, "single",
-              "brpc's connection type; rrpc implements 'single' (each thread's channel has one "
-              "connection) and refuses 'pooled' and 'short'");
+              "brpc's connection type: single (one connection per channel, calls multiplexed), "
+              "pooled (a connection per call in flight, reused) or short (one per call)");
 DEFINE_string(protocol, "baidu_std", "brpc's protocol name; rrpc speaks only baidu_std");
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+rrpc::ConnectionType g_connection_type = rrpc::CONNECTION_TYPE_SINGLE;  // from main
 
 uint64_t NowNs() {
   return static_cast<uint64_t>(
@@ -266,6 +268,7 @@ void ClientThread(int index, const std::string& server, const rrpc::IOBuf* attac
   rrpc::ChannelOptions options;
   options.use_rdma = FLAGS_use_rdma;
   options.timeout_ms = FLAGS_rpc_timeout_ms;
+  options.connection_type = g_connection_type;
   rrpc::Channel channel;
   std::vector<std::unique_ptr<Chain>> chains;
   const bool naming = server.find("://") != std::string::npos;
@@ -344,12 +347,13 @@ int main(int argc, char* argv[]) {
                     "carries only baidu_std)\n", FLAGS_protocol.c_str());
     return 2;
   }
-  if (!FLAGS_connection_type.empty() && FLAGS_connection_type != "single") {
-    fprintf(stderr, "--connection_type=%s is not implemented: an rrpc channel keeps one "
-                    "connection (brpc's 'single'); use --thread_num for more connections\n",
+  rrpc::ConnectionType connection_type;
+  if (!rrpc::ParseConnectionType(FLAGS_connection_type, &connection_type)) {
+    fprintf(stderr, "--connection_type=%s: brpc's values are single, pooled and short\n",
             FLAGS_connection_type.c_str());
     return 2;
   }
+  g_connection_type = connection_type;
   if (FLAGS_expected_qps < 0) {
     fprintf(stderr, "--expected_qps must be >= 0\n");
     return 2;

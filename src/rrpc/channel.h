@@ -18,6 +18,13 @@ extern "C" {
 
 typedef struct rrpc_channel rrpc_channel;
 
+/* brpc's connection types. */
+typedef enum rrpc_connection_type {
+  RRPC_CONNECTION_SINGLE = 0, /* one connection, every call multiplexed on it */
+  RRPC_CONNECTION_POOLED = 1, /* a connection per call in flight, kept for reuse */
+  RRPC_CONNECTION_SHORT = 2,  /* a new connection per call, closed after it */
+} rrpc_connection_type;
+
 /* A retry policy (brpc's RetryPolicy): called on the thread that completed
  * a failed attempt of a cluster call (a loop thread: must not block), only
  * while retries are left and the call's deadline has not passed. `code` is
@@ -56,6 +63,10 @@ typedef struct rrpc_channel_options {
   rrpc_retry_policy_fn retry_policy; /* NULL = the default (see above) */
   void *retry_policy_arg;     /* borrowed, passed to retry_policy */
   int max_servers;            /* servers one naming fetch may return; 0 = 1024 */
+  int connection_type;        /* rrpc_connection_type; 0 = single. A cluster
+                                 channel's servers each use it */
+  int max_connection_pool_size; /* pooled: idle connections kept (brpc's flag);
+                                 one more is closed and counted. 0 = 100 */
 } rrpc_channel_options;
 
 /* rrpc_channel_new - a channel to "ip:port" (IPv4, or a host name resolved
@@ -98,6 +109,17 @@ typedef struct rrpc_cluster_stats {
 /* rrpc_channel_cluster_stats - 0, or -EINVAL for a single-server channel.
  * Any thread. */
 int rrpc_channel_cluster_stats(const rrpc_channel *ch, rrpc_cluster_stats *out);
+
+/* Connections of a single-server channel. */
+typedef struct rrpc_channel_conn_stats {
+  uint64_t live;             /* open or opening now */
+  uint64_t idle;             /* pooled, waiting for a call */
+  uint64_t opened;           /* since the channel was made */
+  uint64_t pool_full_closes; /* pooled connections closed: the pool was full */
+} rrpc_channel_conn_stats;
+
+/* rrpc_channel_connection_stats - 0, or -EINVAL (a cluster channel). Any thread. */
+int rrpc_channel_connection_stats(const rrpc_channel *ch, rrpc_channel_conn_stats *out);
 
 /* rrpc_channel_free - close the connection; calls still in flight complete
  * with -RRPC_ECLOSE (each exactly once, async callbacks included) before

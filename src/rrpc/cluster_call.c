@@ -180,8 +180,11 @@ static void on_attempt_done(void *arg, rrpc_controller *c);
 /* Send the call to one more server. strict: only servers this call has not
  * tried (a backup); else an already tried one is better than none. 0 (the
  * attempt owns a reference and completes later), -EHOSTDOWN (nothing to
- * pick), -RRPC_ERPCTIMEDOUT (no time left), -ENOMEM, -EINVAL. Any thread. */
+ * pick), -RRPC_ERPCTIMEDOUT (no time left), -ENOMEM, -EINVAL. Any thread.
+ * The caller must hold a reference on cc across the call: the attempt may
+ * complete, and end the call, before rrpc_channel_call even returns. */
 static int launch(ccall *cc, int strict) {
+  rrpc__cluster *cl = cc->cl; /* cc may be gone once the attempt is out */
   int32_t timeout;
   int rc = remaining_ms(cc, &timeout);
   if (rc != 0) return rc;
@@ -223,7 +226,7 @@ static int launch(ccall *cc, int strict) {
                            on_attempt_done, at);
     if (rc != 0) atomic_fetch_sub(&node->inflight, 1);
   }
-  rrpc__cluster_issued(cc->cl);
+  rrpc__cluster_issued(cl); /* not cc->cl: the attempt may have ended the call */
   if (rc == 0) return 0;
   /* Refused outright: as if never sent. */
   pthread_mutex_lock(&cc->mu);
@@ -437,6 +440,7 @@ int rrpc__cluster_call(rrpc__cluster *cl, const char *service, const char *metho
   cc->log_id = cntl->log_id;
   cc->retries_left = conf->max_retry;
   if (timeout_ms > 0) cc->deadline_us = (uint64_t)cntl->start_us + (uint64_t)timeout_ms * 1000u;
+  atomic_fetch_add(&cc->refs, 1); /* ours, across launch and arm_backup */
   int rc = 0;
   if (cntl->deadline_us != 0) {
     /* An inherited deadline caps the whole call, every attempt included. */
@@ -454,6 +458,7 @@ int rrpc__cluster_call(rrpc__cluster *cl, const char *service, const char *metho
   } else if (conf->backup_ms > 0 && (timeout_ms <= 0 || conf->backup_ms < timeout_ms)) {
     arm_backup(cc, conf->backup_ms);
   }
+  cc_unref(cc); /* ours */
   if (done != NULL) return 0;
   futex_wait_while(&cc->state, 0);
   int result = cc->result;

@@ -60,6 +60,19 @@ int32_t FlagSecondsAsMs(const char* name, int32_t fallback_s) {
 
 }  // namespace
 
+bool ParseConnectionType(const std::string& name, ConnectionType* out) {
+  if (name == "single" || name.empty()) {
+    *out = CONNECTION_TYPE_SINGLE;
+  } else if (name == "pooled") {
+    *out = CONNECTION_TYPE_POOLED;
+  } else if (name == "short") {
+    *out = CONNECTION_TYPE_SHORT;
+  } else {
+    return false;
+  }
+  return true;
+}
+
 int Channel::Prepare(const char* what, const ChannelOptions* opts, rrpc_channel_options* c) {
   if (ch_ != nullptr) {
     LOG(ERROR) << "rrpc::Channel::Init called twice";
@@ -84,6 +97,9 @@ int Channel::Prepare(const char* what, const ChannelOptions* opts, rrpc_channel_
     c->retry_policy = CallRetryPolicy;
     c->retry_policy_arg = const_cast<RetryPolicy*>(o.retry_policy);
   }
+  c->connection_type = static_cast<int>(o.connection_type);
+  c->max_connection_pool_size = static_cast<int>(
+      detail::FlagInt64("max_connection_pool_size", detail::kDefaultMaxConnectionPoolSize));
   c->health_check_interval_ms = FlagSecondsAsMs("health_check_interval", detail::kDefaultHealthCheckIntervalS);
   c->ns_access_interval_ms = FlagSecondsAsMs("ns_access_interval", detail::kDefaultNsAccessIntervalS);
   return 0;

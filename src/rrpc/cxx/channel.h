@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "rrpc/channel.h"
 #include "rrpc/cxx/controller.h"
@@ -26,6 +27,15 @@ class RetryPolicy {
   virtual ~RetryPolicy() = default;
   virtual bool DoRetry(int error_code, bool responded) const = 0;
 };
+
+// brpc's connection types (ChannelOptions::connection_type).
+enum ConnectionType {
+  CONNECTION_TYPE_SINGLE = RRPC_CONNECTION_SINGLE,  // one connection, calls multiplexed
+  CONNECTION_TYPE_POOLED = RRPC_CONNECTION_POOLED,  // a connection per call in flight, reused
+  CONNECTION_TYPE_SHORT = RRPC_CONNECTION_SHORT,    // a new connection per call
+};
+// "single", "pooled", "short" (brpc's names) into *out; false for others.
+bool ParseConnectionType(const std::string& name, ConnectionType* out);
 
 struct ChannelOptions {
   // Defaults: brpc's for the call settings, --max_body_size for the size cap.
@@ -49,6 +59,9 @@ struct ChannelOptions {
   // Cluster only: decides retries instead of the default (connection
   // failures and ELOGOFF). Borrowed; must outlive the channel.
   const RetryPolicy* retry_policy = nullptr;
+  // brpc's connection_type. Pooled keeps at most --max_connection_pool_size
+  // idle connections.
+  ConnectionType connection_type = CONNECTION_TYPE_SINGLE;
   // Largest response body accepted. Default --max_body_size.
   size_t max_body_size;
 };
