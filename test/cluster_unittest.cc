@@ -241,6 +241,9 @@ TEST(NamingParse, BadUrlsAndBalancersAreRefused) {
   EXPECT_EQ(-EINVAL, rrpc_channel_new_lb("list://127.0.0.1:1,oops", "rr", nullptr, &ch));
   EXPECT_EQ(-ENOENT, rrpc_channel_new_lb("list://", "rr", nullptr, &ch));
   EXPECT_EQ(-ENOENT, rrpc_channel_new_lb("file:///nonexistent/rrpc-servers", "rr", nullptr, &ch));
+  rrpc_channel_options o = {};
+  o.connection_type = 9;
+  EXPECT_EQ(-EINVAL, rrpc_channel_new_lb("list://127.0.0.1:1", "rr", &o, &ch));
 }
 
 TEST(Murmur3, KnownVectors) {
@@ -261,6 +264,19 @@ TEST(Balance, RoundRobinSplitsEvenly) {
   auto per = spread(ch, cl, 3000, 0, false, &failed);
   EXPECT_EQ(0, failed);
   expect_share(per, {1 / 3.0, 1 / 3.0, 1 / 3.0}, 3000);
+  rrpc_channel_free(ch);
+}
+
+TEST(Balance, RoundRobinOverPooledConnections) {
+  Cluster cl(3);
+  rrpc_channel_options o = fast_opts();
+  o.connection_type = RRPC_CONNECTION_POOLED;
+  rrpc_channel *ch;
+  ASSERT_EQ(0, rrpc_channel_new_lb(cl.list().c_str(), "rr", &o, &ch));
+  int failed = 0;
+  auto per = spread(ch, cl, 300, 0, false, &failed);
+  EXPECT_EQ(0, failed);
+  expect_share(per, {1 / 3.0, 1 / 3.0, 1 / 3.0}, 300);
   rrpc_channel_free(ch);
 }
 

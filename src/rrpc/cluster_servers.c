@@ -418,6 +418,7 @@ int rrpc__cluster_new(const char *url, const char *lb, const rrpc_channel_option
   const char *param;
   const rrpc__lb_ops *ops = rrpc__lb_find(lb);
   if (ops == NULL || rrpc__naming_lookup(url, &ns, &param) != 0) return -EINVAL;
+  if (o.connection_type < RRPC_CONNECTION_SINGLE || o.connection_type > RRPC_CONNECTION_SHORT) return -EINVAL;
   rrpc__cluster *cl = calloc(1, sizeof *cl);
   if (cl == NULL) return -ENOMEM;
   int rc = init_sync(cl);
