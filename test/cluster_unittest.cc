@@ -49,11 +49,12 @@ struct Srv {
   static void hold_fn(void *arg, rrpc_server_call *call) {
     Srv *v = static_cast<Srv *>(arg);
     v->calls++;
+    std::unique_lock<std::mutex> g(v->mu);  // hold is read under mu: stop() cannot miss a call
     if (!v->hold) {
+      g.unlock();
       rrpc_server_call_respond(call, nullptr);
       return;
     }
-    std::lock_guard<std::mutex> g(v->mu);
     v->held.push_back(call);
     v->cv.notify_all();
   }
@@ -80,6 +81,12 @@ struct Srv {
   }
   void stop() {
     if (s == nullptr) return;
+    {
+      // A request already queued for a handler may run after stop: it must
+      // answer at once rather than park where release() no longer looks.
+      std::lock_guard<std::mutex> g(mu);
+      hold = false;
+    }
     rrpc_server_stop(s);
     release();
     rrpc_server_free(s);
