@@ -184,6 +184,9 @@ std::vector<int> spread(rrpc_channel *ch, const Cluster &cl, int n, uint64_t cod
 }
 
 void expect_share(const std::vector<int> &per, const std::vector<double> &share, int total) {
+  printf("calls per server:");
+  for (size_t i = 0; i < per.size(); i++) printf(" %d (expected %.0f)", per[i], share[i] * total);
+  printf("\n");
   for (size_t i = 0; i < per.size(); i++) {
     double want = share[i] * total;
     EXPECT_LE(std::abs(per[i] - want), 0.10 * want) << "server " << i << " got " << per[i] << " of " << total
@@ -333,6 +336,7 @@ TEST(Balance, LocalityAwarePrefersTheFastServer) {
   done = true;
   slow.join();
   EXPECT_EQ(0, failed);
+  printf("la: %d calls to the fast server, %d to the 5 ms one\n", per[0], per[1]);
   EXPECT_GT(per[0], 3 * per[1]) << per[0] << " fast vs " << per[1] << " slow";
   EXPECT_GT(per[1], 0);  // the slow one keeps being measured
   rrpc_channel_free(ch);
@@ -376,6 +380,8 @@ TEST(Balance, ConsistentHashKeepsKeysAndMovesAboutOneNth) {
       EXPECT_TRUE(was_removed) << "key " << k << " moved off a server that stayed";
     }
   }
+  printf("c_murmurhash: %d of %d keys moved after removing 1 of 4 servers (it owned %d)\n", moved, keys,
+         owned_by_removed);
   EXPECT_EQ(owned_by_removed, moved);
   EXPECT_LE(moved, keys / 4 * 3 / 2) << "more than ~1/N of the keys moved";
   EXPECT_GT(moved, 0);
