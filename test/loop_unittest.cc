@@ -543,9 +543,15 @@ TEST_F(LoopTest, DeferFromFdCallbacksRunsAfterTheWholeBatch) {
   // Hold the loop in a task while both pipes become readable, so one
   // epoll_wait returns both.
   WatchdogOff off;
-  std::promise<void> go;
+  std::promise<void> go, entered;
   std::shared_future<void> gate = go.get_future().share();
-  ASSERT_EQ(0, Post(loop_, [gate] { gate.wait(); }));
+  ASSERT_EQ(0, Post(loop_, [gate, &entered] {
+              entered.set_value();
+              gate.wait();
+            }));
+  // Only once the loop is inside the task: an epoll_wait already under way
+  // could otherwise return the first pipe without the second.
+  ASSERT_EQ(std::future_status::ready, entered.get_future().wait_for(kWaitLimit));
   a.Write("x");
   b.Write("y");
   go.set_value();

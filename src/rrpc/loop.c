@@ -151,8 +151,10 @@ static void wd_end(const rrpc__loop *loop, const struct wd_mark *m, const char *
   uint64_t threshold = atomic_load_explicit(&g_wd_threshold_us, memory_order_relaxed);
   uint64_t busy = atomic_load_explicit(&g_wd_busy_us, memory_order_relaxed);
   uint64_t wall = rrpc__now_us() - m->wall_us;
-  /* CPU time never exceeds wall time: under both bounds, nothing to see. */
-  if (threshold == 0 || (wall < threshold && wall < busy)) return;
+  /* Off (either 0: rrpc__loop_watchdog_set stores the two one after the
+   * other, so a callback ending meanwhile may see one of them switched),
+   * or under both bounds - CPU time never exceeds wall time. */
+  if (threshold == 0 || busy == 0 || (wall < threshold && wall < busy)) return;
   uint64_t cpu = thread_cpu_us() - m->cpu_us;
   long slept = thread_nvcsw() - m->nvcsw;
   /* Blocked (it went to sleep) for over the wall threshold, or busy (its
