@@ -52,6 +52,8 @@ DEFINE_string(listen, "", "server address (ip or ip:port); default $RXE_VM_ADDR,
               "$RRPC_TEST_RDMA_ADDR or 127.0.0.1, port 0");
 DEFINE_int32(concurrency, 1, "connections being set up at once (client threads)");
 DEFINE_int32(call_timeout_ms, 10000, "timeout of each call (the first one includes the handshake)");
+DEFINE_int32(report_timeout_ms, 300000, "timeout of the idle.Report calls: the server lists its "
+             "rdma resources there, which takes seconds per thousand connections under emulation");
 DEFINE_int32(hold_seconds, 0, "after reporting, keep the connections open this long (to look at "
              "them with rrpc_stat or `rdma resource show`)");
 DEFINE_int32(max_seconds, 300, "bound on the setup phase: past it no more connections are opened "
@@ -278,10 +280,10 @@ struct Call {
     rrpc_iobuf_free(resp);
     rrpc_controller_free(cntl);
   }
-  int run(rrpc_channel *ch, const char *method) {
+  int run(rrpc_channel *ch, const char *method, int timeout_ms = FLAGS_call_timeout_ms) {
     rrpc_controller_reset(cntl);
     rrpc_iobuf_clear(resp);
-    rrpc_controller_set_timeout_ms(cntl, FLAGS_call_timeout_ms);
+    rrpc_controller_set_timeout_ms(cntl, timeout_ms);
     static const char kPing[] = "ping";
     rrpc_iobuf *req = nullptr;
     rrpc_iobuf_new(&req);
@@ -387,7 +389,7 @@ int run_client(const std::string &addr) {
     fprintf(stderr, "idle_conns: the control connection fell back to TCP: RDMA is not working\n");
     return 1;
   }
-  if (c.run(ctl, "Report") != 0) return 1;
+  if (c.run(ctl, "Report", FLAGS_report_timeout_ms) != 0) return 1;
   Metrics sb = parse(c.text()), cb = measure();
 
   Setup st;
@@ -399,12 +401,14 @@ int run_client(const std::string &addr) {
   for (auto &t : th) t.join();
   double secs = std::chrono::duration<double>(Clock::now() - t0).count();
 
+  auto m0 = Clock::now();
   Metrics ca = measure();
-  if (c.run(ctl, "Report") != 0) {
+  if (c.run(ctl, "Report", FLAGS_report_timeout_ms) != 0) {
     fprintf(stderr, "idle_conns: final report call failed: %s\n", rrpc_controller_error_text(c.cntl));
     return 1;
   }
   Metrics sa = parse(c.text());
+  sa["measure_ms"] = (long long)std::chrono::duration<double, std::milli>(Clock::now() - m0).count();
   printf("%s\n", report_line(st, secs, sb, sa, cb, ca).c_str());
   fflush(stdout);
   if (FLAGS_hold_seconds > 0) std::this_thread::sleep_for(std::chrono::seconds(FLAGS_hold_seconds));
