@@ -5,7 +5,7 @@
 # those are measurements for docs/performance.md, not limits. Needs real verbs: run by
 # tools/run-rdma-tests (make test-rdma) inside the VM, or on a host with an RDMA port.
 set -u -o pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 BIN=${RRPC_BUILD:-build}/bench/idle_conns
 line=$(timeout -k 5 60 "$BIN" --n=20 --max_seconds=40 | grep '^idle_conns ')
 rc=$?
