@@ -515,4 +515,71 @@ TEST(Adversarial, ProposalFloodIsBoundedByTheHandshakeCap) {
   rrpc_channel_free(ch);
 }
 
+// ---- item 16: the close CDC --------------------------------------------------------------
+
+// The server fails connections (a peer sends bytes that are not a frame)
+// while its workers are still answering that peer's requests: each time the
+// peer must receive the close CDC (the QP may not go before it left), and
+// nothing after it (no writer may post once it is queued).
+TEST(Adversarial, CloseCdcAlwaysReachesThePeerAndIsTheLastMessage) {
+  Server srv;
+  ASSERT_GT(srv.port, 0);
+  const int kConns = 30;
+  int seen = 0, after = 0;
+  uint64_t t0 = rogue::now_ms();
+  for (int i = 0; i < kConns; i++) {
+    rogue::Peer r;
+    ASSERT_TRUE(r.connect_up(local_ip(), srv.port)) << r.error;
+    // Answers in flight (4 x 4 KiB fit the peer's 64 KiB ring unacked),
+    // then garbage: the server fails the connection meanwhile.
+    for (int k = 0; k < 4; k++)
+      ASSERT_EQ(r.write_next(rogue::Peer::echo_frame(std::string(4096, 'a' + k), k + 1)), IBV_WC_SUCCESS);
+    ASSERT_EQ(r.write_next(std::string(64, 'X')), IBV_WC_SUCCESS);
+    int writes_after = 0;
+    uint8_t flags = r.wait_close_cdc(5000, &writes_after);
+    if (flags != 0) seen++;
+    after += writes_after;
+  }
+  printf("ADVERSARIAL close-cdc: %d connections failed by the server, the peer saw the close CDC on %d; "
+         "data writes after it: %d (%llu ms)\n",
+         kConns, seen, after, (unsigned long long)(rogue::now_ms() - t0));
+  EXPECT_EQ(seen, kConns);
+  EXPECT_EQ(after, 0);
+}
+
+// The close CDC cannot always leave at once (a lost packet is retried after
+// the ACK timeout; a peer out of receives answers RNR and is retried after
+// its RNR timer). Here the peer has no receive posted when the server fails
+// the connection and posts one only once it saw the TCP connection close:
+// the server must keep the QP until its close CDC completed
+// (--rdma_close_wait_ms), so the retry delivers it.
+TEST(Adversarial, CloseCdcWaitsForItsCompletionBeforeTheQpGoes) {
+  Server srv;
+  ASSERT_GT(srv.port, 0);
+  rrpc_rdma_stats st0;
+  rrpc_rdma_get_stats(&st0);
+  const int kConns = 10;
+  int seen = 0;
+  for (int i = 0; i < kConns; i++) {
+    rogue::Peer r;
+    r.post_recvs = 1;        // for the server's first CDC, not reposted
+    r.min_rnr_timer = 28;    // 164 ms between the server's RNR retries (6 of them)
+    ASSERT_TRUE(r.propose(local_ip(), srv.port) && r.read_accept() && r.create_verbs() && r.connect_qp() &&
+                r.send_confirm())
+        << r.error;
+    ibv_wc wc;
+    ASSERT_TRUE(r.poll_one(&wc, 5000)) << r.error;  // the first CDC
+    ASSERT_EQ(r.write_next(std::string(64, 'X')), IBV_WC_SUCCESS);  // not a frame: the server fails it
+    ASSERT_TRUE(rogue::tcp_closed_within(r.fd, 5000));
+    ASSERT_TRUE(r.post_recv(0));
+    if (r.wait_close_cdc(3000) != 0) seen++;
+  }
+  rrpc_rdma_stats st1;
+  rrpc_rdma_get_stats(&st1);
+  printf("ADVERSARIAL close-cdc-delayed: %d connections failed while the peer had no receive posted; the close "
+         "CDC reached it on %d (close_unconfirmed +%llu)\n",
+         kConns, seen, (unsigned long long)(st1.close_unconfirmed - st0.close_unconfirmed));
+  EXPECT_EQ(seen, kConns);
+}
+
 }  // namespace

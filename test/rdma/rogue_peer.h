@@ -25,6 +25,7 @@
 #include "rrpc/internal/baidu_std.h"
 #include "rrpc/iobuf.h"
 #include "transport/rdma/device.h"
+#include "transport/smc/cdc.h"
 #include "transport/smc/clc.h"
 #include "transport/rdma/wire/window.h"
 
@@ -80,6 +81,7 @@ struct Peer {
   int announce_log2 = 6;  // receives announced in the Confirm (2^n)
   int post_recvs = 64;    // receives really posted
   int rnr_retry = 7;
+  int min_rnr_timer = 12;  // what our RNR NAKs ask the server to wait (IB encoding)
 
   int fd = -1;
   rrpc__rdma_dev *dev = nullptr;
@@ -226,7 +228,7 @@ struct Peer {
     a.dest_qp_num = accept.qpn;
     a.rq_psn = accept.psn;
     a.max_dest_rd_atomic = 1;
-    a.min_rnr_timer = 12;
+    a.min_rnr_timer = (uint8_t)min_rnr_timer;
     a.ah_attr.port_num = dev->port;
     a.ah_attr.is_global = 1;
     memcpy(a.ah_attr.grh.dgid.raw, accept.gid, 16);
@@ -359,6 +361,55 @@ struct Peer {
       if (wc.opcode & IBV_WC_RECV) return wc.status == IBV_WC_SUCCESS;
     }
     return false;
+  }
+
+  // Wait for the server's close CDC (a CDC with connection-state flags);
+  // writes and plain CDCs on the way are taken and their receives
+  // reposted. Its conn_flags, or 0 if the QP failed or nothing came in ms
+  // (a QP the server destroyed first shows up as a retry-exceeded error or
+  // silence, never as the CDC).
+  uint8_t wait_close_cdc(int ms, int *writes_after = nullptr) {
+    std::string ignored;
+    for (auto &wc : stashed_) take(wc, &ignored);
+    stashed_.clear();
+    uint64_t end = now_ms() + (uint64_t)ms;
+    ibv_wc wc;
+    while (now_ms() < end) {
+      int n = ibv_poll_cq(cq, 1, &wc);
+      if (n < 0) return 0;
+      if (n == 0) {
+        usleep(500);  // a busy loop on a 2-core machine would starve the server
+        continue;
+      }
+      if (wc.status != IBV_WC_SUCCESS) return 0;
+      if (wc.opcode == IBV_WC_RECV) {
+        rrpc__cdc_msg m;
+        const uint8_t *slot = (const uint8_t *)buf + kStage + wc.wr_id * kSlot;
+        if (rrpc__cdc_decode(slot, wc.byte_len, &m) == 0 && m.conn_flags != 0) {
+          if (writes_after) *writes_after = count_writes(200);
+          return m.conn_flags;
+        }
+      }
+      if (wc.opcode & IBV_WC_RECV) take(wc, &ignored);
+    }
+    return 0;
+  }
+
+  // Data writes that arrive within ms (or until the QP fails).
+  int count_writes(int ms) {
+    int n = 0;
+    uint64_t end = now_ms() + (uint64_t)ms;
+    ibv_wc wc;
+    while (now_ms() < end) {
+      int k = ibv_poll_cq(cq, 1, &wc);
+      if (k < 0 || (k == 1 && wc.status != IBV_WC_SUCCESS)) break;
+      if (k == 0) {
+        usleep(500);
+        continue;
+      }
+      if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM && wc.byte_len > 0) n++;
+    }
+    return n;
   }
 
   // A correct write of `data` at the server ring's producer offset.

@@ -139,6 +139,18 @@ int rrpc__dp_send_cdc_locked(rrpc__rdma_ep *ep, uint8_t conn_flags, int solicite
   return 0;
 }
 
+void rrpc__dp_send_close_locked(rrpc__rdma_ep *ep) {
+  if (ep->close_flags == 0 || ep->close_wr != 0 || ep->qp_dead) return;
+  /* Signaled (conn_flags != 0): its completion says it left. -EAGAIN (no
+   * send-queue room yet) is retried after the next send completions. */
+  if (rrpc__dp_send_cdc_locked(ep, ep->close_flags, 1) == 0) ep->close_wr = ep->wr_seq;
+}
+
+int rrpc__dp_close_done_locked(const rrpc__rdma_ep *ep) {
+  if (ep->close_flags == 0 || ep->qp_dead || ep->qp == NULL) return 1;
+  return ep->close_wr != 0 && ep->wr_done >= ep->close_wr;
+}
+
 /* A pure ACK if one is due and nothing else will carry it. Under mu. */
 static void maybe_ack_locked(rrpc__rdma_ep *ep) {
   if (ep->state != EP_UP || ep->qp_dead) return;
@@ -345,6 +357,7 @@ int rrpc__dp_write(rrpc__socket *s, rrpc_iobuf *data) {
 /* ---- receiving ---------------------------------------------------------------- */
 
 struct ring_slice {
+  struct rrpc__ep_deferred deferred; /* first: a deferred release finds the slice */
   rrpc__rdma_ep *ep;
   uint64_t start;
   uint32_t len;
@@ -360,21 +373,29 @@ static void release_locked(rrpc__rdma_ep *ep, uint64_t start, uint32_t len) {
   if (adv > 0) rrpc__rx_window_on_release(&ep->rx, adv);
 }
 
-/* Deleter of zero-copy ring slices; any thread. */
-static void on_slice_released(void *data, void *arg) {
-  (void)data;
-  struct ring_slice *sl = arg;
+static void slice_release(struct rrpc__ep_deferred *d) {
+  struct ring_slice *sl = (struct ring_slice *)d;
   rrpc__rdma_ep *ep = sl->ep;
-  /* Dropped under our own mu (an iobuf that could not be moved out of the
-   * locked section): we already hold it. */
-  int held = rrpc__ep_locked_here(ep);
-  if (!held) rrpc__ep_lock(ep);
+  rrpc__ep_lock(ep);
   ep->zc_outstanding -= sl->len;
   release_locked(ep, sl->start, sl->len);
   maybe_ack_locked(ep);
-  if (!held) rrpc__ep_unlock(ep);
+  rrpc__ep_unlock(ep);
   free(sl);
   rrpc__ep_unref(ep);
+}
+
+/* Deleter of zero-copy ring slices; any thread. Dropped under some
+ * endpoint's mu (an iobuf that could not be moved out of a locked section
+ * for lack of memory) - this ring's or another's - it is released once this
+ * thread let go of every mu: taking ours here could self-deadlock, or
+ * deadlock in lock order with a thread doing the same the other way. */
+static void on_slice_released(void *data, void *arg) {
+  (void)data;
+  struct ring_slice *sl = arg;
+  sl->deferred.fn = slice_release;
+  if (rrpc__ep_any_locked_here()) rrpc__ep_defer(&sl->deferred);
+  else slice_release(&sl->deferred);
 }
 
 /* Put n ring bytes at stream offset start into the read buffer. */
@@ -386,7 +407,7 @@ static int deliver_bytes(rrpc__rdma_ep *ep, uint64_t start, uint32_t n, int zero
     rrpc_block *b = NULL;
     int rc = sl ? rrpc__block_new_user(p, n, &ep->ring_region, on_slice_released, sl, &b) : -ENOMEM;
     if (rc == 0) {
-      *sl = (struct ring_slice){ep, start, n};
+      *sl = (struct ring_slice){.ep = ep, .start = start, .len = n};
       rc = rrpc__iobuf_append_block(rbuf, b, 0, n);
       rrpc__block_unref(b); /* on failure this runs the deleter: space released */
       return rc;
@@ -576,8 +597,37 @@ static int poll_send(rrpc__rdma_ep *ep, rrpc_iobuf *drop, int *any) {
   }
 }
 
+/* The socket let go and the connection waits for its close CDC to leave:
+ * reap send completions (received messages are dropped unread), post the
+ * close if it was still due, and finish once it completed. Loop thread. */
+static void close_poll(rrpc__rdma_ep *ep) {
+  rrpc_iobuf drop;
+  rrpc__iobuf_init(&drop);
+  struct ibv_wc wc[WC_BATCH];
+  int any = 0, rc = 0;
+  for (int round = 0; round < 2 && rc == 0; round++) {
+    while (ibv_poll_cq(ep->rcq, WC_BATCH, wc) > 0) continue;
+    rc = poll_send(ep, &drop, &any);
+    /* Re-arm, then look once more (see rrpc__dp_poll). */
+    if (rc == 0 && round == 0 && !ep->polling &&
+        (ibv_req_notify_cq(ep->rcq, 1) || ibv_req_notify_cq(ep->scq, 0)))
+      rc = -RRPC_ERDMA;
+  }
+  rrpc__ep_lock(ep);
+  if (rc != 0) ep->qp_dead = 1;
+  rrpc__dp_send_close_locked(ep);
+  int done = rrpc__dp_close_done_locked(ep);
+  rrpc__ep_unlock(ep);
+  rrpc__iobuf_destroy(&drop);
+  if (done) rrpc__ep_close_finish(ep); /* may free ep */
+}
+
 void rrpc__dp_poll(rrpc__rdma_ep *ep) {
-  if (ep->s == NULL || ep->qp == NULL) return;
+  if (ep->qp == NULL) return;
+  if (ep->s == NULL) {
+    close_poll(ep);
+    return;
+  }
   int got = 0, peer_closed = 0, rc = 0, rounds = 0;
   rrpc_iobuf drop;
   rrpc__iobuf_init(&drop);
@@ -609,6 +659,7 @@ void rrpc__dp_poll(rrpc__rdma_ep *ep) {
   }
   int resume = 0;
   rrpc__ep_lock(ep);
+  rrpc__dp_send_close_locked(ep);
   maybe_ack_locked(ep);
   if (ep->write_blocked && ep->state == EP_UP) {
     ep->write_blocked = 0;

@@ -110,11 +110,11 @@ static void verbs_destroy(rrpc__rdma_ep *ep) {
   ep->qp_dead = 1;
   rrpc__ep_unlock(ep);
   if (ep->poller_added) {
-    rrpc__loop_poller_del(rrpc__socket_loop(ep->s), on_poll, ep);
+    rrpc__loop_poller_del(ep->loop, on_poll, ep);
     ep->poller_added = 0;
   }
   if (ep->cc_watching) {
-    rrpc__loop_watch_del(rrpc__socket_loop(ep->s), &ep->cc_watch);
+    rrpc__loop_watch_del(ep->loop, &ep->cc_watch);
     ep->cc_watching = 0;
   }
   if (ep->qp_watched) {
@@ -272,12 +272,12 @@ int rrpc__ep_verbs_create(rrpc__rdma_ep *ep) {
     rc = ibv_req_notify_cq(ep->rcq, 1) || ibv_req_notify_cq(ep->scq, 0) ? -RRPC_ERDMA : 0;
     if (rc == 0) {
       ep->cc_watch = (rrpc__watcher){.fd = ep->cc->fd, .events = EPOLLIN, .cb = on_cc_event, .arg = ep};
-      rc = rrpc__loop_watch_add(rrpc__socket_loop(ep->s), &ep->cc_watch);
+      rc = rrpc__loop_watch_add(ep->loop, &ep->cc_watch);
       ep->cc_watching = rc == 0;
     }
   }
   if (rc == 0 && ep->polling) {
-    rc = rrpc__loop_poller_add(rrpc__socket_loop(ep->s), on_poll, ep);
+    rc = rrpc__loop_poller_add(ep->loop, on_poll, ep);
     ep->poller_added = rc == 0;
   }
   if (rc == 0) {
@@ -415,6 +415,7 @@ static int rdma_start(rrpc__socket *s, int is_client) {
   if (ep == NULL) return -ENOMEM;
   atomic_init(&ep->refs, 1);
   ep->s = s;
+  ep->loop = rrpc__socket_loop(s);
   ep->dev = dev;
   ep->opts = opts;
   ep->is_client = is_client;
@@ -445,8 +446,8 @@ static void rdma_on_fail(rrpc__socket *s, int code) {
   rrpc__ep_lock(ep);
   if (ep->state == EP_UP && !ep->qp_dead && !ep->closed_sent) {
     ep->closed_sent = 1;
-    uint8_t flags = code == -RRPC_ECLOSE || code == -RRPC_ELOGOFF ? RRPC_CDC_CS_CLOSED : RRPC_CDC_CS_ABNORMAL;
-    (void)rrpc__dp_send_cdc_locked(ep, flags, 1);
+    ep->close_flags = code == -RRPC_ECLOSE || code == -RRPC_ELOGOFF ? RRPC_CDC_CS_CLOSED : RRPC_CDC_CS_ABNORMAL;
+    rrpc__dp_send_close_locked(ep);
   }
   /* Under mu: a writer that checks the state (or closed_sent) under mu
    * posts nothing after the close CDC. */
@@ -454,16 +455,52 @@ static void rdma_on_fail(rrpc__socket *s, int code) {
   rrpc__ep_unlock(ep);
 }
 
+void rrpc__ep_close_finish(rrpc__rdma_ep *ep) {
+  if (ep->close_timer != 0) (void)rrpc__loop_timer_cancel(ep->loop, ep->close_timer);
+  ep->close_timer = 0;
+  verbs_destroy(ep);
+  rrpc__ep_unref(ep); /* the socket's */
+}
+
+static void on_close_timeout(void *arg) {
+  rrpc__rdma_ep *ep = arg;
+  ep->close_timer = 0;
+  RRPC_LOG(WARNING, "rdma qpn=%u: the close CDC did not complete within %d ms: destroying the QP",
+           ep->qp ? ep->qp->qp_num : 0, ep->opts->close_wait_ms);
+  rrpc__rdma_count(RRPC_RDMA_CNT_CLOSE_UNCONFIRMED, 1);
+  rrpc__ep_close_finish(ep);
+}
+
+/* Keep the QP until the close CDC has left (its completion, seen by the
+ * completion watcher or poller, ends the wait: close_poll), bounded by
+ * --rdma_close_wait_ms. 0 when the endpoint now waits, else the caller
+ * destroys it at once (nothing to wait for, or not on the loop thread: a
+ * loop that is shutting down frees its sockets on the stopping thread). */
+static int close_wait(rrpc__rdma_ep *ep) {
+  if (ep->qp == NULL || !rrpc__loop_in_thread(ep->loop)) return -1;
+  rrpc__ep_lock(ep);
+  int done = rrpc__dp_close_done_locked(ep);
+  rrpc__ep_unlock(ep);
+  if (done) return -1;
+  uint64_t deadline = rrpc__now_us() + (uint64_t)ep->opts->close_wait_ms * 1000;
+  if (rrpc__loop_timer_add(ep->loop, deadline, on_close_timeout, ep, &ep->close_timer) != 0) {
+    ep->close_timer = 0;
+    return -1;
+  }
+  return 0;
+}
+
 static void rdma_close(rrpc__socket *s) {
   rrpc__rdma_ep *ep = rrpc__socket_tstate(s);
   if (ep == NULL) return;
   rrpc__hs_cancel_timer(ep);
   rrpc__hs_slot_release(ep);
-  verbs_destroy(ep);
   rrpc__ep_lock(ep);
-  ep->s = NULL;
+  ep->s = NULL; /* from now on the completion watcher only waits for the close */
   rrpc__ep_unlock(ep);
   rrpc__socket_set_tstate(s, NULL);
+  if (close_wait(ep) == 0) return;
+  verbs_destroy(ep);
   rrpc__ep_unref(ep);
 }
 

@@ -8,8 +8,9 @@
  * are released on whatever thread drops them). Handshake state and the read
  * buffer belong to the socket's loop thread. Drop iobuf references after
  * unlocking `mu` where possible (a ring slice's deleter takes the mu of its
- * endpoint); one dropped under it by accident releases in place
- * (rrpc__ep_locked_here) instead of deadlocking.
+ * endpoint); one dropped under any endpoint's mu (an allocation failed and
+ * it could not be moved out) is released once this thread holds no
+ * endpoint's mu any more (ep_lock.c), never in place.
  *
  * Lifetime: refcounted - one reference for the socket (dropped in the ops'
  * close) and one per zero-copy ring slice handed to the application, so the
@@ -53,6 +54,9 @@ struct rrpc__ep_inflight {
 typedef struct rrpc__rdma_ep {
   atomic_int refs;
   rrpc__socket *s; /* borrowed; NULL once the socket let go */
+  rrpc__loop *loop; /* the socket's loop: watchers and timers live there, also
+                       while a closed connection waits for its close CDC */
+  rrpc__timer_id close_timer; /* bounds that wait (loop thread) */
   rrpc__rdma_dev *dev;
   const rrpc_rdma_options *opts;
   int is_client;
@@ -97,7 +101,6 @@ typedef struct rrpc__rdma_ep {
 
   /* --- under mu (take it with rrpc__ep_lock) --- */
   pthread_mutex_t mu;
-  _Atomic uintptr_t mu_owner; /* the thread holding mu (pthread_self), or 0 */
   struct rrpc__tx_window tx;
   struct rrpc__rx_window rx;
   struct rrpc__rx_reclaim reclaim;
@@ -113,24 +116,25 @@ typedef struct rrpc__rdma_ep {
   uint32_t if_head, if_count;
   uint16_t cdc_seq;      /* last CDC sequence number sent */
   uint64_t cdc_slot_wr;  /* WR of the last CDC sent from the slot (not inline) */
-  int closed_sent;
+  int closed_sent;       /* the connection is closing: no writer posts any more */
+  uint8_t close_flags;   /* the close CDC's connection-state flags, 0 = none due */
+  uint64_t close_wr;     /* the WR that carried it, 0 while not posted yet */
 } rrpc__rdma_ep;
 
-/* ep->mu with its owner recorded, so that a ring slice released on the
- * thread that holds mu (the last reference dropped under it, e.g. when an
- * allocation failed and a buffer could not be moved out first) releases its
- * space in place instead of deadlocking on mu. */
-static inline void rrpc__ep_lock(rrpc__rdma_ep *ep) {
-  pthread_mutex_lock(&ep->mu);
-  atomic_store_explicit(&ep->mu_owner, (uintptr_t)pthread_self(), memory_order_relaxed);
-}
-static inline void rrpc__ep_unlock(rrpc__rdma_ep *ep) {
-  atomic_store_explicit(&ep->mu_owner, 0, memory_order_relaxed);
-  pthread_mutex_unlock(&ep->mu);
-}
-static inline int rrpc__ep_locked_here(rrpc__rdma_ep *ep) {
-  return atomic_load_explicit(&ep->mu_owner, memory_order_relaxed) == (uintptr_t)pthread_self();
-}
+/* ---- ep_lock.c ---------------------------------------------------------- */
+/* ep->mu, counted per thread (see ep_lock.c). Unlocking the last mu this
+ * thread holds runs the slice releases deferred meanwhile. */
+void rrpc__ep_lock(rrpc__rdma_ep *ep);
+void rrpc__ep_unlock(rrpc__rdma_ep *ep);
+/* 1 while this thread holds some endpoint's mu. */
+int rrpc__ep_any_locked_here(void);
+/* Run d->fn(d) once this thread holds no endpoint's mu (call only while it
+ * holds one). Allocates nothing: d is embedded in what it releases. */
+struct rrpc__ep_deferred {
+  struct rrpc__ep_deferred *next;
+  void (*fn)(struct rrpc__ep_deferred *d);
+};
+void rrpc__ep_defer(struct rrpc__ep_deferred *d);
 
 /* ---- endpoint.c ---------------------------------------------------------- */
 /* Create the CQs, QP (in INIT), ring and slots; post every receive; watch the
@@ -145,6 +149,9 @@ void rrpc__ep_up(rrpc__rdma_ep *ep);
  * disabled. Frees the endpoint's verbs state. Loop thread. */
 void rrpc__ep_fallback(rrpc__rdma_ep *ep, uint32_t code, int send_decline);
 void rrpc__ep_unref(rrpc__rdma_ep *ep);
+/* A closed connection's close CDC completed (or failed): destroy the verbs
+ * resources and drop the socket's reference. Loop thread. */
+void rrpc__ep_close_finish(rrpc__rdma_ep *ep);
 
 /* ---- handshake.c --------------------------------------------------------- */
 int rrpc__hs_start(rrpc__rdma_ep *ep);
@@ -167,6 +174,12 @@ void rrpc__dp_poll(rrpc__rdma_ep *ep);
 /* Send a CDC (SEND_WITH_IMM, carrying the owed ACK) with conn_flags; under
  * mu. 0 or a negative code. */
 int rrpc__dp_send_cdc_locked(rrpc__rdma_ep *ep, uint8_t conn_flags, int solicited);
+/* Post the close CDC if one is due and not posted yet (the send queue may
+ * have been full). Under mu. */
+void rrpc__dp_send_close_locked(rrpc__rdma_ep *ep);
+/* 1 once nothing is left to wait for before the QP may go: no close CDC
+ * due, or it completed, or the QP is dead. Under mu. */
+int rrpc__dp_close_done_locked(const rrpc__rdma_ep *ep);
 /* Release everything the send queue still holds (after the QP is gone). */
 void rrpc__dp_drop_inflight(rrpc__rdma_ep *ep);
 
