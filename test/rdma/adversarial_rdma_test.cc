@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "rrpc/rrpc.h"
+#include "test/common/hostile.h"
 #include "test/common/test_util.h"
 #include "test/rdma/tsan_suppressions.h"
 #include "test/rdma/rogue_peer.h"
@@ -47,6 +48,10 @@ void init_rdma() {
   o.ring_size = kRing;
   o.handshake_timeout_ms = kHandshakeMs;
   o.max_handshakes = max_handshakes();
+  // The pool cannot grow past its first region (64 MiB): item 8's case
+  // exhausts it on purpose; the other cases use little of it.
+  o.pool_initial_size_mb = 64;
+  o.pool_max_size_mb = 64;
   ASSERT_EQ(rrpc_rdma_global_init(&o), 0);
 }
 
@@ -580,6 +585,91 @@ TEST(Adversarial, CloseCdcWaitsForItsCompletionBeforeTheQpGoes) {
          "CDC reached it on %d (close_unconfirmed +%llu)\n",
          kConns, seen, (unsigned long long)(st1.close_unconfirmed - st0.close_unconfirmed));
   EXPECT_EQ(seen, kConns);
+}
+
+// ---- item 8: plain TCP peers and the real registered pool --------------------------------
+
+// With RDMA up (the registered pool is the allocator of every iobuf), 64
+// plain TCP connections each park 1 MiB of a 64 MiB frame (64 MiB, the
+// whole pool's cap): none of it may come from the pool, RDMA calls go on.
+// Then the application holds the pool full: only the call that needs pool
+// memory fails; the parked connections stay, and calls work once it is
+// given back.
+TEST(Adversarial, TcpPeersNeverTakeTheRealPoolAndExhaustionFailsOnlyTheNeedyCall) {
+  Server srv;
+  ASSERT_GT(srv.port, 0);
+  rrpc_channel *ch = open_channel(srv.port);
+  ASSERT_NE(ch, nullptr);
+  int rdma = 0;
+  ASSERT_EQ(echo(ch, "warm", nullptr, &rdma), 0);
+  ASSERT_TRUE(rdma);
+  rrpc_rdma_stats st0;
+  rrpc_rdma_get_stats(&st0);
+  rrpc_limit_stats lim0;
+  rrpc_limit_stats_get(&lim0);
+  long pin0 = proc_status_kb("VmPin:");
+
+  const int kConns = 64;
+  const size_t kPark = 1u << 20;
+  std::string chunk(kPark, 'z');
+  std::vector<int> fds;
+  for (int i = 0; i < kConns; i++) {
+    int fd = rogue::tcp_connect(local_ip(), srv.port);
+    ASSERT_GE(fd, 0);
+    std::string h = rrpc_test::frame_header(64u << 20, 64);
+    ASSERT_EQ(send(fd, h.data(), h.size(), MSG_NOSIGNAL), (ssize_t)h.size());
+    ASSERT_EQ(send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL), (ssize_t)kPark);
+    fds.push_back(fd);
+  }
+  const uint64_t parked = (uint64_t)kConns * (12 + kPark);
+  bool all_parked = rrpc_test::wait_until([&] {
+    rrpc_limit_stats st;
+    rrpc_limit_stats_get(&st);
+    return st.input_bytes - lim0.input_bytes >= parked;
+  }, 30000);
+  int ok_during = 0;
+  for (int i = 0; i < 10; i++) {
+    int r = 0;
+    ok_during += echo(ch, "during-" + std::to_string(i), nullptr, &r) == 0 && r;
+  }
+  rrpc_rdma_stats st1;
+  rrpc_rdma_get_stats(&st1);
+  long pin1 = proc_status_kb("VmPin:");
+
+  // The application takes every free byte of the pool.
+  std::vector<rrpc_iobuf *> hog;
+  std::string blk(64u << 10, 'h');
+  for (int i = 0; i < 4096; i++) {
+    rrpc_iobuf *b;
+    rrpc_iobuf_new(&b);
+    int rc = rrpc_iobuf_append(b, blk.data(), blk.size());
+    hog.push_back(b);
+    if (rc != 0) break;
+  }
+  std::string resp;
+  int rc_exhausted = echo(ch, std::string(256u << 10, 'b'), &resp, nullptr);
+  int still_open = 0;
+  for (int fd : fds) still_open += !rrpc_test::peer_closed(fd, 0);
+  for (rrpc_iobuf *b : hog) rrpc_iobuf_free(b);
+  int ok_after = echo(ch, "after", nullptr, &rdma);
+  rrpc_rdma_stats st2;
+  rrpc_rdma_get_stats(&st2);
+  printf("ADVERSARIAL tcp-vs-real-pool: %d TCP connections parked %.0f MiB of partial 64 MiB frames (all parked: "
+         "%s) with RDMA up and a 64 MiB pool cap: pool bytes %llu -> %llu, VmPin %ld -> %ld KiB; RDMA calls "
+         "meanwhile %d/10 ok; pool held full by the application: the call that needed it got %s, %d/%d parked "
+         "connections still open, a call after giving it back: %s (pool %llu)\n",
+         kConns, (double)parked / (1 << 20), all_parked ? "yes" : "NO", (unsigned long long)st0.pool_bytes,
+         (unsigned long long)st1.pool_bytes, pin0, pin1, ok_during, rrpc_err_name(rc_exhausted),
+         still_open, kConns, rrpc_err_name(ok_after), (unsigned long long)st2.pool_bytes);
+  EXPECT_TRUE(all_parked);
+  EXPECT_EQ(st1.pool_bytes, st0.pool_bytes);
+  EXPECT_LT(pin1 - pin0, 1024);  // KiB: nothing of the 64 MiB is pinned
+  EXPECT_EQ(ok_during, 10);
+  EXPECT_NE(rc_exhausted, 0);
+  EXPECT_EQ(still_open, kConns);
+  EXPECT_EQ(ok_after, 0);
+  for (int fd : fds) close(fd);
+  rrpc_channel_free(ch);
 }
 
 }  // namespace
