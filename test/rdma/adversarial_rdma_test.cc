@@ -672,4 +672,56 @@ TEST(Adversarial, TcpPeersNeverTakeTheRealPoolAndExhaustionFailsOnlyTheNeedyCall
   rrpc_channel_free(ch);
 }
 
+// ---- back-pressure on RDMA connections ------------------------------------------------------
+
+// A client sends echo requests over RDMA and never consumes the answers.
+// The server's queued output passes half of socket_max_unwritten_bytes: it
+// must stop consuming that connection's ring (the client's window closes),
+// not go on reading requests into memory; the connection stays up.
+TEST(Adversarial, RdmaClientThatNeverReadsIsPausedByItsWindow) {
+  rrpc_limits saved, l;
+  rrpc_limits_get(&saved);
+  l = saved;
+  l.socket_max_unwritten_bytes = 1u << 20;  // reading pauses above 512 KiB queued
+  rrpc_limits_set(&l);
+  Server srv;
+  ASSERT_GT(srv.port, 0);
+  rogue::Peer r;
+  ASSERT_TRUE(r.connect_up(local_ip(), srv.port)) << r.error;
+  rrpc_limit_stats lim0;
+  rrpc_limit_stats_get(&lim0);
+  const int kFrames = 1500;  // 6 MiB of requests, 6 MiB of answers
+  std::string frame = rogue::Peer::echo_frame(std::string(4096, 'q'), 1);
+  uint64_t t0 = rogue::now_ms();
+  int sent = r.pump_unread(frame, kFrames, 2000);
+  uint64_t ms = rogue::now_ms() - t0;
+  rrpc_limit_stats lim1;
+  rrpc_limit_stats_get(&lim1);
+  bool open = !rrpc_test::peer_closed(r.fd, 0);
+  printf("ADVERSARIAL rdma-unread: a client that never consumes answers sent %d of %d 4 KiB requests before "
+         "the server's window closed (%llu ms incl. 2 s idle); server: read pauses +%llu, queued output %llu "
+         "KiB, partial input %llu KiB (limit 1 MiB, pause at 512 KiB, 64 KiB rings); connection %s\n",
+         sent, kFrames, (unsigned long long)ms, (unsigned long long)(lim1.read_pauses - lim0.read_pauses),
+         (unsigned long long)(lim1.unwritten_bytes / 1024), (unsigned long long)(lim1.input_bytes / 1024),
+         open ? "open" : "CLOSED");
+  EXPECT_GE(sent, 0);
+  // Answers the server could queue (512 KiB), plus both rings and a batch.
+  EXPECT_LT(sent, 400);
+  EXPECT_TRUE(open);
+  // Once the client consumes, the output drains, reading resumes (the held
+  // requests are answered too) and the window opens again.
+  long consumed = r.consume_answers(2000);
+  int more = r.pump_unread(frame, 20, 5000);
+  rrpc_limit_stats lim1b;
+  rrpc_limit_stats_get(&lim1b);
+  printf("ADVERSARIAL rdma-unread-resume: the client then consumed %ld KiB of answers (%d requests' worth); "
+         "afterwards %d of 20 more requests went in; read pauses +%llu\n",
+         consumed / 1024, (int)(consumed / (long)frame.size()), more,
+         (unsigned long long)(lim1b.read_pauses - lim1.read_pauses));
+  EXPECT_GE(consumed, (long)sent * 4096);  // every request sent was answered
+  EXPECT_EQ(more, 20);
+
+  rrpc_limits_set(&saved);
+}
+
 }  // namespace

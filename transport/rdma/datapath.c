@@ -468,16 +468,47 @@ static int unpin_rbuf(rrpc__rdma_ep *ep) {
   return rc;
 }
 
+/* Back-pressure: while the socket's reading is paused (its output is over
+ * its limit), received bytes stay in the ring unreleased - the peer's
+ * window closes and it stops sending - and go up once reading resumes.
+ * Bytes after held ones are held too, to keep the order. */
+static int must_hold(const rrpc__rdma_ep *ep) { return ep->held_len > 0 || rrpc__socket_read_paused(ep->s); }
+
+static void hold(rrpc__rdma_ep *ep, uint64_t start, uint32_t n) {
+  if (ep->held_len == 0) ep->held_start = start;
+  ep->held_len += n; /* the ring is filled in stream order: contiguous */
+}
+
+void rrpc__dp_resume_read(rrpc__rdma_ep *ep) {
+  int rc = 0;
+  while (rc == 0 && ep->held_len > 0) {
+    uint32_t off = (uint32_t)(ep->held_start % ep->ring_size);
+    uint32_t n = ep->ring_size - off < ep->held_len ? ep->ring_size - off : (uint32_t)ep->held_len;
+    rc = deliver_bytes(ep, ep->held_start, n, 0);
+    ep->held_start += n;
+    ep->held_len -= n;
+  }
+  if (rc != 0) {
+    rrpc__socket_fail(ep->s, rc);
+    return;
+  }
+  /* The ring space came back: tell the peer, who may be waiting for it. */
+  rrpc__ep_lock(ep);
+  maybe_ack_locked(ep);
+  rrpc__ep_unlock(ep);
+}
+
 static int on_data_recv(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int *got) {
   uint32_t n = wc->byte_len;
   uint32_t imm = ntohl(wc->imm_data);
+  int held = n > 0 && must_hold(ep);
   rrpc__ep_lock(ep);
   uint64_t start = ep->rx.prod;
   int rc = (start % ep->ring_size) + n <= ep->ring_size ? 0 : -RRPC_EPARSE;
   if (rc == 0) rc = rrpc__rx_window_on_recv(&ep->rx, n);
   if (rc == 0) rc = rrpc__tx_window_on_ack(&ep->tx, imm);
   if (rc == 0 && (imm & 0x80000000u)) ep->peer_asked = 1;
-  int zc = rc == 0 && ep->opts->recv_zerocopy && n >= ep->opts->zerocopy_min_size && ep->zc_outstanding + n <= ep->ring_size / ZC_MAX_SHARE_DIV;
+  int zc = rc == 0 && !held && ep->opts->recv_zerocopy && n >= ep->opts->zerocopy_min_size && ep->zc_outstanding + n <= ep->ring_size / ZC_MAX_SHARE_DIV;
   if (zc) {
     ep->zc_outstanding += n;
     atomic_fetch_add(&ep->refs, 1); /* the slice's reference */
@@ -490,6 +521,10 @@ static int on_data_recv(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int *got) {
   ep->got_peer_data = 1;
   rrpc__rdma_count(RRPC_RDMA_CNT_BYTES_RECEIVED, n);
   if (n == 0) return 0;
+  if (held) {
+    hold(ep, start, n);
+    return 0;
+  }
   *got = 1;
   return deliver_bytes(ep, start, n, zc);
 }

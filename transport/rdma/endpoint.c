@@ -527,6 +527,11 @@ static int rdma_is_rdma(const rrpc__socket *s) {
   return ep != NULL && ep->state == EP_UP;
 }
 
+static void rdma_on_read_resumed(rrpc__socket *s) {
+  rrpc__rdma_ep *ep = rrpc__socket_tstate(s);
+  if (ep != NULL && ep->state == EP_UP) rrpc__dp_resume_read(ep);
+}
+
 static const rrpc_transport_ops rdma_ops = {
     .name = "rdma",
     .start = rdma_start,
@@ -537,6 +542,7 @@ static const rrpc_transport_ops rdma_ops = {
     .describe = rdma_describe,
     .is_rdma = rdma_is_rdma,
     .facts = rrpc__rdma_conn_facts,
+    .on_read_resumed = rdma_on_read_resumed,
 };
 
 int rrpc__rdma_transport_get(const rrpc_transport_ops **out) {

@@ -98,6 +98,10 @@ typedef struct rrpc__rdma_ep {
   struct ibv_mr *slots_mr;
   uint32_t rq_size, sq_size;
   uint32_t max_send_sge;
+  /* Received ring bytes not handed to the socket while its reading is
+   * paused (back-pressure): they keep their ring space, so the peer runs
+   * out of window. Stream offsets; loop thread. */
+  uint64_t held_start, held_len;
 
   /* --- under mu (take it with rrpc__ep_lock) --- */
   pthread_mutex_t mu;
@@ -169,6 +173,8 @@ void rrpc__hs_slot_release(rrpc__rdma_ep *ep);
 /* ---- datapath.c ---------------------------------------------------------- */
 /* The transport's write op. */
 int rrpc__dp_write(rrpc__socket *s, rrpc_iobuf *data);
+/* The socket's reading goes on: hand it what was held back. Loop thread. */
+void rrpc__dp_resume_read(rrpc__rdma_ep *ep);
 /* Drain both CQs (and re-arm them in event mode). Loop thread. */
 void rrpc__dp_poll(rrpc__rdma_ep *ep);
 /* Send a CDC (SEND_WITH_IMM, carrying the owed ACK) with conn_flags; under
