@@ -83,6 +83,28 @@ static void inflight_reap(rrpc__rdma_ep *ep, uint64_t done, rrpc_iobuf *out) {
   }
 }
 
+void rrpc__dp_view(rrpc__rdma_ep *ep, struct rrpc__dp_view *out) {
+  rrpc__ep_lock(ep);
+  *out = (struct rrpc__dp_view){
+      .tx_prod = ep->tx.prod,
+      .tx_peer_cons = ep->tx.peer_cons,
+      .rx_prod = ep->rx.prod,
+      .rx_cons = ep->rx.cons,
+      .rx_acked = ep->rx.acked,
+      .zc_held = ep->zc_outstanding,
+      .sq_used = ep->wr_seq - ep->wr_done,
+      .peer_ring_size = ep->tx.ring_size,
+      .window_free = ep->tx.ring_size ? rrpc__tx_window_free(&ep->tx) : 0,
+      .credits = ep->tx.credits,
+      .credits_max = ep->tx.depth,
+      .rx_owed = ep->rx.owed,
+      .rx_held = ep->rx.held,
+      .write_blocked = ep->write_blocked,
+      .peer_asked = ep->peer_asked,
+  };
+  rrpc__ep_unlock(ep);
+}
+
 void rrpc__dp_drop_inflight(rrpc__rdma_ep *ep) {
   if (ep->inflight == NULL) return;
   for (uint32_t i = 0; i < ep->sq_size; i++) rrpc__iobuf_destroy(&ep->inflight[i].buf);

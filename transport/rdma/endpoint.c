@@ -507,18 +507,17 @@ static void rdma_close(rrpc__socket *s) {
 static int rdma_describe(const rrpc__socket *s, char *buf, size_t len) {
   rrpc__rdma_ep *ep = rrpc__socket_tstate(s);
   if (ep == NULL) return snprintf(buf, len, "rdma (closed)") < 0 ? -EINVAL : 0;
-  rrpc__ep_lock(ep);
+  struct rrpc__dp_view v;
+  rrpc__dp_view(ep, &v);
   snprintf(buf, len,
            "rdma %s dev=%s qpn=%u peer_qpn=%u gid_index=%d %s | tx: prod=%llu peer_cons=%llu ring=%u "
            "credits=%u blocked=%d sq_used=%llu | rx: prod=%llu cons=%llu acked=%llu owed=%u held=%u zc=%llu "
            "peer_asked=%d",
            rrpc__ep_state_name(ep->state), ep->dev->name, ep->qp ? ep->qp->qp_num : 0, ep->peer.qpn,
-           ep->gid_index, ep->polling ? "polling" : "events", (unsigned long long)ep->tx.prod,
-           (unsigned long long)ep->tx.peer_cons, ep->tx.ring_size, ep->tx.credits, ep->write_blocked,
-           (unsigned long long)(ep->wr_seq - ep->wr_done), (unsigned long long)ep->rx.prod,
-           (unsigned long long)ep->rx.cons, (unsigned long long)ep->rx.acked, ep->rx.owed, ep->rx.held,
-           (unsigned long long)ep->zc_outstanding, ep->peer_asked);
-  rrpc__ep_unlock(ep);
+           ep->gid_index, ep->polling ? "polling" : "events", (unsigned long long)v.tx_prod,
+           (unsigned long long)v.tx_peer_cons, v.peer_ring_size, v.credits, v.write_blocked,
+           (unsigned long long)v.sq_used, (unsigned long long)v.rx_prod, (unsigned long long)v.rx_cons,
+           (unsigned long long)v.rx_acked, v.rx_owed, v.rx_held, (unsigned long long)v.zc_held, v.peer_asked);
   return 0;
 }
 

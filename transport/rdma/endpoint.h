@@ -186,6 +186,14 @@ void rrpc__dp_send_close_locked(rrpc__rdma_ep *ep);
 /* 1 once nothing is left to wait for before the QP may go: no close CDC
  * due, or it completed, or the QP is dead. Under mu. */
 int rrpc__dp_close_done_locked(const rrpc__rdma_ep *ep);
+/* The data path's state as one consistent copy (taken under mu), for
+ * describe.c and the describe op: they read the window through this only. */
+struct rrpc__dp_view {
+  uint64_t tx_prod, tx_peer_cons, rx_prod, rx_cons, rx_acked, zc_held, sq_used;
+  uint32_t peer_ring_size, window_free, credits, credits_max, rx_owed, rx_held;
+  int write_blocked, peer_asked;
+};
+void rrpc__dp_view(rrpc__rdma_ep *ep, struct rrpc__dp_view *out);
 /* Release everything the send queue still holds (after the QP is gone). */
 void rrpc__dp_drop_inflight(rrpc__rdma_ep *ep);
 
