@@ -11,7 +11,8 @@ INCLUDEDIR ?= $(PREFIX)/include
 # Public headers: the C API and the C++ face; transport.h (for transports)
 # and the files that say they are private are left out.
 PUBLIC_HDRS := $(filter-out src/rrpc/transport.h,$(wildcard src/rrpc/*.h))
-PUBLIC_CXX_HDRS := $(filter-out src/rrpc/cxx/detail.h src/rrpc/cxx/flag_value.h,\
+PUBLIC_CXX_HDRS := $(filter-out src/rrpc/cxx/detail.h src/rrpc/cxx/flag_value.h \
+                     src/rrpc/cxx/flag_validators.h,\
                      $(wildcard src/rrpc/cxx/*.h))
 # Libraries a static link of the C core needs beyond librrpc.a.
 PKG_CORE_PRIVATE := $(if $(filter 1,$(WITH_RDMA)),-libverbs) -lpthread

@@ -10,6 +10,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -62,7 +63,7 @@ struct conn {
 };
 
 struct rrpc_channel {
-  struct sockaddr_in addr;
+  rrpc__addr addr;
   char addr_str[80];
   int32_t timeout_ms;
   int32_t connect_timeout_ms;
@@ -76,6 +77,7 @@ struct rrpc_channel {
   int nconns; /* connections whose on_close has not run yet */
   int closing;
   atomic_uint_least64_t next_cid;
+  _Atomic uint64_t late_responses; /* responses whose call had ended */
   rrpc__call_stats *stats; /* totals of every call on the channel */
   rrpc__stats_reg *reg;
 };
@@ -97,6 +99,7 @@ static void futex_wait_while(atomic_int *w, int val) {
  * or run its callback. After this the call must not be touched. */
 static void complete(struct call *c, int code, const char *text) {
   rrpc_controller *cntl = c->cntl;
+  rrpc__controller_call_end(cntl); /* no cancel may reach `c` after this */
   cntl->latency_us = (int64_t)rrpc__now_us() - cntl->start_us;
   if (code != 0) rrpc__controller_fail(cntl, code, text, text ? strlen(text) : 0);
   rrpc__call_stats_end(c->stats, cntl->latency_us, cntl->error_code);
@@ -168,7 +171,11 @@ static void handle_response(struct conn *cn, rrpc__baidu_msg *msg) {
   pthread_mutex_lock(&cn->mu);
   struct call *c = rrpc__idmap_take(&cn->pending, (uint64_t)msg->meta.correlation_id);
   pthread_mutex_unlock(&cn->mu);
-  if (c == NULL) return; /* timed out already: the late response is dropped */
+  if (c == NULL) {
+    /* Timed out or cancelled already: the late response is dropped. */
+    atomic_fetch_add_explicit(&cn->ch->late_responses, 1, memory_order_relaxed);
+    return;
+  }
   if (c->timer != 0) rrpc__loop_timer_cancel(cn->loop, c->timer);
   rrpc_controller *cntl = c->cntl;
   cntl->used_rdma = rrpc__socket_is_rdma(cn->sock);
@@ -271,7 +278,7 @@ static int conn_open(rrpc_channel *ch, struct conn **out) {
   pthread_mutex_init(&cn->mu, NULL);
   rrpc__idmap_init(&cn->pending);
   snprintf(cn->peer, sizeof cn->peer, "%s", ch->addr_str);
-  int rc = rrpc__socket_connect(cn->loop, &ch->addr, ch->connect_timeout_ms, attempts, ch->ops,
+  int rc = rrpc__socket_connect(cn->loop, (const struct sockaddr *)&ch->addr.ss, ch->addr.len, ch->connect_timeout_ms, attempts, ch->ops,
                                 &client_handler, cn, &cn->sock);
   if (rc != 0) {
     rrpc__idmap_destroy(&cn->pending);
@@ -311,7 +318,7 @@ static int conn_get(rrpc_channel *ch, struct conn **out) {
 /* ---- calls ------------------------------------------------------------------ */
 
 static int build_request(rrpc_channel *ch, struct call *c, const char *service, const char *method,
-                         const rrpc_iobuf *request, rrpc_iobuf *frame) {
+                         const rrpc_iobuf *request, int32_t timeout_ms, rrpc_iobuf *frame) {
   rrpc__rpc_meta meta;
   memset(&meta, 0, sizeof meta);
   meta.has = RRPC_META_HAS_REQUEST | RRPC_META_HAS_CORRELATION_ID;
@@ -321,13 +328,25 @@ static int build_request(rrpc_channel *ch, struct call *c, const char *service, 
     meta.has |= RRPC_META_HAS_LOG_ID;
     meta.log_id = c->cntl->log_id;
   }
+  if (timeout_ms > 0) {
+    /* The deadline travels (brpc's field): the server can tell its handler. */
+    meta.has |= RRPC_META_HAS_TIMEOUT_MS;
+    meta.timeout_ms = timeout_ms;
+  }
   meta.correlation_id = (int64_t)c->cid;
   int rc = rrpc__baidu_pack(frame, &meta, request, &c->cntl->req_att);
   if (rc == 0 && rrpc_iobuf_length(frame) - RRPC_BAIDU_HEADER_SIZE > ch->max_body) rc = -RRPC_ETOOBIG;
   return rc;
 }
 
-/* Put the call on the connection (pending map + timer) unless it closed. */
+static void cancel_call(void *arg);
+enum { ENROLLED_CANCELED = 1 };
+
+/* Put the call on the connection (pending map + timer + canceler) unless it
+ * closed. 0, ENROLLED_CANCELED (a cancel came first: its task is posted and
+ * will find the call), or a negative code (not enrolled). The canceler goes
+ * in under mu, before the call is in the map: once another thread can
+ * complete the call, neither `c` nor its controller may be touched here. */
 static int enroll(struct conn *cn, struct call *c, int32_t timeout_ms) {
   pthread_mutex_lock(&cn->mu);
   if (cn->closed || rrpc__socket_failed(cn->sock)) {
@@ -337,6 +356,9 @@ static int enroll(struct conn *cn, struct call *c, int32_t timeout_ms) {
     int code = rrpc__socket_failed(cn->sock);
     return code != 0 && !rrpc__socket_connected(cn->sock) ? code : -RRPC_ECLOSE;
   }
+  /* A cancel task posted here takes mu on the loop, so it runs after the
+   * call is in the map. */
+  int canceled = rrpc__controller_set_canceler(c->cntl, cancel_call, c) != 0;
   int rc = rrpc__idmap_put(&cn->pending, c->cid, c);
   if (rc == 0 && timeout_ms > 0) {
     uint64_t deadline = (uint64_t)c->cntl->start_us + (uint64_t)timeout_ms * 1000u;
@@ -344,7 +366,7 @@ static int enroll(struct conn *cn, struct call *c, int32_t timeout_ms) {
     if (rc != 0) rrpc__idmap_take(&cn->pending, c->cid);
   }
   pthread_mutex_unlock(&cn->mu);
-  return rc;
+  return rc == 0 && canceled ? ENROLLED_CANCELED : rc;
 }
 
 /* The connection refused the request before any of it went out (its write
@@ -360,6 +382,46 @@ static void fail_refused(struct conn *cn, struct call *c, int code) {
   char text[160];
   snprintf(text, sizeof text, "cannot send to %s: %s", cn->peer, rrpc_strerror(code));
   fail_unsent(cn->ch, c, code, text);
+}
+
+/* A cancel travels to the connection's loop as (connection, cid): the loop
+ * is where the call's other endings run, so taking it out of the pending
+ * map there races nothing, and the call itself may be gone by then (its
+ * response won) without harm. */
+struct cancel_req {
+  struct conn *cn; /* holds a reference */
+  uint64_t cid;
+};
+
+static void cancel_task(void *arg) {
+  struct cancel_req *r = arg;
+  struct conn *cn = r->cn;
+  pthread_mutex_lock(&cn->mu);
+  struct call *c = rrpc__idmap_take(&cn->pending, r->cid);
+  pthread_mutex_unlock(&cn->mu);
+  free(r);
+  if (c != NULL) {
+    if (c->timer != 0) rrpc__loop_timer_cancel(cn->loop, c->timer);
+    complete(c, -ECANCELED, "the call was canceled");
+  }
+  conn_unref(cn);
+}
+
+/* The canceler of a single-server call (internal/cancel.h): runs under the
+ * controller's cancel lock, on the cancelling thread, so `c` is alive. If
+ * the task cannot be posted (out of memory, loops shutting down) the call
+ * still ends, by its response, timeout or connection close. */
+static void cancel_call(void *arg) {
+  struct call *c = arg;
+  struct cancel_req *r = malloc(sizeof *r);
+  if (r == NULL) return;
+  r->cn = c->conn;
+  r->cid = c->cid;
+  atomic_fetch_add(&r->cn->refs, 1);
+  if (rrpc__loop_post(r->cn->loop, cancel_task, r) != 0) {
+    conn_unref(r->cn);
+    free(r);
+  }
 }
 
 static int issue(rrpc_channel *ch, struct call *c, int32_t timeout_ms, rrpc_iobuf *frame) {
@@ -382,6 +444,10 @@ static int issue(rrpc_channel *ch, struct call *c, int32_t timeout_ms, rrpc_iobu
       rc = rrpc__socket_write(cn->sock, frame);
       if (rc == -RRPC_EOVERCROWDED) fail_refused(cn, c, rc);
       conn_unref(cn);
+      return 0;
+    }
+    if (rc == ENROLLED_CANCELED) {
+      conn_unref(cn); /* its cancel task ends it; nothing needs to go out */
       return 0;
     }
     int connected = rrpc__socket_connected(cn->sock);
@@ -415,6 +481,7 @@ int rrpc_channel_call(rrpc_channel *ch, const char *service, const char *method,
   }
   memset(c, 0, sizeof *c);
   atomic_init(&c->state, 0);
+  rrpc__controller_call_begin(cntl);
   c->cntl = cntl;
   c->response = response;
   c->done = done;
@@ -428,9 +495,18 @@ int rrpc_channel_call(rrpc_channel *ch, const char *service, const char *method,
                        "a synchronous call from an rrpc loop thread would deadlock (in-loop handlers and "
                        "completions run there): call asynchronously, or run the handler on the pool");
 
+  if (cntl->deadline_us != 0) {
+    /* An inherited deadline caps this call's timeout. */
+    int64_t left_us = cntl->deadline_us - cntl->start_us;
+    if (left_us <= 0)
+      return fail_unsent(ch, c, -RRPC_ERPCTIMEDOUT, "the deadline inherited from the caller has passed");
+    int64_t left_ms = (left_us + 999) / 1000;
+    if (timeout_ms < 0 || left_ms < timeout_ms) timeout_ms = (int32_t)(left_ms > INT32_MAX ? INT32_MAX : left_ms);
+  }
+
   rrpc_iobuf frame;
   rrpc__iobuf_init(&frame);
-  int rc = build_request(ch, c, service, method, request, &frame);
+  int rc = build_request(ch, c, service, method, request, timeout_ms, &frame);
   if (rc != 0) {
     rrpc__iobuf_destroy(&frame);
     return fail_unsent(ch, c, rc, rc == -RRPC_ETOOBIG ? "request larger than max_body_size" : NULL);
@@ -450,18 +526,17 @@ int rrpc_channel_new(const char *addr, const rrpc_channel_options *opts, rrpc_ch
   if (opts != NULL) o = *opts;
   rrpc_channel *ch = calloc(1, sizeof *ch);
   if (ch == NULL) return -ENOMEM;
-  int rc = rrpc__addr_parse(addr, &ch->addr);
-  if (rc == 0 && ch->addr.sin_addr.s_addr == htonl(INADDR_ANY)) rc = -EINVAL;
-  if (rc == 0) rc = rrpc__transport_pick(o.use_rdma, &ch->ops);
+  int rc = rrpc__addr_parse_any(addr, &ch->addr);
+  if (rc == 0 && rrpc__addr_is_any(&ch->addr)) rc = -EINVAL;
+  /* A unix socket has no RDMA device behind it: it always speaks plain. */
+  if (rc == 0) rc = rrpc__transport_pick(ch->addr.ss.ss_family == AF_UNIX ? 0 : o.use_rdma, &ch->ops);
   if (rc == 0) rc = rrpc__loop_group_global(0, &ch->group);
   if (rc == 0) rc = rrpc__call_stats_new(&ch->stats);
   if (rc != 0) {
     free(ch);
     return rc;
   }
-  char ip[INET_ADDRSTRLEN];
-  inet_ntop(AF_INET, &ch->addr.sin_addr, ip, sizeof ip);
-  snprintf(ch->addr_str, sizeof ch->addr_str, "%s:%d", ip, ntohs(ch->addr.sin_port));
+  rrpc__sockaddr_str((const struct sockaddr *)&ch->addr.ss, ch->addr.len, ch->addr_str, sizeof ch->addr_str);
   (void)rrpc__stats_register(RRPC__STATS_CHANNEL, 0, NULL, NULL, ch->addr_str, ch->stats, &ch->reg);
   ch->timeout_ms = o.timeout_ms != 0 ? o.timeout_ms : DEFAULT_TIMEOUT_MS;
   ch->connect_timeout_ms = o.connect_timeout_ms > 0 ? o.connect_timeout_ms : DEFAULT_CONNECT_TIMEOUT_MS;
@@ -470,6 +545,7 @@ int rrpc_channel_new(const char *addr, const rrpc_channel_options *opts, rrpc_ch
   pthread_mutex_init(&ch->mu, NULL);
   pthread_cond_init(&ch->cv, NULL);
   atomic_init(&ch->next_cid, 1);
+  atomic_init(&ch->late_responses, 0);
   *out = ch;
   return 0;
 }
@@ -491,4 +567,8 @@ void rrpc_channel_free(rrpc_channel *ch) {
 int rrpc_channel_stats(const rrpc_channel *ch, rrpc_call_stats *out) {
   rrpc__call_stats_read(ch->stats, out);
   return 0;
+}
+
+uint64_t rrpc_channel_late_responses(const rrpc_channel *ch) {
+  return atomic_load_explicit(&ch->late_responses, memory_order_relaxed);
 }

@@ -32,9 +32,12 @@ typedef struct rrpc_channel_options {
   size_t max_body_size;       /* 0 = 64 MiB */
 } rrpc_channel_options;
 
-/* rrpc_channel_new - a channel to "ip:port" (IPv4 or a host name resolved
- * once, here). No connection is made yet. opts may be NULL. 0, -EINVAL,
- * -ENOMEM, -RRPC_ENORDMA (use_rdma in a build without RDMA). */
+/* rrpc_channel_new - a channel to "ip:port" (IPv4, or a host name resolved
+ * once, here, to IPv4), "[ipv6]:port", or "unix:/path" (a unix stream
+ * socket; use_rdma is ignored there: it always speaks plain baidu_std). No
+ * connection is made yet. opts may be NULL. 0, -EINVAL (bad address, or a
+ * wildcard such as 0.0.0.0 / [::]), -EHOSTUNREACH, -ENOMEM, -RRPC_ENORDMA
+ * (use_rdma in a build without RDMA). */
 int rrpc_channel_new(const char *addr, const rrpc_channel_options *opts, rrpc_channel **out);
 
 /* rrpc_channel_free - close the connection; calls still in flight complete
@@ -65,6 +68,10 @@ typedef void (*rrpc_call_done)(void *arg, rrpc_controller *cntl);
 int rrpc_channel_call(rrpc_channel *ch, const char *service_full_name, const char *method,
                       rrpc_controller *cntl, const rrpc_iobuf *request, rrpc_iobuf *response,
                       rrpc_call_done done, void *arg);
+
+/* rrpc_channel_late_responses - responses that arrived after their call had
+ * ended (timed out or cancelled) and were dropped. Any thread. */
+uint64_t rrpc_channel_late_responses(const rrpc_channel *ch);
 
 #ifdef __cplusplus
 }

@@ -6,9 +6,11 @@
 #include <string.h>
 
 #include "rrpc/errors.h"
+#include "rrpc/internal/loop.h"
 
 void rrpc__controller_init(rrpc_controller *c) {
   memset(c, 0, sizeof *c);
+  atomic_init(&c->cancel_lock, 0);
   rrpc__iobuf_init(&c->req_att);
   rrpc__iobuf_init(&c->resp_att);
 }
@@ -73,4 +75,16 @@ void rrpc_controller_remote_side(const rrpc_controller *c, char *buf, size_t len
   if (n >= len) n = len - 1;
   memcpy(buf, c->remote, n);
   buf[n] = '\0';
+}
+
+int64_t rrpc_controller_remaining_ms(const rrpc_controller *c) {
+  if (c->deadline_us == 0) return -1;
+  int64_t left = c->deadline_us - (int64_t)rrpc__now_us();
+  return left > 0 ? left / 1000 : 0;
+}
+
+void rrpc_controller_inherit_deadline(rrpc_controller *child, const rrpc_controller *parent) {
+  if (parent->deadline_us == 0) return;
+  if (child->deadline_us == 0 || parent->deadline_us < child->deadline_us)
+    child->deadline_us = parent->deadline_us;
 }

@@ -4,7 +4,8 @@
  *
  * [thread-compatible]: a controller belongs to one call at a time; do not
  * touch it while a call using it is in flight, except from the call's done
- * callback or the handler that owns it.
+ * callback or the handler that owns it - and rrpc_controller_cancel, which
+ * any thread may call at any time while the controller is alive.
  */
 #ifndef RRPC_CONTROLLER_H
 #define RRPC_CONTROLLER_H
@@ -50,6 +51,33 @@ int32_t rrpc_controller_timeout_ms(const rrpc_controller *c);
 
 void rrpc_controller_set_log_id(rrpc_controller *c, int64_t log_id);
 int64_t rrpc_controller_log_id(const rrpc_controller *c);
+
+/* rrpc_controller_cancel - end the call in flight on this controller at
+ * once with -ECANCELED (brpc's StartCancel): a sync caller returns, an
+ * async call's done runs (exactly once, on a loop thread, never inside this
+ * function), a response that arrives later is dropped and counted
+ * (rrpc_channel_late_responses). Cancelling a call that has completed, or a
+ * controller with no call in flight, does nothing; a cancel that races the
+ * call's own completion loses or wins, and the call completes once either
+ * way. [thread-safe], any thread, never blocks beyond a short spin. */
+void rrpc_controller_cancel(rrpc_controller *c);
+/* rrpc_controller_is_canceled - 1 if the last call ended with -ECANCELED. */
+int rrpc_controller_is_canceled(const rrpc_controller *c);
+
+/* Deadlines (docs/client.md, "Deadlines"). A client sends its call's
+ * timeout in RpcMeta.timeout_ms; the server takes "request read + timeout"
+ * as the caller's deadline.
+ * rrpc_controller_remaining_ms - server (in a handler): milliseconds left
+ * before the caller gives up, 0 once it has passed, -1 if the caller sent
+ * no timeout. Client: the same for a deadline inherited below. */
+int64_t rrpc_controller_remaining_ms(const rrpc_controller *c);
+/* rrpc_controller_inherit_deadline - cap the calls made with `child` at
+ * `parent`'s deadline (typically a handler's controller, so a nested call
+ * never outlives the request that caused it): each call then uses the
+ * smaller of its timeout and the time left, sends that as its timeout_ms,
+ * and fails at once with -RRPC_ERPCTIMEDOUT if nothing is left. A parent
+ * without a deadline changes nothing; reset clears it. */
+void rrpc_controller_inherit_deadline(rrpc_controller *child, const rrpc_controller *parent);
 
 /* rrpc_controller_latency_us - client: from issuing the call to its
  * completion. Server: from receiving the request to responding. */

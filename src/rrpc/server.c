@@ -10,6 +10,8 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -67,6 +69,7 @@ struct rrpc_server {
   const rrpc_transport_ops *ops;
   int listen_fd;
   int port;
+  char unix_path[108]; /* the unix socket this server bound, to remove; "" */
   rrpc__loop *lloop;
   rrpc__watcher lwatch;
   rrpc__accept_guard accept_guard; /* listener's loop thread */
@@ -357,6 +360,11 @@ static int handle_request(rrpc_server *srv, rrpc__socket *sock, rrpc__baidu_msg 
   rrpc__controller_init(&call->cntl);
   call->cntl.start_us = (int64_t)rrpc__now_us();
   call->cntl.log_id = msg->meta.log_id;
+  /* The caller's deadline, from when its request was read (brpc counts
+   * from the same point); handlers read it as rrpc_controller_remaining_ms.
+   * An expired request still runs, as in brpc: the handler may check. */
+  if ((msg->meta.has & RRPC_META_HAS_TIMEOUT_MS) && msg->meta.timeout_ms > 0)
+    call->cntl.deadline_us = call->cntl.start_us + (int64_t)msg->meta.timeout_ms * 1000;
   call->cntl.used_rdma = rrpc__socket_is_rdma(sock);
   rrpc__socket_peer_str(sock, call->cntl.remote, sizeof call->cntl.remote);
   rrpc_iobuf_move(&call->request, &msg->payload);
@@ -572,22 +580,50 @@ static void start_idle_sweep(void *arg) {
   rrpc__loop_timer_add(s->lloop, rrpc__now_us() + idle_period_us(s), idle_sweep, s, &s->idle_timer);
 }
 
-static int open_listener(rrpc_server *s, const struct sockaddr_in *sa) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+/* A unix socket path left by a server that died is in the way of bind; one
+ * that a live server still listens on is not ours to take. A connect tells
+ * the two apart (on a unix socket it answers at once). */
+static int unix_path_stale(const struct sockaddr_un *un, socklen_t len) {
+  struct stat st;
+  if (lstat(un->sun_path, &st) != 0 || !S_ISSOCK(st.st_mode)) return 0;
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  int stale = connect(fd, (const struct sockaddr *)un, len) != 0 && errno == ECONNREFUSED;
+  close(fd);
+  return stale;
+}
+
+static int bind_listen(int fd, const rrpc__addr *a) {
+  if (bind(fd, (const struct sockaddr *)&a->ss, a->len) != 0) {
+    const struct sockaddr_un *un = (const struct sockaddr_un *)&a->ss;
+    if (errno != EADDRINUSE || a->ss.ss_family != AF_UNIX || !unix_path_stale(un, a->len)) return -errno;
+    unlink(un->sun_path);
+    if (bind(fd, (const struct sockaddr *)&a->ss, a->len) != 0) return -errno;
+  }
+  return listen(fd, 1024) != 0 ? -errno : 0;
+}
+
+static int open_listener(rrpc_server *s, const rrpc__addr *a) {
+  int fd = socket(a->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return -errno;
   int one = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  int rc = 0;
-  if (bind(fd, (const struct sockaddr *)sa, sizeof *sa) != 0 || listen(fd, 1024) != 0) {
-    rc = -errno;
+  if (a->ss.ss_family != AF_UNIX) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  int rc = bind_listen(fd, a);
+  if (rc != 0) {
     close(fd);
     return rc;
   }
-  struct sockaddr_in bound;
+  struct sockaddr_storage bound;
   socklen_t len = sizeof bound;
   getsockname(fd, (struct sockaddr *)&bound, &len);
   s->listen_fd = fd;
-  s->port = ntohs(bound.sin_port);
+  if (bound.ss_family == AF_INET) s->port = ntohs(((struct sockaddr_in *)&bound)->sin_port);
+  else if (bound.ss_family == AF_INET6) s->port = ntohs(((struct sockaddr_in6 *)&bound)->sin6_port);
+  else s->port = 0; /* a unix socket has no port */
+  if (a->ss.ss_family == AF_UNIX) {
+    /* Ours now: removed again when the listener closes. */
+    snprintf(s->unix_path, sizeof s->unix_path, "%s", ((const struct sockaddr_un *)&a->ss)->sun_path);
+  }
   return 0;
 }
 
@@ -632,10 +668,11 @@ static void register_stats(rrpc_server *s) {
 
 int rrpc_server_start(rrpc_server *s, const char *addr) {
   if (s->state != SRV_NEW) return -EBUSY;
-  struct sockaddr_in sa;
-  int rc = rrpc__addr_parse(addr, &sa);
+  rrpc__addr sa;
+  int rc = rrpc__addr_parse_any(addr, &sa);
   if (rc != 0) return rc;
-  rc = rrpc__transport_pick(s->opts.use_rdma, &s->ops);
+  /* A unix socket never attempts RDMA (no device behind it). */
+  rc = rrpc__transport_pick(sa.ss.ss_family == AF_UNIX ? 0 : s->opts.use_rdma, &s->ops);
   if (rc != 0) return rc;
   rc = start_runtime(s);
   if (rc != 0) return rc;
@@ -655,6 +692,7 @@ int rrpc_server_start(rrpc_server *s, const char *addr) {
     pthread_mutex_unlock(&s->mu);
     close(s->listen_fd);
     s->listen_fd = -1;
+    if (s->unix_path[0] != '\0') unlink(s->unix_path);
     rrpc__accept_guard_destroy(&s->accept_guard);
     return rc;
   }
@@ -674,6 +712,7 @@ static void close_listener_task(void *arg) {
   if (s->idle_timer != 0) rrpc__loop_timer_cancel(s->lloop, s->idle_timer);
   s->idle_timer = 0;
   close(s->listen_fd);
+  if (s->unix_path[0] != '\0') unlink(s->unix_path);
   rrpc__accept_guard_destroy(&s->accept_guard);
   pthread_mutex_lock(&s->mu);
   s->listen_fd = -1;

@@ -87,11 +87,16 @@ int rrpc_server_set_method_mode(rrpc_server *s, const char *service_full_name, c
  * the worker queue was full (pool_queue_max), since start. Any thread. */
 uint64_t rrpc_server_pool_rejected(const rrpc_server *s);
 
-/* rrpc_server_start - listen on "ip:port", ":port", or "port"; port 0 picks a
- * free one (see rrpc_server_port). 0, -EADDRINUSE, -EINVAL,
- * -RRPC_ENORDMA (use_rdma in a build without RDMA), or another -errno. */
+/* rrpc_server_start - listen on "ip:port", ":port", "port", "[ipv6]:port"
+ * ("[::]:port" for every address), or "unix:/path" (a unix stream socket:
+ * never RDMA; a stale socket file left by a dead server is replaced, one a
+ * live server listens on is not: -EADDRINUSE; the file is removed when the
+ * server stops); port 0 picks a free one (see rrpc_server_port). 0,
+ * -EADDRINUSE, -EINVAL, -RRPC_ENORDMA (use_rdma in a build without RDMA),
+ * or another -errno. */
 int rrpc_server_start(rrpc_server *s, const char *addr);
-/* rrpc_server_port - the bound port, or a negative code before start. */
+/* rrpc_server_port - the bound port (0 on a unix socket), or a negative code
+ * before start. */
 int rrpc_server_port(const rrpc_server *s);
 
 /* rrpc_server_shutdown - stop gracefully: stop accepting; requests that

@@ -46,6 +46,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "rrpc/internal/addr.h"
 #include "rrpc/internal/limits.h"
 #include "rrpc/internal/log.h"
 #include "rrpc/internal/metrics.h"
@@ -53,7 +54,8 @@
 
 /* The connect in progress (loop thread only); freed once connected. */
 struct connect_plan {
-  struct sockaddr_in sa;
+  struct sockaddr_storage sa; /* AF_INET, AF_INET6 or AF_UNIX */
+  socklen_t salen;
   int timeout_ms;       /* per attempt */
   int attempts_left;    /* after the current one */
   int backoff_ms;       /* before the next attempt; doubles */
@@ -149,18 +151,7 @@ int rrpc__socket_local_addr(const rrpc__socket *s, struct sockaddr_storage *out)
 }
 
 static void addr_str(const struct sockaddr_storage *ss, char *buf, size_t len) {
-  char ip[INET6_ADDRSTRLEN] = "?";
-  int port = 0;
-  if (ss->ss_family == AF_INET) {
-    const struct sockaddr_in *in = (const struct sockaddr_in *)ss;
-    inet_ntop(AF_INET, &in->sin_addr, ip, sizeof ip);
-    port = ntohs(in->sin_port);
-  } else if (ss->ss_family == AF_INET6) {
-    const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)ss;
-    inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof ip);
-    port = ntohs(in6->sin6_port);
-  }
-  snprintf(buf, len, "%s:%d", ip, port);
+  rrpc__sockaddr_str((const struct sockaddr *)ss, sizeof *ss, buf, len);
 }
 
 void rrpc__socket_peer_str(const rrpc__socket *s, char *buf, size_t len) {
@@ -625,14 +616,14 @@ static void attempt_timeout(void *arg) {
 
 static void connect_attempt(rrpc__socket *s) {
   struct connect_plan *p = s->plan;
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  int fd = socket(p->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     attempt_failed(s, -errno);
     return;
   }
   s->fd = fd;
   s->watcher.fd = fd;
-  if (connect(fd, (const struct sockaddr *)&p->sa, sizeof p->sa) == 0) {
+  if (connect(fd, (const struct sockaddr *)&p->sa, p->salen) == 0) {
     int rc = rrpc__loop_watch_add(s->loop, &s->watcher);
     if (rc != 0) {
       attempt_failed(s, rc);
@@ -676,6 +667,7 @@ static void connect_event(rrpc__socket *s, uint32_t events) {
 
 static void tune_fd(int fd) {
   int one = 1;
+  /* On a unix socket this fails with EOPNOTSUPP, harmlessly. */
   /* RPC messages are latency-bound: never let Nagle hold a small frame. */
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
@@ -734,7 +726,7 @@ int rrpc__socket_create(rrpc__loop *loop, int fd, int is_client, const rrpc_tran
   return socket_post_start(s, out);
 }
 
-int rrpc__socket_connect(rrpc__loop *loop, const struct sockaddr_in *sa, int timeout_ms, int attempts,
+int rrpc__socket_connect(rrpc__loop *loop, const struct sockaddr *sa, socklen_t salen, int timeout_ms, int attempts,
                          const rrpc_transport_ops *ops, const rrpc__socket_handler *h, void *owner,
                          rrpc__socket **out) {
   rrpc__socket *s = socket_alloc(loop, -1, 1, ops, h, owner);
@@ -745,12 +737,14 @@ int rrpc__socket_connect(rrpc__loop *loop, const struct sockaddr_in *sa, int tim
     socket_free(s);
     return -ENOMEM;
   }
-  s->plan->sa = *sa;
+  if (salen > sizeof s->plan->sa) salen = sizeof s->plan->sa;
+  memcpy(&s->plan->sa, sa, salen);
+  s->plan->salen = salen;
   s->plan->timeout_ms = timeout_ms > 0 ? timeout_ms : 1;
   s->plan->attempts_left = attempts > 1 ? attempts - 1 : 0;
   s->plan->backoff_ms = CONNECT_BACKOFF_FIRST_MS;
   atomic_init(&s->fd_ready, 0);
-  memcpy(&s->peer, sa, sizeof *sa);
+  memcpy(&s->peer, sa, salen);
   addr_str(&s->peer, s->peer_str, sizeof s->peer_str);
   return socket_post_start(s, out);
 }

@@ -33,7 +33,10 @@ Channel::~Channel() {
 }
 
 int Channel::Init(const char* ip, int port, const ChannelOptions* opts) {
-  std::string addr = std::string(ip ? ip : "") + ":" + std::to_string(port);
+  std::string host = ip ? ip : "";
+  // An IPv6 literal goes in brackets, so its colons are not the port's.
+  if (host.find(':') != std::string::npos && host.front() != '[') host = "[" + host + "]";
+  std::string addr = host + ":" + std::to_string(port);
   return Init(addr.c_str(), opts);
 }
 

@@ -42,7 +42,9 @@ class Channel : public google::protobuf::RpcChannel {
   Channel(const Channel&) = delete;
   Channel& operator=(const Channel&) = delete;
 
-  // Init - a channel to "ip:port" (or "host:port", resolved once). No
+  // Init - a channel to "ip:port" (or "host:port", resolved once),
+  // "[ipv6]:port" or "unix:/path" (never RDMA; see rrpc_channel_new); the
+  // (ip, port) form takes a bare IPv6 address too. No
   // connection is made until the first call. opts may be nullptr (defaults).
   // 0, or -1 after logging why (bad address, use_rdma without RDMA, called
   // twice).

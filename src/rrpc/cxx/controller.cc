@@ -47,15 +47,17 @@ bool Controller::Failed() const { return rrpc_controller_failed(c_) != 0; }
 
 std::string Controller::ErrorText() const { return rrpc_controller_error_text(c_); }
 
-void Controller::StartCancel() {}
+void Controller::StartCancel() {
+  if (owned_) rrpc_controller_cancel(c_);
+}
 
-bool Controller::IsCanceled() const { return false; }
+bool Controller::IsCanceled() const { return owned_ && rrpc_controller_is_canceled(c_) != 0; }
 
 void Controller::NotifyOnCancel(google::protobuf::Closure* callback) {
   if (callback == nullptr) return;
   if (owned_) {
-    // Client side: rrpc never cancels a call, so the call is over as far as
-    // cancellation goes.
+    // Client side: a cancelled call is told through its own completion
+    // (ECANCELED), so there is nothing further to wait for here.
     callback->Run();
     return;
   }
@@ -88,6 +90,10 @@ void Controller::set_timeout_ms(int32_t ms) { rrpc_controller_set_timeout_ms(c_,
 int32_t Controller::timeout_ms() const { return rrpc_controller_timeout_ms(c_); }
 void Controller::set_log_id(int64_t id) { rrpc_controller_set_log_id(c_, id); }
 int64_t Controller::log_id() const { return rrpc_controller_log_id(c_); }
+int64_t Controller::remaining_ms() const { return rrpc_controller_remaining_ms(c_); }
+void Controller::InheritDeadline(const Controller& parent) {
+  rrpc_controller_inherit_deadline(c_, parent.c_);
+}
 int64_t Controller::latency_us() const { return rrpc_controller_latency_us(c_); }
 
 std::string Controller::remote_side() const {

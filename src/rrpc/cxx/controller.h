@@ -42,9 +42,15 @@ class Controller : public google::protobuf::RpcController {
   // After the call: true if it failed. ErrorText() says why ("" if not).
   bool Failed() const override;
   std::string ErrorText() const override;
-  // Cancellation is not implemented: StartCancel does nothing, IsCanceled is
-  // always false, and NotifyOnCancel's closure runs once when the call ends
-  // (server side: after the response is handed to rrpc; elsewhere: at once).
+  // Client: StartCancel ends the call in flight at once with ECANCELED (a
+  // sync CallMethod returns, an async done runs exactly once, on an rrpc
+  // loop thread, never inside StartCancel); a late response is dropped.
+  // Any thread, any time while the controller lives; a finished call, or no
+  // call, makes it a no-op (rrpc_controller_cancel). On a server method's
+  // controller it does nothing. IsCanceled: client, true if the last call
+  // ended by StartCancel; server, always false. NotifyOnCancel's closure
+  // runs once: server side after the response is handed to rrpc; client
+  // side at once (rrpc tells a cancelled call through its done/ErrorCode).
   void StartCancel() override;
   bool IsCanceled() const override;
   void NotifyOnCancel(google::protobuf::Closure* callback) override;
@@ -71,8 +77,17 @@ class Controller : public google::protobuf::RpcController {
   // 0 = the channel's (the default).
   void set_timeout_ms(int32_t ms);
   int32_t timeout_ms() const;
+  // Carried to the server in RpcMeta.log_id; a server method reads it here.
   void set_log_id(int64_t id);
   int64_t log_id() const;
+  // Deadlines (docs/client.md): a server method's controller knows how long
+  // its caller still waits: remaining_ms() is that many milliseconds, 0 once
+  // passed, -1 if the caller sent no timeout. InheritDeadline(parent) caps
+  // every call made with this controller at `parent`'s deadline (pass the
+  // server method's controller to a nested call); a call with nothing left
+  // fails at once with ERPCTIMEDOUT.
+  int64_t remaining_ms() const;
+  void InheritDeadline(const Controller& parent);
   // Client: from issuing the call to its completion. Server: from receiving
   // the request to responding.
   int64_t latency_us() const;

@@ -13,6 +13,7 @@
 
 #include "rrpc/cxx/detail.h"
 #include "rrpc/builtin.h"
+#include "rrpc/cxx/flag_validators.h"
 #include "rrpc/cxx/flag_value.h"
 #include "rrpc/errors.h"
 #include "rrpc/limits.h"
@@ -73,11 +74,6 @@ DEFINE_uint64(builtin_max_concurrent_listings, 4,
 
 namespace {
 
-bool NonNegative(const char* name, int32_t v) {
-  if (v >= 0) return true;
-  fprintf(stderr, "--%s must be >= 0, got %d\n", name, static_cast<int>(v));
-  return false;
-}
 bool ValidRingSize(const char*, uint64_t v) {
   // 16 KiB << n, n <= 15: what a CLC Accept can announce.
   if (v >= (16u << 10) && v <= (uint64_t{512} << 20) && (v & (v - 1)) == 0) return true;
@@ -85,24 +81,19 @@ bool ValidRingSize(const char*, uint64_t v) {
           static_cast<unsigned long long>(v));
   return false;
 }
-bool Positive64(const char* name, uint64_t v) {
-  if (v > 0) return true;
-  fprintf(stderr, "--%s must be > 0\n", name);
-  return false;
-}
 
 const bool g_validators_registered =
     gflags::RegisterFlagValidator(&FLAGS_rdma_ring_size, ValidRingSize) &&
-    gflags::RegisterFlagValidator(&FLAGS_rdma_memory_pool_max_size_mb, NonNegative) &&
-    gflags::RegisterFlagValidator(&FLAGS_rdma_handshake_timeout_ms, NonNegative) &&
-    gflags::RegisterFlagValidator(&FLAGS_rdma_close_wait_ms, NonNegative) &&
-    gflags::RegisterFlagValidator(&FLAGS_usercode_pool_threads, NonNegative) &&
-    gflags::RegisterFlagValidator(&FLAGS_usercode_queue_max, NonNegative) &&
-    gflags::RegisterFlagValidator(&FLAGS_rrpc_max_concurrency, NonNegative) &&
-    gflags::RegisterFlagValidator(&FLAGS_rrpc_max_unwritten_bytes, Positive64) &&
-    gflags::RegisterFlagValidator(&FLAGS_rrpc_max_input_bytes, Positive64) &&
-    gflags::RegisterFlagValidator(&FLAGS_rrpc_clc_sniff_timeout_ms, NonNegative) &&
-    gflags::RegisterFlagValidator(&FLAGS_rrpc_socket_max_pending_requests, NonNegative);
+    gflags::RegisterFlagValidator(&FLAGS_rdma_memory_pool_max_size_mb, rrpc::detail::FlagNonNegative) &&
+    gflags::RegisterFlagValidator(&FLAGS_rdma_handshake_timeout_ms, rrpc::detail::FlagNonNegative) &&
+    gflags::RegisterFlagValidator(&FLAGS_rdma_close_wait_ms, rrpc::detail::FlagNonNegative) &&
+    gflags::RegisterFlagValidator(&FLAGS_usercode_pool_threads, rrpc::detail::FlagNonNegative) &&
+    gflags::RegisterFlagValidator(&FLAGS_usercode_queue_max, rrpc::detail::FlagNonNegative) &&
+    gflags::RegisterFlagValidator(&FLAGS_rrpc_max_concurrency, rrpc::detail::FlagNonNegative) &&
+    gflags::RegisterFlagValidator(&FLAGS_rrpc_max_unwritten_bytes, rrpc::detail::FlagPositive64) &&
+    gflags::RegisterFlagValidator(&FLAGS_rrpc_max_input_bytes, rrpc::detail::FlagPositive64) &&
+    gflags::RegisterFlagValidator(&FLAGS_rrpc_clc_sniff_timeout_ms, rrpc::detail::FlagNonNegative) &&
+    gflags::RegisterFlagValidator(&FLAGS_rrpc_socket_max_pending_requests, rrpc::detail::FlagNonNegative);
 
 }  // namespace
 

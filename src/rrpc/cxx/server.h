@@ -98,7 +98,8 @@ class Server {
   int AddService(google::protobuf::Service* service, ServiceOwnership ownership);
 
   // Start - listen on `port` (0 picks a free one, see listen_port()) or on
-  // "ip:port" / ":port". opts may be nullptr (defaults). 0, or -1 after
+  // "ip:port" / ":port" / "[ipv6]:port" / "unix:/path" (see rrpc_server_start).
+  // opts may be nullptr (defaults). 0, or -1 after
   // logging why (address in use, no services, use_rdma without RDMA, ...).
   int Start(int port, const ServerOptions* opts);
   int Start(const char* addr, const ServerOptions* opts);

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 
+#include "rrpc/cxx/flag_validators.h"
 #include "rrpc/cxx/flag_value.h"
 
 using namespace rrpc::detail;  // the k* defaults
@@ -49,32 +50,22 @@ DEFINE_int64(socket_max_unwritten_bytes, kDefaultSocketMaxUnwrittenBytes,
 
 namespace {
 
-bool NonNegative(const char* name, int32_t v) {
-  if (v >= 0) return true;
-  fprintf(stderr, "--%s must be >= 0, got %d\n", name, static_cast<int>(v));
-  return false;
-}
 bool ValidGidIndex(const char*, int32_t v) {
   if (v >= -1) return true;
   fprintf(stderr, "--rdma_gid_index must be -1 (auto) or an index, got %d\n", static_cast<int>(v));
   return false;
 }
-bool Positive64(const char* name, uint64_t v) {
-  if (v > 0) return true;
-  fprintf(stderr, "--%s must be > 0\n", name);
-  return false;
-}
 
 const bool g_validators_registered =
-    gflags::RegisterFlagValidator(&FLAGS_rdma_port, NonNegative) &&
+    gflags::RegisterFlagValidator(&FLAGS_rdma_port, rrpc::detail::FlagNonNegative) &&
     gflags::RegisterFlagValidator(&FLAGS_rdma_gid_index, ValidGidIndex) &&
-    gflags::RegisterFlagValidator(&FLAGS_rdma_sq_size, NonNegative) &&
-    gflags::RegisterFlagValidator(&FLAGS_rdma_rq_size, NonNegative) &&
-    gflags::RegisterFlagValidator(&FLAGS_rdma_memory_pool_initial_size_mb, NonNegative) &&
-    gflags::RegisterFlagValidator(&FLAGS_rdma_memory_pool_increase_size_mb, NonNegative) &&
-    gflags::RegisterFlagValidator(&FLAGS_rdma_zerocopy_min_size, NonNegative) &&
-    gflags::RegisterFlagValidator(&FLAGS_max_body_size, Positive64) &&
-    gflags::RegisterFlagValidator(&FLAGS_event_dispatcher_num, NonNegative);
+    gflags::RegisterFlagValidator(&FLAGS_rdma_sq_size, rrpc::detail::FlagNonNegative) &&
+    gflags::RegisterFlagValidator(&FLAGS_rdma_rq_size, rrpc::detail::FlagNonNegative) &&
+    gflags::RegisterFlagValidator(&FLAGS_rdma_memory_pool_initial_size_mb, rrpc::detail::FlagNonNegative) &&
+    gflags::RegisterFlagValidator(&FLAGS_rdma_memory_pool_increase_size_mb, rrpc::detail::FlagNonNegative) &&
+    gflags::RegisterFlagValidator(&FLAGS_rdma_zerocopy_min_size, rrpc::detail::FlagNonNegative) &&
+    gflags::RegisterFlagValidator(&FLAGS_max_body_size, rrpc::detail::FlagPositive64) &&
+    gflags::RegisterFlagValidator(&FLAGS_event_dispatcher_num, rrpc::detail::FlagNonNegative);
 
 }  // namespace
 

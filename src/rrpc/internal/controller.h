@@ -3,8 +3,10 @@
 #ifndef RRPC_INTERNAL_CONTROLLER_H
 #define RRPC_INTERNAL_CONTROLLER_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
+#include "rrpc/internal/cancel.h"
 #include "rrpc/internal/iobuf.h"
 #include "rrpc/controller.h"
 
@@ -17,6 +19,18 @@ struct rrpc_controller {
   int64_t start_us;
   int64_t latency_us;
   int used_rdma;
+  /* Server: the caller's deadline (request read + its timeout_ms). Client:
+   * a cap on the next call's deadline (rrpc_controller_inherit_deadline).
+   * rrpc__now_us clock; 0 = none. */
+  int64_t deadline_us;
+  /* Cancellation (internal/cancel.h): the fields below are guarded by
+   * cancel_lock, a spin lock (held for a few instructions, or for one
+   * canceler run that only posts a task). */
+  atomic_int cancel_lock;
+  int in_call;  /* a call was begun and has not been completed */
+  int canceled; /* rrpc_controller_cancel came during that call */
+  rrpc__canceler_fn cancel_fn;
+  void *cancel_arg;
   rrpc_iobuf req_att;
   rrpc_iobuf resp_att;
   char remote[80];

@@ -5,6 +5,7 @@
 #define RRPC_INTERNAL_SOCKET_H
 
 #include <stddef.h>
+#include <sys/socket.h>
 
 #include "rrpc/transport.h"
 
@@ -27,15 +28,15 @@ typedef struct rrpc__socket_handler {
 int rrpc__socket_create(rrpc__loop *loop, int fd, int is_client, const rrpc_transport_ops *ops,
                         const rrpc__socket_handler *h, void *owner, rrpc__socket **out);
 
-/* rrpc__socket_connect - a client socket to `sa` whose TCP connect runs on
+/* rrpc__socket_connect - a client socket to `sa` (`salen` bytes; AF_INET,
+ * AF_INET6 or AF_UNIX) whose stream connect runs on
  * `loop`, non-blocking: each attempt is bounded by `timeout_ms`, up to
  * `attempts` (>= 1) attempts with a short doubling backoff between them.
  * Returns at once; writes queue until the transport is ready. If every
  * attempt fails, the socket fails with the last attempt's code
  * (-ECONNREFUSED, -ETIMEDOUT, ...) and rrpc__socket_connected stays 0.
  * Otherwise as rrpc__socket_create. 0 or -ENOMEM. Any thread. */
-struct sockaddr_in;
-int rrpc__socket_connect(rrpc__loop *loop, const struct sockaddr_in *sa, int timeout_ms, int attempts,
+int rrpc__socket_connect(rrpc__loop *loop, const struct sockaddr *sa, socklen_t salen, int timeout_ms, int attempts,
                          const rrpc_transport_ops *ops, const rrpc__socket_handler *h, void *owner,
                          rrpc__socket **out);
 
