@@ -41,14 +41,14 @@ void rrpc__rdma_conn_facts(const rrpc__socket *s, rrpc__conn_facts *out) {
   snprintf(out->device, sizeof out->device, "%s", ep->dev->name);
   out->port = ep->dev->port;
   if (ep->state >= EP_CLIENT_WAIT_ACCEPT) {
-    out->gid_index = ep->gid_index;
-    gid_str(&ep->gid, out->gid, sizeof out->gid);
+    out->gid_index = ep->hs.gid_index;
+    gid_str(&ep->hs.gid, out->gid, sizeof out->gid);
   }
-  out->qpn = ep->qp ? ep->qp->qp_num : 0;
+  out->qpn = ep->vb.qp ? ep->vb.qp->qp_num : 0;
   out->peer_qpn = ep->peer.qpn;
-  out->ring_size = ep->ring_size;
-  out->sq_size = ep->sq_size;
-  out->rq_size = ep->rq_size;
+  out->ring_size = ep->vb.ring_size;
+  out->sq_size = ep->vb.sq_size;
+  out->rq_size = ep->vb.rq_size;
   struct rrpc__dp_view v;
   rrpc__dp_view(ep, &v);
   out->peer_ring_size = v.peer_ring_size;

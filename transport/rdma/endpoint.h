@@ -12,6 +12,10 @@
  * it could not be moved out) is released once this thread holds no
  * endpoint's mu any more (ep_lock.c), never in place.
  *
+ * Fields are grouped by owner: `hs` (the handshake, loop thread), `vb` (verbs
+ * resources, one create/destroy order in endpoint.c), what the handshake
+ * agreed (read-only once UP), and the data path under `mu`.
+ *
  * Lifetime: refcounted - one reference for the socket (dropped in the ops'
  * close) and one per zero-copy ring slice handed to the application, so the
  * ring's memory outlives the connection while anyone still reads it. */
@@ -51,6 +55,42 @@ struct rrpc__ep_inflight {
   rrpc_iobuf buf;  /* the bytes those WRs read (SHARED blocks) */
 };
 
+/* Handshake state: owned by the socket's loop thread while the CLC
+ * handshake runs (handshake.c); the slot may be given back from any thread. */
+struct rrpc__ep_hs {
+  uint8_t buf[RRPC_CLC_MAX_LEN]; /* the CLC message being read */
+  size_t len;
+  rrpc__timer_id timer;
+  int gid_index;
+  union ibv_gid gid;
+  uint8_t mac[6];  /* of the netdev behind the chosen GID */
+  atomic_int slot; /* server: holds one of --rdma_max_concurrent_handshakes */
+};
+
+/* Verbs resources: created by rrpc__ep_verbs_create and destroyed in the
+ * reverse order by endpoint.c (loop thread); the data path uses them. */
+struct rrpc__ep_verbs {
+  struct ibv_comp_channel *cc;
+  struct ibv_cq *scq, *rcq;
+  struct ibv_qp *qp;
+  rrpc__watcher cc_watch;
+  int cc_watching;
+  int qp_watched;
+  int polling; /* busy-poll on the loop instead of completion events */
+  int poller_added;
+  /* my receive ring (the peer writes into it) and the CDC slots */
+  char *ring;
+  uint32_t ring_size;
+  struct ibv_mr *ring_mr;        /* LOCAL_WRITE (+ MW_BIND): no remote access of its own */
+  struct ibv_mw *ring_mw;        /* type-2 window over the ring, bound to this QP only */
+  uint32_t ring_rkey;            /* the key the peer writes with (the window's, once bound) */
+  rrpc__rdma_region ring_region; /* so ring slices can be sent on, zero-copy */
+  char *slots;
+  struct ibv_mr *slots_mr;
+  uint32_t rq_size, sq_size;
+  uint32_t max_send_sge;
+};
+
 typedef struct rrpc__rdma_ep {
   atomic_int refs;
   rrpc__socket *s; /* borrowed; NULL once the socket let go */
@@ -64,40 +104,16 @@ typedef struct rrpc__rdma_ep {
    * read from any thread (writers, slice releases, is_rdma): atomic. */
   _Atomic rrpc__ep_state state;
 
-  /* handshake (loop thread) */
-  uint8_t hs[RRPC_CLC_MAX_LEN];
-  size_t hs_len;
-  rrpc__timer_id hs_timer;
+  /* What the handshake agreed: written by it (loop thread) before the
+   * connection is UP, read-only afterwards by every thread. */
   uint32_t my_psn;
   uint32_t my_token;
-  int gid_index;
-  union ibv_gid gid;
-  uint8_t mac[6]; /* of the netdev behind the chosen GID */
   struct rrpc__clc_accept peer; /* the peer's Accept or Confirm */
   int got_peer_data;            /* server: an RDMA message came from the client */
-  atomic_int hs_slot;           /* server: holds one of --rdma_max_concurrent_handshakes */
 
-  /* verbs */
-  struct ibv_comp_channel *cc;
-  struct ibv_cq *scq, *rcq;
-  struct ibv_qp *qp;
-  rrpc__watcher cc_watch;
-  int cc_watching;
-  int qp_watched;
-  int polling; /* busy-poll on the loop instead of completion events */
-  int poller_added;
+  struct rrpc__ep_hs hs;    /* handshake.c's, on the loop thread */
+  struct rrpc__ep_verbs vb; /* endpoint.c creates and destroys them, in one order */
 
-  /* my receive ring (the peer writes into it) and the CDC slots */
-  char *ring;
-  uint32_t ring_size;
-  struct ibv_mr *ring_mr;   /* LOCAL_WRITE (+ MW_BIND): no remote access of its own */
-  struct ibv_mw *ring_mw;   /* type-2 window over the ring, bound to this QP only */
-  uint32_t ring_rkey;       /* the key the peer writes with (the window's, once bound) */
-  rrpc__rdma_region ring_region; /* so ring slices can be sent on, zero-copy */
-  char *slots;
-  struct ibv_mr *slots_mr;
-  uint32_t rq_size, sq_size;
-  uint32_t max_send_sge;
   /* Received ring bytes not handed to the socket while its reading is
    * paused (back-pressure): they keep their ring space, so the peer runs
    * out of window. Stream offsets; loop thread. */
