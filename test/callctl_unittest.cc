@@ -2,7 +2,11 @@
 // a call (sync and async, racing its response, before and after it), the
 // caller's deadline travelling to the handler and on to a nested call, and
 // log_id reaching the handler.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -158,6 +162,32 @@ class CallCtl : public ::testing::Test {
   std::string addr_;
 };
 
+// GET `path` from the server's builtin pages (plain HTTP on its port).
+std::string http_get(int port, const std::string &path) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa = {};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(port));
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string out;
+  if (connect(fd, reinterpret_cast<sockaddr *>(&sa), sizeof sa) == 0) {
+    std::string req = "GET " + path + " HTTP/1.0\r\n\r\n";
+    if (write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
+      char buf[4096];
+      ssize_t n;
+      while ((n = read(fd, buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+    }
+  }
+  close(fd);
+  return out;
+}
+
+// The value of `name` in a /vars page ("name : value" lines), or -1.
+double var_value(const std::string &page, const std::string &name) {
+  size_t at = page.find(name + " : ");
+  return at == std::string::npos ? -1 : std::stod(page.substr(at + name.size() + 3));
+}
+
 int64_t median(std::vector<int64_t> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -197,9 +227,15 @@ TEST_F(CallCtl, CancelEndsSyncCallWithin1ms) {
     rrpc_controller_free(c);
   }
   uint64_t late_before = rrpc_channel_late_responses(channel_);
+  int port = rrpc_server_port(server_);
+  double page_before = var_value(http_get(port, "/vars"), "rrpc_client_late_responses_total");
   held_.release();
   flush_connection();
   EXPECT_EQ(late_before + kRounds, rrpc_channel_late_responses(channel_));
+  // The process-wide counter on the metrics pages moved as much.
+  double page_after = var_value(http_get(port, "/vars"), "rrpc_client_late_responses_total");
+  EXPECT_GE(page_before, 0);
+  EXPECT_EQ(page_before + kRounds, page_after);
   int64_t med = median(lat), mx = *std::max_element(lat.begin(), lat.end());
   printf("sync cancel -> return: median %lld us, max %lld us over %d\n", (long long)med, (long long)mx, kRounds);
   EXPECT_LT(med, 1000);

@@ -23,6 +23,7 @@
 
 #include "rrpc/internal/addr.h"
 #include "rrpc/internal/baidu_std.h"
+#include "rrpc/internal/cancel.h"
 #include "rrpc/internal/controller.h"
 #include "rrpc/internal/idmap.h"
 #include "rrpc/internal/log.h"
@@ -83,6 +84,14 @@ struct rrpc_channel {
 };
 
 static const rrpc__socket_handler client_handler;
+
+/* Every channel's late responses, for the metrics pages (channels come and
+ * go; the process total stays). */
+static _Atomic uint64_t g_late_responses;
+
+uint64_t rrpc__late_responses_total(void) {
+  return atomic_load_explicit(&g_late_responses, memory_order_relaxed);
+}
 
 /* ---- completing calls -------------------------------------------------------- */
 
@@ -174,6 +183,7 @@ static void handle_response(struct conn *cn, rrpc__baidu_msg *msg) {
   if (c == NULL) {
     /* Timed out or cancelled already: the late response is dropped. */
     atomic_fetch_add_explicit(&cn->ch->late_responses, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&g_late_responses, 1, memory_order_relaxed);
     return;
   }
   if (c->timer != 0) rrpc__loop_timer_cancel(cn->loop, c->timer);

@@ -10,6 +10,7 @@
 
 void rrpc__controller_init(rrpc_controller *c) {
   memset(c, 0, sizeof *c);
+  atomic_init(&c->cancel_state, 0);
   atomic_init(&c->cancel_lock, 0);
   rrpc__iobuf_init(&c->req_att);
   rrpc__iobuf_init(&c->resp_att);

@@ -582,11 +582,12 @@ static void start_idle_sweep(void *arg) {
 
 /* A unix socket path left by a server that died is in the way of bind; one
  * that a live server still listens on is not ours to take. A connect tells
- * the two apart (on a unix socket it answers at once). */
+ * the two apart: only a path nobody listens on refuses it. Non-blocking, so
+ * a live server with a full backlog (EAGAIN) counts as live, at once. */
 static int unix_path_stale(const struct sockaddr_un *un, socklen_t len) {
   struct stat st;
   if (lstat(un->sun_path, &st) != 0 || !S_ISSOCK(st.st_mode)) return 0;
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return 0;
   int stale = connect(fd, (const struct sockaddr *)un, len) != 0 && errno == ECONNREFUSED;
   close(fd);

@@ -28,6 +28,20 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The 1 ms bound of a cancel is held by the host tests (callctl_unittest,
+// cxx_callctl_unittest). Here the loops and the caller run on the 2 CPUs of
+// a TCG-emulated guest shared with rxe's own work, where one thread wake-up
+// alone varies from 0.1 to over 1 ms between runs (sync medians measured
+// 219, 252 and 1086 us on the same binary): this test checks the cancel
+// path over RDMA with a bound that guest holds, and prints the numbers.
+// Under ThreadSanitizer (~10x slower again) it looks for races only.
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kTimed = false;
+#else
+constexpr bool kTimed = true;
+#endif
+constexpr int64_t kGuestBoundUs = 5000;
+
 int64_t us_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration_cast<std::chrono::microseconds>(b - a).count();
 }
@@ -79,8 +93,13 @@ void proxy_handler(void *arg, rrpc_server_call *call) {
   rrpc_controller_new(&child);
   rrpc_controller_set_timeout_ms(child, 60000);
   rrpc_controller_inherit_deadline(child, rrpc_server_call_controller(call));
+  rrpc_channel *next;
+  {
+    std::lock_guard<std::mutex> g(h->mu);
+    next = h->next;
+  }
   auto t0 = Clock::now();
-  int rc = rrpc_channel_call(h->next, "test.Ctl", "Hold", child, rrpc_server_call_request(call), nullptr,
+  int rc = rrpc_channel_call(next, "test.Ctl", "Hold", child, rrpc_server_call_request(call), nullptr,
                              nullptr, nullptr);
   int64_t us = us_between(t0, Clock::now());
   rrpc_controller_free(child);
@@ -214,8 +233,10 @@ TEST_F(CallCtlRdma, CancelEndsSyncAndAsyncCalls) {
   printf("RDMA cancel: sync median %lld us (max %lld), async median %lld us (max %lld) over %d\n",
          (long long)sync_us[kRounds / 2], (long long)sync_us.back(), (long long)async_us[kRounds / 2],
          (long long)async_us.back(), kRounds);
-  EXPECT_LT(sync_us[kRounds / 2], 1000);
-  EXPECT_LT(async_us[kRounds / 2], 1000);
+  if (kTimed) {
+    EXPECT_LT(sync_us[kRounds / 2], kGuestBoundUs);
+    EXPECT_LT(async_us[kRounds / 2], kGuestBoundUs);
+  }
 }
 
 TEST_F(CallCtlRdma, DeadlineReachesTheHandlerAndANestedCall) {
@@ -229,8 +250,12 @@ TEST_F(CallCtlRdma, DeadlineReachesTheHandlerAndANestedCall) {
   EXPECT_LE(left, 3000);
   EXPECT_GE(left, 2900);
 
-  held_.next = open(60000);
-  ASSERT_NE(nullptr, held_.next);
+  rrpc_channel *next = open(60000);
+  ASSERT_NE(nullptr, next);
+  {
+    std::lock_guard<std::mutex> g(held_.mu);
+    held_.next = next;
+  }
   rrpc_controller *c;
   rrpc_controller_new(&c);
   rrpc_controller_set_timeout_ms(c, 500);
@@ -242,6 +267,40 @@ TEST_F(CallCtlRdma, DeadlineReachesTheHandlerAndANestedCall) {
          (long long)held_.nested_us);
   EXPECT_EQ(-RRPC_ERPCTIMEDOUT, held_.nested_rc);
   EXPECT_LT(held_.nested_us, 5000000);
+}
+
+// A unix socket never attempts RDMA, even with use_rdma on both sides and
+// a device present: no handshake starts, and the call goes over the socket.
+TEST(CallCtlRdmaUnix, UnixSocketNeverAttemptsRdma) {
+  std::string path = "/tmp/rrpc-rdma-unix-" + std::to_string(getpid()) + ".sock";
+  rrpc_server_options o = {};
+  o.use_rdma = 1;
+  rrpc_server *s;
+  ASSERT_EQ(0, rrpc_server_new(&o, &s));
+  Held held;
+  ASSERT_EQ(0, rrpc_server_add_method(s, "test.Ctl", "Report", report_handler, &held));
+  ASSERT_EQ(0, rrpc_server_start(s, ("unix:" + path).c_str()));
+  rrpc_channel_options co = {};
+  co.use_rdma = 1;
+  rrpc_channel *ch;
+  ASSERT_EQ(0, rrpc_channel_new(("unix:" + path).c_str(), &co, &ch));
+  rrpc_rdma_stats before, after;
+  rrpc_rdma_get_stats(&before);
+  rrpc_controller *c;
+  rrpc_controller_new(&c);
+  rrpc_iobuf *req;
+  rrpc_iobuf_new(&req);
+  rrpc_iobuf_append(req, "u", 1);
+  EXPECT_EQ(0, rrpc_channel_call(ch, "test.Ctl", "Report", c, req, nullptr, nullptr, nullptr));
+  EXPECT_EQ(0, rrpc_controller_used_rdma(c));
+  rrpc_rdma_get_stats(&after);
+  // A handshake ends on RDMA or in a fallback; neither happened.
+  EXPECT_EQ(before.connections_rdma, after.connections_rdma);
+  EXPECT_EQ(before.connections_fallback, after.connections_fallback);
+  rrpc_iobuf_free(req);
+  rrpc_controller_free(c);
+  rrpc_channel_free(ch);
+  rrpc_server_free(s);
 }
 
 }  // namespace

@@ -230,6 +230,9 @@ static void add_builtin(rrpc__varlist *l) {
                  "/connections pages cut at builtin_max_connections_listed", 1, (double)c.truncated, NULL);
   rrpc__vars_add(l, "rrpc_metrics_enabled", "1 while call figures are recorded", 0,
                  (double)rrpc_metrics_enabled(), NULL);
+  rrpc__vars_add(l, "rrpc_client_late_responses_total",
+                 "Responses dropped because their call had timed out or been cancelled", 1,
+                 (double)rrpc__late_responses_total(), NULL);
 }
 
 /* Sorted by name through an index so that equal names keep their

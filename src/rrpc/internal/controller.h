@@ -6,7 +6,6 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "rrpc/internal/cancel.h"
 #include "rrpc/internal/iobuf.h"
 #include "rrpc/controller.h"
 
@@ -23,13 +22,15 @@ struct rrpc_controller {
    * a cap on the next call's deadline (rrpc_controller_inherit_deadline).
    * rrpc__now_us clock; 0 = none. */
   int64_t deadline_us;
-  /* Cancellation (internal/cancel.h): the fields below are guarded by
-   * cancel_lock, a spin lock (held for a few instructions, or for one
-   * canceler run that only posts a task). */
+  /* Cancellation (internal/cancel.h). cancel_state: RRPC__CANCEL_* bits;
+   * set to IN_CALL by the caller alone when a call begins (no cancel can
+   * change a state without IN_CALL), changed otherwise only under
+   * cancel_lock, a spin lock held for a few instructions or one canceler
+   * run (which only posts a task). cancel_fn/arg: under cancel_lock; NULL
+   * whenever IN_CALL is clear. */
+  atomic_int cancel_state;
   atomic_int cancel_lock;
-  int in_call;  /* a call was begun and has not been completed */
-  int canceled; /* rrpc_controller_cancel came during that call */
-  rrpc__canceler_fn cancel_fn;
+  void (*cancel_fn)(void *arg);
   void *cancel_arg;
   rrpc_iobuf req_att;
   rrpc_iobuf resp_att;

@@ -72,4 +72,9 @@ void rrpc__stats_unregister(rrpc__stats_reg *r);
  * order, under the registry lock (fn must not register or unregister). */
 void rrpc__stats_visit(void (*fn)(void *ctx, const rrpc__stats_info *info), void *ctx);
 
+/* rrpc__late_responses_total - responses dropped because their call had
+ * ended (timed out or cancelled), over every channel of the process
+ * (channel.c keeps it). Any thread. */
+uint64_t rrpc__late_responses_total(void);
+
 #endif /* RRPC_INTERNAL_METRICS_H */
