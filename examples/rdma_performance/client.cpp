@@ -26,7 +26,12 @@
 #include "rrpc/cxx/channel.h"
 #include "rrpc/cxx/server.h"
 
-DEFINE_string(servers, "127.0.0.1:8002", "Servers (ip:port), separated by ',', '+' or ' '");
+DEFINE_string(servers, "127.0.0.1:8002",
+              "Servers (ip:port), separated by ',', '+' or ' ' (thread i calls server i % n); or a "
+              "naming URL (list://, file://, dns://) that every thread's channel balances over "
+              "with --load_balancer");
+DEFINE_string(load_balancer, "rr",
+              "brpc's load balancer for a naming URL in --servers: rr, random, wrr, la, c_murmurhash");
 DEFINE_bool(use_rdma, false, "Use RDMA (falls back to TCP if it cannot be set up)");
 DEFINE_int32(thread_num, 1, "Client threads; each has its own connection");
 DEFINE_int32(queue_depth, 1, "RPCs in flight per thread");
@@ -38,13 +43,15 @@ DEFINE_int64(test_iterations, 0, "Stop after this many RPCs in all (0 = until te
 DEFINE_int32(expected_qps, 0,
              "RPCs per second in all, spread over the threads (0 = as fast as queue_depth allows)");
 DEFINE_string(connection_type, "single",
-              "brpc's connection type; rrpc implements 'single' (each thread's channel has one "
-              "connection) and refuses 'pooled' and 'short'");
+              "brpc's connection type: single (one connection per channel, calls multiplexed), "
+              "pooled (a connection per call in flight, reused) or short (one per call)");
 DEFINE_string(protocol, "baidu_std", "brpc's protocol name; rrpc speaks only baidu_std");
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+rrpc::ConnectionType g_connection_type = rrpc::CONNECTION_TYPE_SINGLE;  // from main
 
 uint64_t NowNs() {
   return static_cast<uint64_t>(
@@ -261,9 +268,13 @@ void ClientThread(int index, const std::string& server, const rrpc::IOBuf* attac
   rrpc::ChannelOptions options;
   options.use_rdma = FLAGS_use_rdma;
   options.timeout_ms = FLAGS_rpc_timeout_ms;
+  options.connection_type = g_connection_type;
   rrpc::Channel channel;
   std::vector<std::unique_ptr<Chain>> chains;
-  if (channel.Init(server.c_str(), &options) != 0 || !Reachable(&channel, server)) {
+  const bool naming = server.find("://") != std::string::npos;
+  int rc = naming ? channel.Init(server.c_str(), FLAGS_load_balancer.c_str(), &options)
+                  : channel.Init(server.c_str(), &options);
+  if (rc != 0 || !Reachable(&channel, server)) {
     init_failures->fetch_add(1);
     g_stop = true;  // the numbers would be meaningless: end the other threads too
     std::lock_guard<std::mutex> lk(g_live_mu);
@@ -320,7 +331,11 @@ int main(int argc, char* argv[]) {
   gflags::SetUsageMessage("rdma_performance client; see docs/cxx.md");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   google::InitGoogleLogging(argv[0]);  // before any LOG, so glog does not warn about it
-  std::vector<std::string> servers = SplitServers(FLAGS_servers);
+  std::vector<std::string> servers;
+  if (FLAGS_servers.find("://") != std::string::npos)
+    servers.push_back(FLAGS_servers);  // a naming URL: one cluster channel per thread
+  else
+    servers = SplitServers(FLAGS_servers);
   if (servers.empty() || FLAGS_thread_num <= 0 || FLAGS_queue_depth <= 0 ||
       FLAGS_attachment_size < 0 || (FLAGS_test_seconds <= 0 && FLAGS_test_iterations <= 0)) {
     fprintf(stderr, "bad flags: need --servers, --thread_num > 0, --queue_depth > 0, "
@@ -332,12 +347,13 @@ int main(int argc, char* argv[]) {
                     "carries only baidu_std)\n", FLAGS_protocol.c_str());
     return 2;
   }
-  if (!FLAGS_connection_type.empty() && FLAGS_connection_type != "single") {
-    fprintf(stderr, "--connection_type=%s is not implemented: an rrpc channel keeps one "
-                    "connection (brpc's 'single'); use --thread_num for more connections\n",
+  rrpc::ConnectionType connection_type;
+  if (!rrpc::ParseConnectionType(FLAGS_connection_type, &connection_type)) {
+    fprintf(stderr, "--connection_type=%s: brpc's values are single, pooled and short\n",
             FLAGS_connection_type.c_str());
     return 2;
   }
+  g_connection_type = connection_type;
   if (FLAGS_expected_qps < 0) {
     fprintf(stderr, "--expected_qps must be >= 0\n");
     return 2;

@@ -24,6 +24,7 @@
 #include "rrpc/internal/addr.h"
 #include "rrpc/internal/baidu_std.h"
 #include "rrpc/internal/cancel.h"
+#include "rrpc/internal/cluster.h"
 #include "rrpc/internal/controller.h"
 #include "rrpc/internal/idmap.h"
 #include "rrpc/internal/log.h"
@@ -35,6 +36,7 @@
 #define DEFAULT_TIMEOUT_MS 500
 #define DEFAULT_CONNECT_TIMEOUT_MS 200
 #define DEFAULT_MAX_RETRY 3
+#define DEFAULT_POOL_MAX 100 /* brpc's max_connection_pool_size */
 
 struct conn;
 
@@ -47,6 +49,7 @@ struct call {
   void *arg;
   rrpc__timer_id timer;
   rrpc__call_stats *stats; /* the channel's; outlives every call */
+  struct conn *held; /* pooled/short: this call's own connection (a reference) */
   /* sync calls: the caller sleeps on `state` (futex word) */
   atomic_int state;
   int result;
@@ -61,6 +64,7 @@ struct conn {
   rrpc__idmap pending; /* cid -> struct call */
   int closed;
   char peer[80];
+  struct conn *live_prev, *live_next; /* ch->live, under ch->mu */
 };
 
 struct rrpc_channel {
@@ -81,6 +85,15 @@ struct rrpc_channel {
   _Atomic uint64_t late_responses; /* responses whose call had ended */
   rrpc__call_stats *stats; /* totals of every call on the channel */
   rrpc__stats_reg *reg;
+  rrpc__cluster *cluster; /* a cluster channel (cluster_*.c) instead: no conn */
+  /* connection_type (brpc's): single uses `conn`; pooled and short give
+   * each call a connection of its own (call.held). Under mu. */
+  int conn_type;
+  int pool_max;          /* idle pooled connections kept, at most */
+  struct conn **idle;    /* pooled: idle connections, each a reference */
+  int nidle;
+  struct conn *live;     /* every connection whose on_close has not run */
+  rrpc_channel_conn_stats cstats;
 };
 
 static const rrpc__socket_handler client_handler;
@@ -104,10 +117,14 @@ static void futex_wait_while(atomic_int *w, int val) {
     syscall(SYS_futex, (int *)w, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
 }
 
+static void conn_release(struct conn *cn);
+
 /* Finish a call: record the outcome in its controller and wake the caller
  * or run its callback. After this the call must not be touched. */
 static void complete(struct call *c, int code, const char *text) {
   rrpc_controller *cntl = c->cntl;
+  if (c->held != NULL) conn_release(c->held); /* pooled: back to the pool; short: closed */
+  c->held = NULL;
   rrpc__controller_call_end(cntl); /* no cancel may reach `c` after this */
   cntl->latency_us = (int64_t)rrpc__now_us() - cntl->start_us;
   if (code != 0) rrpc__controller_fail(cntl, code, text, text ? strlen(text) : 0);
@@ -189,6 +206,7 @@ static void handle_response(struct conn *cn, rrpc__baidu_msg *msg) {
   if (c->timer != 0) rrpc__loop_timer_cancel(cn->loop, c->timer);
   rrpc_controller *cntl = c->cntl;
   cntl->used_rdma = rrpc__socket_is_rdma(cn->sock);
+  cntl->responded = 1;
   const rrpc__rpc_meta *m = &msg->meta;
   if ((m->has & RRPC_META_HAS_ERROR_CODE) && m->error_code != 0) {
     char text[RRPC_ERROR_TEXT_MAX + 1];
@@ -261,6 +279,9 @@ static void client_on_close(void *owner, rrpc__socket *sock, int code) {
   pthread_mutex_lock(&ch->mu);
   int was_current = ch->conn == cn;
   if (was_current) ch->conn = NULL;
+  if (cn->live_prev) cn->live_prev->live_next = cn->live_next;
+  else ch->live = cn->live_next;
+  if (cn->live_next) cn->live_next->live_prev = cn->live_prev;
   ch->nconns--;
   pthread_cond_broadcast(&ch->cv);
   pthread_mutex_unlock(&ch->mu);
@@ -297,8 +318,53 @@ static int conn_open(rrpc_channel *ch, struct conn **out) {
     return rc;
   }
   ch->nconns++;
+  cn->live_next = ch->live;
+  if (ch->live) ch->live->live_prev = cn;
+  ch->live = cn;
+  ch->cstats.opened++;
   *out = cn;
   return 0;
+}
+
+/* pooled / short: a connection for one call. The caller gets two
+ * references: one for itself, one the call holds until it completes. */
+static int conn_take(rrpc_channel *ch, struct conn **out) {
+  struct conn *cn = NULL;
+  while (ch->conn_type == RRPC_CONNECTION_POOLED && cn == NULL && ch->nidle > 0) {
+    cn = ch->idle[--ch->nidle];
+    if (rrpc__socket_failed(cn->sock)) {
+      conn_unref(cn); /* the pool's */
+      cn = NULL;
+    }
+  }
+  if (cn == NULL) {
+    int rc = conn_open(ch, &cn); /* its "channel's" reference becomes the call's */
+    if (rc != 0) return rc;
+  }
+  atomic_fetch_add(&cn->refs, 1);
+  *out = cn;
+  return 0;
+}
+
+/* A call is done with its own connection: pooled keeps it for the next
+ * call (up to max_connection_pool_size idle, counted when full), short - or
+ * a broken one - is closed. Any thread, never blocks beyond ch->mu. */
+static void conn_release(struct conn *cn) {
+  rrpc_channel *ch = cn->ch;
+  int keep = 0;
+  pthread_mutex_lock(&ch->mu);
+  if (ch->conn_type == RRPC_CONNECTION_POOLED && !ch->closing && !rrpc__socket_failed(cn->sock)) {
+    if (ch->nidle < ch->pool_max) {
+      ch->idle[ch->nidle++] = cn; /* the call's reference becomes the pool's */
+      keep = 1;
+    } else {
+      ch->cstats.pool_full_closes++;
+    }
+  }
+  pthread_mutex_unlock(&ch->mu);
+  if (keep) return;
+  rrpc__socket_fail(cn->sock, -RRPC_ECLOSE);
+  conn_unref(cn);
 }
 
 /* The current connection with a reference for the caller, connecting if
@@ -308,6 +374,8 @@ static int conn_get(rrpc_channel *ch, struct conn **out) {
   int rc = 0;
   if (ch->closing) {
     rc = -RRPC_ECLOSE;
+  } else if (ch->conn_type != RRPC_CONNECTION_SINGLE) {
+    rc = conn_take(ch, out);
   } else {
     if (ch->conn != NULL && rrpc__socket_failed(ch->conn->sock)) {
       /* Broken but its on_close has not run yet: stop handing it out. */
@@ -446,6 +514,7 @@ static int issue(rrpc_channel *ch, struct call *c, int32_t timeout_ms, rrpc_iobu
       return fail_unsent(ch, c, rc, text);
     }
     c->conn = cn;
+    if (ch->conn_type != RRPC_CONNECTION_SINGLE) c->held = cn;
     memcpy(c->cntl->remote, cn->peer, sizeof c->cntl->remote); /* same size, NUL-terminated */
     rc = enroll(cn, c, timeout_ms);
     if (rc == 0) {
@@ -461,6 +530,8 @@ static int issue(rrpc_channel *ch, struct call *c, int32_t timeout_ms, rrpc_iobu
       return 0;
     }
     int connected = rrpc__socket_connected(cn->sock);
+    if (c->held != NULL) conn_release(c->held); /* not enrolled: not this call's */
+    c->held = NULL;
     conn_unref(cn);
     if (rc != -RRPC_ECLOSE || tries >= 3) {
       snprintf(text, sizeof text, "cannot %s %s: %s", connected ? "send to" : "connect to",
@@ -478,9 +549,12 @@ int rrpc_channel_call(rrpc_channel *ch, const char *service, const char *method,
   cntl->error_text[0] = '\0';
   cntl->remote[0] = '\0';
   cntl->used_rdma = 0;
+  cntl->responded = 0;
   rrpc__iobuf_destroy(&cntl->resp_att);
   rrpc__iobuf_init(&cntl->resp_att);
   cntl->start_us = (int64_t)rrpc__now_us();
+  if (ch->cluster != NULL)
+    return rrpc__cluster_call(ch->cluster, service, method, cntl, request, response, done, arg);
   int32_t timeout_ms = cntl->timeout_ms != 0 ? cntl->timeout_ms : ch->timeout_ms;
 
   struct call local;
@@ -552,6 +626,23 @@ int rrpc_channel_new(const char *addr, const rrpc_channel_options *opts, rrpc_ch
   ch->connect_timeout_ms = o.connect_timeout_ms > 0 ? o.connect_timeout_ms : DEFAULT_CONNECT_TIMEOUT_MS;
   ch->max_retry = o.max_retry != 0 ? o.max_retry : DEFAULT_MAX_RETRY;
   ch->max_body = o.max_body_size ? o.max_body_size : RRPC_BAIDU_DEFAULT_MAX_BODY;
+  ch->conn_type = o.connection_type;
+  ch->pool_max = o.max_connection_pool_size > 0 ? o.max_connection_pool_size : DEFAULT_POOL_MAX;
+  if (ch->conn_type < RRPC_CONNECTION_SINGLE || ch->conn_type > RRPC_CONNECTION_SHORT) {
+    rrpc__stats_unregister(ch->reg);
+    rrpc__call_stats_free(ch->stats);
+    free(ch);
+    return -EINVAL;
+  }
+  if (ch->conn_type == RRPC_CONNECTION_POOLED) {
+    ch->idle = calloc((size_t)ch->pool_max, sizeof *ch->idle);
+    if (ch->idle == NULL) {
+      rrpc__stats_unregister(ch->reg);
+      rrpc__call_stats_free(ch->stats);
+      free(ch);
+      return -ENOMEM;
+    }
+  }
   pthread_mutex_init(&ch->mu, NULL);
   pthread_cond_init(&ch->cv, NULL);
   atomic_init(&ch->next_cid, 1);
@@ -560,13 +651,41 @@ int rrpc_channel_new(const char *addr, const rrpc_channel_options *opts, rrpc_ch
   return 0;
 }
 
+int rrpc_channel_new_lb(const char *naming_url, const char *lb, const rrpc_channel_options *opts,
+                        rrpc_channel **out) {
+  if (naming_url == NULL || out == NULL) return -EINVAL;
+  rrpc_channel *ch = calloc(1, sizeof *ch);
+  if (ch == NULL) return -ENOMEM;
+  int rc = rrpc__transport_pick(opts != NULL && opts->use_rdma, &ch->ops);
+  if (rc == 0) rc = rrpc__cluster_new(naming_url, lb, opts, &ch->cluster);
+  if (rc != 0) {
+    free(ch);
+    return rc;
+  }
+  *out = ch;
+  return 0;
+}
+
+int rrpc_channel_cluster_stats(const rrpc_channel *ch, rrpc_cluster_stats *out) {
+  if (ch == NULL || ch->cluster == NULL || out == NULL) return -EINVAL;
+  rrpc__cluster_stats(ch->cluster, out);
+  return 0;
+}
+
 void rrpc_channel_free(rrpc_channel *ch) {
   if (ch == NULL) return;
+  if (ch->cluster != NULL) {
+    rrpc__cluster_free(ch->cluster);
+    free(ch);
+    return;
+  }
   pthread_mutex_lock(&ch->mu);
   ch->closing = 1;
-  if (ch->conn != NULL) rrpc__socket_fail(ch->conn->sock, -RRPC_ECLOSE);
+  for (struct conn *cn = ch->live; cn != NULL; cn = cn->live_next) rrpc__socket_fail(cn->sock, -RRPC_ECLOSE);
   while (ch->nconns > 0) pthread_cond_wait(&ch->cv, &ch->mu);
   pthread_mutex_unlock(&ch->mu);
+  for (int i = 0; i < ch->nidle; i++) conn_unref(ch->idle[i]); /* the pool's */
+  free(ch->idle);
   rrpc__stats_unregister(ch->reg);
   rrpc__call_stats_free(ch->stats);
   pthread_mutex_destroy(&ch->mu);
@@ -574,7 +693,19 @@ void rrpc_channel_free(rrpc_channel *ch) {
   free(ch);
 }
 
+int rrpc_channel_connection_stats(const rrpc_channel *ch, rrpc_channel_conn_stats *out) {
+  if (ch == NULL || out == NULL || ch->cluster != NULL) return -EINVAL;
+  rrpc_channel *m = (rrpc_channel *)ch; /* the lock, not the data, changes */
+  pthread_mutex_lock(&m->mu);
+  *out = ch->cstats;
+  out->live = (uint64_t)ch->nconns;
+  out->idle = (uint64_t)ch->nidle;
+  pthread_mutex_unlock(&m->mu);
+  return 0;
+}
+
 int rrpc_channel_stats(const rrpc_channel *ch, rrpc_call_stats *out) {
+  if (ch->cluster != NULL) return -EINVAL;
   rrpc__call_stats_read(ch->stats, out);
   return 0;
 }

@@ -18,6 +18,22 @@ extern "C" {
 
 typedef struct rrpc_channel rrpc_channel;
 
+/* brpc's connection types. */
+typedef enum rrpc_connection_type {
+  RRPC_CONNECTION_SINGLE = 0, /* one connection, every call multiplexed on it */
+  RRPC_CONNECTION_POOLED = 1, /* a connection per call in flight, kept for reuse */
+  RRPC_CONNECTION_SHORT = 2,  /* a new connection per call, closed after it */
+} rrpc_connection_type;
+
+/* A retry policy (brpc's RetryPolicy): called on the thread that completed
+ * a failed attempt of a cluster call (a loop thread: must not block), only
+ * while retries are left and the call's deadline has not passed. `code` is
+ * the attempt's negative error code; `responded` is 1 if the server
+ * answered (its error), 0 if the connection failed first. Return 1 to send
+ * the call again on another server. The default retries connection
+ * failures only (!responded: refused, reset, closed, unreachable, ELOGOFF). */
+typedef int (*rrpc_retry_policy_fn)(void *arg, int code, int responded);
+
 /* Channel options. Zero means default for every field; new fields are only
  * ever added at the end. */
 typedef struct rrpc_channel_options {
@@ -30,6 +46,27 @@ typedef struct rrpc_channel_options {
                                  back to TCP if it cannot be set up (see
                                  rrpc/rdma.h for rdma_fallback) */
   size_t max_body_size;       /* 0 = 64 MiB */
+  /* ---- cluster channels (rrpc_channel_new_lb); ignored by rrpc_channel_new.
+   * There max_retry is brpc's: further attempts of a call, on other servers,
+   * after a connection failure (default 3; < 0 none). */
+  int32_t backup_request_ms;  /* brpc's backup_request_ms: if the call has not
+                                 ended after this long, send a copy to another
+                                 server; the first response wins. <= 0 = off */
+  int32_t health_check_interval_ms; /* brpc's health_check_interval (there in s):
+                                 a server whose connection failed is isolated
+                                 (no calls) and probed with a TCP connect this
+                                 long after, then with doubling delays up to 8x;
+                                 it rejoins when a probe connects. 0 = 3000 */
+  int32_t ns_access_interval_ms; /* brpc's ns_access_interval: how often periodic
+                                 naming services (file://, dns://) are fetched
+                                 again. 0 = 5000 */
+  rrpc_retry_policy_fn retry_policy; /* NULL = the default (see above) */
+  void *retry_policy_arg;     /* borrowed, passed to retry_policy */
+  int max_servers;            /* servers one naming fetch may return; 0 = 1024 */
+  int connection_type;        /* rrpc_connection_type; 0 = single. A cluster
+                                 channel's servers each use it */
+  int max_connection_pool_size; /* pooled: idle connections kept (brpc's flag);
+                                 one more is closed and counted. 0 = 100 */
 } rrpc_channel_options;
 
 /* rrpc_channel_new - a channel to "ip:port" (IPv4, or a host name resolved
@@ -39,6 +76,50 @@ typedef struct rrpc_channel_options {
  * wildcard such as 0.0.0.0 / [::]), -EHOSTUNREACH, -ENOMEM, -RRPC_ENORDMA
  * (use_rdma in a build without RDMA). */
 int rrpc_channel_new(const char *addr, const rrpc_channel_options *opts, rrpc_channel **out);
+
+/* rrpc_channel_new_lb - a cluster channel (brpc's Init(naming_url, lb)):
+ * servers from `naming_url` ("list://a:1,b:2", "file://path", "dns://host:port"
+ * or a registered scheme, see rrpc/naming.h), each call sent to one picked by
+ * `lb`: "rr" (round robin), "random", "wrr" (weights from the naming
+ * entries), "la" (locality-aware: fewer calls in flight and lower latency
+ * win), "c_murmurhash" (consistent hashing of the controller's request_code);
+ * NULL or "" = "rr". Each server gets a channel of its own (options as for
+ * rrpc_channel_new), connected on first use. Calls go through
+ * rrpc_channel_call as usual, with retries on other servers and backup
+ * requests (see the options). The first fetch runs here and may block
+ * (a file read, a name lookup): not from a loop thread. 0, -EINVAL (bad URL,
+ * unknown scheme or balancer), -ENOENT (no servers), a fetch's code,
+ * -ENOMEM, -RRPC_ENORDMA. */
+int rrpc_channel_new_lb(const char *naming_url, const char *lb, const rrpc_channel_options *opts,
+                        rrpc_channel **out);
+
+/* Counters of a cluster channel, since it was made. */
+typedef struct rrpc_cluster_stats {
+  uint64_t servers;         /* in the current list */
+  uint64_t isolated;        /* of those, isolated now */
+  uint64_t naming_updates;  /* fetches that changed the list */
+  uint64_t naming_failures; /* fetches that failed (list kept) */
+  uint64_t retries;         /* attempts sent after a failed one */
+  uint64_t backup_requests; /* backup attempts sent */
+  uint64_t isolations;      /* servers isolated after a connection failure */
+  uint64_t revivals;        /* isolated servers that came back */
+  uint64_t no_server;       /* calls failed with EHOSTDOWN (nothing to pick) */
+} rrpc_cluster_stats;
+
+/* rrpc_channel_cluster_stats - 0, or -EINVAL for a single-server channel.
+ * Any thread. */
+int rrpc_channel_cluster_stats(const rrpc_channel *ch, rrpc_cluster_stats *out);
+
+/* Connections of a single-server channel. */
+typedef struct rrpc_channel_conn_stats {
+  uint64_t live;             /* open or opening now */
+  uint64_t idle;             /* pooled, waiting for a call */
+  uint64_t opened;           /* since the channel was made */
+  uint64_t pool_full_closes; /* pooled connections closed: the pool was full */
+} rrpc_channel_conn_stats;
+
+/* rrpc_channel_connection_stats - 0, or -EINVAL (a cluster channel). Any thread. */
+int rrpc_channel_connection_stats(const rrpc_channel *ch, rrpc_channel_conn_stats *out);
 
 /* rrpc_channel_free - close the connection; calls still in flight complete
  * with -RRPC_ECLOSE (each exactly once, async callbacks included) before

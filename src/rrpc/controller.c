@@ -65,6 +65,8 @@ void rrpc_controller_set_timeout_ms(rrpc_controller *c, int32_t ms) { c->timeout
 int32_t rrpc_controller_timeout_ms(const rrpc_controller *c) { return c->timeout_ms; }
 void rrpc_controller_set_log_id(rrpc_controller *c, int64_t log_id) { c->log_id = log_id; }
 int64_t rrpc_controller_log_id(const rrpc_controller *c) { return c->log_id; }
+void rrpc_controller_set_request_code(rrpc_controller *c, uint64_t code) { c->request_code = code; }
+uint64_t rrpc_controller_request_code(const rrpc_controller *c) { return c->request_code; }
 int64_t rrpc_controller_latency_us(const rrpc_controller *c) { return c->latency_us; }
 rrpc_iobuf *rrpc_controller_request_attachment(rrpc_controller *c) { return &c->req_att; }
 rrpc_iobuf *rrpc_controller_response_attachment(rrpc_controller *c) { return &c->resp_att; }

@@ -52,6 +52,10 @@ int32_t rrpc_controller_timeout_ms(const rrpc_controller *c);
 void rrpc_controller_set_log_id(rrpc_controller *c, int64_t log_id);
 int64_t rrpc_controller_log_id(const rrpc_controller *c);
 
+/* request_code (brpc's): the key that c_murmurhash balancing hashes, so
+ * calls with the same code go to the same server. Default 0. */
+void rrpc_controller_set_request_code(rrpc_controller *c, uint64_t code);
+uint64_t rrpc_controller_request_code(const rrpc_controller *c);
 /* rrpc_controller_cancel - end the call in flight on this controller at
  * once with -ECANCELED (brpc's StartCancel): a sync caller returns, an
  * async call's done runs (exactly once, on a loop thread, never inside this

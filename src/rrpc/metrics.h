@@ -46,7 +46,9 @@ int rrpc_server_method_stats(const rrpc_server *s, const char *service, const ch
 /* rrpc_server_stats - totals of every call the server answered (requests for
  * unknown methods included). 0 or -RRPC_ENOTREADY. */
 int rrpc_server_stats(const rrpc_server *s, rrpc_call_stats *out);
-/* rrpc_channel_stats - totals of every call made on the channel. 0. */
+/* rrpc_channel_stats - totals of every call made on the channel. 0, or
+ * -EINVAL for a cluster channel (its servers each count their own; see
+ * rrpc_channel_cluster_stats). */
 int rrpc_channel_stats(const rrpc_channel *ch, rrpc_call_stats *out);
 /* rrpc_call_stats_error_count - how many calls of a method ended with `code`
  * (negative, e.g. -RRPC_ERPCTIMEDOUT); 0 for codes never seen. */

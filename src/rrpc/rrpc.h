@@ -11,6 +11,7 @@
 #include "rrpc/log.h"
 #include "rrpc/loops.h"
 #include "rrpc/metrics.h"
+#include "rrpc/naming.h"
 #include "rrpc/rdma.h"
 #include "rrpc/server.h"
 #include "rrpc/version.h"

@@ -3,8 +3,11 @@
 #   1. the server's cpu_usage is brpc's format, a fraction of one CPU ("0.310"), read from the
 #      raw baidu_std response by a hand-written client (brpc's client prints atof(..) * 100 %);
 #   2. the client stops at once, saying why, when no server is reachable;
-#   3. brpc's --protocol / --connection_type values it cannot honour are refused;
-#   4. --expected_qps paces the RPCs.
+#   3. brpc's --protocol / --connection_type values it cannot honour are refused, and
+#      --connection_type=pooled / short work;
+#   4. --expected_qps paces the RPCs;
+#   5. --servers takes a naming URL (list://) with --load_balancer, and a dead server in the
+#      list costs no failed RPC (retried on the live one, then isolated).
 # Needs the make build (build/examples/rdma_performance). Every run is bounded by `timeout`.
 set -u
 cd "$(dirname "$0")/../.."
@@ -86,8 +89,16 @@ check "unreachable server: says why" grep -q 'cannot reach 127.0.0.1:1' "$dir/ou
 # 3. brpc's flags that cannot be honoured are refused, naming the value.
 timeout 10 "$BIN/client" --servers=127.0.0.1:$port --protocol=http > "$dir/out" 2>&1
 check "--protocol=http refused (exit $?)" grep -q 'protocol=http: rrpc speaks only baidu_std' "$dir/out"
-timeout 10 "$BIN/client" --servers=127.0.0.1:$port --connection_type=short > "$dir/out" 2>&1
-check "--connection_type=short refused" grep -q 'connection_type=short is not implemented' "$dir/out"
+timeout 10 "$BIN/client" --servers=127.0.0.1:$port --connection_type=long > "$dir/out" 2>&1
+check "--connection_type=long refused" grep -q 'connection_type=long: brpc' "$dir/out"
+for ct in pooled short; do
+  timeout 30 "$BIN/client" --servers=127.0.0.1:$port --connection_type=$ct --test_iterations=100 \
+    --test_seconds=0 --thread_num=2 --queue_depth=2 > "$dir/out" 2>&1
+  rc=$?
+  failed=$(sed -n 's/^summary:.* failed=\([0-9]*\).*/\1/p' "$dir/out")
+  check "--connection_type=$ct: exit 0 (got $rc), no failed RPC (got ${failed:-none})" \
+    test $rc -eq 0 -a "${failed:-1}" -eq 0
+done
 
 # 4. 50 RPCs a second for 2 s: about 100 (a loaded machine may fall behind, never ahead).
 timeout 30 "$BIN/client" --servers=127.0.0.1:$port --expected_qps=50 --test_seconds=2 \
@@ -97,4 +108,15 @@ rpcs=$(sed -n 's/^summary:.* rpcs=\([0-9]*\) .*/\1/p' "$dir/out")
 check "--expected_qps=50 for 2 s: exit 0 (got $rc)" [ $rc -eq 0 ]
 check "--expected_qps=50 for 2 s: 40..110 RPCs (got ${rpcs:-none})" \
   test "${rpcs:-0}" -ge 40 -a "${rpcs:-0}" -le 110
+# 5. A naming URL naming the live server and a dead one (port 1): every RPC succeeds.
+timeout 30 "$BIN/client" --servers="list://127.0.0.1:1,127.0.0.1:$port" --load_balancer=rr \
+  --test_iterations=200 --test_seconds=0 --thread_num=2 > "$dir/out" 2>&1
+rc=$?
+failed=$(sed -n 's/^summary:.* failed=\([0-9]*\).*/\1/p' "$dir/out")
+rpcs=$(sed -n 's/^summary:.* rpcs=\([0-9]*\) .*/\1/p' "$dir/out")
+check "--servers=list://... --load_balancer=rr: exit 0 (got $rc)" [ $rc -eq 0 ]
+check "naming URL: no failed RPC (got ${failed:-none}) of ${rpcs:-none}" test "${failed:-1}" -eq 0 -a "${rpcs:-0}" -ge 200
+timeout 10 "$BIN/client" --servers="list://127.0.0.1:$port" --load_balancer=nope > "$dir/out" 2>&1
+check "--load_balancer=nope refused (exit $?)" grep -q 'nope' "$dir/out"
+
 [ $fails -eq 0 ]

@@ -40,12 +40,45 @@ int Channel::Init(const char* ip, int port, const ChannelOptions* opts) {
   return Init(addr.c_str(), opts);
 }
 
-int Channel::Init(const char* server_addr, const ChannelOptions* opts) {
+namespace {
+
+// The C retry hook over a RetryPolicy. Runs on a loop thread; nothing may
+// unwind into C.
+int CallRetryPolicy(void* arg, int code, int responded) {
+  try {
+    return static_cast<const RetryPolicy*>(arg)->DoRetry(-code, responded != 0) ? 1 : 0;
+  } catch (...) {
+    LOG(ERROR) << "a RetryPolicy threw; not retrying";
+    return 0;
+  }
+}
+
+int32_t FlagSecondsAsMs(const char* name, int32_t fallback_s) {
+  int64_t s = detail::FlagInt64(name, fallback_s);
+  return s > 0 && s < INT32_MAX / 1000 ? static_cast<int32_t>(s * 1000) : 0;
+}
+
+}  // namespace
+
+bool ParseConnectionType(const std::string& name, ConnectionType* out) {
+  if (name == "single" || name.empty()) {
+    *out = CONNECTION_TYPE_SINGLE;
+  } else if (name == "pooled") {
+    *out = CONNECTION_TYPE_POOLED;
+  } else if (name == "short") {
+    *out = CONNECTION_TYPE_SHORT;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+int Channel::Prepare(const char* what, const ChannelOptions* opts, rrpc_channel_options* c) {
   if (ch_ != nullptr) {
     LOG(ERROR) << "rrpc::Channel::Init called twice";
     return -1;
   }
-  if (server_addr == nullptr) {
+  if (what == nullptr) {
     LOG(ERROR) << "rrpc::Channel::Init: no server address";
     return -1;
   }
@@ -53,17 +86,45 @@ int Channel::Init(const char* server_addr, const ChannelOptions* opts) {
   if (o.use_rdma && detail::PrepareRdma() != 0) return -1;
   detail::ApplyLoopFlags();
   detail::ApplyObservabilityFlags();
+  *c = rrpc_channel_options{};
+  c->timeout_ms = o.timeout_ms > 0 ? o.timeout_ms : -1;
+  c->connect_timeout_ms = o.connect_timeout_ms > 0 ? o.connect_timeout_ms : 0;
+  c->max_retry = o.max_retry > 0 ? o.max_retry : -1;
+  c->use_rdma = o.use_rdma ? 1 : 0;
+  c->max_body_size = o.max_body_size;
+  c->backup_request_ms = o.backup_request_ms > 0 ? o.backup_request_ms : 0;
+  if (o.retry_policy != nullptr) {
+    c->retry_policy = CallRetryPolicy;
+    c->retry_policy_arg = const_cast<RetryPolicy*>(o.retry_policy);
+  }
+  c->connection_type = static_cast<int>(o.connection_type);
+  c->max_connection_pool_size = static_cast<int>(
+      detail::FlagInt64("max_connection_pool_size", detail::kDefaultMaxConnectionPoolSize));
+  c->health_check_interval_ms = FlagSecondsAsMs("health_check_interval", detail::kDefaultHealthCheckIntervalS);
+  c->ns_access_interval_ms = FlagSecondsAsMs("ns_access_interval", detail::kDefaultNsAccessIntervalS);
+  return 0;
+}
 
-  rrpc_channel_options c{};
-  c.timeout_ms = o.timeout_ms > 0 ? o.timeout_ms : -1;
-  c.connect_timeout_ms = o.connect_timeout_ms > 0 ? o.connect_timeout_ms : 0;
-  c.max_retry = o.max_retry > 0 ? o.max_retry : -1;
-  c.use_rdma = o.use_rdma ? 1 : 0;
-  c.max_body_size = o.max_body_size;
+int Channel::Init(const char* server_addr, const ChannelOptions* opts) {
+  rrpc_channel_options c;
+  if (Prepare(server_addr, opts, &c) != 0) return -1;
   int rc = rrpc_channel_new(server_addr, &c, &ch_);
   if (rc != 0) {
     ch_ = nullptr;
     LOG(ERROR) << "rrpc::Channel::Init(\"" << server_addr << "\"): " << rrpc_strerror(rc);
+    return -1;
+  }
+  return 0;
+}
+
+int Channel::Init(const char* naming_url, const char* load_balancer_name, const ChannelOptions* opts) {
+  rrpc_channel_options c;
+  if (Prepare(naming_url, opts, &c) != 0) return -1;
+  int rc = rrpc_channel_new_lb(naming_url, load_balancer_name, &c, &ch_);
+  if (rc != 0) {
+    ch_ = nullptr;
+    LOG(ERROR) << "rrpc::Channel::Init(\"" << naming_url << "\", \""
+               << (load_balancer_name ? load_balancer_name : "") << "\"): " << rrpc_strerror(rc);
     return -1;
   }
   return 0;

@@ -11,11 +11,31 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "rrpc/channel.h"
 #include "rrpc/cxx/controller.h"
 
 namespace rrpc {
+
+// brpc's RetryPolicy, in rrpc's shape: asked on a loop thread (must not
+// block) whether a failed attempt of a cluster call should go to another
+// server, only while max_retry and the deadline allow. error_code is
+// positive (as Controller::ErrorCode); responded: the server answered.
+class RetryPolicy {
+ public:
+  virtual ~RetryPolicy() = default;
+  virtual bool DoRetry(int error_code, bool responded) const = 0;
+};
+
+// brpc's connection types (ChannelOptions::connection_type).
+enum ConnectionType {
+  CONNECTION_TYPE_SINGLE = RRPC_CONNECTION_SINGLE,  // one connection, calls multiplexed
+  CONNECTION_TYPE_POOLED = RRPC_CONNECTION_POOLED,  // a connection per call in flight, reused
+  CONNECTION_TYPE_SHORT = RRPC_CONNECTION_SHORT,    // a new connection per call
+};
+// "single", "pooled", "short" (brpc's names) into *out; false for others.
+bool ParseConnectionType(const std::string& name, ConnectionType* out);
 
 struct ChannelOptions {
   // Defaults: brpc's for the call settings, --max_body_size for the size cap.
@@ -28,9 +48,20 @@ struct ChannelOptions {
   int32_t timeout_ms = 500;
   // Connect timeout; <= 0 = the default, 200.
   int32_t connect_timeout_ms = 200;
-  // Extra connect attempts per call (a request that may have reached the
-  // server is never resent); 0 = none. Default 3.
+  // Single server: extra connect attempts per call (a request that may have
+  // reached the server is never resent). Cluster (Init with a naming URL):
+  // further attempts on other servers after a connection failure, never
+  // after a response, never past the deadline. 0 = none. Default 3.
   int max_retry = 3;
+  // Cluster only: send a copy of a call that has not ended after this many
+  // ms to another server; the first response wins. <= 0 = off (brpc's -1).
+  int32_t backup_request_ms = -1;
+  // Cluster only: decides retries instead of the default (connection
+  // failures and ELOGOFF). Borrowed; must outlive the channel.
+  const RetryPolicy* retry_policy = nullptr;
+  // brpc's connection_type. Pooled keeps at most --max_connection_pool_size
+  // idle connections.
+  ConnectionType connection_type = CONNECTION_TYPE_SINGLE;
   // Largest response body accepted. Default --max_body_size.
   size_t max_body_size;
 };
@@ -50,6 +81,14 @@ class Channel : public google::protobuf::RpcChannel {
   // twice).
   int Init(const char* server_addr, const ChannelOptions* opts);
   int Init(const char* ip, int port, const ChannelOptions* opts);
+  // Init - a cluster channel, as brpc's: servers from naming_url
+  // ("list://ip:port,ip:port", "file://path", "dns://host:port", or a scheme
+  // registered with rrpc_naming_register), each call sent to one chosen by
+  // load_balancer_name ("rr", "random", "wrr", "la", "c_murmurhash"; nullptr
+  // or "" = "rr"). --health_check_interval and --ns_access_interval (brpc's
+  // flags, seconds) apply. Reads the naming source once here (may block).
+  // 0, or -1 after logging why.
+  int Init(const char* naming_url, const char* load_balancer_name, const ChannelOptions* opts);
 
   // CallMethod - call method->service()->full_name() / method->name().
   // `controller` must be an rrpc::Controller.
@@ -74,6 +113,8 @@ class Channel : public google::protobuf::RpcChannel {
   rrpc_channel* c_channel() { return ch_; }
 
  private:
+  // The C options from opts and the flags; -1 after logging why not.
+  int Prepare(const char* what, const ChannelOptions* opts, rrpc_channel_options* c);
   rrpc_channel* ch_ = nullptr;
 };
 

@@ -90,6 +90,8 @@ void Controller::set_timeout_ms(int32_t ms) { rrpc_controller_set_timeout_ms(c_,
 int32_t Controller::timeout_ms() const { return rrpc_controller_timeout_ms(c_); }
 void Controller::set_log_id(int64_t id) { rrpc_controller_set_log_id(c_, id); }
 int64_t Controller::log_id() const { return rrpc_controller_log_id(c_); }
+void Controller::set_request_code(uint64_t code) { rrpc_controller_set_request_code(c_, code); }
+uint64_t Controller::request_code() const { return rrpc_controller_request_code(c_); }
 int64_t Controller::remaining_ms() const { return rrpc_controller_remaining_ms(c_); }
 void Controller::InheritDeadline(const Controller& parent) {
   rrpc_controller_inherit_deadline(c_, parent.c_);

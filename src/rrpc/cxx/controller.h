@@ -80,6 +80,10 @@ class Controller : public google::protobuf::RpcController {
   // Carried to the server in RpcMeta.log_id; a server method reads it here.
   void set_log_id(int64_t id);
   int64_t log_id() const;
+  // brpc's request_code: the key c_murmurhash balancing hashes (calls with
+  // the same code go to the same server of a cluster channel).
+  void set_request_code(uint64_t code);
+  uint64_t request_code() const;
   // Deadlines (docs/client.md): a server method's controller knows how long
   // its caller still waits: remaining_ms() is that many milliseconds, 0 once
   // passed, -1 if the caller sent no timeout. InheritDeadline(parent) caps

@@ -31,6 +31,9 @@ constexpr int32_t kDefaultRdmaZerocopyMinSize = 64 << 10;
 constexpr int32_t kDefaultEventDispatcherNum = 0;
 constexpr bool kDefaultUsercodeInPthread = false;
 constexpr int64_t kDefaultSocketMaxUnwrittenBytes = int64_t{64} << 20;
+constexpr int32_t kDefaultHealthCheckIntervalS = 3;
+constexpr int32_t kDefaultNsAccessIntervalS = 5;
+constexpr int32_t kDefaultMaxConnectionPoolSize = 100;
 
 // FlagInt64/FlagUint64/FlagBool/FlagString - the current value of the flag
 // `name` from the gflags registry, whatever integer type its definer chose;

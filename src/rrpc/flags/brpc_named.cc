@@ -47,6 +47,13 @@ DEFINE_bool(usercode_in_pthread, kDefaultUsercodeInPthread,
 DEFINE_int64(socket_max_unwritten_bytes, kDefaultSocketMaxUnwrittenBytes,
              "Bytes queued for writing on one connection; a write past it fails with "
              "EOVERCROWDED, and a server stops reading a connection over half of it");
+DEFINE_int32(health_check_interval, kDefaultHealthCheckIntervalS,
+             "Seconds before a cluster channel probes a server whose connection failed "
+             "(then doubling, up to 8x); it takes calls again once a probe connects");
+DEFINE_int32(max_connection_pool_size, kDefaultMaxConnectionPoolSize,
+             "Idle connections a pooled channel keeps per server; one more is closed");
+DEFINE_int32(ns_access_interval, kDefaultNsAccessIntervalS,
+             "Seconds between fetches of periodic naming services (file://, dns://)");
 
 namespace {
 
@@ -65,7 +72,10 @@ const bool g_validators_registered =
     gflags::RegisterFlagValidator(&FLAGS_rdma_memory_pool_increase_size_mb, rrpc::detail::FlagNonNegative) &&
     gflags::RegisterFlagValidator(&FLAGS_rdma_zerocopy_min_size, rrpc::detail::FlagNonNegative) &&
     gflags::RegisterFlagValidator(&FLAGS_max_body_size, rrpc::detail::FlagPositive64) &&
-    gflags::RegisterFlagValidator(&FLAGS_event_dispatcher_num, rrpc::detail::FlagNonNegative);
+    gflags::RegisterFlagValidator(&FLAGS_event_dispatcher_num, rrpc::detail::FlagNonNegative) &&
+    gflags::RegisterFlagValidator(&FLAGS_health_check_interval, rrpc::detail::FlagNonNegative) &&
+    gflags::RegisterFlagValidator(&FLAGS_ns_access_interval, rrpc::detail::FlagNonNegative) &&
+    gflags::RegisterFlagValidator(&FLAGS_max_connection_pool_size, rrpc::detail::FlagNonNegative);
 
 }  // namespace
 

@@ -18,6 +18,8 @@ struct rrpc_controller {
   int64_t start_us;
   int64_t latency_us;
   int used_rdma;
+  int responded;          /* client: the server answered (set or error) */
+  uint64_t request_code;  /* client: c_murmurhash key */
   /* Server: the caller's deadline (request read + its timeout_ms). Client:
    * a cap on the next call's deadline (rrpc_controller_inherit_deadline).
    * rrpc__now_us clock; 0 = none. */
