@@ -201,9 +201,9 @@ test: tests tools
 	TEST_LOG_DIR=$(BUILD)/test-logs RRPC_BUILD=$(BUILD) \
 	  tools/run-tests $(TESTS) $(COEXIST_TESTS) $(SCRIPT_TESTS)
 
-# The RDMA suite and the live Wireshark check, in one VM boot (or on a real port).
-test-rdma: $(RDMA_TESTS) examples tools
-	tools/run-rdma-tests $(RDMA_TESTS) test/tshark/live-capture.sh
+# The RDMA suite, the live Wireshark check and the idle_conns smoke, in one VM boot (or on a real port).
+test-rdma: $(RDMA_TESTS) examples tools $(BUILD)/bench/idle_conns
+	tools/run-rdma-tests $(RDMA_TESTS) test/tshark/live-capture.sh test/rdma/idle-conns-smoke.sh
 
 # The RDMA test binaries alone, for `make TSAN=1 test-rdma-tsan` (the RDMA
 # tests under ThreadSanitizer, one VM boot; a race report fails the binary).

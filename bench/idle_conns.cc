@@ -1,0 +1,490 @@
+// idle_conns.cc - what N idle RDMA connections cost, measured on each side
+// (issue 12's "before" numbers and the harness for its "after").
+//
+// One command (inside the Soft-RoCE VM, or on a host with an RDMA port):
+//   build/bench/idle_conns --n=1000 [--rdma_ring_size=16384 --rdma_sq_size=16 --rdma_rq_size=16]
+// forks a server process (use_rdma) and, in the parent, a client that opens
+// N channels (use_rdma, one connection each), makes one Echo call on each
+// and checks the controller's used_rdma. The costs are read on each side
+// from its own /proc/self (VmPin, VmRSS, fds, maps lines), rrpc_rdma_get_stats
+// (pool bytes, RDMA connections) and `rdma resource show qp|cq|mr|pd`
+// (counted by pid; when the rdma tool is missing those fields are -1 and
+// res_src=none). The server measures itself inside an "idle.Report" call.
+//
+// Baseline: a control connection (RDMA too) is up before anything is
+// measured, so the runtime's fixed costs (the registered pool, loops,
+// device context) are in the baseline and per_conn_* = (after - before) / N
+// is what one more idle connection costs that side.
+//
+// Output: one key=value line per run, starting "idle_conns ", keys of the
+// server prefixed "s_", of the client "c_". Exit status 0 only if all N
+// calls succeeded over RDMA. --server=ip:port measures against a server
+// started separately with --role=server (then the s_ fields are its).
+#include <fcntl.h>
+#include <gflags/gflags.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <dirent.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "rrpc/cxx/flags.h"
+#include "rrpc/rrpc.h"
+
+DEFINE_int32(n, 100, "idle connections to open");
+DEFINE_string(role, "both", "both: fork a server, run the client; server: serve only (for --server)");
+DEFINE_string(server, "", "ip:port of a running `idle_conns --role=server` (default: fork one)");
+DEFINE_string(listen, "", "server address (ip or ip:port); default $RXE_VM_ADDR, "
+              "$RRPC_TEST_RDMA_ADDR or 127.0.0.1, port 0");
+DEFINE_int32(concurrency, 1, "connections being set up at once (client threads)");
+DEFINE_int32(call_timeout_ms, 10000, "timeout of each call (the first one includes the handshake)");
+DEFINE_int32(report_timeout_ms, 300000, "timeout of the idle.Report calls: the server lists its "
+             "rdma resources there, which takes seconds per thousand connections under emulation");
+DEFINE_int32(hold_seconds, 0, "after reporting, keep the connections open this long (to look at "
+             "them with rrpc_stat or `rdma resource show`)");
+DEFINE_int32(max_seconds, 300, "bound on the setup phase: past it no more connections are opened "
+             "and the run reports how far it got (stopped=time)");
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Metrics = std::map<std::string, long long>;
+
+// ---- what one process costs -------------------------------------------------------------
+
+long long status_kib(const char *key) {
+  FILE *f = fopen("/proc/self/status", "r");
+  if (!f) return -1;
+  char line[256];
+  long long v = -1;
+  size_t klen = strlen(key);
+  while (fgets(line, sizeof line, f)) {
+    if (strncmp(line, key, klen) == 0 && line[klen] == ':') {
+      v = atoll(line + klen + 1);
+      break;
+    }
+  }
+  fclose(f);
+  return v;
+}
+
+long long count_fds() {
+  DIR *d = opendir("/proc/self/fd");
+  if (!d) return -1;
+  long long n = 0;
+  while (struct dirent *e = readdir(d)) {
+    if (e->d_name[0] != '.') n++;
+  }
+  closedir(d);
+  return n - 1;  // the directory stream's own fd
+}
+
+long long count_lines(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  long long n = 0;
+  int c;
+  while ((c = fgetc(f)) != EOF) n += (c == '\n');
+  fclose(f);
+  return n;
+}
+
+// The thread ids of this process: the rdma tool names the thread that created
+// an object ("pid" is its tid), usually a loop thread.
+std::set<long> own_tids() {
+  std::set<long> t;
+  DIR *d = opendir("/proc/self/task");
+  if (!d) return t;
+  while (struct dirent *e = readdir(d)) {
+    if (e->d_name[0] != '.') t.insert(atol(e->d_name));
+  }
+  closedir(d);
+  return t;
+}
+
+// Objects of one `rdma resource show KIND` listing created by a thread of
+// this process. -1 when the tool is missing or fails.
+long long rdma_res_count(const char *kind, const std::set<long> &tids) {
+  std::string cmd = std::string("rdma resource show ") + kind + " 2>/dev/null";
+  FILE *p = popen(cmd.c_str(), "r");
+  if (!p) return -1;
+  char line[1024];
+  long long n = 0;
+  while (fgets(line, sizeof line, p)) {
+    const char *at = strstr(line, " pid ");
+    if (at && tids.count(atol(at + 5))) n++;
+  }
+  int st = pclose(p);
+  return (st == 0) ? n : -1;
+}
+
+Metrics measure() {
+  Metrics m;
+  m["pin_kib"] = status_kib("VmPin");
+  m["lck_kib"] = status_kib("VmLck");
+  m["rss_kib"] = status_kib("VmRSS");
+  m["fds"] = count_fds();
+  m["maps"] = count_lines("/proc/self/maps");
+  std::set<long> tids = own_tids();
+  for (const char *k : {"qp", "cq", "mr", "pd"}) m[k] = rdma_res_count(k, tids);
+  m["res_src"] = m["qp"] >= 0 ? 1 : 0;  // 1: rdma tool, 0: none
+  rrpc_rdma_stats st;
+  if (rrpc_rdma_get_stats(&st) == 0) {
+    m["pool_bytes"] = (long long)st.pool_bytes;
+    m["rdma_conns"] = (long long)st.connections_rdma;
+    m["fallbacks"] = (long long)st.connections_fallback;
+  }
+  return m;
+}
+
+std::string serialize(const Metrics &m) {
+  std::string s;
+  for (auto &kv : m) s += kv.first + "=" + std::to_string(kv.second) + " ";
+  return s;
+}
+
+Metrics parse(const std::string &s) {
+  Metrics m;
+  std::istringstream in(s);
+  std::string kv;
+  while (in >> kv) {
+    size_t eq = kv.find('=');
+    if (eq != std::string::npos) m[kv.substr(0, eq)] = atoll(kv.c_str() + eq + 1);
+  }
+  return m;
+}
+
+// ---- limits -------------------------------------------------------------------------------
+
+// N connections need ~2N fds a side today, and every ring is pinned: raise
+// the soft limits to the hard ones (and the hard ones where we may).
+void raise_limits(int n) {
+  struct rlimit r;
+  if (getrlimit(RLIMIT_NOFILE, &r) == 0) {
+    rlim_t want = (rlim_t)n * 4 + 4096;
+    if (r.rlim_max != RLIM_INFINITY && r.rlim_max < want) {
+      struct rlimit h = {want, want};
+      if (setrlimit(RLIMIT_NOFILE, &h) == 0) r = h;
+    }
+    r.rlim_cur = r.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &r);
+  }
+  struct rlimit inf = {RLIM_INFINITY, RLIM_INFINITY};
+  if (setrlimit(RLIMIT_MEMLOCK, &inf) != 0 && getrlimit(RLIMIT_MEMLOCK, &r) == 0) {
+    r.rlim_cur = r.rlim_max;
+    setrlimit(RLIMIT_MEMLOCK, &r);
+  }
+}
+
+long long limit_of(int res) {
+  struct rlimit r;
+  if (getrlimit(res, &r) != 0) return -1;
+  return r.rlim_cur == RLIM_INFINITY ? -1 : (long long)r.rlim_cur;
+}
+
+int start_rdma_runtime() {
+  static std::string device;
+  device = FLAGS_rdma_device;
+  rrpc_rdma_options o;
+  rrpc_rdma_options_init(&o);
+  o.device = device.empty() ? nullptr : device.c_str();
+  o.port = FLAGS_rdma_port;
+  o.gid_index_plus1 = FLAGS_rdma_gid_index + 1;
+  o.sq_size = FLAGS_rdma_sq_size;
+  o.rq_size = FLAGS_rdma_rq_size;
+  o.ring_size = (size_t)FLAGS_rdma_ring_size;
+  o.pool_initial_size_mb = (size_t)FLAGS_rdma_memory_pool_initial_size_mb;
+  o.pool_increase_size_mb = (size_t)FLAGS_rdma_memory_pool_increase_size_mb;
+  o.pool_max_size_mb = (size_t)FLAGS_rdma_memory_pool_max_size_mb;
+  o.use_polling = FLAGS_rdma_use_polling ? 1 : 0;
+  o.no_fallback = FLAGS_rdma_fallback ? 0 : 1;
+  o.handshake_timeout_ms = FLAGS_rdma_handshake_timeout_ms;
+  int rc = rrpc_rdma_global_init(&o);
+  if (rc != 0 && rc != -EALREADY) {
+    fprintf(stderr, "idle_conns: rrpc_rdma_global_init: %s\n", rrpc_strerror(rc));
+    return rc;
+  }
+  return 0;
+}
+
+// ---- server -------------------------------------------------------------------------------
+
+void echo_handler(void *, rrpc_server_call *call) {
+  rrpc_server_call_respond(call, rrpc_server_call_request(call));
+}
+
+// Measures this (the server) process: runs on a pool thread, so the popen of
+// the rdma tool blocks no loop.
+void report_handler(void *, rrpc_server_call *call) {
+  std::string s = serialize(measure());
+  rrpc_iobuf *out = nullptr;
+  rrpc_iobuf_new(&out);
+  rrpc_iobuf_append(out, s.data(), s.size());
+  rrpc_server_call_respond(call, out);
+  rrpc_iobuf_free(out);
+}
+
+std::string default_host() {
+  for (const char *v : {"RXE_VM_ADDR", "RRPC_TEST_RDMA_ADDR"}) {
+    const char *a = getenv(v);
+    if (a && *a) return a;
+  }
+  return "127.0.0.1";
+}
+
+rrpc_server *start_server() {
+  if (start_rdma_runtime() != 0) return nullptr;
+  rrpc_server_options so;
+  memset(&so, 0, sizeof so);
+  so.use_rdma = 1;
+  rrpc_server *s = nullptr;
+  if (rrpc_server_new(&so, &s) != 0) return nullptr;
+  rrpc_server_add_method(s, "idle.Bench", "Echo", echo_handler, nullptr);
+  rrpc_server_add_method(s, "idle.Bench", "Report", report_handler, nullptr);
+  rrpc_server_set_method_mode(s, "idle.Bench", "Echo", RRPC_RUN_IN_LOOP);
+  std::string addr = FLAGS_listen.empty() ? default_host() : FLAGS_listen;
+  if (addr.find(':') == std::string::npos) addr += ":0";
+  int rc = rrpc_server_start(s, addr.c_str());
+  if (rc != 0) {
+    fprintf(stderr, "idle_conns: server start on %s: %s\n", addr.c_str(), rrpc_strerror(rc));
+    rrpc_server_free(s);
+    return nullptr;
+  }
+  return s;
+}
+
+// ---- client -------------------------------------------------------------------------------
+
+struct Call {
+  rrpc_controller *cntl = nullptr;
+  rrpc_iobuf *resp = nullptr;
+  Call() {
+    rrpc_controller_new(&cntl);
+    rrpc_iobuf_new(&resp);
+  }
+  ~Call() {
+    rrpc_iobuf_free(resp);
+    rrpc_controller_free(cntl);
+  }
+  int run(rrpc_channel *ch, const char *method, int timeout_ms = FLAGS_call_timeout_ms) {
+    rrpc_controller_reset(cntl);
+    rrpc_iobuf_clear(resp);
+    rrpc_controller_set_timeout_ms(cntl, timeout_ms);
+    static const char kPing[] = "ping";
+    rrpc_iobuf *req = nullptr;
+    rrpc_iobuf_new(&req);
+    rrpc_iobuf_append(req, kPing, sizeof kPing - 1);
+    int rc = rrpc_channel_call(ch, "idle.Bench", method, cntl, req, resp, nullptr, nullptr);
+    rrpc_iobuf_free(req);
+    return rc;
+  }
+  std::string text() const {
+    std::string s(rrpc_iobuf_length(resp), '\0');
+    rrpc_iobuf_copy_out(resp, 0, &s[0], s.size());
+    return s;
+  }
+};
+
+rrpc_channel *new_channel(const std::string &addr) {
+  rrpc_channel_options co;
+  memset(&co, 0, sizeof co);
+  co.use_rdma = 1;
+  co.timeout_ms = FLAGS_call_timeout_ms;
+  co.connect_timeout_ms = FLAGS_call_timeout_ms;
+  co.max_retry = -1;  // one connection per channel: a retry would hide a failure
+  rrpc_channel *ch = nullptr;
+  return rrpc_channel_new(addr.c_str(), &co, &ch) == 0 ? ch : nullptr;
+}
+
+struct Setup {
+  std::vector<rrpc_channel *> chans;
+  std::atomic<int> next{0}, ok{0}, rdma{0};
+  std::atomic<bool> stop{false};
+  std::mutex mu;
+  std::string stopped = "none";
+  Clock::time_point deadline;
+};
+
+void fail(Setup *st, const std::string &why) {
+  std::lock_guard<std::mutex> g(st->mu);
+  if (!st->stop.exchange(true)) st->stopped = why;
+}
+
+void setup_worker(Setup *st, const std::string &addr) {
+  Call c;
+  for (;;) {
+    if (st->stop.load()) return;
+    if (Clock::now() > st->deadline) return fail(st, "time");
+    int i = st->next.fetch_add(1);
+    if (i >= (int)st->chans.size()) return;
+    rrpc_channel *ch = new_channel(addr);
+    if (!ch) return fail(st, "channel_new");
+    st->chans[i] = ch;
+    int rc = c.run(ch, "Echo");
+    if (rc != 0) {
+      std::string t = rrpc_controller_error_text(c.cntl);
+      for (char &x : t) x = (x == ' ' ? '_' : x);
+      return fail(st, std::string(rrpc_err_name(rc)) + ":" + t);
+    }
+    st->ok++;
+    if (rrpc_controller_used_rdma(c.cntl)) st->rdma++;
+  }
+}
+
+std::string fmt(double v) {
+  char b[64];
+  snprintf(b, sizeof b, "%.3f", v);
+  return b;
+}
+
+// The line: settings, setup time, both sides' totals and per-connection deltas.
+std::string report_line(const Setup &st, double secs, const Metrics &sb, const Metrics &sa,
+                        const Metrics &cb, const Metrics &ca) {
+  int n = st.ok.load();
+  std::string l = "idle_conns n=" + std::to_string(FLAGS_n) + " ok=" + std::to_string(n) +
+                  " used_rdma=" + std::to_string(st.rdma.load()) + " stopped=" + st.stopped +
+                  " ring_size=" + std::to_string(FLAGS_rdma_ring_size) +
+                  " sq=" + std::to_string(FLAGS_rdma_sq_size) + " rq=" + std::to_string(FLAGS_rdma_rq_size) +
+                  " concurrency=" + std::to_string(FLAGS_concurrency) + " setup_s=" + fmt(secs) +
+                  " per_conn_setup_ms=" + fmt(n ? secs * 1000.0 / n : 0.0) +
+                  " nofile=" + std::to_string(limit_of(RLIMIT_NOFILE)) +
+                  " memlock=" + std::to_string(limit_of(RLIMIT_MEMLOCK));
+  auto side = [&](const char *p, const Metrics &b, const Metrics &a) {
+    for (auto &kv : a) l += std::string(" ") + p + kv.first + "=" + std::to_string(kv.second);
+    for (const char *k : {"pin_kib", "rss_kib", "fds", "maps", "qp", "cq", "mr"}) {
+      auto ai = a.find(k), bi = b.find(k);
+      if (ai == a.end() || bi == b.end() || ai->second < 0 || bi->second < 0 || n == 0) continue;
+      l += std::string(" ") + p + "per_conn_" + k + "=" + fmt((double)(ai->second - bi->second) / n);
+    }
+  };
+  side("s_", sb, sa);
+  side("c_", cb, ca);
+  return l;
+}
+
+int run_client(const std::string &addr) {
+  if (start_rdma_runtime() != 0) return 1;
+  rrpc_channel *ctl = new_channel(addr);
+  Call c;
+  if (!ctl || c.run(ctl, "Echo") != 0) {
+    fprintf(stderr, "idle_conns: control call to %s failed: %s\n", addr.c_str(),
+            ctl ? rrpc_controller_error_text(c.cntl) : "channel_new");
+    return 1;
+  }
+  if (!rrpc_controller_used_rdma(c.cntl)) {
+    fprintf(stderr, "idle_conns: the control connection fell back to TCP: RDMA is not working\n");
+    return 1;
+  }
+  if (c.run(ctl, "Report", FLAGS_report_timeout_ms) != 0) return 1;
+  Metrics sb = parse(c.text()), cb = measure();
+
+  Setup st;
+  st.chans.assign((size_t)FLAGS_n, nullptr);
+  auto t0 = Clock::now();
+  st.deadline = t0 + std::chrono::seconds(FLAGS_max_seconds);
+  std::vector<std::thread> th;
+  for (int i = 0; i < std::max(1, FLAGS_concurrency); i++) th.emplace_back(setup_worker, &st, addr);
+  for (auto &t : th) t.join();
+  double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+
+  auto m0 = Clock::now();
+  Metrics ca = measure();
+  if (c.run(ctl, "Report", FLAGS_report_timeout_ms) != 0) {
+    fprintf(stderr, "idle_conns: final report call failed: %s\n", rrpc_controller_error_text(c.cntl));
+    return 1;
+  }
+  Metrics sa = parse(c.text());
+  sa["measure_ms"] = (long long)std::chrono::duration<double, std::milli>(Clock::now() - m0).count();
+  printf("%s\n", report_line(st, secs, sb, sa, cb, ca).c_str());
+  fflush(stdout);
+  if (FLAGS_hold_seconds > 0) std::this_thread::sleep_for(std::chrono::seconds(FLAGS_hold_seconds));
+  // No teardown: closing N connections is not what is measured, and the
+  // kernel releases every QP and MR at exit.
+  return (st.ok.load() == FLAGS_n && st.rdma.load() == FLAGS_n) ? 0 : 1;
+}
+
+// Forks the server before any thread exists; returns its "ip:port" and the
+// write end of a pipe whose closing (our exit) ends it.
+std::string fork_server(pid_t *pid) {
+  int port_pipe[2], life_pipe[2];
+  if (pipe(port_pipe) != 0 || pipe(life_pipe) != 0) return "";
+  *pid = fork();
+  if (*pid < 0) return "";
+  if (*pid == 0) {
+    close(port_pipe[0]);
+    close(life_pipe[1]);
+    rrpc_server *s = start_server();
+    int port = s ? rrpc_server_port(s) : -1;
+    if (write(port_pipe[1], &port, sizeof port) != (ssize_t)sizeof port) _exit(1);
+    char b;
+    while (read(life_pipe[0], &b, 1) > 0) {
+    }
+    _exit(s ? 0 : 1);
+  }
+  close(port_pipe[1]);
+  close(life_pipe[0]);
+  fcntl(life_pipe[1], F_SETFD, FD_CLOEXEC);
+  int port = -1;
+  if (read(port_pipe[0], &port, sizeof port) != (ssize_t)sizeof port || port <= 0) return "";
+  close(port_pipe[0]);
+  std::string host = FLAGS_listen.empty() ? default_host() : FLAGS_listen;
+  host = host.substr(0, host.find(':'));
+  return host + ":" + std::to_string(port);
+}
+
+int run_server_alone() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before any rrpc thread: all inherit it
+  rrpc_server *s = start_server();
+  if (!s) return 1;
+  printf("idle_conns server port=%d pid=%d\n", rrpc_server_port(s), (int)getpid());
+  fflush(stdout);
+  int sig;
+  sigwait(&set, &sig);
+  _exit(0);
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  gflags::SetUsageMessage("idle_conns --n=N: cost of N idle RDMA connections per side (docs/performance.md)");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  if (FLAGS_n < 0 || FLAGS_concurrency < 1) {
+    fprintf(stderr, "idle_conns: --n must be >= 0 and --concurrency >= 1\n");
+    return 2;
+  }
+  raise_limits(FLAGS_n);
+  if (FLAGS_role == "server") return run_server_alone();
+  if (FLAGS_role != "both") {
+    fprintf(stderr, "idle_conns: --role is both or server\n");
+    return 2;
+  }
+  if (!FLAGS_server.empty()) return run_client(FLAGS_server);
+  pid_t pid = -1;
+  std::string addr = fork_server(&pid);
+  if (addr.empty()) {
+    fprintf(stderr, "idle_conns: the server did not start\n");
+    if (pid > 0) waitpid(pid, nullptr, 0);
+    return 1;
+  }
+  int rc = run_client(addr);
+  // The server exits when the pipe closes, i.e. at our exit; don't wait for it.
+  _exit(rc);
+}

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# test/rdma/idle-conns-smoke.sh - keeps bench/idle_conns (issue 12's measuring tool) working:
+# 20 idle RDMA connections with default settings, every call over RDMA (the tool's exit status),
+# and a full key=value line with both sides' per-connection figures. Checks no cost figure:
+# those are measurements for docs/performance.md, not limits. Needs real verbs: run by
+# tools/run-rdma-tests (make test-rdma) inside the VM, or on a host with an RDMA port.
+set -u -o pipefail
+cd "$(dirname "$0")/../.." || exit 2
+BIN=${RRPC_BUILD:-build}/bench/idle_conns
+line=$(timeout -k 5 60 "$BIN" --n=20 --max_seconds=40 | grep '^idle_conns ')
+rc=$?
+echo "$line"
+[ "$rc" -eq 0 ] || { echo "FAIL: idle_conns exited $rc (or printed no line)"; exit 1; }
+for k in ok=20 used_rdma=20 stopped=none; do
+  case " $line " in *" $k "*) ;; *) echo "FAIL: no $k in the line"; exit 1 ;; esac
+done
+keys="pin_kib rss_kib fds maps"
+# QPs/CQs/MRs come from iproute2's rdma tool (always there in the VM; res_src=0 where it is not).
+case $line in *" c_res_src=1 "*) keys="$keys qp cq mr" ;; esac
+for side in s c; do
+  for k in $keys; do
+    case $line in *" ${side}_per_conn_$k="*) ;; *) echo "FAIL: no ${side}_per_conn_$k"; exit 1 ;; esac
+  done
+done
+echo "PASS idle-conns-smoke"
