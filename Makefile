@@ -86,6 +86,8 @@ TEST_COMMON := $(call obj,$(call pbcc,$(TEST_PROTOS)) $(wildcard test/common/*.c
 TESTS := $(patsubst test/%.cc,$(BUILD)/test/%,$(wildcard test/*_unittest.cc test/adversarial/*_test.cc))
 ifeq ($(WITH_RDMA),1)
 RDMA_TESTS := $(patsubst test/rdma/%.cc,$(BUILD)/test/rdma/%,$(wildcard test/rdma/*_test.cc))
+# Allocation failures injected by the linker, in this test binary only (no hook in librrpc).
+$(BUILD)/test/rdma/oom_rdma_test: LDFLAGS += -Wl,--wrap=rrpc_iobuf_move
 endif
 # Test and bench objects are kept (make would delete them as intermediates of
 # the pattern rules, and every later run would compile them again).

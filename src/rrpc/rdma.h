@@ -51,6 +51,10 @@ typedef struct rrpc_rdma_options {
                                       and a registered ring before the client proved
                                       anything); Proposals over it are declined and the
                                       client goes on over TCP; 0 = 64 */
+  int close_wait_ms;               /* rdma_close_wait_ms: a closed connection keeps its QP
+                                      until its close CDC has left, at most this long (the
+                                      peer then learns of the close through TCP only;
+                                      counted in close_unconfirmed); 0 = 1000 */
 } rrpc_rdma_options;
 
 /* rrpc_rdma_options_init - fill with the defaults spelled out above
@@ -94,6 +98,7 @@ typedef struct rrpc_rdma_stats {
   uint64_t handshakes_refused;    /* Proposals declined over max_handshakes */
   uint64_t handshakes_in_progress; /* server handshakes holding verbs resources now */
   uint64_t protocol_violations;   /* connections failed for breaking the ring protocol */
+  uint64_t close_unconfirmed;     /* close CDCs not seen complete within close_wait_ms */
 } rrpc_rdma_stats;
 /* rrpc_rdma_get_stats - copy the counters. 0 or -RRPC_ENORDMA. */
 int rrpc_rdma_get_stats(rrpc_rdma_stats *out);

@@ -140,6 +140,7 @@ void rrpc__socket_set_tstate(rrpc__socket *s, void *state) { s->tstate = state; 
 void *rrpc__socket_tstate(const rrpc__socket *s) { return s->tstate; }
 int rrpc__socket_is_client(const rrpc__socket *s) { return s->is_client; }
 int rrpc__socket_failed(const rrpc__socket *s) { return atomic_load(&s->failed); }
+int rrpc__socket_read_paused(const rrpc__socket *s) { return atomic_load(&s->read_paused); }
 
 void rrpc__socket_switch_transport(rrpc__socket *s, const rrpc_transport_ops *ops) {
   s->ops = ops;
@@ -322,7 +323,10 @@ void rrpc__socket_fail(rrpc__socket *s, int code) {
 
 static void resume_read_task(void *arg) {
   rrpc__socket *s = arg;
-  if (!atomic_load(&s->failed) && want_readable(s, 1) == 0) rrpc__socket_deliver(s);
+  if (!atomic_load(&s->failed) && want_readable(s, 1) == 0) {
+    if (s->ops->on_read_resumed != NULL) s->ops->on_read_resumed(s);
+    rrpc__socket_deliver(s);
+  }
   rrpc__socket_unref(s);
 }
 

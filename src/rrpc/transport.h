@@ -76,6 +76,11 @@ typedef struct rrpc_transport_ops {
   /* facts - optional: fill what applies of *out (zeroed, transport name
    * set by the core). Loop thread only; must not block. */
   void (*facts)(const rrpc__socket *s, rrpc__conn_facts *out);
+  /* on_read_resumed - optional: reading had paused (the owner's output was
+   * congested, see rrpc__socket_read_paused) and goes on now. Append what
+   * was held back to the read buffer; the core delivers it right after.
+   * Loop thread. */
+  void (*on_read_resumed)(rrpc__socket *s);
 } rrpc_transport_ops;
 
 /* ---- transport selection (transport/registry.c) -------------------------- */
@@ -140,6 +145,10 @@ void rrpc__socket_resume_write(rrpc__socket *s);
 /* rrpc__socket_fail - the connection is broken: every pending call on it
  * fails once with `code`. Any thread; idempotent (the first code wins). */
 void rrpc__socket_fail(rrpc__socket *s, int code);
+/* rrpc__socket_read_paused - 1 while the owner does not want more input
+ * (its output is congested): a transport that receives without the fd
+ * (RDMA) stops consuming until on_read_resumed. Any thread. */
+int rrpc__socket_read_paused(const rrpc__socket *s);
 /* rrpc__socket_failed - nonzero once the socket failed (the first code). */
 int rrpc__socket_failed(const rrpc__socket *s);
 /* rrpc__socket_peer_str - "ip:port" of the peer (for logs). Any thread. */

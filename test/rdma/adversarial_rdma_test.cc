@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "rrpc/rrpc.h"
+#include "test/common/hostile.h"
 #include "test/common/test_util.h"
 #include "test/rdma/tsan_suppressions.h"
 #include "test/rdma/rogue_peer.h"
@@ -47,6 +48,10 @@ void init_rdma() {
   o.ring_size = kRing;
   o.handshake_timeout_ms = kHandshakeMs;
   o.max_handshakes = max_handshakes();
+  // The pool cannot grow past its first region (64 MiB): item 8's case
+  // exhausts it on purpose; the other cases use little of it.
+  o.pool_initial_size_mb = 64;
+  o.pool_max_size_mb = 64;
   ASSERT_EQ(rrpc_rdma_global_init(&o), 0);
 }
 
@@ -513,6 +518,225 @@ TEST(Adversarial, ProposalFloodIsBoundedByTheHandshakeCap) {
   }
   EXPECT_TRUE(rdma);
   rrpc_channel_free(ch);
+}
+
+// ---- item 16: the close CDC --------------------------------------------------------------
+
+// The server fails connections (a peer sends bytes that are not a frame)
+// while its workers are still answering that peer's requests: each time the
+// peer must receive the close CDC (the QP may not go before it left), and
+// nothing after it (no writer may post once it is queued).
+TEST(Adversarial, CloseCdcAlwaysReachesThePeerAndIsTheLastMessage) {
+  Server srv;
+  ASSERT_GT(srv.port, 0);
+  const int kConns = 15;
+  int seen = 0, after = 0;
+  uint64_t t0 = rogue::now_ms();
+  for (int i = 0; i < kConns; i++) {
+    rogue::Peer r;
+    ASSERT_TRUE(r.connect_up(local_ip(), srv.port)) << r.error;
+    // Answers in flight (4 x 4 KiB fit the peer's 64 KiB ring unacked),
+    // then garbage: the server fails the connection meanwhile.
+    for (int k = 0; k < 4; k++)
+      ASSERT_EQ(r.write_next(rogue::Peer::echo_frame(std::string(4096, 'a' + k), k + 1)), IBV_WC_SUCCESS);
+    ASSERT_EQ(r.write_next(std::string(64, 'X')), IBV_WC_SUCCESS);
+    int writes_after = 0;
+    uint8_t flags = r.wait_close_cdc(5000, &writes_after);
+    if (flags != 0) seen++;
+    after += writes_after;
+  }
+  printf("ADVERSARIAL close-cdc: %d connections failed by the server, the peer saw the close CDC on %d; "
+         "data writes after it: %d (%llu ms)\n",
+         kConns, seen, after, (unsigned long long)(rogue::now_ms() - t0));
+  EXPECT_EQ(seen, kConns);
+  EXPECT_EQ(after, 0);
+}
+
+// The close CDC cannot always leave at once (a lost packet is retried after
+// the ACK timeout; a peer out of receives answers RNR and is retried after
+// its RNR timer). Here the peer has no receive posted when the server fails
+// the connection and posts one only once it saw the TCP connection close:
+// the server must keep the QP until its close CDC completed
+// (--rdma_close_wait_ms), so the retry delivers it.
+TEST(Adversarial, CloseCdcWaitsForItsCompletionBeforeTheQpGoes) {
+  Server srv;
+  ASSERT_GT(srv.port, 0);
+  rrpc_rdma_stats st0;
+  rrpc_rdma_get_stats(&st0);
+  const int kConns = 10;
+  int seen = 0;
+  for (int i = 0; i < kConns; i++) {
+    rogue::Peer r;
+    r.post_recvs = 1;        // for the server's first CDC, not reposted
+    r.min_rnr_timer = 28;    // 164 ms between the server's RNR retries (6 of them)
+    ASSERT_TRUE(r.propose(local_ip(), srv.port) && r.read_accept() && r.create_verbs() && r.connect_qp() &&
+                r.send_confirm())
+        << r.error;
+    ibv_wc wc;
+    ASSERT_TRUE(r.poll_one(&wc, 5000)) << r.error;  // the first CDC
+    ASSERT_EQ(r.write_next(std::string(64, 'X')), IBV_WC_SUCCESS);  // not a frame: the server fails it
+    ASSERT_TRUE(rogue::tcp_closed_within(r.fd, 5000));
+    ASSERT_TRUE(r.post_recv(0));
+    if (r.wait_close_cdc(3000) != 0) seen++;
+  }
+  rrpc_rdma_stats st1;
+  rrpc_rdma_get_stats(&st1);
+  printf("ADVERSARIAL close-cdc-delayed: %d connections failed while the peer had no receive posted; the close "
+         "CDC reached it on %d (close_unconfirmed +%llu)\n",
+         kConns, seen, (unsigned long long)(st1.close_unconfirmed - st0.close_unconfirmed));
+  EXPECT_EQ(seen, kConns);
+}
+
+// ---- item 8: plain TCP peers and the real registered pool --------------------------------
+
+// With RDMA up (the registered pool is the allocator of every iobuf), 64
+// plain TCP connections each park 1 MiB of a 64 MiB frame (64 MiB, the
+// whole pool's cap): none of it may come from the pool, RDMA calls go on.
+// Then the application holds the pool full: only the request that needs
+// pool memory fails (EPOOL); the parked connections stay, and calls work
+// once it is given back.
+TEST(Adversarial, TcpPeersNeverTakeTheRealPoolAndExhaustionFailsOnlyTheNeedyCall) {
+  // 64 MiB through TCP and a pool filled to its cap take minutes under
+  // TSan in the emulated VM; the plain run covers it (as rpc_rdma_test's
+  // bulk cases).
+  if (rrpc_test::kSanitizerBuild) GTEST_SKIP() << "memory-volume case: plain build only";
+  Server srv;
+  ASSERT_GT(srv.port, 0);
+  rrpc_channel *ch = open_channel(srv.port);
+  ASSERT_NE(ch, nullptr);
+  int rdma = 0;
+  ASSERT_EQ(echo(ch, "warm", nullptr, &rdma), 0);
+  ASSERT_TRUE(rdma);
+  rrpc_rdma_stats st0;
+  rrpc_rdma_get_stats(&st0);
+  rrpc_limit_stats lim0;
+  rrpc_limit_stats_get(&lim0);
+  long pin0 = proc_status_kb("VmPin:");
+
+  const int kConns = 64;
+  const size_t kPark = 1u << 20;
+  std::string chunk(kPark, 'z');
+  std::vector<int> fds;
+  for (int i = 0; i < kConns; i++) {
+    int fd = rogue::tcp_connect(local_ip(), srv.port);
+    ASSERT_GE(fd, 0);
+    std::string h = rrpc_test::frame_header(64u << 20, 64);
+    ASSERT_EQ(send(fd, h.data(), h.size(), MSG_NOSIGNAL), (ssize_t)h.size());
+    ASSERT_EQ(send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL), (ssize_t)kPark);
+    fds.push_back(fd);
+  }
+  const uint64_t parked = (uint64_t)kConns * (12 + kPark);
+  bool all_parked = rrpc_test::wait_until([&] {
+    rrpc_limit_stats st;
+    rrpc_limit_stats_get(&st);
+    return st.input_bytes - lim0.input_bytes >= parked;
+  }, 30000);
+  int ok_during = 0;
+  for (int i = 0; i < 10; i++) {
+    int r = 0;
+    ok_during += echo(ch, "during-" + std::to_string(i), nullptr, &r) == 0 && r;
+  }
+  rrpc_rdma_stats st1;
+  rrpc_rdma_get_stats(&st1);
+  long pin1 = proc_status_kb("VmPin:");
+
+  // The application takes every free byte of the pool; then a call's
+  // request needs pool memory that is not there. (Blocks that other threads
+  // free meanwhile are taken too, until the needy request really finds none.)
+  std::vector<rrpc_iobuf *> hog;
+  std::string blk(64u << 10, 'h');
+  auto take_all = [&] {
+    for (int i = 0; i < 4096; i++) {
+      rrpc_iobuf *b;
+      rrpc_iobuf_new(&b);
+      int rc = rrpc_iobuf_append(b, blk.data(), blk.size());
+      hog.push_back(b);
+      if (rc != 0) break;
+    }
+  };
+  std::string big(256u << 10, 'b');
+  int rc_exhausted = 0;
+  for (int tries = 0; tries < 100 && rc_exhausted == 0; tries++) {
+    take_all();
+    rrpc_iobuf *bq;
+    rrpc_iobuf_new(&bq);
+    rc_exhausted = rrpc_iobuf_append(bq, big.data(), big.size());
+    hog.push_back(bq);
+  }
+  int still_open = 0;
+  for (int fd : fds) still_open += !rrpc_test::peer_closed(fd, 0);
+  for (rrpc_iobuf *b : hog) rrpc_iobuf_free(b);
+  int ok_after = echo(ch, "after", nullptr, &rdma);
+  rrpc_rdma_stats st2;
+  rrpc_rdma_get_stats(&st2);
+  printf("ADVERSARIAL tcp-vs-real-pool: %d TCP connections parked %.0f MiB of partial 64 MiB frames (all parked: "
+         "%s) with RDMA up and a 64 MiB pool cap: pool bytes %llu -> %llu, VmPin %ld -> %ld KiB; RDMA calls "
+         "meanwhile %d/10 ok; pool held full by the application: a 256 KiB request then got %s, %d/%d parked "
+         "connections still open, a call after giving it back: %s (pool %llu)\n",
+         kConns, (double)parked / (1 << 20), all_parked ? "yes" : "NO", (unsigned long long)st0.pool_bytes,
+         (unsigned long long)st1.pool_bytes, pin0, pin1, ok_during, rrpc_err_name(rc_exhausted),
+         still_open, kConns, rrpc_err_name(ok_after), (unsigned long long)st2.pool_bytes);
+  EXPECT_TRUE(all_parked);
+  EXPECT_EQ(st1.pool_bytes, st0.pool_bytes);
+  EXPECT_LT(pin1 - pin0, 1024);  // KiB: nothing of the 64 MiB is pinned
+  EXPECT_EQ(ok_during, 10);
+  EXPECT_EQ(rc_exhausted, -RRPC_EPOOL);
+  EXPECT_EQ(still_open, kConns);
+  EXPECT_EQ(ok_after, 0);
+  for (int fd : fds) close(fd);
+  rrpc_channel_free(ch);
+}
+
+// ---- back-pressure on RDMA connections ------------------------------------------------------
+
+// A client sends echo requests over RDMA and never consumes the answers.
+// The server's queued output passes half of socket_max_unwritten_bytes: it
+// must stop consuming that connection's ring (the client's window closes),
+// not go on reading requests into memory; the connection stays up.
+TEST(Adversarial, RdmaClientThatNeverReadsIsPausedByItsWindow) {
+  rrpc_limits saved, l;
+  rrpc_limits_get(&saved);
+  l = saved;
+  l.socket_max_unwritten_bytes = 1u << 20;  // reading pauses above 512 KiB queued
+  rrpc_limits_set(&l);
+  Server srv;
+  ASSERT_GT(srv.port, 0);
+  rogue::Peer r;
+  ASSERT_TRUE(r.connect_up(local_ip(), srv.port)) << r.error;
+  rrpc_limit_stats lim0;
+  rrpc_limit_stats_get(&lim0);
+  const int kFrames = 1500;  // 6 MiB of requests, 6 MiB of answers
+  std::string frame = rogue::Peer::echo_frame(std::string(4096, 'q'), 1);
+  uint64_t t0 = rogue::now_ms();
+  int sent = r.pump_unread(frame, kFrames, 2000);
+  uint64_t ms = rogue::now_ms() - t0;
+  rrpc_limit_stats lim1;
+  rrpc_limit_stats_get(&lim1);
+  bool open = !rrpc_test::peer_closed(r.fd, 0);
+  printf("ADVERSARIAL rdma-unread: a client that never consumes answers sent %d of %d 4 KiB requests before "
+         "the server's window closed (%llu ms incl. 2 s idle); server: read pauses +%llu, queued output %llu "
+         "KiB, partial input %llu KiB (limit 1 MiB, pause at 512 KiB, 64 KiB rings); connection %s\n",
+         sent, kFrames, (unsigned long long)ms, (unsigned long long)(lim1.read_pauses - lim0.read_pauses),
+         (unsigned long long)(lim1.unwritten_bytes / 1024), (unsigned long long)(lim1.input_bytes / 1024),
+         open ? "open" : "CLOSED");
+  EXPECT_GE(sent, 0);
+  // Answers the server could queue (512 KiB), plus both rings and a batch.
+  EXPECT_LT(sent, 400);
+  EXPECT_TRUE(open);
+  // Once the client consumes, the output drains, reading resumes (the held
+  // requests are answered too) and the window opens again.
+  long consumed = r.consume_answers(2000);
+  int more = r.pump_unread(frame, 20, 5000);
+  rrpc_limit_stats lim1b;
+  rrpc_limit_stats_get(&lim1b);
+  printf("ADVERSARIAL rdma-unread-resume: the client then consumed %ld KiB of answers (%d requests' worth); "
+         "afterwards %d of 20 more requests went in; read pauses +%llu\n",
+         consumed / 1024, (int)(consumed / (long)frame.size()), more,
+         (unsigned long long)(lim1b.read_pauses - lim1.read_pauses));
+  EXPECT_GE(consumed, (long)sent * 4096);  // every request sent was answered
+  EXPECT_EQ(more, 20);
+
+  rrpc_limits_set(&saved);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -25,6 +26,7 @@
 #include "rrpc/internal/baidu_std.h"
 #include "rrpc/iobuf.h"
 #include "transport/rdma/device.h"
+#include "transport/smc/cdc.h"
 #include "transport/smc/clc.h"
 #include "transport/rdma/wire/window.h"
 
@@ -80,6 +82,7 @@ struct Peer {
   int announce_log2 = 6;  // receives announced in the Confirm (2^n)
   int post_recvs = 64;    // receives really posted
   int rnr_retry = 7;
+  int min_rnr_timer = 12;  // what our RNR NAKs ask the server to wait (IB encoding)
 
   int fd = -1;
   rrpc__rdma_dev *dev = nullptr;
@@ -226,7 +229,7 @@ struct Peer {
     a.dest_qp_num = accept.qpn;
     a.rq_psn = accept.psn;
     a.max_dest_rd_atomic = 1;
-    a.min_rnr_timer = 12;
+    a.min_rnr_timer = (uint8_t)min_rnr_timer;
     a.ah_attr.port_num = dev->port;
     a.ah_attr.is_global = 1;
     memcpy(a.ah_attr.grh.dgid.raw, accept.gid, 16);
@@ -361,6 +364,173 @@ struct Peer {
     return false;
   }
 
+  // Wait for the server's close CDC (a CDC with connection-state flags);
+  // writes and plain CDCs on the way are taken and their receives
+  // reposted. Its conn_flags, or 0 if the QP failed or nothing came in ms
+  // (a QP the server destroyed first shows up as a retry-exceeded error or
+  // silence, never as the CDC).
+  uint8_t wait_close_cdc(int ms, int *writes_after = nullptr) {
+    std::string ignored;
+    for (auto &wc : stashed_) take(wc, &ignored);
+    stashed_.clear();
+    uint64_t end = now_ms() + (uint64_t)ms;
+    ibv_wc wc;
+    while (now_ms() < end) {
+      int n = ibv_poll_cq(cq, 1, &wc);
+      if (n < 0) return 0;
+      if (n == 0) {
+        usleep(500);  // a busy loop on a 2-core machine would starve the server
+        continue;
+      }
+      if (wc.status != IBV_WC_SUCCESS) return 0;
+      if (wc.opcode == IBV_WC_RECV) {
+        rrpc__cdc_msg m;
+        const uint8_t *slot = (const uint8_t *)buf + kStage + wc.wr_id * kSlot;
+        if (rrpc__cdc_decode(slot, wc.byte_len, &m) == 0 && m.conn_flags != 0) {
+          if (writes_after) *writes_after = count_writes(200);
+          return m.conn_flags;
+        }
+      }
+      if (wc.opcode & IBV_WC_RECV) take(wc, &ignored);
+    }
+    return 0;
+  }
+
+  // Data writes that arrive within ms (or until the QP fails).
+  int count_writes(int ms) {
+    int n = 0;
+    uint64_t end = now_ms() + (uint64_t)ms;
+    ibv_wc wc;
+    while (now_ms() < end) {
+      int k = ibv_poll_cq(cq, 1, &wc);
+      if (k < 0 || (k == 1 && wc.status != IBV_WC_SUCCESS)) break;
+      if (k == 0) {
+        usleep(500);
+        continue;
+      }
+      if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM && wc.byte_len > 0) n++;
+    }
+    return n;
+  }
+
+  // A client that sends and never reads: writes `frame` over and over as a
+  // correct sender would (within the server's window, following its ACKs),
+  // returns the server's receive credits (reposting, and reporting them,
+  // with a pure CDC when no write carries them) but never consumes what the
+  // server writes back (its consumer cursor never advances, so the
+  // server's answers pile up on the server). Stops after max_frames, or
+  // once the server's window stayed closed for idle_ms. Frames completed
+  // (a frame the window cut goes on in the next call, with the same
+  // frame), or -1 on a verbs error.
+  int pump_unread(const std::string &frame, int max_frames, int idle_ms) {
+    if (!tx_ready_ && !init_tx()) return -1;
+    rrpc__tx_window &tx = tx_;
+    int sent = 0;
+    uint32_t &done_in_frame = frame_done_;  // a frame cut by the window goes on where it stopped
+    uint64_t last = now_ms();
+    while (sent < max_frames && now_ms() - last < (uint64_t)idle_ms) {
+      ibv_wc wc;
+      int n;
+      while ((n = ibv_poll_cq(cq, 1, &wc)) == 1) {
+        if (wc.status != IBV_WC_SUCCESS) return -1;
+        if (wc.opcode & IBV_WC_RECV) {
+          (void)rrpc__tx_window_on_ack(&tx, ntohl(wc.imm_data));
+          if (!post_recv(wc.wr_id)) return -1;
+          owed_++;
+          if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) unconsumed_ += wc.byte_len;
+        }
+      }
+      if (n < 0) return -1;
+      rrpc__tx_plan plan;
+      uint32_t left = (uint32_t)frame.size() - done_in_frame;
+      if (rrpc__tx_window_plan(&tx, left, &plan) == 0) {
+        for (uint32_t i = 0; i < plan.nseg; i++) {
+          bool last_seg = i + 1 == plan.nseg;
+          uint32_t credits = last_seg ? std::min<uint32_t>(owed_, RRPC_IMM_CREDITS_MAX) : 0;
+          // Ask for an ACK as rrpc's own sender does when nearly blocked.
+          uint8_t ask = last_seg && rrpc__tx_window_ack_request(&tx, &plan) ? 1 : 0;
+          rrpc__imm imm = {ask, (uint8_t)credits, 0};
+          memcpy(buf, frame.data() + done_in_frame, plan.seg[i].len);
+          if (!post_and_wait(IBV_WR_RDMA_WRITE_WITH_IMM, plan.seg[i].len, rrpc__imm_pack(&imm),
+                             accept.ring_addr + plan.seg[i].off, &tx))
+            return -1;
+          owed_ -= credits;
+          done_in_frame += plan.seg[i].len;
+        }
+        if (rrpc__tx_window_commit(&tx, &plan) != 0) return -1;
+        if (done_in_frame == frame.size()) {
+          sent++;
+          done_in_frame = 0;
+        }
+        last = now_ms();
+        continue;
+      }
+      // Blocked: give the server its credits back, or it cannot ACK either.
+      if (owed_ > 0 && rrpc__tx_window_plan_ack(&tx, 1, &plan) == 0) {
+        uint32_t credits = std::min<uint32_t>(owed_, RRPC_IMM_CREDITS_MAX);
+        rrpc__imm imm = {0, (uint8_t)credits, 0};
+        rrpc__cdc_msg m = {};
+        m.seq = ++cdc_seq_;
+        m.token = accept.token;
+        rrpc__cdc_encode(&m, (uint8_t *)buf);
+        if (!post_and_wait(IBV_WR_SEND_WITH_IMM, RRPC_CDC_LEN, rrpc__imm_pack(&imm), 0, &tx)) return -1;
+        if (rrpc__tx_window_commit(&tx, &plan) != 0) return -1;
+        owed_ -= credits;
+        continue;
+      }
+      usleep(500);  // a busy loop on a 2-core machine would starve the server
+    }
+    return sent;
+  }
+
+  // Consume what the server wrote (its answers) until it wrote nothing for
+  // idle_ms: report the consumed bytes and the credits back with pure
+  // CDCs, so that the server can write more. Bytes consumed, or -1.
+  long consume_answers(int idle_ms) {
+    if (!tx_ready_ && !init_tx()) return -1;
+    long total = unconsumed_;  // written while we were not reading
+    uint32_t unreported = unconsumed_;
+    unconsumed_ = 0;
+    uint64_t last = now_ms();
+    while (now_ms() - last < (uint64_t)idle_ms) {
+      ibv_wc wc;
+      int n = ibv_poll_cq(cq, 1, &wc);
+      if (n < 0 || (n == 1 && wc.status != IBV_WC_SUCCESS)) return -1;
+      if (n == 1 && (wc.opcode & IBV_WC_RECV)) {
+        (void)rrpc__tx_window_on_ack(&tx_, ntohl(wc.imm_data));
+        if (!post_recv(wc.wr_id)) return -1;
+        owed_++;
+        if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM && wc.byte_len > 0) {
+          unreported += wc.byte_len;
+          total += wc.byte_len;
+          last = now_ms();
+        }
+        continue;
+      }
+      rrpc__tx_plan plan;
+      if ((unreported > 0 || owed_ > 0) && rrpc__tx_window_plan_ack(&tx_, owed_ > 0, &plan) == 0) {
+        uint32_t credits = std::min<uint32_t>(owed_, RRPC_IMM_CREDITS_MAX);
+        uint32_t adv = std::min<uint32_t>(unreported, RRPC_IMM_ADVANCE_MAX);
+        rrpc__imm imm = {0, (uint8_t)credits, adv};
+        rrpc__cdc_msg m = {};
+        m.seq = ++cdc_seq_;
+        m.token = accept.token;
+        rrpc__cdc_encode(&m, (uint8_t *)buf);
+        if (!post_and_wait(IBV_WR_SEND_WITH_IMM, RRPC_CDC_LEN, rrpc__imm_pack(&imm), 0, &tx_)) return -1;
+        if (rrpc__tx_window_commit(&tx_, &plan) != 0) return -1;
+        owed_ -= credits;
+        unreported -= adv;
+        unreported += unconsumed_;  // arrived while waiting for the CDC's completion
+        total += unconsumed_;
+        if (unconsumed_ > 0) last = now_ms();
+        unconsumed_ = 0;
+        continue;
+      }
+      if (n == 0) usleep(500);
+    }
+    return total;
+  }
+
   // A correct write of `data` at the server ring's producer offset.
   int write_next(const std::string &data) {
     uint64_t ring = rrpc__clc_ring_size(accept.ring_code);
@@ -407,6 +577,52 @@ struct Peer {
   }
 
  private:
+  uint16_t cdc_seq_ = 0;
+  // The receive of the server's first CDC, reposted by connect_up, is the
+  // first credit owed.
+  uint32_t owed_ = 1;  // server receives reposted, not yet reported as credits
+  rrpc__tx_window tx_ = {};  // my view of the server's ring (pump/consume)
+  uint32_t unconsumed_ = 0;  // bytes the server wrote that we have not reported consumed
+  uint32_t frame_done_ = 0;  // bytes of pump_unread's current frame already written
+  bool tx_ready_ = false;
+
+  bool init_tx() {
+    uint32_t depth = 1u << accept.rq_depth_log2;
+    if (depth > 4096) depth = 4096;
+    tx_ready_ = rrpc__tx_window_init(&tx_, (uint32_t)rrpc__clc_ring_size(accept.ring_code), depth, 0) == 0;
+    return tx_ready_;
+  }
+
+  // Post one WR from the staging buffer and wait for its completion,
+  // applying the ACKs of server messages met on the way to tx (their
+  // receives are reposted and owed as credits).
+  bool post_and_wait(ibv_wr_opcode op, uint32_t len, uint32_t imm, uint64_t addr, rrpc__tx_window *tx) {
+    ibv_sge sge = {(uintptr_t)buf, len, buf_mr->lkey};
+    ibv_send_wr wr = {}, *bad;
+    wr.wr_id = ++wr_id;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = op;
+    wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_SOLICITED;
+    wr.imm_data = htonl(imm);
+    wr.wr.rdma.remote_addr = addr;
+    wr.wr.rdma.rkey = accept.rkey;
+    if (ibv_post_send(qp, &wr, &bad) != 0) return false;
+    ibv_wc wc;
+    for (;;) {
+      if (!poll_one(&wc, 5000)) return false;
+      if (wc.status != IBV_WC_SUCCESS) return false;
+      if (wc.opcode & IBV_WC_RECV) {
+        (void)rrpc__tx_window_on_ack(tx, ntohl(wc.imm_data));
+        if (!post_recv(wc.wr_id)) return false;
+        owed_++;
+        if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) unconsumed_ += wc.byte_len;
+        continue;
+      }
+      if (wc.wr_id == wr.wr_id) return true;
+    }
+  }
+
   int gid_index_ = 0;
   ibv_gid gid_ = {};
   std::vector<ibv_wc> stashed_;

@@ -20,6 +20,7 @@ enum {
   DEFAULT_QUEUE = 128,
   DEFAULT_HANDSHAKE_MS = 2000,
   DEFAULT_MAX_HANDSHAKES = 64,
+  DEFAULT_CLOSE_WAIT_MS = 1000,
   DEFAULT_POOL_INITIAL_MB = 64,
   DEFAULT_POOL_INCREASE_MB = 64,
   DEFAULT_POOL_MAX_MB = 4096,
@@ -54,6 +55,7 @@ void rrpc_rdma_options_init(rrpc_rdma_options *o) {
   o->handshake_timeout_ms = DEFAULT_HANDSHAKE_MS;
   o->zerocopy_min_size = 64 * 1024;
   o->max_handshakes = DEFAULT_MAX_HANDSHAKES;
+  o->close_wait_ms = DEFAULT_CLOSE_WAIT_MS;
 }
 
 /* Smallest 16 KiB << n that holds `want` (the ring is indexed with a mask
@@ -73,7 +75,8 @@ static int options_normalize(const rrpc_rdma_options *in, rrpc_rdma_options *out
   *out = *in;
   if (in->port < 0 || in->port > 255 || in->gid_index_plus1 < 0 || in->sq_size < 0 ||
       in->sq_size > QUEUE_MAX || in->rq_size < 0 || in->rq_size > QUEUE_MAX ||
-      in->handshake_timeout_ms < 0 || in->ring_size > RING_MAX || in->max_handshakes < 0)
+      in->handshake_timeout_ms < 0 || in->ring_size > RING_MAX || in->max_handshakes < 0 ||
+      in->close_wait_ms < 0)
     return -EINVAL;
   device[0] = '\0';
   out->device = NULL;
@@ -97,6 +100,7 @@ static int options_normalize(const rrpc_rdma_options *in, rrpc_rdma_options *out
   if (out->handshake_timeout_ms == 0) out->handshake_timeout_ms = def.handshake_timeout_ms;
   if (out->zerocopy_min_size == 0) out->zerocopy_min_size = def.zerocopy_min_size;
   if (out->max_handshakes == 0) out->max_handshakes = def.max_handshakes;
+  if (out->close_wait_ms == 0) out->close_wait_ms = def.close_wait_ms;
   out->use_polling = in->use_polling != 0;
   out->trace_verbose = in->trace_verbose != 0;
   out->no_fallback = in->no_fallback != 0;
@@ -277,5 +281,6 @@ int rrpc_rdma_get_stats(rrpc_rdma_stats *out) {
   out->handshakes_refused = load(RRPC_RDMA_CNT_HS_REFUSED);
   out->handshakes_in_progress = rrpc__rdma_hs_in_progress();
   out->protocol_violations = load(RRPC_RDMA_CNT_PROTO_VIOLATION);
+  out->close_unconfirmed = load(RRPC_RDMA_CNT_CLOSE_UNCONFIRMED);
   return 0;
 }

@@ -46,7 +46,7 @@ static int is_ring_slice(const rrpc_block *b) { return b->deleter == on_slice_re
 /* ---- send queue bookkeeping (under mu) ------------------------------------------ */
 
 static uint32_t sq_free(const rrpc__rdma_ep *ep) {
-  return ep->sq_size - (uint32_t)(ep->wr_seq - ep->wr_done);
+  return ep->vb.sq_size - (uint32_t)(ep->wr_seq - ep->wr_done);
 }
 
 /* Whether the WR about to be posted asks for a completion: when `force`d,
@@ -54,7 +54,7 @@ static uint32_t sq_free(const rrpc__rdma_ep *ep) {
 static int want_signal(rrpc__rdma_ep *ep, uint32_t bytes, int force) {
   ep->unsignaled++;
   ep->unsignaled_bytes += bytes;
-  if (force || ep->unsignaled >= ep->sq_size / 4 || ep->unsignaled_bytes >= SIGNAL_BYTES ||
+  if (force || ep->unsignaled >= ep->vb.sq_size / 4 || ep->unsignaled_bytes >= SIGNAL_BYTES ||
       sq_free(ep) <= 2) {
     ep->unsignaled = 0;
     ep->unsignaled_bytes = 0;
@@ -65,7 +65,7 @@ static int want_signal(rrpc__rdma_ep *ep, uint32_t bytes, int force) {
 
 /* Keep `buf` (moved) until the WR numbered seq completes. */
 static void inflight_push(rrpc__rdma_ep *ep, uint64_t seq, rrpc_iobuf *buf) {
-  struct rrpc__ep_inflight *e = &ep->inflight[(ep->if_head + ep->if_count) % ep->sq_size];
+  struct rrpc__ep_inflight *e = &ep->inflight[(ep->if_head + ep->if_count) % ep->vb.sq_size];
   e->seq = seq;
   rrpc_iobuf_move(&e->buf, buf); /* e->buf is empty: moving cannot fail */
   ep->if_count++;
@@ -78,21 +78,43 @@ static void inflight_reap(rrpc__rdma_ep *ep, uint64_t done, rrpc_iobuf *out) {
     /* Out of memory to grow `out`: drop the references here, under mu
      * (safe: see on_slice_released). */
     if (rrpc_iobuf_move(out, &e->buf) != 0) rrpc_iobuf_clear(&e->buf);
-    ep->if_head = (ep->if_head + 1) % ep->sq_size;
+    ep->if_head = (ep->if_head + 1) % ep->vb.sq_size;
     ep->if_count--;
   }
 }
 
+void rrpc__dp_view(rrpc__rdma_ep *ep, struct rrpc__dp_view *out) {
+  rrpc__ep_lock(ep);
+  *out = (struct rrpc__dp_view){
+      .tx_prod = ep->tx.prod,
+      .tx_peer_cons = ep->tx.peer_cons,
+      .rx_prod = ep->rx.prod,
+      .rx_cons = ep->rx.cons,
+      .rx_acked = ep->rx.acked,
+      .zc_held = ep->zc_outstanding,
+      .sq_used = ep->wr_seq - ep->wr_done,
+      .peer_ring_size = ep->tx.ring_size,
+      .window_free = ep->tx.ring_size ? rrpc__tx_window_free(&ep->tx) : 0,
+      .credits = ep->tx.credits,
+      .credits_max = ep->tx.depth,
+      .rx_owed = ep->rx.owed,
+      .rx_held = ep->rx.held,
+      .write_blocked = ep->write_blocked,
+      .peer_asked = ep->peer_asked,
+  };
+  rrpc__ep_unlock(ep);
+}
+
 void rrpc__dp_drop_inflight(rrpc__rdma_ep *ep) {
   if (ep->inflight == NULL) return;
-  for (uint32_t i = 0; i < ep->sq_size; i++) rrpc__iobuf_destroy(&ep->inflight[i].buf);
+  for (uint32_t i = 0; i < ep->vb.sq_size; i++) rrpc__iobuf_destroy(&ep->inflight[i].buf);
   ep->if_count = 0;
 }
 
 /* ---- CDC ---------------------------------------------------------------------- */
 
 int rrpc__dp_send_cdc_locked(rrpc__rdma_ep *ep, uint8_t conn_flags, int solicited) {
-  if (ep->qp_dead || ep->qp == NULL) return -RRPC_ERDMA;
+  if (ep->qp_dead || ep->vb.qp == NULL) return -RRPC_ERDMA;
   if (sq_free(ep) < 1) return -EAGAIN;
   /* Without inline sends the device reads the one CDC slot after the post:
    * the next CDC waits until the last one from that slot has completed. */
@@ -109,9 +131,9 @@ int rrpc__dp_send_cdc_locked(rrpc__rdma_ep *ep, uint8_t conn_flags, int solicite
   m.prod = rrpc__cdc_cursor_from_offset(ep->tx.prod, ep->tx.ring_size);
   m.cons = rrpc__cdc_cursor_from_offset(ep->rx.acked, ep->rx.ring_size);
   m.conn_flags = conn_flags;
-  uint8_t *out = (uint8_t *)ep->slots + (size_t)ep->rq_size * RRPC_EP_SLOT_SIZE;
+  uint8_t *out = (uint8_t *)ep->vb.slots + (size_t)ep->vb.rq_size * RRPC_EP_SLOT_SIZE;
   rrpc__cdc_encode(&m, out);
-  struct ibv_sge sge = {.addr = (uintptr_t)out, .length = RRPC_CDC_LEN, .lkey = ep->slots_mr->lkey};
+  struct ibv_sge sge = {.addr = (uintptr_t)out, .length = RRPC_CDC_LEN, .lkey = ep->vb.slots_mr->lkey};
   struct ibv_send_wr wr, *bad;
   memset(&wr, 0, sizeof wr);
   wr.wr_id = ++ep->wr_seq;
@@ -125,7 +147,7 @@ int rrpc__dp_send_cdc_locked(rrpc__rdma_ep *ep, uint8_t conn_flags, int solicite
    * it did not). */
   wr.send_flags = (inl ? IBV_SEND_INLINE : 0) | (solicited ? IBV_SEND_SOLICITED : 0) |
                   (want_signal(ep, 0, !inl || conn_flags != 0) ? IBV_SEND_SIGNALED : 0);
-  rc = ibv_post_send(ep->qp, &wr, &bad);
+  rc = ibv_post_send(ep->vb.qp, &wr, &bad);
   if (rc != 0) {
     ep->wr_seq--;
     ep->qp_dead = 1;
@@ -137,6 +159,18 @@ int rrpc__dp_send_cdc_locked(rrpc__rdma_ep *ep, uint8_t conn_flags, int solicite
   rrpc__rdma_count(RRPC_RDMA_CNT_CDC_SENT, 1);
   if (solicited) rrpc__rdma_count(RRPC_RDMA_CNT_SOLICITED, 1);
   return 0;
+}
+
+void rrpc__dp_send_close_locked(rrpc__rdma_ep *ep) {
+  if (ep->close_flags == 0 || ep->close_wr != 0 || ep->qp_dead) return;
+  /* Signaled (conn_flags != 0): its completion says it left. -EAGAIN (no
+   * send-queue room yet) is retried after the next send completions. */
+  if (rrpc__dp_send_cdc_locked(ep, ep->close_flags, 1) == 0) ep->close_wr = ep->wr_seq;
+}
+
+int rrpc__dp_close_done_locked(const rrpc__rdma_ep *ep) {
+  if (ep->close_flags == 0 || ep->qp_dead || ep->vb.qp == NULL) return 1;
+  return ep->close_wr != 0 && ep->wr_done >= ep->close_wr;
 }
 
 /* A pure ACK if one is due and nothing else will carry it. Under mu. */
@@ -264,10 +298,10 @@ static int post_write(rrpc__rdma_ep *ep, rrpc_iobuf *seg, uint32_t off, uint32_t
   int sig = want_signal(ep, len, !inl && pins_ring);
   wr.send_flags = (inl ? IBV_SEND_INLINE : 0) | (solicited ? IBV_SEND_SOLICITED : 0) |
                   (sig ? IBV_SEND_SIGNALED : 0);
-  int rc = ibv_post_send(ep->qp, &wr, &bad);
+  int rc = ibv_post_send(ep->vb.qp, &wr, &bad);
   if (rc != 0) {
     ep->qp_dead = 1;
-    RRPC_LOG(WARNING, "rdma qpn=%u: ibv_post_send: %s", ep->qp->qp_num, rrpc_strerror(-rc));
+    RRPC_LOG(WARNING, "rdma qpn=%u: ibv_post_send: %s", ep->vb.qp->qp_num, rrpc_strerror(-rc));
     return -RRPC_ERDMA;
   }
   ep->wr_seq++;
@@ -309,7 +343,7 @@ int rrpc__dp_write(rrpc__socket *s, rrpc_iobuf *data) {
   rrpc_iobuf drop;
   rrpc__iobuf_init(&drop);
   int rc = 0;
-  uint32_t max_sge = ep->max_send_sge;
+  uint32_t max_sge = ep->vb.max_send_sge;
   if (max_sge > 16) max_sge = 16;
   rrpc__ep_lock(ep);
   while (rc == 0 && rrpc_iobuf_length(data) > 0) {
@@ -345,6 +379,7 @@ int rrpc__dp_write(rrpc__socket *s, rrpc_iobuf *data) {
 /* ---- receiving ---------------------------------------------------------------- */
 
 struct ring_slice {
+  struct rrpc__ep_deferred deferred; /* first: a deferred release finds the slice */
   rrpc__rdma_ep *ep;
   uint64_t start;
   uint32_t len;
@@ -360,33 +395,41 @@ static void release_locked(rrpc__rdma_ep *ep, uint64_t start, uint32_t len) {
   if (adv > 0) rrpc__rx_window_on_release(&ep->rx, adv);
 }
 
-/* Deleter of zero-copy ring slices; any thread. */
-static void on_slice_released(void *data, void *arg) {
-  (void)data;
-  struct ring_slice *sl = arg;
+static void slice_release(struct rrpc__ep_deferred *d) {
+  struct ring_slice *sl = (struct ring_slice *)d;
   rrpc__rdma_ep *ep = sl->ep;
-  /* Dropped under our own mu (an iobuf that could not be moved out of the
-   * locked section): we already hold it. */
-  int held = rrpc__ep_locked_here(ep);
-  if (!held) rrpc__ep_lock(ep);
+  rrpc__ep_lock(ep);
   ep->zc_outstanding -= sl->len;
   release_locked(ep, sl->start, sl->len);
   maybe_ack_locked(ep);
-  if (!held) rrpc__ep_unlock(ep);
+  rrpc__ep_unlock(ep);
   free(sl);
   rrpc__ep_unref(ep);
+}
+
+/* Deleter of zero-copy ring slices; any thread. Dropped under some
+ * endpoint's mu (an iobuf that could not be moved out of a locked section
+ * for lack of memory) - this ring's or another's - it is released once this
+ * thread let go of every mu: taking ours here could self-deadlock, or
+ * deadlock in lock order with a thread doing the same the other way. */
+static void on_slice_released(void *data, void *arg) {
+  (void)data;
+  struct ring_slice *sl = arg;
+  sl->deferred.fn = slice_release;
+  if (rrpc__ep_any_locked_here()) rrpc__ep_defer(&sl->deferred);
+  else slice_release(&sl->deferred);
 }
 
 /* Put n ring bytes at stream offset start into the read buffer. */
 static int deliver_bytes(rrpc__rdma_ep *ep, uint64_t start, uint32_t n, int zero_copy) {
   rrpc_iobuf *rbuf = rrpc__socket_rbuf(ep->s);
-  char *p = ep->ring + (size_t)(start % ep->ring_size);
+  char *p = ep->vb.ring + (size_t)(start % ep->vb.ring_size);
   if (zero_copy) {
     struct ring_slice *sl = malloc(sizeof *sl);
     rrpc_block *b = NULL;
-    int rc = sl ? rrpc__block_new_user(p, n, &ep->ring_region, on_slice_released, sl, &b) : -ENOMEM;
+    int rc = sl ? rrpc__block_new_user(p, n, &ep->vb.ring_region, on_slice_released, sl, &b) : -ENOMEM;
     if (rc == 0) {
-      *sl = (struct ring_slice){ep, start, n};
+      *sl = (struct ring_slice){.ep = ep, .start = start, .len = n};
       rc = rrpc__iobuf_append_block(rbuf, b, 0, n);
       rrpc__block_unref(b); /* on failure this runs the deleter: space released */
       return rc;
@@ -421,7 +464,7 @@ static int must_unpin(const rrpc_iobuf_ref *r, int pressed) {
 static int unpin_rbuf(rrpc__rdma_ep *ep) {
   rrpc_iobuf *rbuf = rrpc__socket_rbuf(ep->s);
   rrpc__ep_lock(ep);
-  int pressed = ep->rx.prod - ep->rx.cons >= ep->ring_size / 2;
+  int pressed = ep->rx.prod - ep->rx.cons >= ep->vb.ring_size / 2;
   rrpc__ep_unlock(ep);
   int any = 0;
   for (size_t i = 0;; i++) {
@@ -447,28 +490,63 @@ static int unpin_rbuf(rrpc__rdma_ep *ep) {
   return rc;
 }
 
+/* Back-pressure: while the socket's reading is paused (its output is over
+ * its limit), received bytes stay in the ring unreleased - the peer's
+ * window closes and it stops sending - and go up once reading resumes.
+ * Bytes after held ones are held too, to keep the order. */
+static int must_hold(const rrpc__rdma_ep *ep) { return ep->held_len > 0 || rrpc__socket_read_paused(ep->s); }
+
+static void hold(rrpc__rdma_ep *ep, uint64_t start, uint32_t n) {
+  if (ep->held_len == 0) ep->held_start = start;
+  ep->held_len += n; /* the ring is filled in stream order: contiguous */
+}
+
+void rrpc__dp_resume_read(rrpc__rdma_ep *ep) {
+  int rc = 0;
+  while (rc == 0 && ep->held_len > 0) {
+    uint32_t off = (uint32_t)(ep->held_start % ep->vb.ring_size);
+    uint32_t n = ep->vb.ring_size - off < ep->held_len ? ep->vb.ring_size - off : (uint32_t)ep->held_len;
+    rc = deliver_bytes(ep, ep->held_start, n, 0);
+    ep->held_start += n;
+    ep->held_len -= n;
+  }
+  if (rc != 0) {
+    rrpc__socket_fail(ep->s, rc);
+    return;
+  }
+  /* The ring space came back: tell the peer, who may be waiting for it. */
+  rrpc__ep_lock(ep);
+  maybe_ack_locked(ep);
+  rrpc__ep_unlock(ep);
+}
+
 static int on_data_recv(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int *got) {
   uint32_t n = wc->byte_len;
   uint32_t imm = ntohl(wc->imm_data);
+  int held = n > 0 && must_hold(ep);
   rrpc__ep_lock(ep);
   uint64_t start = ep->rx.prod;
-  int rc = (start % ep->ring_size) + n <= ep->ring_size ? 0 : -RRPC_EPARSE;
+  int rc = (start % ep->vb.ring_size) + n <= ep->vb.ring_size ? 0 : -RRPC_EPARSE;
   if (rc == 0) rc = rrpc__rx_window_on_recv(&ep->rx, n);
   if (rc == 0) rc = rrpc__tx_window_on_ack(&ep->tx, imm);
   if (rc == 0 && (imm & 0x80000000u)) ep->peer_asked = 1;
-  int zc = rc == 0 && ep->opts->recv_zerocopy && n >= ep->opts->zerocopy_min_size && ep->zc_outstanding + n <= ep->ring_size / ZC_MAX_SHARE_DIV;
+  int zc = rc == 0 && !held && ep->opts->recv_zerocopy && n >= ep->opts->zerocopy_min_size && ep->zc_outstanding + n <= ep->vb.ring_size / ZC_MAX_SHARE_DIV;
   if (zc) {
     ep->zc_outstanding += n;
     atomic_fetch_add(&ep->refs, 1); /* the slice's reference */
   }
   rrpc__ep_unlock(ep);
   if (rc != 0) {
-    RRPC_LOG(WARNING, "rdma qpn=%u: the peer broke the window protocol (write of %u bytes)", ep->qp->qp_num, n);
+    RRPC_LOG(WARNING, "rdma qpn=%u: the peer broke the window protocol (write of %u bytes)", ep->vb.qp->qp_num, n);
     return rc;
   }
   ep->got_peer_data = 1;
   rrpc__rdma_count(RRPC_RDMA_CNT_BYTES_RECEIVED, n);
   if (n == 0) return 0;
+  if (held) {
+    hold(ep, start, n);
+    return 0;
+  }
   *got = 1;
   return deliver_bytes(ep, start, n, zc);
 }
@@ -480,7 +558,7 @@ static int on_cdc_recv(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int *peer_clo
    * breaking the protocol. */
   if (!(wc->wc_flags & IBV_WC_WITH_IMM)) {
     RRPC_LOG(WARNING, "rdma qpn=%u: a SEND without an immediate (flags 0x%x): failing the connection",
-             ep->qp->qp_num, (unsigned)wc->wc_flags);
+             ep->vb.qp->qp_num, (unsigned)wc->wc_flags);
     return -RRPC_EPARSE;
   }
   rrpc__ep_lock(ep);
@@ -489,10 +567,10 @@ static int on_cdc_recv(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int *peer_clo
   rrpc__ep_unlock(ep);
   if (rc != 0) return rc;
   struct rrpc__cdc_msg m;
-  const uint8_t *slot = (const uint8_t *)ep->slots + wc->wr_id * RRPC_EP_SLOT_SIZE;
+  const uint8_t *slot = (const uint8_t *)ep->vb.slots + wc->wr_id * RRPC_EP_SLOT_SIZE;
   rc = rrpc__cdc_decode(slot, wc->byte_len, &m);
   if (rc != 0 || m.token != ep->my_token) {
-    RRPC_LOG(WARNING, "rdma qpn=%u: bad CDC (%s)", ep->qp->qp_num, rc ? "malformed" : "wrong token");
+    RRPC_LOG(WARNING, "rdma qpn=%u: bad CDC (%s)", ep->vb.qp->qp_num, rc ? "malformed" : "wrong token");
     return -RRPC_EPARSE;
   }
   ep->got_peer_data = 1;
@@ -506,13 +584,13 @@ static int repost(rrpc__rdma_ep *ep, const uint64_t *ids, int n) {
   struct ibv_sge sge[WC_BATCH];
   struct ibv_recv_wr wr[WC_BATCH], *bad;
   for (int i = 0; i < n; i++) {
-    sge[i] = (struct ibv_sge){.addr = (uintptr_t)(ep->slots + ids[i] * RRPC_EP_SLOT_SIZE),
+    sge[i] = (struct ibv_sge){.addr = (uintptr_t)(ep->vb.slots + ids[i] * RRPC_EP_SLOT_SIZE),
                               .length = RRPC_EP_SLOT_SIZE,
-                              .lkey = ep->slots_mr->lkey};
+                              .lkey = ep->vb.slots_mr->lkey};
     wr[i] = (struct ibv_recv_wr){.wr_id = ids[i], .sg_list = &sge[i], .num_sge = 1,
                                  .next = i + 1 < n ? &wr[i + 1] : NULL};
   }
-  if (ibv_post_recv(ep->qp, wr, &bad) != 0) return -RRPC_ERDMA;
+  if (ibv_post_recv(ep->vb.qp, wr, &bad) != 0) return -RRPC_ERDMA;
   rrpc__ep_lock(ep);
   int rc = rrpc__rx_window_on_repost(&ep->rx, (uint32_t)n);
   rrpc__ep_unlock(ep);
@@ -522,7 +600,7 @@ static int repost(rrpc__rdma_ep *ep, const uint64_t *ids, int n) {
 static int wc_failed(rrpc__rdma_ep *ep, const struct ibv_wc *wc) {
   /* Flushes follow the first real error; report only that one. */
   if (wc->status != IBV_WC_WR_FLUSH_ERR)
-    RRPC_LOG(WARNING, "rdma qpn=%u: completion error: %s (vendor 0x%x)", ep->qp->qp_num,
+    RRPC_LOG(WARNING, "rdma qpn=%u: completion error: %s (vendor 0x%x)", ep->vb.qp->qp_num,
              ibv_wc_status_str(wc->status), wc->vendor_err);
   rrpc__ep_lock(ep);
   ep->qp_dead = 1;
@@ -535,7 +613,7 @@ static int poll_recv(rrpc__rdma_ep *ep, int *got, int *peer_closed, int *any) {
   struct ibv_wc wc[WC_BATCH];
   uint64_t ids[WC_BATCH];
   for (;;) {
-    int n = ibv_poll_cq(ep->rcq, WC_BATCH, wc);
+    int n = ibv_poll_cq(ep->vb.rcq, WC_BATCH, wc);
     if (n < 0) return -RRPC_ERDMA;
     if (n == 0) return 0;
     *any = 1;
@@ -560,7 +638,7 @@ static int poll_recv(rrpc__rdma_ep *ep, int *got, int *peer_closed, int *any) {
 static int poll_send(rrpc__rdma_ep *ep, rrpc_iobuf *drop, int *any) {
   struct ibv_wc wc[WC_BATCH];
   for (;;) {
-    int n = ibv_poll_cq(ep->scq, WC_BATCH, wc);
+    int n = ibv_poll_cq(ep->vb.scq, WC_BATCH, wc);
     if (n < 0) return -RRPC_ERDMA;
     if (n == 0) return 0;
     *any = 1;
@@ -576,8 +654,37 @@ static int poll_send(rrpc__rdma_ep *ep, rrpc_iobuf *drop, int *any) {
   }
 }
 
+/* The socket let go and the connection waits for its close CDC to leave:
+ * reap send completions (received messages are dropped unread), post the
+ * close if it was still due, and finish once it completed. Loop thread. */
+static void close_poll(rrpc__rdma_ep *ep) {
+  rrpc_iobuf drop;
+  rrpc__iobuf_init(&drop);
+  struct ibv_wc wc[WC_BATCH];
+  int any = 0, rc = 0;
+  for (int round = 0; round < 2 && rc == 0; round++) {
+    while (ibv_poll_cq(ep->vb.rcq, WC_BATCH, wc) > 0) continue;
+    rc = poll_send(ep, &drop, &any);
+    /* Re-arm, then look once more (see rrpc__dp_poll). */
+    if (rc == 0 && round == 0 && !ep->vb.polling &&
+        (ibv_req_notify_cq(ep->vb.rcq, 1) || ibv_req_notify_cq(ep->vb.scq, 0)))
+      rc = -RRPC_ERDMA;
+  }
+  rrpc__ep_lock(ep);
+  if (rc != 0) ep->qp_dead = 1;
+  rrpc__dp_send_close_locked(ep);
+  int done = rrpc__dp_close_done_locked(ep);
+  rrpc__ep_unlock(ep);
+  rrpc__iobuf_destroy(&drop);
+  if (done) rrpc__ep_close_finish(ep); /* may free ep */
+}
+
 void rrpc__dp_poll(rrpc__rdma_ep *ep) {
-  if (ep->s == NULL || ep->qp == NULL) return;
+  if (ep->vb.qp == NULL) return;
+  if (ep->s == NULL) {
+    close_poll(ep);
+    return;
+  }
   int got = 0, peer_closed = 0, rc = 0, rounds = 0;
   rrpc_iobuf drop;
   rrpc__iobuf_init(&drop);
@@ -585,12 +692,12 @@ void rrpc__dp_poll(rrpc__rdma_ep *ep) {
     int any = 0;
     rc = poll_recv(ep, &got, &peer_closed, &any);
     if (rc == 0) rc = poll_send(ep, &drop, &any);
-    if (rc != 0 || ep->polling) break;
+    if (rc != 0 || ep->vb.polling) break;
     if (!any) {
       if (rounds++ > 0) break;
       /* Re-arm, then look once more: a completion that landed between the
        * last poll and the arm raises no event. */
-      if (ibv_req_notify_cq(ep->rcq, 1) || ibv_req_notify_cq(ep->scq, 0)) {
+      if (ibv_req_notify_cq(ep->vb.rcq, 1) || ibv_req_notify_cq(ep->vb.scq, 0)) {
         rc = -RRPC_ERDMA;
         break;
       }
@@ -609,6 +716,7 @@ void rrpc__dp_poll(rrpc__rdma_ep *ep) {
   }
   int resume = 0;
   rrpc__ep_lock(ep);
+  rrpc__dp_send_close_locked(ep);
   maybe_ack_locked(ep);
   if (ep->write_blocked && ep->state == EP_UP) {
     ep->write_blocked = 0;

@@ -27,7 +27,8 @@ static void gid_str(const union ibv_gid *g, char *buf, size_t len) {
 }
 
 /* Loop thread (the facts op): the endpoint's handshake state and verbs
- * objects belong to it; the window is read under mu like every writer. */
+ * objects belong to it; the data path's state comes as one copy
+ * (rrpc__dp_view), never read field by field. */
 void rrpc__rdma_conn_facts(const rrpc__socket *s, rrpc__conn_facts *out) {
   rrpc__rdma_ep *ep = rrpc__socket_tstate(s);
   out->gid_index = -1;
@@ -40,23 +41,23 @@ void rrpc__rdma_conn_facts(const rrpc__socket *s, rrpc__conn_facts *out) {
   snprintf(out->device, sizeof out->device, "%s", ep->dev->name);
   out->port = ep->dev->port;
   if (ep->state >= EP_CLIENT_WAIT_ACCEPT) {
-    out->gid_index = ep->gid_index;
-    gid_str(&ep->gid, out->gid, sizeof out->gid);
+    out->gid_index = ep->hs.gid_index;
+    gid_str(&ep->hs.gid, out->gid, sizeof out->gid);
   }
-  out->qpn = ep->qp ? ep->qp->qp_num : 0;
+  out->qpn = ep->vb.qp ? ep->vb.qp->qp_num : 0;
   out->peer_qpn = ep->peer.qpn;
-  out->ring_size = ep->ring_size;
-  out->sq_size = ep->sq_size;
-  out->rq_size = ep->rq_size;
-  pthread_mutex_lock(&ep->mu);
-  out->peer_ring_size = ep->tx.ring_size;
-  out->window_free = ep->tx.ring_size ? rrpc__tx_window_free(&ep->tx) : 0;
-  out->credits = ep->tx.credits;
-  out->credits_max = ep->tx.depth;
-  out->sq_used = ep->wr_seq - ep->wr_done;
-  out->write_blocked = ep->write_blocked;
-  out->zc_held = ep->zc_outstanding;
-  pthread_mutex_unlock(&ep->mu);
+  out->ring_size = ep->vb.ring_size;
+  out->sq_size = ep->vb.sq_size;
+  out->rq_size = ep->vb.rq_size;
+  struct rrpc__dp_view v;
+  rrpc__dp_view(ep, &v);
+  out->peer_ring_size = v.peer_ring_size;
+  out->window_free = v.window_free;
+  out->credits = v.credits;
+  out->credits_max = v.credits_max;
+  out->sq_used = v.sq_used;
+  out->write_blocked = v.write_blocked;
+  out->zc_held = v.zc_held;
 }
 
 int rrpc__rdma_runtime_facts_get(rrpc__rdma_runtime_facts *out) {

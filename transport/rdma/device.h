@@ -103,6 +103,7 @@ typedef enum rrpc__rdma_counter {
   RRPC_RDMA_CNT_BLOCKED,
   RRPC_RDMA_CNT_HS_REFUSED,
   RRPC_RDMA_CNT_PROTO_VIOLATION,
+  RRPC_RDMA_CNT_CLOSE_UNCONFIRMED,
   RRPC_RDMA_CNT__COUNT
 } rrpc__rdma_counter;
 void rrpc__rdma_count(rrpc__rdma_counter c, uint64_t n);

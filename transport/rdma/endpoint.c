@@ -62,8 +62,8 @@ static uint32_t random_u32(void) {
 /* ---- lifetime ---------------------------------------------------------------- */
 
 static void ep_free(rrpc__rdma_ep *ep) {
-  if (ep->ring_mr != NULL) ibv_dereg_mr(ep->ring_mr);
-  free(ep->ring);
+  if (ep->vb.ring_mr != NULL) ibv_dereg_mr(ep->vb.ring_mr);
+  free(ep->vb.ring);
   rrpc__rx_reclaim_destroy(&ep->reclaim);
   pthread_mutex_destroy(&ep->mu);
   free(ep);
@@ -77,7 +77,7 @@ static void on_async_event(void *arg, enum ibv_event_type ev) {
   rrpc__rdma_ep *ep = arg;
   if (ev == IBV_EVENT_QP_FATAL || ev == IBV_EVENT_QP_REQ_ERR || ev == IBV_EVENT_QP_ACCESS_ERR ||
       ev == IBV_EVENT_PORT_ERR) {
-    RRPC_LOG(WARNING, "rdma qpn=%u: async event %s: failing the connection", ep->qp ? ep->qp->qp_num : 0,
+    RRPC_LOG(WARNING, "rdma qpn=%u: async event %s: failing the connection", ep->vb.qp ? ep->vb.qp->qp_num : 0,
              ibv_event_type_str(ev));
     rrpc__ep_lock(ep);
     ep->qp_dead = 1;
@@ -92,7 +92,7 @@ static void on_cc_event(rrpc__watcher *w, uint32_t events) {
   struct ibv_cq *cq;
   void *ctx;
   /* The channel fd is non-blocking: take every pending event, ack each. */
-  while (ibv_get_cq_event(ep->cc, &cq, &ctx) == 0) {
+  while (ibv_get_cq_event(ep->vb.cc, &cq, &ctx) == 0) {
     ibv_ack_cq_events(cq, 1);
     rrpc__rdma_count(RRPC_RDMA_CNT_WAKEUPS, 1);
   }
@@ -109,36 +109,36 @@ static void verbs_destroy(rrpc__rdma_ep *ep) {
   rrpc__ep_lock(ep);
   ep->qp_dead = 1;
   rrpc__ep_unlock(ep);
-  if (ep->poller_added) {
-    rrpc__loop_poller_del(rrpc__socket_loop(ep->s), on_poll, ep);
-    ep->poller_added = 0;
+  if (ep->vb.poller_added) {
+    rrpc__loop_poller_del(ep->loop, on_poll, ep);
+    ep->vb.poller_added = 0;
   }
-  if (ep->cc_watching) {
-    rrpc__loop_watch_del(rrpc__socket_loop(ep->s), &ep->cc_watch);
-    ep->cc_watching = 0;
+  if (ep->vb.cc_watching) {
+    rrpc__loop_watch_del(ep->loop, &ep->vb.cc_watch);
+    ep->vb.cc_watching = 0;
   }
-  if (ep->qp_watched) {
-    rrpc__rdma_dev_unwatch_qp(ep->dev, ep->qp->qp_num);
-    ep->qp_watched = 0;
+  if (ep->vb.qp_watched) {
+    rrpc__rdma_dev_unwatch_qp(ep->dev, ep->vb.qp->qp_num);
+    ep->vb.qp_watched = 0;
   }
   /* Remote access to the ring ends with the connection, even while
    * zero-copy slices keep the ring's memory. Deallocated once, never
    * invalidated (a second invalidation crashes rxe 6.1), and before the
    * QP: a window bound to a QP holds it, and rxe's destroy_qp then waits
    * ~50 s for that reference. */
-  if (ep->ring_mw != NULL) ibv_dealloc_mw(ep->ring_mw);
-  ep->ring_mw = NULL;
-  if (ep->qp != NULL) ibv_destroy_qp(ep->qp);
-  ep->qp = NULL;
-  if (ep->scq != NULL) ibv_destroy_cq(ep->scq);
-  if (ep->rcq != NULL) ibv_destroy_cq(ep->rcq);
-  ep->scq = ep->rcq = NULL;
-  if (ep->cc != NULL) ibv_destroy_comp_channel(ep->cc);
-  ep->cc = NULL;
-  if (ep->slots_mr != NULL) ibv_dereg_mr(ep->slots_mr);
-  ep->slots_mr = NULL;
-  free(ep->slots);
-  ep->slots = NULL;
+  if (ep->vb.ring_mw != NULL) ibv_dealloc_mw(ep->vb.ring_mw);
+  ep->vb.ring_mw = NULL;
+  if (ep->vb.qp != NULL) ibv_destroy_qp(ep->vb.qp);
+  ep->vb.qp = NULL;
+  if (ep->vb.scq != NULL) ibv_destroy_cq(ep->vb.scq);
+  if (ep->vb.rcq != NULL) ibv_destroy_cq(ep->vb.rcq);
+  ep->vb.scq = ep->vb.rcq = NULL;
+  if (ep->vb.cc != NULL) ibv_destroy_comp_channel(ep->vb.cc);
+  ep->vb.cc = NULL;
+  if (ep->vb.slots_mr != NULL) ibv_dereg_mr(ep->vb.slots_mr);
+  ep->vb.slots_mr = NULL;
+  free(ep->vb.slots);
+  ep->vb.slots = NULL;
   /* The QP is gone, so the device no longer reads what was in flight. */
   rrpc__dp_drop_inflight(ep);
   free(ep->inflight);
@@ -147,35 +147,35 @@ static void verbs_destroy(rrpc__rdma_ep *ep) {
 
 static int create_queues(rrpc__rdma_ep *ep) {
   struct ibv_context *ctx = ep->dev->ctx;
-  if (!ep->polling) {
-    ep->cc = ibv_create_comp_channel(ctx);
-    if (ep->cc == NULL) return -RRPC_ERDMA;
-    int fl = fcntl(ep->cc->fd, F_GETFL);
-    if (fl < 0 || fcntl(ep->cc->fd, F_SETFL, fl | O_NONBLOCK) < 0) return -errno;
+  if (!ep->vb.polling) {
+    ep->vb.cc = ibv_create_comp_channel(ctx);
+    if (ep->vb.cc == NULL) return -RRPC_ERDMA;
+    int fl = fcntl(ep->vb.cc->fd, F_GETFL);
+    if (fl < 0 || fcntl(ep->vb.cc->fd, F_SETFL, fl | O_NONBLOCK) < 0) return -errno;
   }
-  ep->scq = ibv_create_cq(ctx, (int)ep->sq_size, ep, ep->cc, 0);
-  ep->rcq = ibv_create_cq(ctx, (int)ep->rq_size, ep, ep->cc, 0);
-  if (ep->scq == NULL || ep->rcq == NULL) return -RRPC_ERDMA;
+  ep->vb.scq = ibv_create_cq(ctx, (int)ep->vb.sq_size, ep, ep->vb.cc, 0);
+  ep->vb.rcq = ibv_create_cq(ctx, (int)ep->vb.rq_size, ep, ep->vb.cc, 0);
+  if (ep->vb.scq == NULL || ep->vb.rcq == NULL) return -RRPC_ERDMA;
   struct ibv_qp_init_attr qa;
   memset(&qa, 0, sizeof qa);
-  qa.send_cq = ep->scq;
-  qa.recv_cq = ep->rcq;
+  qa.send_cq = ep->vb.scq;
+  qa.recv_cq = ep->vb.rcq;
   qa.qp_type = IBV_QPT_RC;
-  qa.cap.max_send_wr = ep->sq_size;
-  qa.cap.max_recv_wr = ep->rq_size;
+  qa.cap.max_send_wr = ep->vb.sq_size;
+  qa.cap.max_recv_wr = ep->vb.rq_size;
   qa.cap.max_send_sge = ep->dev->max_sge < RDMA_MAX_SEND_SGE ? (uint32_t)ep->dev->max_sge : RDMA_MAX_SEND_SGE;
   qa.cap.max_recv_sge = 1;
   qa.cap.max_inline_data = ep->dev->max_inline;
-  ep->qp = ibv_create_qp(ep->dev->pd, &qa);
-  if (ep->qp == NULL) return errno ? -errno : -RRPC_ERDMA;
-  ep->max_send_sge = qa.cap.max_send_sge; /* what the device granted */
+  ep->vb.qp = ibv_create_qp(ep->dev->pd, &qa);
+  if (ep->vb.qp == NULL) return errno ? -errno : -RRPC_ERDMA;
+  ep->vb.max_send_sge = qa.cap.max_send_sge; /* what the device granted */
   struct ibv_qp_attr a;
   memset(&a, 0, sizeof a);
   a.qp_state = IBV_QPS_INIT;
   a.pkey_index = 0;
   a.port_num = ep->dev->port;
   a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-  int rc = ibv_modify_qp(ep->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+  int rc = ibv_modify_qp(ep->vb.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
   return rc ? -rc : 0;
 }
 
@@ -186,14 +186,14 @@ static int create_queues(rrpc__rdma_ep *ep) {
 static int ring_register(rrpc__rdma_ep *ep) {
   struct ibv_pd *pd = ep->dev->pd;
   int access = IBV_ACCESS_LOCAL_WRITE | (ep->dev->mw_type2 ? IBV_ACCESS_MW_BIND : IBV_ACCESS_REMOTE_WRITE);
-  ep->ring_mr = ibv_reg_mr(pd, ep->ring, ep->ring_size, access);
-  if (ep->ring_mr == NULL) return -RRPC_ERDMAMEM;
-  ep->ring_rkey = ep->ring_mr->rkey;
+  ep->vb.ring_mr = ibv_reg_mr(pd, ep->vb.ring, ep->vb.ring_size, access);
+  if (ep->vb.ring_mr == NULL) return -RRPC_ERDMAMEM;
+  ep->vb.ring_rkey = ep->vb.ring_mr->rkey;
   if (!ep->dev->mw_type2) return 0;
-  ep->ring_mw = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
-  if (ep->ring_mw == NULL) return -RRPC_ERDMAMEM;
+  ep->vb.ring_mw = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+  if (ep->vb.ring_mw == NULL) return -RRPC_ERDMAMEM;
   /* The key the bind will give the window; announced before the bind. */
-  ep->ring_rkey = ibv_inc_rkey(ep->ring_mw->rkey);
+  ep->vb.ring_rkey = ibv_inc_rkey(ep->vb.ring_mw->rkey);
   return 0;
 }
 
@@ -203,62 +203,62 @@ static int ring_register(rrpc__rdma_ep *ep) {
  * so the send queue's order makes it effective first. Signaled, so the
  * send-queue accounting sees it complete. */
 static int ring_bind(rrpc__rdma_ep *ep) {
-  if (ep->ring_mw == NULL) return 0;
+  if (ep->vb.ring_mw == NULL) return 0;
   struct ibv_send_wr wr, *bad;
   memset(&wr, 0, sizeof wr);
   wr.wr_id = ep->wr_seq + 1;
   wr.opcode = IBV_WR_BIND_MW;
   wr.send_flags = IBV_SEND_SIGNALED;
-  wr.bind_mw.mw = ep->ring_mw;
-  wr.bind_mw.rkey = ep->ring_rkey;
-  wr.bind_mw.bind_info.mr = ep->ring_mr;
-  wr.bind_mw.bind_info.addr = (uintptr_t)ep->ring;
-  wr.bind_mw.bind_info.length = ep->ring_size;
+  wr.bind_mw.mw = ep->vb.ring_mw;
+  wr.bind_mw.rkey = ep->vb.ring_rkey;
+  wr.bind_mw.bind_info.mr = ep->vb.ring_mr;
+  wr.bind_mw.bind_info.addr = (uintptr_t)ep->vb.ring;
+  wr.bind_mw.bind_info.length = ep->vb.ring_size;
   wr.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE;
-  int rc = ibv_post_send(ep->qp, &wr, &bad);
+  int rc = ibv_post_send(ep->vb.qp, &wr, &bad);
   if (rc != 0) return -rc;
   ep->wr_seq++;
   /* Type-2 binds leave storing the new key to the application. */
-  ep->ring_mw->rkey = ep->ring_rkey;
+  ep->vb.ring_mw->rkey = ep->vb.ring_rkey;
   return 0;
 }
 
 static int create_memory(rrpc__rdma_ep *ep) {
   struct ibv_pd *pd = ep->dev->pd;
   void *ring = NULL;
-  if (posix_memalign(&ring, 4096, ep->ring_size) != 0) return -ENOMEM;
+  if (posix_memalign(&ring, 4096, ep->vb.ring_size) != 0) return -ENOMEM;
   /* A peer can make us deliver any ring bytes it reports in an immediate,
    * wherever it really wrote: nothing of an earlier owner of this memory
    * may be there. */
-  memset(ring, 0, ep->ring_size);
-  ep->ring = ring;
+  memset(ring, 0, ep->vb.ring_size);
+  ep->vb.ring = ring;
   int rc = ring_register(ep);
   if (rc != 0) return rc;
-  ep->ring_region = (rrpc__rdma_region){.magic = RRPC_RDMA_REGION_MAGIC,
-                                        .lkey = ep->ring_mr->lkey,
-                                        .mr = ep->ring_mr,
-                                        .base = ep->ring,
-                                        .len = ep->ring_size};
+  ep->vb.ring_region = (rrpc__rdma_region){.magic = RRPC_RDMA_REGION_MAGIC,
+                                        .lkey = ep->vb.ring_mr->lkey,
+                                        .mr = ep->vb.ring_mr,
+                                        .base = ep->vb.ring,
+                                        .len = ep->vb.ring_size};
   /* One slot per posted receive, plus one to send CDCs from when the
    * device cannot inline them. */
-  size_t slots = (size_t)(ep->rq_size + 1) * RRPC_EP_SLOT_SIZE;
-  ep->slots = calloc(1, slots);
-  if (ep->slots == NULL) return -ENOMEM;
-  ep->slots_mr = ibv_reg_mr(pd, ep->slots, slots, IBV_ACCESS_LOCAL_WRITE);
-  if (ep->slots_mr == NULL) return -RRPC_ERDMAMEM;
-  ep->inflight = calloc(ep->sq_size, sizeof *ep->inflight);
+  size_t slots = (size_t)(ep->vb.rq_size + 1) * RRPC_EP_SLOT_SIZE;
+  ep->vb.slots = calloc(1, slots);
+  if (ep->vb.slots == NULL) return -ENOMEM;
+  ep->vb.slots_mr = ibv_reg_mr(pd, ep->vb.slots, slots, IBV_ACCESS_LOCAL_WRITE);
+  if (ep->vb.slots_mr == NULL) return -RRPC_ERDMAMEM;
+  ep->inflight = calloc(ep->vb.sq_size, sizeof *ep->inflight);
   if (ep->inflight == NULL) return -ENOMEM;
-  for (uint32_t i = 0; i < ep->sq_size; i++) rrpc__iobuf_init(&ep->inflight[i].buf);
+  for (uint32_t i = 0; i < ep->vb.sq_size; i++) rrpc__iobuf_init(&ep->inflight[i].buf);
   return 0;
 }
 
 static int post_all_receives(rrpc__rdma_ep *ep) {
-  for (uint32_t i = 0; i < ep->rq_size; i++) {
-    struct ibv_sge sge = {.addr = (uintptr_t)(ep->slots + (size_t)i * RRPC_EP_SLOT_SIZE),
+  for (uint32_t i = 0; i < ep->vb.rq_size; i++) {
+    struct ibv_sge sge = {.addr = (uintptr_t)(ep->vb.slots + (size_t)i * RRPC_EP_SLOT_SIZE),
                           .length = RRPC_EP_SLOT_SIZE,
-                          .lkey = ep->slots_mr->lkey};
+                          .lkey = ep->vb.slots_mr->lkey};
     struct ibv_recv_wr wr = {.wr_id = i, .sg_list = &sge, .num_sge = 1}, *bad;
-    int rc = ibv_post_recv(ep->qp, &wr, &bad);
+    int rc = ibv_post_recv(ep->vb.qp, &wr, &bad);
     if (rc) return -rc;
   }
   return 0;
@@ -268,21 +268,21 @@ int rrpc__ep_verbs_create(rrpc__rdma_ep *ep) {
   int rc = create_queues(ep);
   if (rc == 0) rc = create_memory(ep);
   if (rc == 0) rc = post_all_receives(ep);
-  if (rc == 0 && !ep->polling) {
-    rc = ibv_req_notify_cq(ep->rcq, 1) || ibv_req_notify_cq(ep->scq, 0) ? -RRPC_ERDMA : 0;
+  if (rc == 0 && !ep->vb.polling) {
+    rc = ibv_req_notify_cq(ep->vb.rcq, 1) || ibv_req_notify_cq(ep->vb.scq, 0) ? -RRPC_ERDMA : 0;
     if (rc == 0) {
-      ep->cc_watch = (rrpc__watcher){.fd = ep->cc->fd, .events = EPOLLIN, .cb = on_cc_event, .arg = ep};
-      rc = rrpc__loop_watch_add(rrpc__socket_loop(ep->s), &ep->cc_watch);
-      ep->cc_watching = rc == 0;
+      ep->vb.cc_watch = (rrpc__watcher){.fd = ep->vb.cc->fd, .events = EPOLLIN, .cb = on_cc_event, .arg = ep};
+      rc = rrpc__loop_watch_add(ep->loop, &ep->vb.cc_watch);
+      ep->vb.cc_watching = rc == 0;
     }
   }
-  if (rc == 0 && ep->polling) {
-    rc = rrpc__loop_poller_add(rrpc__socket_loop(ep->s), on_poll, ep);
-    ep->poller_added = rc == 0;
+  if (rc == 0 && ep->vb.polling) {
+    rc = rrpc__loop_poller_add(ep->loop, on_poll, ep);
+    ep->vb.poller_added = rc == 0;
   }
   if (rc == 0) {
-    rc = rrpc__rdma_dev_watch_qp(ep->dev, ep->qp->qp_num, on_async_event, ep);
-    ep->qp_watched = rc == 0;
+    rc = rrpc__rdma_dev_watch_qp(ep->dev, ep->vb.qp->qp_num, on_async_event, ep);
+    ep->vb.qp_watched = rc == 0;
   }
   if (rc != 0) {
     RRPC_LOG(WARNING, "rdma: cannot create the connection's verbs resources: %s", rrpc_strerror(rc));
@@ -309,10 +309,10 @@ int rrpc__ep_qp_connect(rrpc__rdma_ep *ep) {
   } else {
     a.ah_attr.is_global = 1;
     memcpy(a.ah_attr.grh.dgid.raw, p->gid, 16);
-    a.ah_attr.grh.sgid_index = (uint8_t)ep->gid_index;
+    a.ah_attr.grh.sgid_index = (uint8_t)ep->hs.gid_index;
     a.ah_attr.grh.hop_limit = 64;
   }
-  int rc = ibv_modify_qp(ep->qp, &a,
+  int rc = ibv_modify_qp(ep->vb.qp, &a,
                          IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                              IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
   if (rc) return -rc;
@@ -329,7 +329,7 @@ int rrpc__ep_qp_connect(rrpc__rdma_ep *ep) {
   a.retry_cnt = RDMA_RETRY_CNT;
   a.rnr_retry = RDMA_RNR_RETRY;
   a.max_rd_atomic = 1;
-  rc = ibv_modify_qp(ep->qp, &a,
+  rc = ibv_modify_qp(ep->vb.qp, &a,
                      IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
                          IBV_QP_MAX_QP_RD_ATOMIC);
   if (rc) return -rc;
@@ -341,7 +341,7 @@ int rrpc__ep_qp_connect(rrpc__rdma_ep *ep) {
   uint32_t depth = 1u << p->rq_depth_log2;
   if (depth > RDMA_QUEUE_MAX) depth = RDMA_QUEUE_MAX;
   rc = rrpc__tx_window_init(&ep->tx, (uint32_t)rrpc__clc_ring_size(p->ring_code), depth, 0);
-  if (rc == 0) rc = rrpc__rx_window_init(&ep->rx, ep->ring_size, ep->rq_size);
+  if (rc == 0) rc = rrpc__rx_window_init(&ep->rx, ep->vb.ring_size, ep->vb.rq_size);
   return rc;
 }
 
@@ -415,13 +415,14 @@ static int rdma_start(rrpc__socket *s, int is_client) {
   if (ep == NULL) return -ENOMEM;
   atomic_init(&ep->refs, 1);
   ep->s = s;
+  ep->loop = rrpc__socket_loop(s);
   ep->dev = dev;
   ep->opts = opts;
   ep->is_client = is_client;
-  ep->polling = opts->use_polling;
-  ep->sq_size = queue_size(opts->sq_size);
-  ep->rq_size = queue_size(opts->rq_size);
-  ep->ring_size = (uint32_t)opts->ring_size;
+  ep->vb.polling = opts->use_polling;
+  ep->vb.sq_size = queue_size(opts->sq_size);
+  ep->vb.rq_size = queue_size(opts->rq_size);
+  ep->vb.ring_size = (uint32_t)opts->ring_size;
   ep->my_psn = random_u32() & 0xffffff;
   do ep->my_token = random_u32();
   while (ep->my_token == 0);
@@ -445,8 +446,8 @@ static void rdma_on_fail(rrpc__socket *s, int code) {
   rrpc__ep_lock(ep);
   if (ep->state == EP_UP && !ep->qp_dead && !ep->closed_sent) {
     ep->closed_sent = 1;
-    uint8_t flags = code == -RRPC_ECLOSE || code == -RRPC_ELOGOFF ? RRPC_CDC_CS_CLOSED : RRPC_CDC_CS_ABNORMAL;
-    (void)rrpc__dp_send_cdc_locked(ep, flags, 1);
+    ep->close_flags = code == -RRPC_ECLOSE || code == -RRPC_ELOGOFF ? RRPC_CDC_CS_CLOSED : RRPC_CDC_CS_ABNORMAL;
+    rrpc__dp_send_close_locked(ep);
   }
   /* Under mu: a writer that checks the state (or closed_sent) under mu
    * posts nothing after the close CDC. */
@@ -454,40 +455,80 @@ static void rdma_on_fail(rrpc__socket *s, int code) {
   rrpc__ep_unlock(ep);
 }
 
+void rrpc__ep_close_finish(rrpc__rdma_ep *ep) {
+  if (ep->close_timer != 0) (void)rrpc__loop_timer_cancel(ep->loop, ep->close_timer);
+  ep->close_timer = 0;
+  verbs_destroy(ep);
+  rrpc__ep_unref(ep); /* the socket's */
+}
+
+static void on_close_timeout(void *arg) {
+  rrpc__rdma_ep *ep = arg;
+  ep->close_timer = 0;
+  RRPC_LOG(WARNING, "rdma qpn=%u: the close CDC did not complete within %d ms: destroying the QP",
+           ep->vb.qp ? ep->vb.qp->qp_num : 0, ep->opts->close_wait_ms);
+  rrpc__rdma_count(RRPC_RDMA_CNT_CLOSE_UNCONFIRMED, 1);
+  rrpc__ep_close_finish(ep);
+}
+
+/* Keep the QP until the close CDC has left (its completion, seen by the
+ * completion watcher or poller, ends the wait: close_poll), bounded by
+ * --rdma_close_wait_ms. 0 when the endpoint now waits, else the caller
+ * destroys it at once (nothing to wait for, or not on the loop thread: a
+ * loop that is shutting down frees its sockets on the stopping thread). */
+static int close_wait(rrpc__rdma_ep *ep) {
+  if (ep->vb.qp == NULL || !rrpc__loop_in_thread(ep->loop)) return -1;
+  rrpc__ep_lock(ep);
+  int done = rrpc__dp_close_done_locked(ep);
+  rrpc__ep_unlock(ep);
+  if (done) return -1;
+  uint64_t deadline = rrpc__now_us() + (uint64_t)ep->opts->close_wait_ms * 1000;
+  if (rrpc__loop_timer_add(ep->loop, deadline, on_close_timeout, ep, &ep->close_timer) != 0) {
+    ep->close_timer = 0;
+    return -1;
+  }
+  return 0;
+}
+
 static void rdma_close(rrpc__socket *s) {
   rrpc__rdma_ep *ep = rrpc__socket_tstate(s);
   if (ep == NULL) return;
   rrpc__hs_cancel_timer(ep);
   rrpc__hs_slot_release(ep);
-  verbs_destroy(ep);
   rrpc__ep_lock(ep);
-  ep->s = NULL;
+  ep->s = NULL; /* from now on the completion watcher only waits for the close */
   rrpc__ep_unlock(ep);
   rrpc__socket_set_tstate(s, NULL);
+  if (close_wait(ep) == 0) return;
+  verbs_destroy(ep);
   rrpc__ep_unref(ep);
 }
 
 static int rdma_describe(const rrpc__socket *s, char *buf, size_t len) {
   rrpc__rdma_ep *ep = rrpc__socket_tstate(s);
   if (ep == NULL) return snprintf(buf, len, "rdma (closed)") < 0 ? -EINVAL : 0;
-  rrpc__ep_lock(ep);
+  struct rrpc__dp_view v;
+  rrpc__dp_view(ep, &v);
   snprintf(buf, len,
            "rdma %s dev=%s qpn=%u peer_qpn=%u gid_index=%d %s | tx: prod=%llu peer_cons=%llu ring=%u "
            "credits=%u blocked=%d sq_used=%llu | rx: prod=%llu cons=%llu acked=%llu owed=%u held=%u zc=%llu "
            "peer_asked=%d",
-           rrpc__ep_state_name(ep->state), ep->dev->name, ep->qp ? ep->qp->qp_num : 0, ep->peer.qpn,
-           ep->gid_index, ep->polling ? "polling" : "events", (unsigned long long)ep->tx.prod,
-           (unsigned long long)ep->tx.peer_cons, ep->tx.ring_size, ep->tx.credits, ep->write_blocked,
-           (unsigned long long)(ep->wr_seq - ep->wr_done), (unsigned long long)ep->rx.prod,
-           (unsigned long long)ep->rx.cons, (unsigned long long)ep->rx.acked, ep->rx.owed, ep->rx.held,
-           (unsigned long long)ep->zc_outstanding, ep->peer_asked);
-  rrpc__ep_unlock(ep);
+           rrpc__ep_state_name(ep->state), ep->dev->name, ep->vb.qp ? ep->vb.qp->qp_num : 0, ep->peer.qpn,
+           ep->hs.gid_index, ep->vb.polling ? "polling" : "events", (unsigned long long)v.tx_prod,
+           (unsigned long long)v.tx_peer_cons, v.peer_ring_size, v.credits, v.write_blocked,
+           (unsigned long long)v.sq_used, (unsigned long long)v.rx_prod, (unsigned long long)v.rx_cons,
+           (unsigned long long)v.rx_acked, v.rx_owed, v.rx_held, (unsigned long long)v.zc_held, v.peer_asked);
   return 0;
 }
 
 static int rdma_is_rdma(const rrpc__socket *s) {
   const rrpc__rdma_ep *ep = rrpc__socket_tstate(s);
   return ep != NULL && ep->state == EP_UP;
+}
+
+static void rdma_on_read_resumed(rrpc__socket *s) {
+  rrpc__rdma_ep *ep = rrpc__socket_tstate(s);
+  if (ep != NULL && ep->state == EP_UP) rrpc__dp_resume_read(ep);
 }
 
 static const rrpc_transport_ops rdma_ops = {
@@ -500,6 +541,7 @@ static const rrpc_transport_ops rdma_ops = {
     .describe = rdma_describe,
     .is_rdma = rdma_is_rdma,
     .facts = rrpc__rdma_conn_facts,
+    .on_read_resumed = rdma_on_read_resumed,
 };
 
 int rrpc__rdma_transport_get(const rrpc_transport_ops **out) {

@@ -8,8 +8,13 @@
  * are released on whatever thread drops them). Handshake state and the read
  * buffer belong to the socket's loop thread. Drop iobuf references after
  * unlocking `mu` where possible (a ring slice's deleter takes the mu of its
- * endpoint); one dropped under it by accident releases in place
- * (rrpc__ep_locked_here) instead of deadlocking.
+ * endpoint); one dropped under any endpoint's mu (an allocation failed and
+ * it could not be moved out) is released once this thread holds no
+ * endpoint's mu any more (ep_lock.c), never in place.
+ *
+ * Fields are grouped by owner: `hs` (the handshake, loop thread), `vb` (verbs
+ * resources, one create/destroy order in endpoint.c), what the handshake
+ * agreed (read-only once UP), and the data path under `mu`.
  *
  * Lifetime: refcounted - one reference for the socket (dropped in the ops'
  * close) and one per zero-copy ring slice handed to the application, so the
@@ -50,30 +55,21 @@ struct rrpc__ep_inflight {
   rrpc_iobuf buf;  /* the bytes those WRs read (SHARED blocks) */
 };
 
-typedef struct rrpc__rdma_ep {
-  atomic_int refs;
-  rrpc__socket *s; /* borrowed; NULL once the socket let go */
-  rrpc__rdma_dev *dev;
-  const rrpc_rdma_options *opts;
-  int is_client;
-  /* Written by the socket's loop thread (the handshake, fallback, failure);
-   * read from any thread (writers, slice releases, is_rdma): atomic. */
-  _Atomic rrpc__ep_state state;
-
-  /* handshake (loop thread) */
-  uint8_t hs[RRPC_CLC_MAX_LEN];
-  size_t hs_len;
-  rrpc__timer_id hs_timer;
-  uint32_t my_psn;
-  uint32_t my_token;
+/* Handshake state: owned by the socket's loop thread while the CLC
+ * handshake runs (handshake.c); the slot may be given back from any thread. */
+struct rrpc__ep_hs {
+  uint8_t buf[RRPC_CLC_MAX_LEN]; /* the CLC message being read */
+  size_t len;
+  rrpc__timer_id timer;
   int gid_index;
   union ibv_gid gid;
-  uint8_t mac[6]; /* of the netdev behind the chosen GID */
-  struct rrpc__clc_accept peer; /* the peer's Accept or Confirm */
-  int got_peer_data;            /* server: an RDMA message came from the client */
-  atomic_int hs_slot;           /* server: holds one of --rdma_max_concurrent_handshakes */
+  uint8_t mac[6];  /* of the netdev behind the chosen GID */
+  atomic_int slot; /* server: holds one of --rdma_max_concurrent_handshakes */
+};
 
-  /* verbs */
+/* Verbs resources: created by rrpc__ep_verbs_create and destroyed in the
+ * reverse order by endpoint.c (loop thread); the data path uses them. */
+struct rrpc__ep_verbs {
   struct ibv_comp_channel *cc;
   struct ibv_cq *scq, *rcq;
   struct ibv_qp *qp;
@@ -82,22 +78,49 @@ typedef struct rrpc__rdma_ep {
   int qp_watched;
   int polling; /* busy-poll on the loop instead of completion events */
   int poller_added;
-
   /* my receive ring (the peer writes into it) and the CDC slots */
   char *ring;
   uint32_t ring_size;
-  struct ibv_mr *ring_mr;   /* LOCAL_WRITE (+ MW_BIND): no remote access of its own */
-  struct ibv_mw *ring_mw;   /* type-2 window over the ring, bound to this QP only */
-  uint32_t ring_rkey;       /* the key the peer writes with (the window's, once bound) */
+  struct ibv_mr *ring_mr;        /* LOCAL_WRITE (+ MW_BIND): no remote access of its own */
+  struct ibv_mw *ring_mw;        /* type-2 window over the ring, bound to this QP only */
+  uint32_t ring_rkey;            /* the key the peer writes with (the window's, once bound) */
   rrpc__rdma_region ring_region; /* so ring slices can be sent on, zero-copy */
   char *slots;
   struct ibv_mr *slots_mr;
   uint32_t rq_size, sq_size;
   uint32_t max_send_sge;
+};
+
+typedef struct rrpc__rdma_ep {
+  atomic_int refs;
+  rrpc__socket *s; /* borrowed; NULL once the socket let go */
+  rrpc__loop *loop; /* the socket's loop: watchers and timers live there, also
+                       while a closed connection waits for its close CDC */
+  rrpc__timer_id close_timer; /* bounds that wait (loop thread) */
+  rrpc__rdma_dev *dev;
+  const rrpc_rdma_options *opts;
+  int is_client;
+  /* Written by the socket's loop thread (the handshake, fallback, failure);
+   * read from any thread (writers, slice releases, is_rdma): atomic. */
+  _Atomic rrpc__ep_state state;
+
+  /* What the handshake agreed: written by it (loop thread) before the
+   * connection is UP, read-only afterwards by every thread. */
+  uint32_t my_psn;
+  uint32_t my_token;
+  struct rrpc__clc_accept peer; /* the peer's Accept or Confirm */
+  int got_peer_data;            /* server: an RDMA message came from the client */
+
+  struct rrpc__ep_hs hs;    /* handshake.c's, on the loop thread */
+  struct rrpc__ep_verbs vb; /* endpoint.c creates and destroys them, in one order */
+
+  /* Received ring bytes not handed to the socket while its reading is
+   * paused (back-pressure): they keep their ring space, so the peer runs
+   * out of window. Stream offsets; loop thread. */
+  uint64_t held_start, held_len;
 
   /* --- under mu (take it with rrpc__ep_lock) --- */
   pthread_mutex_t mu;
-  _Atomic uintptr_t mu_owner; /* the thread holding mu (pthread_self), or 0 */
   struct rrpc__tx_window tx;
   struct rrpc__rx_window rx;
   struct rrpc__rx_reclaim reclaim;
@@ -113,24 +136,25 @@ typedef struct rrpc__rdma_ep {
   uint32_t if_head, if_count;
   uint16_t cdc_seq;      /* last CDC sequence number sent */
   uint64_t cdc_slot_wr;  /* WR of the last CDC sent from the slot (not inline) */
-  int closed_sent;
+  int closed_sent;       /* the connection is closing: no writer posts any more */
+  uint8_t close_flags;   /* the close CDC's connection-state flags, 0 = none due */
+  uint64_t close_wr;     /* the WR that carried it, 0 while not posted yet */
 } rrpc__rdma_ep;
 
-/* ep->mu with its owner recorded, so that a ring slice released on the
- * thread that holds mu (the last reference dropped under it, e.g. when an
- * allocation failed and a buffer could not be moved out first) releases its
- * space in place instead of deadlocking on mu. */
-static inline void rrpc__ep_lock(rrpc__rdma_ep *ep) {
-  pthread_mutex_lock(&ep->mu);
-  atomic_store_explicit(&ep->mu_owner, (uintptr_t)pthread_self(), memory_order_relaxed);
-}
-static inline void rrpc__ep_unlock(rrpc__rdma_ep *ep) {
-  atomic_store_explicit(&ep->mu_owner, 0, memory_order_relaxed);
-  pthread_mutex_unlock(&ep->mu);
-}
-static inline int rrpc__ep_locked_here(rrpc__rdma_ep *ep) {
-  return atomic_load_explicit(&ep->mu_owner, memory_order_relaxed) == (uintptr_t)pthread_self();
-}
+/* ---- ep_lock.c ---------------------------------------------------------- */
+/* ep->mu, counted per thread (see ep_lock.c). Unlocking the last mu this
+ * thread holds runs the slice releases deferred meanwhile. */
+void rrpc__ep_lock(rrpc__rdma_ep *ep);
+void rrpc__ep_unlock(rrpc__rdma_ep *ep);
+/* 1 while this thread holds some endpoint's mu. */
+int rrpc__ep_any_locked_here(void);
+/* Run d->fn(d) once this thread holds no endpoint's mu (call only while it
+ * holds one). Allocates nothing: d is embedded in what it releases. */
+struct rrpc__ep_deferred {
+  struct rrpc__ep_deferred *next;
+  void (*fn)(struct rrpc__ep_deferred *d);
+};
+void rrpc__ep_defer(struct rrpc__ep_deferred *d);
 
 /* ---- endpoint.c ---------------------------------------------------------- */
 /* Create the CQs, QP (in INIT), ring and slots; post every receive; watch the
@@ -145,6 +169,9 @@ void rrpc__ep_up(rrpc__rdma_ep *ep);
  * disabled. Frees the endpoint's verbs state. Loop thread. */
 void rrpc__ep_fallback(rrpc__rdma_ep *ep, uint32_t code, int send_decline);
 void rrpc__ep_unref(rrpc__rdma_ep *ep);
+/* A closed connection's close CDC completed (or failed): destroy the verbs
+ * resources and drop the socket's reference. Loop thread. */
+void rrpc__ep_close_finish(rrpc__rdma_ep *ep);
 
 /* ---- handshake.c --------------------------------------------------------- */
 int rrpc__hs_start(rrpc__rdma_ep *ep);
@@ -162,11 +189,27 @@ void rrpc__hs_slot_release(rrpc__rdma_ep *ep);
 /* ---- datapath.c ---------------------------------------------------------- */
 /* The transport's write op. */
 int rrpc__dp_write(rrpc__socket *s, rrpc_iobuf *data);
+/* The socket's reading goes on: hand it what was held back. Loop thread. */
+void rrpc__dp_resume_read(rrpc__rdma_ep *ep);
 /* Drain both CQs (and re-arm them in event mode). Loop thread. */
 void rrpc__dp_poll(rrpc__rdma_ep *ep);
 /* Send a CDC (SEND_WITH_IMM, carrying the owed ACK) with conn_flags; under
  * mu. 0 or a negative code. */
 int rrpc__dp_send_cdc_locked(rrpc__rdma_ep *ep, uint8_t conn_flags, int solicited);
+/* Post the close CDC if one is due and not posted yet (the send queue may
+ * have been full). Under mu. */
+void rrpc__dp_send_close_locked(rrpc__rdma_ep *ep);
+/* 1 once nothing is left to wait for before the QP may go: no close CDC
+ * due, or it completed, or the QP is dead. Under mu. */
+int rrpc__dp_close_done_locked(const rrpc__rdma_ep *ep);
+/* The data path's state as one consistent copy (taken under mu), for
+ * describe.c and the describe op: they read the window through this only. */
+struct rrpc__dp_view {
+  uint64_t tx_prod, tx_peer_cons, rx_prod, rx_cons, rx_acked, zc_held, sq_used;
+  uint32_t peer_ring_size, window_free, credits, credits_max, rx_owed, rx_held;
+  int write_blocked, peer_asked;
+};
+void rrpc__dp_view(rrpc__rdma_ep *ep, struct rrpc__dp_view *out);
 /* Release everything the send queue still holds (after the QP is gone). */
 void rrpc__dp_drop_inflight(rrpc__rdma_ep *ep);
 

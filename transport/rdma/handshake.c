@@ -55,12 +55,12 @@ static int hs_slot_take(rrpc__rdma_ep *ep) {
       return -EBUSY;
     }
   } while (!atomic_compare_exchange_weak(&g_hs_in_progress, &n, n + 1));
-  atomic_store(&ep->hs_slot, 1);
+  atomic_store(&ep->hs.slot, 1);
   return 0;
 }
 
 void rrpc__hs_slot_release(rrpc__rdma_ep *ep) {
-  if (atomic_exchange(&ep->hs_slot, 0)) atomic_fetch_sub(&g_hs_in_progress, 1);
+  if (atomic_exchange(&ep->hs.slot, 0)) atomic_fetch_sub(&g_hs_in_progress, 1);
 }
 
 /* ---- deadlines ------------------------------------------------------------------ */
@@ -73,20 +73,20 @@ static void arm_timer_x(rrpc__rdma_ep *ep, uint64_t mult) {
   uint64_t ms = ep->opts->handshake_timeout_ms > 0 ? (uint64_t)ep->opts->handshake_timeout_ms : 2000;
   ms *= mult;
   if (rrpc__loop_timer_add(rrpc__socket_loop(ep->s), rrpc__now_us() + ms * 1000, on_timeout, ep,
-                           &ep->hs_timer) != 0)
-    ep->hs_timer = 0;
+                           &ep->hs.timer) != 0)
+    ep->hs.timer = 0;
 }
 
 static void arm_timer(rrpc__rdma_ep *ep) { arm_timer_x(ep, 1); }
 
 void rrpc__hs_cancel_timer(rrpc__rdma_ep *ep) {
-  if (ep->hs_timer != 0 && ep->s != NULL) rrpc__loop_timer_cancel(rrpc__socket_loop(ep->s), ep->hs_timer);
-  ep->hs_timer = 0;
+  if (ep->hs.timer != 0 && ep->s != NULL) rrpc__loop_timer_cancel(rrpc__socket_loop(ep->s), ep->hs.timer);
+  ep->hs.timer = 0;
 }
 
 static void on_timeout(void *arg) {
   rrpc__rdma_ep *ep = arg;
-  ep->hs_timer = 0;
+  ep->hs.timer = 0;
   if (ep->opts->trace_verbose)
     RRPC_LOG(INFO, "rdma handshake: deadline in state %s", rrpc__ep_state_name(ep->state));
   switch (ep->state) {
@@ -112,31 +112,31 @@ static int send_all(rrpc__rdma_ep *ep, const uint8_t *buf, size_t len) {
   return rc == -RRPC_ECLOSE ? -RRPC_EHANDSHAKE : rc; /* a short write: say where */
 }
 
-/* Read one whole CLC message into ep->hs, exactly. 1 = complete (decoded
+/* Read one whole CLC message into ep->hs.buf, exactly. 1 = complete (decoded
  * into *out), 0 = more bytes needed, -RRPC_EPARSE = not CLC, -RRPC_ECLOSE =
  * EOF, or -errno. */
 static int read_clc(rrpc__rdma_ep *ep, struct rrpc__clc_msg *out) {
   int fd = rrpc__socket_fd(ep->s);
   for (;;) {
     size_t want = RRPC_CLC_HDR_LEN;
-    if (ep->hs_len >= RRPC_CLC_HDR_LEN) {
+    if (ep->hs.len >= RRPC_CLC_HDR_LEN) {
       struct rrpc__clc_hdr h;
-      int rc = rrpc__clc_peek_header(ep->hs, ep->hs_len, &h);
+      int rc = rrpc__clc_peek_header(ep->hs.buf, ep->hs.len, &h);
       if (rc != 0) return rc == -EAGAIN ? 0 : rc;
       want = h.length;
     }
-    if (ep->hs_len == want) break;
-    ssize_t r = recv(fd, ep->hs + ep->hs_len, want - ep->hs_len, MSG_DONTWAIT);
+    if (ep->hs.len == want) break;
+    ssize_t r = recv(fd, ep->hs.buf + ep->hs.len, want - ep->hs.len, MSG_DONTWAIT);
     if (r == 0) return -RRPC_ECLOSE;
     if (r < 0) return (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? 0 : -errno;
-    ep->hs_len += (size_t)r;
-    if (ep->hs_len < RRPC_CLC_HDR_LEN) {
+    ep->hs.len += (size_t)r;
+    if (ep->hs.len < RRPC_CLC_HDR_LEN) {
       struct rrpc__clc_hdr h;
-      if (rrpc__clc_peek_header(ep->hs, ep->hs_len, &h) == -RRPC_EPARSE) return -RRPC_EPARSE;
+      if (rrpc__clc_peek_header(ep->hs.buf, ep->hs.len, &h) == -RRPC_EPARSE) return -RRPC_EPARSE;
     }
   }
-  int rc = rrpc__clc_decode(ep->hs, ep->hs_len, out);
-  ep->hs_len = 0;
+  int rc = rrpc__clc_decode(ep->hs.buf, ep->hs.len, out);
+  ep->hs.len = 0;
   return rc == 0 ? 1 : rc;
 }
 
@@ -147,9 +147,9 @@ static void fill_local(rrpc__rdma_ep *ep, uint8_t peer_id[8], uint8_t gid[16], u
     peer_id[0] = (uint8_t)(ep->dev->lid >> 8);
     peer_id[1] = (uint8_t)ep->dev->lid;
   }
-  memcpy(peer_id + 2, ep->mac, 6);
-  memcpy(gid, ep->gid.raw, 16);
-  memcpy(mac, ep->mac, 6);
+  memcpy(peer_id + 2, ep->hs.mac, 6);
+  memcpy(gid, ep->hs.gid.raw, 16);
+  memcpy(mac, ep->hs.mac, 6);
 }
 
 static int log2_u32(uint32_t v) {
@@ -165,14 +165,14 @@ static int send_accept(rrpc__rdma_ep *ep, uint8_t type, uint8_t mtu) {
   a.type = type;
   a.first_contact = 1;
   fill_local(ep, a.peer_id, a.gid, a.mac);
-  a.qpn = ep->qp->qp_num;
-  a.rkey = ep->ring_rkey;
+  a.qpn = ep->vb.qp->qp_num;
+  a.rkey = ep->vb.ring_rkey;
   a.rmbe_idx = 1;
   a.token = ep->my_token;
-  if (rrpc__clc_ring_code(ep->ring_size, &a.ring_code) != 0) return -EINVAL;
+  if (rrpc__clc_ring_code(ep->vb.ring_size, &a.ring_code) != 0) return -EINVAL;
   a.mtu = mtu;
-  a.rq_depth_log2 = (uint8_t)log2_u32(ep->rq_size);
-  a.ring_addr = (uint64_t)(uintptr_t)ep->ring;
+  a.rq_depth_log2 = (uint8_t)log2_u32(ep->vb.rq_size);
+  a.ring_addr = (uint64_t)(uintptr_t)ep->vb.ring;
   a.rrpc_features = RRPC_CLC_FEAT_WWI;
   a.psn = ep->my_psn;
   uint8_t buf[RRPC_CLC_MAX_LEN];
@@ -203,9 +203,9 @@ static int send_proposal(rrpc__rdma_ep *ep) {
 static int pick_gid(rrpc__rdma_ep *ep) {
   struct sockaddr_storage local;
   rrpc__socket_local_addr(ep->s, &local);
-  int rc = rrpc__rdma_dev_pick_gid(ep->dev, &local, &ep->gid_index, &ep->gid);
+  int rc = rrpc__rdma_dev_pick_gid(ep->dev, &local, &ep->hs.gid_index, &ep->hs.gid);
   /* A GID on a VLAN or macvlan netdev has that netdev's MAC. */
-  if (rc == 0 && rrpc__rdma_dev_gid_mac(ep->dev, ep->gid_index, ep->mac) != 0) memcpy(ep->mac, ep->dev->mac, 6);
+  if (rc == 0 && rrpc__rdma_dev_gid_mac(ep->dev, ep->hs.gid_index, ep->hs.mac) != 0) memcpy(ep->hs.mac, ep->dev->mac, 6);
   return rc;
 }
 
@@ -342,7 +342,7 @@ static int server_sniff(rrpc__rdma_ep *ep) {
    * consumes the bytes, so a peer that stops after a few bytes cannot make
    * the level-triggered loop spin on what it peeked. The deadline runs
    * from this first byte. */
-  if (ep->hs_timer == 0) arm_timer(ep);
+  if (ep->hs.timer == 0) arm_timer(ep);
   return 1;
 }
 
@@ -402,7 +402,7 @@ static void on_clc(rrpc__rdma_ep *ep, const struct rrpc__clc_msg *m) {
 }
 
 void rrpc__hs_on_readable(rrpc__rdma_ep *ep) {
-  if (ep->state == EP_SERVER_WAIT_PROPOSAL && ep->hs_len == 0) {
+  if (ep->state == EP_SERVER_WAIT_PROPOSAL && ep->hs.len == 0) {
     int rc = server_sniff(ep);
     if (rc == 0) return;
     if (rc == -RRPC_EPARSE) {

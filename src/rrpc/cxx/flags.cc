@@ -35,6 +35,8 @@ DEFINE_int32(rdma_handshake_timeout_ms, 2000, "Timeout of each RDMA handshake st
 DEFINE_int32(rdma_max_concurrent_handshakes, 64,
              "Server-side RDMA handshakes in progress at once (each holds a QP and a registered ring); "
              "Proposals over it are declined and go on over TCP");
+DEFINE_int32(rdma_close_wait_ms, 1000,
+             "How long a closed RDMA connection keeps its QP waiting for its close message to leave (ms)");
 DEFINE_int32(usercode_pool_threads, 0,
              "Worker pool size of each Server; 0 = the CPU count, at least 4");
 DEFINE_bool(usercode_in_loop, false,
@@ -84,6 +86,7 @@ const bool g_validators_registered =
     gflags::RegisterFlagValidator(&FLAGS_rdma_ring_size, ValidRingSize) &&
     gflags::RegisterFlagValidator(&FLAGS_rdma_memory_pool_max_size_mb, rrpc::detail::FlagNonNegative) &&
     gflags::RegisterFlagValidator(&FLAGS_rdma_handshake_timeout_ms, rrpc::detail::FlagNonNegative) &&
+    gflags::RegisterFlagValidator(&FLAGS_rdma_close_wait_ms, rrpc::detail::FlagNonNegative) &&
     gflags::RegisterFlagValidator(&FLAGS_usercode_pool_threads, rrpc::detail::FlagNonNegative) &&
     gflags::RegisterFlagValidator(&FLAGS_usercode_queue_max, rrpc::detail::FlagNonNegative) &&
     gflags::RegisterFlagValidator(&FLAGS_rrpc_max_concurrency, rrpc::detail::FlagNonNegative) &&
@@ -183,6 +186,7 @@ int PrepareRdma() {
     o.zerocopy_min_size = zc_min > 0 ? static_cast<size_t>(zc_min) : 1;
     o.recv_zerocopy = FlagBool("rdma_recv_zerocopy", kDefaultRdmaRecvZerocopy) ? 1 : 0;
     o.max_handshakes = FLAGS_rdma_max_concurrent_handshakes;
+    o.close_wait_ms = FLAGS_rdma_close_wait_ms;
     init_rc = rrpc_rdma_global_init(&o);
     // Someone (the application, through the C API) started it first: their
     // settings stand, which is what they asked for.
