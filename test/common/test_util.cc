@@ -2,7 +2,10 @@
 #include "test/common/test_util.h"
 
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -78,6 +81,17 @@ std::vector<uint8_t> load_smc_hex(const std::string &rel) {
     while (in >> tok) out.push_back(static_cast<uint8_t>(std::stoul(tok, nullptr, 16)));
   }
   return out;
+}
+
+std::string rdma_test_addr() {
+  if (const char *a = getenv("RRPC_TEST_RDMA_ADDR")) return a;
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa = {};
+  sa.sin_family = AF_INET;
+  inet_pton(AF_INET, "10.99.0.1", &sa.sin_addr);
+  bool ours = fd >= 0 && bind(fd, reinterpret_cast<sockaddr *>(&sa), sizeof sa) == 0;
+  if (fd >= 0) close(fd);
+  return ours ? "10.99.0.1" : "127.0.0.1";
 }
 
 }  // namespace rrpc_test

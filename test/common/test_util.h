@@ -43,6 +43,11 @@ std::string smc_data_dir();
 // the rest hex pairs. A file that cannot be opened fails the current test.
 std::vector<uint8_t> load_smc_hex(const std::string &rel);
 
+// The address RDMA tests give their servers and clients: $RRPC_TEST_RDMA_ADDR,
+// else the VM's rxe netdev address 10.99.0.1 when this host has it (so the
+// RoCE v2 GID matches; tools/run-rdma-tests), else 127.0.0.1.
+std::string rdma_test_addr();
+
 // The loop watchdog runs in every test binary (test/common/loop_watchdog.cc)
 // and fails the run on any report; a test that provokes `n` on purpose
 // declares them here.

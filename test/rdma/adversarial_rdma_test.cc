@@ -22,6 +22,8 @@
 #include "test/rdma/tsan_suppressions.h"
 #include "test/rdma/rogue_peer.h"
 
+using rrpc_test::rdma_test_addr;
+
 namespace {
 
 const size_t kRing = 64 * 1024;
@@ -61,11 +63,6 @@ void echo_handler(void *, rrpc_server_call *call) {
   rrpc_server_call_respond(call, rrpc_server_call_request(call));
 }
 
-std::string local_ip() {
-  if (const char *a = getenv("RRPC_TEST_RDMA_ADDR")) return a;
-  return "10.99.0.1";
-}
-
 struct Server {
   rrpc_server *s = nullptr;
   int port = 0;
@@ -75,7 +72,7 @@ struct Server {
     o.use_rdma = 1;
     if (rrpc_server_new(&o, &s) != 0) return;
     rrpc_server_add_method(s, "test.Echo", "Echo", echo_handler, nullptr);
-    if (rrpc_server_start(s, (local_ip() + ":0").c_str()) == 0) port = rrpc_server_port(s);
+    if (rrpc_server_start(s, (rdma_test_addr() + ":0").c_str()) == 0) port = rrpc_server_port(s);
   }
   ~Server() {
     if (s) {
@@ -91,7 +88,7 @@ rrpc_channel *open_channel(int port) {
   o.timeout_ms = 20000;
   o.connect_timeout_ms = 5000;
   rrpc_channel *ch = nullptr;
-  if (rrpc_channel_new((local_ip() + ":" + std::to_string(port)).c_str(), &o, &ch) != 0) return nullptr;
+  if (rrpc_channel_new((rdma_test_addr() + ":" + std::to_string(port)).c_str(), &o, &ch) != 0) return nullptr;
   return ch;
 }
 
@@ -201,7 +198,7 @@ TEST(Adversarial, StaleRingBytesNeverReachARoguePeer) {
     // The victim speaks through rogue_peer too, so its requests are known
     // frames at the start of its server-side ring.
     rogue::Peer victim;
-    ASSERT_TRUE(victim.connect_up(local_ip(), srv.port)) << victim.error;
+    ASSERT_TRUE(victim.connect_up(rdma_test_addr(), srv.port)) << victim.error;
     for (int i = 0; i < 3; i++)
       ASSERT_EQ(victim.write_next(rogue::Peer::echo_frame(secret, i + 1)), IBV_WC_SUCCESS);
     std::string got = victim.received(1500);
@@ -219,7 +216,7 @@ TEST(Adversarial, StaleRingBytesNeverReachARoguePeer) {
   size_t total = 0;
   for (int i = 0; i < 4; i++) {
     rogue::Peer r;
-    ASSERT_TRUE(r.connect_up(local_ip(), srv.port)) << r.error;
+    ASSERT_TRUE(r.connect_up(rdma_test_addr(), srv.port)) << r.error;
     // 2 KiB written at the far half of the ring, reported as if at offset 0.
     uint64_t elsewhere = r.accept.ring_addr + kRing / 2;
     ASSERT_EQ(r.write_raw(elsewhere, r.accept.rkey, std::string(2048, 'Z'), 0), IBV_WC_SUCCESS);
@@ -244,8 +241,8 @@ TEST(Adversarial, CrossConnectionWriteFailsOnlyTheRogue) {
   Server srv;
   ASSERT_GT(srv.port, 0);
   rogue::Peer victim, attacker;
-  ASSERT_TRUE(victim.connect_up(local_ip(), srv.port)) << victim.error;
-  ASSERT_TRUE(attacker.connect_up(local_ip(), srv.port)) << attacker.error;
+  ASSERT_TRUE(victim.connect_up(rdma_test_addr(), srv.port)) << victim.error;
+  ASSERT_TRUE(attacker.connect_up(rdma_test_addr(), srv.port)) << attacker.error;
   uint64_t t0 = rogue::now_ms();
   int st = attacker.write_raw(victim.accept.ring_addr, victim.accept.rkey, std::string(64, 'E'), 0);
   bool closed = rogue::tcp_closed_within(attacker.fd, 5000);
@@ -277,7 +274,7 @@ TEST(Adversarial, IsolationCostWindowVersusPdPerConnection) {
   Server srv;
   ASSERT_GT(srv.port, 0);
   rogue::Peer r;  // a connected QP to bind windows on
-  ASSERT_TRUE(r.connect_up(local_ip(), srv.port)) << r.error;
+  ASSERT_TRUE(r.connect_up(rdma_test_addr(), srv.port)) << r.error;
   ibv_pd *pd = r.dev->pd;
   const int n = 40;
   for (size_t ring : {(size_t)64 << 10, (size_t)1 << 20}) {
@@ -345,7 +342,7 @@ TEST(Adversarial, PeerPostingFewerReceivesFailsInBoundedTime) {
   rogue::Peer r;
   r.announce_log2 = 6;
   r.post_recvs = 2;  // one for the first CDC (not reposted below), one for a response
-  ASSERT_TRUE(r.propose(local_ip(), srv.port) && r.read_accept() && r.create_verbs() && r.connect_qp() &&
+  ASSERT_TRUE(r.propose(rdma_test_addr(), srv.port) && r.read_accept() && r.create_verbs() && r.connect_qp() &&
               r.send_confirm())
       << r.error;
   ibv_wc wc;
@@ -380,7 +377,7 @@ TEST(Adversarial, TruncatedProposalDroppedWithinTheDeadline) {
     uint8_t b[RRPC_CLC_MAX_LEN];
     size_t len;
     ASSERT_EQ(rrpc__clc_encode_proposal(&p, b, sizeof b, &len), 0);
-    int fd = rogue::tcp_connect(local_ip(), srv.port);
+    int fd = rogue::tcp_connect(rdma_test_addr(), srv.port);
     ASSERT_GE(fd, 0);
     double cpu0 = cpu_seconds();
     uint64_t t0 = rogue::now_ms();
@@ -407,7 +404,7 @@ TEST(Adversarial, ProposalInsteadOfConfirmIsASyncError) {
   Server srv;
   ASSERT_GT(srv.port, 0);
   rogue::Peer r;
-  ASSERT_TRUE(r.propose(local_ip(), srv.port) && r.read_accept()) << r.error;
+  ASSERT_TRUE(r.propose(rdma_test_addr(), srv.port) && r.read_accept()) << r.error;
   ASSERT_TRUE(r.send_proposal(RRPC_CLC_CONFIRM)) << r.error;
   rrpc__clc_msg m;
   ASSERT_TRUE(r.read_clc(&m)) << r.error;
@@ -429,7 +426,7 @@ TEST(Adversarial, SendWithoutImmediateOrWithInvalidateFailsTheConnection) {
   rrpc_rdma_get_stats(&st0);
   for (bool inv : {false, true}) {
     rogue::Peer r;
-    ASSERT_TRUE(r.connect_up(local_ip(), srv.port)) << r.error;
+    ASSERT_TRUE(r.connect_up(rdma_test_addr(), srv.port)) << r.error;
     int st = r.send_op(std::string(44, 'C'), inv, r.accept.rkey);
     bool closed = rogue::tcp_closed_within(r.fd, 5000);
     printf("ADVERSARIAL send-%s: completion status %d, connection closed by the server: %s\n",
@@ -474,7 +471,7 @@ TEST(Adversarial, ProposalFloodIsBoundedByTheHandshakeCap) {
   int accepted = 0, declined = 0;
   for (int i = 0; i < 100; i++) {
     peers.emplace_back(new rogue::Peer);
-    ASSERT_TRUE(peers.back()->propose(local_ip(), srv.port)) << peers.back()->error;
+    ASSERT_TRUE(peers.back()->propose(rdma_test_addr(), srv.port)) << peers.back()->error;
   }
   for (auto &p : peers) {
     if (p->read_accept()) accepted++;
@@ -534,7 +531,7 @@ TEST(Adversarial, CloseCdcAlwaysReachesThePeerAndIsTheLastMessage) {
   uint64_t t0 = rogue::now_ms();
   for (int i = 0; i < kConns; i++) {
     rogue::Peer r;
-    ASSERT_TRUE(r.connect_up(local_ip(), srv.port)) << r.error;
+    ASSERT_TRUE(r.connect_up(rdma_test_addr(), srv.port)) << r.error;
     // Answers in flight (4 x 4 KiB fit the peer's 64 KiB ring unacked),
     // then garbage: the server fails the connection meanwhile.
     for (int k = 0; k < 4; k++)
@@ -569,7 +566,7 @@ TEST(Adversarial, CloseCdcWaitsForItsCompletionBeforeTheQpGoes) {
     rogue::Peer r;
     r.post_recvs = 1;        // for the server's first CDC, not reposted
     r.min_rnr_timer = 28;    // 164 ms between the server's RNR retries (6 of them)
-    ASSERT_TRUE(r.propose(local_ip(), srv.port) && r.read_accept() && r.create_verbs() && r.connect_qp() &&
+    ASSERT_TRUE(r.propose(rdma_test_addr(), srv.port) && r.read_accept() && r.create_verbs() && r.connect_qp() &&
                 r.send_confirm())
         << r.error;
     ibv_wc wc;
@@ -618,7 +615,7 @@ TEST(Adversarial, TcpPeersNeverTakeTheRealPoolAndExhaustionFailsOnlyTheNeedyCall
   std::string chunk(kPark, 'z');
   std::vector<int> fds;
   for (int i = 0; i < kConns; i++) {
-    int fd = rogue::tcp_connect(local_ip(), srv.port);
+    int fd = rogue::tcp_connect(rdma_test_addr(), srv.port);
     ASSERT_GE(fd, 0);
     std::string h = rrpc_test::frame_header(64u << 20, 64);
     ASSERT_EQ(send(fd, h.data(), h.size(), MSG_NOSIGNAL), (ssize_t)h.size());
@@ -702,7 +699,7 @@ TEST(Adversarial, RdmaClientThatNeverReadsIsPausedByItsWindow) {
   Server srv;
   ASSERT_GT(srv.port, 0);
   rogue::Peer r;
-  ASSERT_TRUE(r.connect_up(local_ip(), srv.port)) << r.error;
+  ASSERT_TRUE(r.connect_up(rdma_test_addr(), srv.port)) << r.error;
   rrpc_limit_stats lim0;
   rrpc_limit_stats_get(&lim0);
   const int kFrames = 1500;  // 6 MiB of requests, 6 MiB of answers

@@ -17,24 +17,14 @@
 
 #include "rrpc/rrpc.h"
 #include "test/rdma/tsan_suppressions.h"
+#include "test/common/test_util.h"
+
+using rrpc_test::rdma_test_addr;
 
 namespace {
 
 void echo_handler(void *, rrpc_server_call *call) {
   rrpc_server_call_respond(call, rrpc_server_call_request(call));
-}
-
-// The RDMA netdev's address (tools/run-rdma-tests says which), so the RoCE
-// v2 GID matches; the VM's rxe0 has 10.99.0.1.
-std::string local_ip() {
-  if (const char *a = getenv("RRPC_TEST_RDMA_ADDR")) return a;
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  inet_pton(AF_INET, "10.99.0.1", &sa.sin_addr);
-  int ok = bind(fd, reinterpret_cast<sockaddr *>(&sa), sizeof sa) == 0;
-  close(fd);
-  return ok ? "10.99.0.1" : "127.0.0.1";
 }
 
 // GET path; the body, read to the server's FIN (bounded by SO_RCVTIMEO).
@@ -43,7 +33,7 @@ std::string get(int port, const std::string &path) {
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
   sa.sin_port = htons(port);
-  inet_pton(AF_INET, local_ip().c_str(), &sa.sin_addr);
+  inet_pton(AF_INET, rdma_test_addr().c_str(), &sa.sin_addr);
   timeval tv{10, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   std::string all;
@@ -94,14 +84,14 @@ TEST(BuiltinRdma, RdmaConnectionShowsQpnWindowAndCredits) {
   rrpc_server *srv;
   ASSERT_EQ(0, rrpc_server_new(&so, &srv));
   ASSERT_EQ(0, rrpc_server_add_method(srv, "test.Echo", "Echo", echo_handler, nullptr));
-  ASSERT_EQ(0, rrpc_server_start(srv, (local_ip() + ":0").c_str()));
+  ASSERT_EQ(0, rrpc_server_start(srv, (rdma_test_addr() + ":0").c_str()));
   int port = rrpc_server_port(srv);
   rrpc_channel_options co{};
   co.use_rdma = 1;
   co.timeout_ms = 30000;
   co.connect_timeout_ms = 5000;
   rrpc_channel *ch;
-  ASSERT_EQ(0, rrpc_channel_new((local_ip() + ":" + std::to_string(port)).c_str(), &co, &ch));
+  ASSERT_EQ(0, rrpc_channel_new((rdma_test_addr() + ":" + std::to_string(port)).c_str(), &co, &ch));
   rrpc_rdma_stats before;
   rrpc_rdma_get_stats(&before);
   for (int i = 0; i < 10; i++) {
@@ -153,10 +143,10 @@ TEST(BuiltinRdma, RdmaConnectionShowsQpnWindowAndCredits) {
   // rrpc_stat shows the same connection, smcss-style.
   std::string tool = rrpc_stat_path();
   if (access(tool.c_str(), X_OK) == 0) {
-    std::string out = run(tool + " " + local_ip() + ":" + std::to_string(port) + " connections -d");
+    std::string out = run(tool + " " + rdma_test_addr() + ":" + std::to_string(port) + " connections -d");
     EXPECT_NE(std::string::npos, out.find("RDMA")) << out;
     EXPECT_NE(std::string::npos, out.find(std::to_string(json_num(row, "qpn")))) << out;
-    out = run(tool + " " + local_ip() + ":" + std::to_string(port) + " devices");
+    out = run(tool + " " + rdma_test_addr() + ":" + std::to_string(port) + " devices");
     EXPECT_NE(std::string::npos, out.find("PoolBytes")) << out;
     std::printf("%s\n", out.c_str());
   } else {

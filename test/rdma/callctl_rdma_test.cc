@@ -24,6 +24,8 @@
 #include "test/common/test_util.h"
 #include "test/rdma/tsan_suppressions.h"
 
+using rrpc_test::rdma_test_addr;
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -44,18 +46,6 @@ constexpr int64_t kGuestBoundUs = 5000;
 
 int64_t us_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration_cast<std::chrono::microseconds>(b - a).count();
-}
-
-// The RDMA netdev's address (tools/run-rdma-tests says which).
-std::string local_ip() {
-  if (const char *a = getenv("RRPC_TEST_RDMA_ADDR")) return a;
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa = {};
-  sa.sin_family = AF_INET;
-  inet_pton(AF_INET, "10.99.0.1", &sa.sin_addr);
-  int ok = bind(fd, (sockaddr *)&sa, sizeof sa) == 0;
-  close(fd);
-  return ok ? "10.99.0.1" : "127.0.0.1";
 }
 
 struct Held {
@@ -122,8 +112,8 @@ class CallCtlRdma : public ::testing::Test {
     ASSERT_EQ(0, rrpc_server_add_method(server_, "test.Ctl", "Hold", hold_handler, &held_));
     ASSERT_EQ(0, rrpc_server_add_method(server_, "test.Ctl", "Report", report_handler, &held_));
     ASSERT_EQ(0, rrpc_server_add_method(server_, "test.Ctl", "Proxy", proxy_handler, &held_));
-    ASSERT_EQ(0, rrpc_server_start(server_, (local_ip() + ":0").c_str()));
-    addr_ = local_ip() + ":" + std::to_string(rrpc_server_port(server_));
+    ASSERT_EQ(0, rrpc_server_start(server_, (rdma_test_addr() + ":0").c_str()));
+    addr_ = rdma_test_addr() + ":" + std::to_string(rrpc_server_port(server_));
     channel_ = open(60000);
     ASSERT_NE(nullptr, channel_);
     rrpc_iobuf_new(&req_);

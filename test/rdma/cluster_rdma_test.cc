@@ -19,6 +19,9 @@
 
 #include "rrpc/rrpc.h"
 #include "test/rdma/tsan_suppressions.h"
+#include "test/common/test_util.h"
+
+using rrpc_test::rdma_test_addr;
 
 namespace {
 
@@ -34,25 +37,13 @@ struct Srv {
   }
 };
 
-// The RDMA netdev's address (tools/run-rdma-tests says which).
-std::string local_ip() {
-  if (const char *a = getenv("RRPC_TEST_RDMA_ADDR")) return a;
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa = {};
-  sa.sin_family = AF_INET;
-  inet_pton(AF_INET, "10.99.0.1", &sa.sin_addr);
-  int ok = bind(fd, (sockaddr *)&sa, sizeof sa) == 0;
-  close(fd);
-  return ok ? "10.99.0.1" : "127.0.0.1";
-}
-
 int start(Srv *v, int port) {
   rrpc_server_options o = {};
   o.use_rdma = 1;
   int rc = rrpc_server_new(&o, &v->s);
   if (rc != 0) return rc;
   rrpc_server_add_method(v->s, "test.Echo", "Echo", Srv::echo, v);
-  rc = rrpc_server_start(v->s, (local_ip() + ":" + std::to_string(port)).c_str());
+  rc = rrpc_server_start(v->s, (rdma_test_addr() + ":" + std::to_string(port)).c_str());
   if (rc == 0) v->port = rrpc_server_port(v->s);
   return rc;
 }
@@ -99,7 +90,7 @@ TEST(ClusterRdma, RoundRobinOverThreeServersSurvivesOneKilledMidStream) {
   std::string url = "list://";
   for (int i = 0; i < 3; i++) {
     ASSERT_EQ(0, start(&srv[i], 0));
-    url += (i ? "," : "") + local_ip() + ":" + std::to_string(srv[i].port);
+    url += (i ? "," : "") + rdma_test_addr() + ":" + std::to_string(srv[i].port);
   }
   rrpc_channel_options o = {};
   o.use_rdma = 1;

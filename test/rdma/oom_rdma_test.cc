@@ -28,6 +28,8 @@
 #include "test/common/test_util.h"
 #include "test/rdma/tsan_suppressions.h"
 
+using rrpc_test::rdma_test_addr;
+
 namespace {
 
 std::atomic<bool> g_inject{false};
@@ -65,11 +67,6 @@ uint64_t now_ms() {
   return (uint64_t)std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
-}
-
-std::string local_ip() {
-  if (const char *a = getenv("RRPC_TEST_RDMA_ADDR")) return a;
-  return "10.99.0.1";
 }
 
 // Two servers swap what they receive: a handler parks its request attachment
@@ -122,7 +119,7 @@ rrpc_channel *channel_to(int port, int timeout_ms) {
   o.timeout_ms = timeout_ms;
   o.connect_timeout_ms = 5000;
   rrpc_channel *ch = nullptr;
-  rrpc_channel_new((local_ip() + ":" + std::to_string(port)).c_str(), &o, &ch);
+  rrpc_channel_new((rdma_test_addr() + ":" + std::to_string(port)).c_str(), &o, &ch);
   return ch;
 }
 
@@ -179,7 +176,7 @@ TEST(RdmaOutOfMemory, RingSlicesSwappedBetweenConnectionsUnderMoveFailuresNeithe
     so.use_rdma = 1;
     ASSERT_EQ(rrpc_server_new(&so, &srv[i]), 0);
     rrpc_server_add_method(srv[i], "test.Swap", "Swap", swap_handler, (void *)(intptr_t)i);
-    ASSERT_EQ(rrpc_server_start(srv[i], (local_ip() + ":0").c_str()), 0);
+    ASSERT_EQ(rrpc_server_start(srv[i], (rdma_test_addr() + ":0").c_str()), 0);
     port[i] = rrpc_server_port(srv[i]);
   }
   // Two connections to each server (they spread over the loops), three

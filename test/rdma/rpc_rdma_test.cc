@@ -31,6 +31,8 @@
 #include "test/common/test_util.h"
 #include "test/rdma/tsan_suppressions.h"
 
+using rrpc_test::rdma_test_addr;
+
 namespace {
 
 const size_t kRing = 256 * 1024;  // small, so large messages wrap it many times
@@ -55,19 +57,6 @@ void slow_handler(void *, rrpc_server_call *call) {
 
 void hold_handler(void *, rrpc_server_call *) {}  // never answers: for kill -9
 
-// The address clients use: the RDMA netdev's (tools/run-rdma-tests says
-// which), so the RoCE v2 GID matches; the VM's rxe0 has 10.99.0.1.
-std::string local_ip() {
-  if (const char *a = getenv("RRPC_TEST_RDMA_ADDR")) return a;
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa = {};
-  sa.sin_family = AF_INET;
-  inet_pton(AF_INET, "10.99.0.1", &sa.sin_addr);
-  int ok = bind(fd, (sockaddr *)&sa, sizeof sa) == 0;
-  close(fd);
-  return ok ? "10.99.0.1" : "127.0.0.1";
-}
-
 rrpc_server *start_server(int use_rdma, int *port) {
   rrpc_server_options o = {};
   o.use_rdma = use_rdma;
@@ -76,7 +65,7 @@ rrpc_server *start_server(int use_rdma, int *port) {
   rrpc_server_add_method(s, "test.Echo", "Echo", echo_handler, nullptr);
   rrpc_server_add_method(s, "test.Echo", "Slow", slow_handler, nullptr);
   rrpc_server_add_method(s, "test.Echo", "Hold", hold_handler, nullptr);
-  if (rrpc_server_start(s, (local_ip() + ":0").c_str()) != 0) return nullptr;
+  if (rrpc_server_start(s, (rdma_test_addr() + ":0").c_str()) != 0) return nullptr;
   *port = rrpc_server_port(s);
   return s;
 }
@@ -107,7 +96,7 @@ rrpc_channel *open_channel(int port, int use_rdma, int timeout_ms = 60000) {
   o.timeout_ms = getenv("RRPC_TEST_TIMEOUT_MS") ? atoi(getenv("RRPC_TEST_TIMEOUT_MS")) : timeout_ms;
   o.connect_timeout_ms = 5000;
   o.max_body_size = 64u << 20;
-  std::string addr = local_ip() + ":" + std::to_string(port);
+  std::string addr = rdma_test_addr() + ":" + std::to_string(port);
   rrpc_channel *ch = nullptr;
   if (rrpc_channel_new(addr.c_str(), &o, &ch) != 0) return nullptr;
   return ch;
@@ -430,7 +419,7 @@ TEST_F(RdmaRpc, GarbageInsteadOfClcClosesOnlyThatConnection) {
   sockaddr_in sa = {};
   sa.sin_family = AF_INET;
   sa.sin_port = htons((uint16_t)port_);
-  inet_pton(AF_INET, local_ip().c_str(), &sa.sin_addr);
+  inet_pton(AF_INET, rdma_test_addr().c_str(), &sa.sin_addr);
   ASSERT_EQ(0, connect(fd, (sockaddr *)&sa, sizeof sa));
   const char garbage[] = "\xe2\xd4\xc3\xd9\x07garbage that is neither CLC nor baidu_std";
   ASSERT_GT(write(fd, garbage, sizeof garbage), 0);
@@ -503,7 +492,7 @@ struct DropAcceptProxy {
     lfd = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in sa = {};
     sa.sin_family = AF_INET;
-    inet_pton(AF_INET, local_ip().c_str(), &sa.sin_addr);
+    inet_pton(AF_INET, rdma_test_addr().c_str(), &sa.sin_addr);
     socklen_t sl = sizeof sa;
     if (bind(lfd, (sockaddr *)&sa, sl) != 0 || listen(lfd, 1) != 0) return;
     getsockname(lfd, (sockaddr *)&sa, &sl);
@@ -522,7 +511,7 @@ struct DropAcceptProxy {
     sockaddr_in sa = {};
     sa.sin_family = AF_INET;
     sa.sin_port = htons((uint16_t)upstream_port);
-    inet_pton(AF_INET, local_ip().c_str(), &sa.sin_addr);
+    inet_pton(AF_INET, rdma_test_addr().c_str(), &sa.sin_addr);
     if (connect(u, (sockaddr *)&sa, sizeof sa) != 0) {
       close(c);
       return;

@@ -24,12 +24,9 @@
 #include "test/common/test_util.h"
 #include "test/rdma/tsan_suppressions.h"
 
-namespace {
+using rrpc_test::rdma_test_addr;
 
-std::string local_ip() {
-  if (const char *a = getenv("RRPC_TEST_RDMA_ADDR")) return a;
-  return "10.99.0.1";
-}
+namespace {
 
 uint64_t now_ms() {
   return (uint64_t)std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -106,8 +103,8 @@ TEST(RdmaTeardown, SlicesReleasedOnOtherThreadsWhileConnectionsClose) {
   rrpc_server *srv;
   ASSERT_EQ(rrpc_server_new(&so, &srv), 0);
   rrpc_server_add_method(srv, "test.Echo", "Echo", parking_echo, nullptr);
-  ASSERT_EQ(rrpc_server_start(srv, (local_ip() + ":0").c_str()), 0);
-  std::string addr = local_ip() + ":" + std::to_string(rrpc_server_port(srv));
+  ASSERT_EQ(rrpc_server_start(srv, (rdma_test_addr() + ":0").c_str()), 0);
+  std::string addr = rdma_test_addr() + ":" + std::to_string(rrpc_server_port(srv));
 
   const int kRounds = 25, kCalls = 6;
   const uint64_t kMaxMs = 60000;

@@ -12,12 +12,9 @@
 #include "test/common/test_util.h"
 #include "test/rdma/tsan_suppressions.h"
 
-namespace {
+using rrpc_test::rdma_test_addr;
 
-std::string local_ip() {
-  if (const char *a = getenv("RRPC_TEST_RDMA_ADDR")) return a;
-  return "10.99.0.1";
-}
+namespace {
 
 void echo_handler(void *, rrpc_server_call *call) {
   rrpc_controller *c = rrpc_server_call_controller(call);
@@ -50,7 +47,7 @@ rrpc_channel *channel_to(int port) {
   o.timeout_ms = 5000;
   o.connect_timeout_ms = 5000;
   rrpc_channel *ch = nullptr;
-  rrpc_channel_new((local_ip() + ":" + std::to_string(port)).c_str(), &o, &ch);
+  rrpc_channel_new((rdma_test_addr() + ":" + std::to_string(port)).c_str(), &o, &ch);
   return ch;
 }
 
@@ -66,7 +63,7 @@ TEST(ZeroCopyForward, ProxyForwardsReceivedAttachmentsWithoutStalling) {
   rrpc_server *backend;
   ASSERT_EQ(rrpc_server_new(&so, &backend), 0);
   rrpc_server_add_method(backend, "test.Echo", "Echo", echo_handler, nullptr);
-  ASSERT_EQ(rrpc_server_start(backend, (local_ip() + ":0").c_str()), 0);
+  ASSERT_EQ(rrpc_server_start(backend, (rdma_test_addr() + ":0").c_str()), 0);
   rrpc_channel *to_backend = channel_to(rrpc_server_port(backend));
   ASSERT_NE(to_backend, nullptr);
 
@@ -76,7 +73,7 @@ TEST(ZeroCopyForward, ProxyForwardsReceivedAttachmentsWithoutStalling) {
   rrpc_server *proxy;
   ASSERT_EQ(rrpc_server_new(&po, &proxy), 0);
   rrpc_server_add_method(proxy, "test.Proxy", "Forward", forward_handler, to_backend);
-  ASSERT_EQ(rrpc_server_start(proxy, (local_ip() + ":0").c_str()), 0);
+  ASSERT_EQ(rrpc_server_start(proxy, (rdma_test_addr() + ":0").c_str()), 0);
   rrpc_channel *ch = channel_to(rrpc_server_port(proxy));
   ASSERT_NE(ch, nullptr);
 
