@@ -269,6 +269,8 @@ static int default_policy(int code, int responded) {
 static int may_retry(ccall *cc, int code, int responded) {
   const rrpc__cluster_conf *conf = rrpc__cluster_conf_of(cc->cl);
   if (cc->retries_left <= 0 || code == -RRPC_ERPCTIMEDOUT) return 0;
+  /* Never after a response, except ELOGOFF: the server says it did not run it. */
+  if (responded && code != -RRPC_ELOGOFF) return 0;
   if (cc->deadline_us != 0 && rrpc__now_us() >= cc->deadline_us) return 0;
   if (conf->policy != NULL) return conf->policy(conf->policy_arg, code, responded) != 0;
   return default_policy(code, responded);
@@ -298,14 +300,16 @@ static void on_attempt_done(void *arg, rrpc_controller *c) {
   cc->inflight--;
   unlink_attempt(cc, at);
   if (cc->finished) goto drop; /* another attempt decided: this one is dropped */
-  if (code != 0 && !responded && !rrpc__cluster_closing(cc->cl) && may_retry(cc, code, responded)) {
+  /* may_retry asks the policy, which sees `responded`: by default only a
+   * responded ELOGOFF ("not executed") goes elsewhere after an answer. */
+  if (code != 0 && !rrpc__cluster_closing(cc->cl) && may_retry(cc, code, responded)) {
     cc->retries_left--;
     pthread_mutex_unlock(&cc->mu);
     rrpc__cluster_count(cc->cl, RRPC__CL_RETRIES);
     int rc = launch(cc, 0);
     pthread_mutex_lock(&cc->mu);
     if (rc == 0 || cc->finished || cc->inflight > 0) goto drop;
-  } else if (code != 0 && !responded && cc->inflight > 0) {
+  } else if (code != 0 && (!responded || code == -RRPC_ELOGOFF) && cc->inflight > 0) {
     goto drop; /* a backup is still out: let it decide */
   }
   cc->finished = 1;
