@@ -268,53 +268,32 @@ TEST(Murmur3, KnownVectors) {
 
 // ---- balancers --------------------------------------------------------------------
 
-TEST(Balance, RoundRobinSplitsEvenly) {
+// `n` calls through balancer `lb` over 3 servers (tagged `tags`): none fails
+// and each server gets its `share` within 10 %.
+void expect_balanced(const char *lb, const rrpc_channel_options &o, const std::vector<std::string> &tags, int n,
+                     const std::vector<double> &share) {
   Cluster cl(3);
-  rrpc_channel_options o = fast_opts();
   rrpc_channel *ch;
-  ASSERT_EQ(0, rrpc_channel_new_lb(cl.list().c_str(), "rr", &o, &ch));
+  ASSERT_EQ(0, rrpc_channel_new_lb(cl.list(tags).c_str(), lb, &o, &ch));
   int failed = 0;
-  auto per = spread(ch, cl, 3000, 0, false, &failed);
+  auto per = spread(ch, cl, n, 0, false, &failed);
   EXPECT_EQ(0, failed);
-  expect_share(per, {1 / 3.0, 1 / 3.0, 1 / 3.0}, 3000);
+  expect_share(per, share, n);
   rrpc_channel_free(ch);
 }
+
+TEST(Balance, RoundRobinSplitsEvenly) { expect_balanced("rr", fast_opts(), {}, 3000, {1 / 3.0, 1 / 3.0, 1 / 3.0}); }
 
 TEST(Balance, RoundRobinOverPooledConnections) {
-  Cluster cl(3);
   rrpc_channel_options o = fast_opts();
   o.connection_type = RRPC_CONNECTION_POOLED;
-  rrpc_channel *ch;
-  ASSERT_EQ(0, rrpc_channel_new_lb(cl.list().c_str(), "rr", &o, &ch));
-  int failed = 0;
-  auto per = spread(ch, cl, 300, 0, false, &failed);
-  EXPECT_EQ(0, failed);
-  expect_share(per, {1 / 3.0, 1 / 3.0, 1 / 3.0}, 300);
-  rrpc_channel_free(ch);
+  expect_balanced("rr", o, {}, 300, {1 / 3.0, 1 / 3.0, 1 / 3.0});
 }
 
-TEST(Balance, RandomSplitsEvenly) {
-  Cluster cl(3);
-  rrpc_channel_options o = fast_opts();
-  rrpc_channel *ch;
-  ASSERT_EQ(0, rrpc_channel_new_lb(cl.list().c_str(), "random", &o, &ch));
-  int failed = 0;
-  auto per = spread(ch, cl, 3000, 0, false, &failed);
-  EXPECT_EQ(0, failed);
-  expect_share(per, {1 / 3.0, 1 / 3.0, 1 / 3.0}, 3000);
-  rrpc_channel_free(ch);
-}
+TEST(Balance, RandomSplitsEvenly) { expect_balanced("random", fast_opts(), {}, 3000, {1 / 3.0, 1 / 3.0, 1 / 3.0}); }
 
 TEST(Balance, WeightedRoundRobinFollowsWeights) {
-  Cluster cl(3);
-  rrpc_channel_options o = fast_opts();
-  rrpc_channel *ch;
-  ASSERT_EQ(0, rrpc_channel_new_lb(cl.list({"1", "2", "3"}).c_str(), "wrr", &o, &ch));
-  int failed = 0;
-  auto per = spread(ch, cl, 3000, 0, false, &failed);
-  EXPECT_EQ(0, failed);
-  expect_share(per, {1 / 6.0, 2 / 6.0, 3 / 6.0}, 3000);
-  rrpc_channel_free(ch);
+  expect_balanced("wrr", fast_opts(), {"1", "2", "3"}, 3000, {1 / 6.0, 2 / 6.0, 3 / 6.0});
 }
 
 TEST(Balance, LocalityAwarePrefersTheFastServer) {
