@@ -584,6 +584,56 @@ TEST(Adversarial, CloseCdcWaitsForItsCompletionBeforeTheQpGoes) {
   EXPECT_EQ(seen, kConns);
 }
 
+// A loop stopped while a closed connection still waits for its close CDC
+// (the peer has no receive posted, so the CDC is being retried) dropped the
+// wait's timer with it: that connection's QP, CQs and ring MR stayed until
+// the process exited. The loop's stop hook now releases them. The server
+// has a loop of its own, stopped with it, at once after the peer saw the
+// TCP connection close (the wait lasts --rdma_close_wait_ms, 1 s).
+TEST(Adversarial, LoopStoppedDuringTheCloseWaitReleasesTheConnection) {
+  init_rdma();
+  rrpc_server_options so = {};
+  so.use_rdma = 1;
+  so.num_threads = 1;
+  rrpc_server *srv;
+  ASSERT_EQ(rrpc_server_new(&so, &srv), 0);
+  rrpc_server_add_method(srv, "test.Echo", "Echo", echo_handler, nullptr);
+  ASSERT_EQ(rrpc_server_start(srv, (rdma_test_addr() + ":0").c_str()), 0);
+  int qp0, mr0;
+  rdma_resources(&qp0, &mr0);
+  if (qp0 < 0 || mr0 < 0) {
+    rrpc_server_stop(srv);
+    rrpc_server_free(srv);
+    GTEST_SKIP() << "no `rdma resource show` here to count QPs and MRs";
+  }
+  int qp_mid = -1, mr_mid = -1;
+  uint64_t stop_ms;
+  {
+    rogue::Peer r;
+    r.post_recvs = 1;      // for the server's first CDC, not reposted
+    r.min_rnr_timer = 31;  // 491 ms between the server's RNR retries: its close CDC waits
+    ASSERT_TRUE(r.propose(rdma_test_addr(), rrpc_server_port(srv)) && r.read_accept() && r.create_verbs() &&
+                r.connect_qp() && r.send_confirm())
+        << r.error;
+    ibv_wc wc;
+    ASSERT_TRUE(r.poll_one(&wc, 5000)) << r.error;                  // the first CDC
+    ASSERT_EQ(r.write_next(std::string(64, 'X')), IBV_WC_SUCCESS);  // not a frame: the server fails it
+    ASSERT_TRUE(rogue::tcp_closed_within(r.fd, 5000));
+    uint64_t t0 = rogue::now_ms();
+    rrpc_server_stop(srv);
+    rrpc_server_free(srv);
+    stop_ms = rogue::now_ms() - t0;
+    rdma_resources(&qp_mid, &mr_mid);  // the peer's own QP and MRs are still there
+  }
+  int qp1, mr1;
+  rdma_resources(&qp1, &mr1);
+  printf("ADVERSARIAL loop-stop-close-wait: server stopped %llu ms after the peer saw the close; device QPs %d -> "
+         "%d with the peer -> %d without, MRs %d -> %d -> %d\n",
+         (unsigned long long)stop_ms, qp0, qp_mid, qp1, mr0, mr_mid, mr1);
+  EXPECT_EQ(qp1, qp0);
+  EXPECT_EQ(mr1, mr0);
+}
+
 // ---- item 8: plain TCP peers and the real registered pool --------------------------------
 
 // With RDMA up (the registered pool is the allocator of every iobuf), 64

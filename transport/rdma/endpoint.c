@@ -569,9 +569,12 @@ static void rdma_on_fail(rrpc__socket *s, int code) {
   rrpc__ep_unlock(ep);
 }
 
+static void on_loop_stop(void *arg);
+
 void rrpc__ep_close_finish(rrpc__rdma_ep *ep) {
   if (ep->close_timer != 0) (void)rrpc__loop_timer_cancel(ep->loop, ep->close_timer);
   ep->close_timer = 0;
+  rrpc__loop_stop_hook_del(ep->loop, on_loop_stop, ep);
   verbs_destroy(ep);
   rrpc__ep_unref(ep); /* the socket's */
 }
@@ -581,6 +584,14 @@ static void on_close_timeout(void *arg) {
   ep->close_timer = 0;
   RRPC_LOG(WARNING, "rdma qpn=%u: the close CDC did not complete within %d ms: destroying the QP",
            ep->vb.qp ? ep->vb.qp->qp_num : 0, ep->opts->close_wait_ms);
+  rrpc__rdma_count(RRPC_RDMA_CNT_CLOSE_UNCONFIRMED, 1);
+  rrpc__ep_close_finish(ep);
+}
+
+/* The loop stops while the close CDC is still awaited: its timer would
+ * never fire nor its completion be seen, so release everything now. */
+static void on_loop_stop(void *arg) {
+  rrpc__rdma_ep *ep = arg;
   rrpc__rdma_count(RRPC_RDMA_CNT_CLOSE_UNCONFIRMED, 1);
   rrpc__ep_close_finish(ep);
 }
@@ -598,6 +609,12 @@ static int close_wait(rrpc__rdma_ep *ep) {
   if (done) return -1;
   uint64_t deadline = rrpc__now_us() + (uint64_t)ep->opts->close_wait_ms * 1000;
   if (rrpc__loop_timer_add(ep->loop, deadline, on_close_timeout, ep, &ep->close_timer) != 0) {
+    ep->close_timer = 0;
+    return -1;
+  }
+  /* A loop stopped meanwhile drops its timers: the hook then finishes. */
+  if (rrpc__loop_stop_hook_add(ep->loop, on_loop_stop, ep) != 0) {
+    (void)rrpc__loop_timer_cancel(ep->loop, ep->close_timer);
     ep->close_timer = 0;
     return -1;
   }
