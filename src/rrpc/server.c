@@ -92,12 +92,17 @@ struct rrpc_server {
   rrpc__timer_id accept_resume;    /* accepts paused at the fd limit; 0 = not */
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  int state;
+  /* Written under mu; read without it by a request being admitted (see
+   * live_calls), so atomic (sequentially consistent). */
+  _Atomic int state;
   struct sconn conns; /* list head */
   size_t nconns;
-  /* Calls handed to handlers and not yet responded: raised under mu (with
-   * the state check), lowered without it; the one that reaches 0 takes mu
-   * to signal cv, so a waiter that saw it above 0 under mu is woken. */
+  /* Calls handed to handlers and not yet responded: raised before the
+   * state is read, both sequentially consistent, so a call that saw the
+   * server running is counted before a shutdown that stores STOPPING reads
+   * the count (no lock per call); lowered without mu, and the one that
+   * reaches 0 takes mu to signal cv, so a waiter that saw it above 0 under
+   * mu is woken. */
   _Atomic size_t live_calls;
   int listener_closed;
   rrpc__gate gate;   /* max_concurrency */
@@ -311,7 +316,10 @@ static void call_release(rrpc_server_call *call) {
   rrpc__socket *sock = call->sock;
   call_recycle(c, call);
   conn_unref(c, sock); /* may free the call with its connection */
-  if (atomic_fetch_sub(&srv->live_calls, 1) == 1) {
+  /* Only a stopping server waits for the count (drain_until, free): it
+   * stores the state before it reads the count, both sequentially
+   * consistent, so a call that reads RUNNING here left a 0 it will see. */
+  if (atomic_fetch_sub(&srv->live_calls, 1) == 1 && atomic_load(&srv->state) != SRV_RUNNING) {
     pthread_mutex_lock(&srv->mu);
     pthread_cond_broadcast(&srv->cv);
     pthread_mutex_unlock(&srv->mu);
@@ -456,10 +464,8 @@ static int handle_request(struct sconn *c, rrpc__socket *sock, rrpc__baidu_msg *
   rrpc__socket_peer_str(sock, call->cntl.remote, sizeof call->cntl.remote);
   rrpc_iobuf_move(&call->request, &msg->payload);
   rrpc_iobuf_move(&call->cntl.req_att, &msg->attachment);
-  pthread_mutex_lock(&srv->mu);
   atomic_fetch_add(&srv->live_calls, 1);
-  int stopping = srv->state != SRV_RUNNING;
-  pthread_mutex_unlock(&srv->mu);
+  int stopping = atomic_load(&srv->state) != SRV_RUNNING;
   int bad = check_request(srv, msg, call) != 0 || admit(srv, call, stopping) != 0;
   stats_begin(call);
   if (bad) {
