@@ -64,9 +64,10 @@ struct sconn {
   _Atomic(rrpc_server_call *) returned;
 };
 
-/* Spare calls a connection keeps beyond those in flight: enough for a
- * round of pipelined requests, about 1 KiB each. */
-enum { CALL_SPARE_MAX = 64 };
+/* Spare calls a connection keeps beyond those in flight: a round of
+ * pipelined requests, at about 1 KiB each (an idle connection should stay
+ * small: issue 12). */
+enum { CALL_SPARE_MAX = 16 };
 
 enum { PROTO_UNKNOWN, PROTO_BAIDU, PROTO_HTTP };
 
