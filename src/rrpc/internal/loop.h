@@ -137,6 +137,18 @@ void rrpc__loop_poller_del(rrpc__loop *loop, rrpc__poll_fn fn, void *arg);
 void rrpc__loop_watchdog_set(uint64_t blocked_us, uint64_t busy_us);
 uint64_t rrpc__loop_watchdog_hits(void);
 
+/* rrpc__loop_note - count work done by the running callback (bytes handed to
+ * a protocol, responses completed), so a watchdog report says how much the
+ * offending callback did: one slow item, or many cheap ones in one call.
+ * A thread-local add; loop threads (elsewhere it is simply not reported). */
+enum rrpc__loop_work { RRPC__WORK_BYTES_IN, RRPC__WORK_COMPLETIONS, RRPC__WORK_KINDS };
+#ifdef __cplusplus
+extern thread_local uint64_t rrpc__loop_work[RRPC__WORK_KINDS];
+#else
+extern _Thread_local uint64_t rrpc__loop_work[RRPC__WORK_KINDS];
+#endif
+static inline void rrpc__loop_note(enum rrpc__loop_work kind, uint64_t n) { rrpc__loop_work[kind] += n; }
+
 /* ---- loop groups ----------------------------------------------------------
  * rrpc__loop_group_global - the process-wide group that channels and
  * servers share. Started on first use with `n` loops (0 = default:
