@@ -132,8 +132,11 @@ static void wd_read_env(void) {
 }
 
 void rrpc__loop_watchdog_set(uint64_t blocked_us, uint64_t busy_us) {
-  atomic_store(&g_wd_busy_us, busy_us ? busy_us : blocked_us);
+  busy_us = busy_us ? busy_us : blocked_us;
+  atomic_store(&g_wd_busy_us, busy_us);
   atomic_store(&g_wd_threshold_us, blocked_us);
+  /* A stack from half the lower bound on: any callback reported ran that long. */
+  rrpc__loop_stack_sampling(blocked_us == 0 ? 0 : (blocked_us < busy_us ? blocked_us : busy_us) / 2);
 }
 uint64_t rrpc__loop_watchdog_hits(void) { return atomic_load(&g_wd_hits); }
 
@@ -163,6 +166,7 @@ static int wd_begin(struct wd_mark *m) {
   m->cpu_us = thread_cpu_us();
   thread_rusage(&m->ru);
   memcpy(m->work, rrpc__loop_work, sizeof m->work);
+  rrpc__loop_stack_begin(m->wall_us);
   return 1;
 }
 
@@ -190,14 +194,14 @@ static void wd_report(const rrpc__loop *loop, const struct wd_mark *m, const str
            (unsigned long long)(rrpc__loop_work[RRPC__WORK_COMPLETIONS] - m->work[RRPC__WORK_COMPLETIONS]));
 }
 
-static void wd_end(const rrpc__loop *loop, const struct wd_mark *m, const char *kind, void *fn) {
+static int wd_check(const rrpc__loop *loop, const struct wd_mark *m, const char *kind, void *fn) {
   uint64_t threshold = atomic_load_explicit(&g_wd_threshold_us, memory_order_relaxed);
   uint64_t busy = atomic_load_explicit(&g_wd_busy_us, memory_order_relaxed);
   uint64_t wall = rrpc__now_us() - m->wall_us;
   /* Off (either 0: rrpc__loop_watchdog_set stores the two one after the
    * other, so a callback ending meanwhile may see one of them switched),
    * or under both bounds - CPU time never exceeds wall time. */
-  if (threshold == 0 || busy == 0 || (wall < threshold && wall < busy)) return;
+  if (threshold == 0 || busy == 0 || (wall < threshold && wall < busy)) return 0;
   uint64_t cpu = thread_cpu_us() - m->cpu_us;
   struct rusage ru;
   thread_rusage(&ru);
@@ -206,9 +210,14 @@ static void wd_end(const rrpc__loop *loop, const struct wd_mark *m, const char *
    * own CPU time, which preemption does not inflate) for over the busy
    * one, which may be the lower of the two. */
   int blocked = slept > 0 && wall >= threshold;
-  if (!blocked && cpu < busy) return;
+  if (!blocked && cpu < busy) return 0;
   atomic_fetch_add(&g_wd_hits, 1);
   wd_report(loop, m, &ru, kind, fn, wall, cpu);
+  return 1;
+}
+
+static void wd_end(const rrpc__loop *loop, const struct wd_mark *m, const char *kind, void *fn) {
+  rrpc__loop_stack_end(wd_check(loop, m, kind, fn));
 }
 
 /* Run one callback under the watchdog. */
@@ -477,6 +486,7 @@ static void run_pollers(rrpc__loop *loop) {
 static void *loop_main(void *p) {
   rrpc__loop *loop = p;
   tls_current = loop;
+  rrpc__loop_stack_thread(1);
   /* One round: tasks, due timers, then block for fds. Tasks posted while
    * a round runs make the next wait non-blocking, so neither I/O nor tasks
    * can starve the other. */
@@ -491,6 +501,7 @@ static void *loop_main(void *p) {
     if (loop->npollers) run_pollers(loop);
     if (loop->deferred.len) run_deferred(loop);
   }
+  rrpc__loop_stack_thread(0);
   tls_current = NULL;
   return NULL;
 }
