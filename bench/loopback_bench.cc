@@ -397,8 +397,11 @@ SatResult bench_sat(const std::string &addr, const char *name) {
 // connection), against a server with one loop and `threads` threads in all:
 // 1 = handlers on that loop; N > 1 = the loop parses, N - 1 pool threads
 // run handlers and write responses.
+extern "C" uint64_t rrpc__completions_handed_off_total(void);  // channel.c
+
 struct OneConn {
   double qps, cpu_us_per_rpc, cpu_pct;  // cpu_pct: user+sys of the process over wall time (200 = 2 cores)
+  double handed_off;                    // share of the completions run on another client loop
   std::string by_thread;                // CPU % per thread kind (name without its number)
 };
 
@@ -460,6 +463,7 @@ OneConn bench_oneconn(int threads) {
   rrpc_channel *ch;
   if (rrpc_channel_new(addr.c_str(), &co, &ch) != 0) abort();
   std::atomic<uint64_t> calls{0};
+  uint64_t h0 = rrpc__completions_handed_off_total();
   Usage u0 = usage_now();
   std::map<std::string, long> th0 = ticks_by_thread();
   uint64_t t0 = now_ns(), end = t0 + (uint64_t)(g_seconds * 1e9);
@@ -511,7 +515,8 @@ OneConn bench_oneconn(int threads) {
   rrpc_channel_free(ch);
   rrpc_server_free(srv);
   double cpu = u1.cpu_s - u0.cpu_s;
-  return {(double)calls.load() / secs, cpu * 1e6 / (double)calls.load(), 100 * cpu / secs,
+  double handed = (double)(rrpc__completions_handed_off_total() - h0) / (double)calls.load();
+  return {(double)calls.load() / secs, cpu * 1e6 / (double)calls.load(), 100 * cpu / secs, handed,
           thread_share(th0, th1, th_secs)};
 }
 
@@ -568,8 +573,8 @@ int main(int argc, char **argv) {
       if (t > 2 * (int)sysconf(_SC_NPROCESSORS_ONLN)) break;
       OneConn r = bench_oneconn(t);
       if (t == 1) base = r.qps;
-      printf("server threads %d: %10.0f QPS  %.2fx the single loop  CPU %6.2f us/RPC  %5.0f %%  by thread:%s\n", t,
-             r.qps, r.qps / base, r.cpu_us_per_rpc, r.cpu_pct, r.by_thread.c_str());
+      printf("server threads %d: %10.0f QPS  %.2fx the single loop  CPU %6.2f us/RPC  %5.0f %%  handed off %.2f  by thread:%s\n",
+             t, r.qps, r.qps / base, r.cpu_us_per_rpc, r.cpu_pct, r.handed_off, r.by_thread.c_str());
     }
   } else if (g_case == "sat") {
     print_sat({bench_rawpipe(), bench_sat(paddr, "sat"), bench_sat(addr, "satloop")});
