@@ -538,8 +538,9 @@ int main(int argc, char **argv) {
     else if (strncmp(argv[i], "--size=", 7) == 0) g_size = (size_t)atol(argv[i] + 7);
     else if (strncmp(argv[i], "--case=", 7) == 0) g_case = argv[i] + 7;
     else if (strncmp(argv[i], "--client_loops=", 15) == 0) rrpc_set_event_dispatcher_num(atoi(argv[i] + 15));
+    else if (strncmp(argv[i], "--handoff=", 10) == 0) rrpc_set_completion_handoff(atoi(argv[i] + 10));
     else {
-      fprintf(stderr, "usage: %s [--seconds=S] [--size=BYTES] [--case=all|raw|sync|syncpool|async|sat|rawpipe|satone|satloopone|oneconn] [--client_loops=N]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--seconds=S] [--size=BYTES] [--case=all|raw|sync|syncpool|async|sat|rawpipe|satone|satloopone|oneconn] [--client_loops=N] [--handoff=MIN (>= 2: on; default off)]\n", argv[0]);
       return 2;
     }
   }

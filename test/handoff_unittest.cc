@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cerrno>
 #include <cstring>
 #include <mutex>
 #include <set>
@@ -70,6 +71,8 @@ class Handoff : public ::testing::Test {
     // that can take completions. Before any channel starts them.
     ASSERT_EQ(0, rrpc_set_event_dispatcher_num(2));
   }
+  void SetUp() override { ASSERT_EQ(0, rrpc_set_completion_handoff(4)); }  // off by default
+  void TearDown() override { rrpc_set_completion_handoff(0); }
 };
 
 // 64 calls in flight on one connection, in waves: the responses of one read
@@ -175,6 +178,37 @@ TEST_F(Handoff, SyncCallersOnOneConnectionGetTheirOwnResponses) {
   }
   for (auto &t : ts) t.join();
   EXPECT_EQ(0, bad.load());
+  rrpc_channel_free(ch);
+}
+
+// The knob: off (the default) keeps every completion on the connection's
+// loop - what the first test saw before the hand-off existed; 1 is refused
+// (a hop for a single call never pays).
+TEST_F(Handoff, OffByDefaultAndTheKnobTurnsItOff) {
+  EXPECT_EQ(-EINVAL, rrpc_set_completion_handoff(1));
+  EXPECT_EQ(4, rrpc_completion_handoff());
+  ASSERT_EQ(0, rrpc_set_completion_handoff(0));
+  EXPECT_EQ(-1, rrpc_completion_handoff());
+  Server srv;
+  rrpc_channel_options co = {};
+  co.timeout_ms = 5000;
+  rrpc_channel *ch;
+  ASSERT_EQ(0, rrpc_channel_new(srv.addr.c_str(), &co, &ch));
+  std::vector<rrpc_controller *> cntl(64);
+  for (auto &c : cntl) ASSERT_EQ(0, rrpc_controller_new(&c));
+  rrpc_iobuf *req;
+  ASSERT_EQ(0, rrpc_iobuf_new(&req));
+  uint64_t before = rrpc__completions_handed_off_total();
+  for (int wave = 0; wave < 50; wave++) {
+    Wave w;
+    w.left = (int)cntl.size();
+    for (auto *c : cntl) ASSERT_EQ(0, rrpc_channel_call(ch, "T", "Echo", c, req, nullptr, on_done, &w));
+    ASSERT_TRUE(wait_wave(&w, 10000));
+    EXPECT_EQ(1u, w.threads.size());
+  }
+  EXPECT_EQ(before, rrpc__completions_handed_off_total());
+  for (auto *c : cntl) rrpc_controller_free(c);
+  rrpc_iobuf_free(req);
   rrpc_channel_free(ch);
 }
 

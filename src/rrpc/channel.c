@@ -217,15 +217,24 @@ static void on_timeout(void *arg) {
  * (out of the pending map, timer cancelled, outcome in the controller) and
  * collected; then half of them are handed, as one task, to another loop of
  * the group while this loop completes the other half. Only when it pays:
- * the batch has at least HANDOFF_MIN calls (one call gains nothing from a
+ * it is turned on (rrpc_set_completion_handoff; off by default: on the
+ * 2-core machines it was measured on it cost CPU), the batch has at least
+ * its minimum of calls (one call gains nothing from a
  * hop) and the other loop is asleep (idle CPU; a busy one has connections
  * of its own, and trading completions between busy loops only adds work).
  * One loop in the group (--event_dispatcher_num=1): everything inline, as
  * before. A handed-off `done` still runs on a loop thread, so the rules for
  * completions (never block, no sync call) are unchanged. */
-enum { HANDOFF_MIN = 4 };
-
+static atomic_int g_handoff_min = -1; /* rrpc_set_completion_handoff; -1: off (the default) */
 static _Atomic uint64_t g_handed_off; /* completions run on another loop */
+
+int rrpc_set_completion_handoff(int min_batch) {
+  if (min_batch == 1) return -EINVAL;
+  atomic_store(&g_handoff_min, min_batch <= 0 ? -1 : min_batch);
+  return 0;
+}
+
+int rrpc_completion_handoff(void) { return atomic_load(&g_handoff_min); }
 
 uint64_t rrpc__completions_handed_off_total(void) {
   return atomic_load_explicit(&g_handed_off, memory_order_relaxed);
@@ -293,7 +302,8 @@ static int hand_off(rrpc_channel *ch, rrpc__loop *helper, struct call *head, int
 /* Complete a read's decided calls: some on another loop where it pays
  * (above), the rest here. */
 static void complete_batch(struct conn *cn, struct call *head, int n) {
-  if (n >= HANDOFF_MIN) {
+  int min = atomic_load_explicit(&g_handoff_min, memory_order_relaxed);
+  if (min > 0 && n >= min) {
     rrpc__loop *helper = idle_helper(cn->ch, cn->loop);
     if (helper != NULL) (void)hand_off(cn->ch, helper, head, n); /* a failure keeps them all here */
   }
