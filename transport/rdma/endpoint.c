@@ -67,8 +67,12 @@ static void hs_timer_cancel(rrpc__rdma_ep *ep) {
   ep->hs.timer = 0;
 }
 
+/* Registered bytes outside the pool (rrpc_rdma_stats ring_bytes, slot_bytes). */
+static size_t slots_len(const rrpc__rdma_ep *ep) { return (size_t)(ep->vb.rq_size + 1) * RRPC_EP_SLOT_SIZE; }
+
 static void ep_free(rrpc__rdma_ep *ep) {
-  if (ep->vb.ring_mr != NULL) ibv_dereg_mr(ep->vb.ring_mr);
+  if (ep->vb.ring_mr != NULL && ibv_dereg_mr(ep->vb.ring_mr) == 0)
+    rrpc__rdma_count(RRPC_RDMA_CNT_RING_BYTES, (uint64_t)0 - ep->vb.ring_size);
   free(ep->vb.ring);
   rrpc__rx_reclaim_destroy(&ep->dp.reclaim);
   pthread_mutex_destroy(&ep->dp.mu);
@@ -141,7 +145,8 @@ static void verbs_destroy(rrpc__rdma_ep *ep) {
   ep->vb.scq = ep->vb.rcq = NULL;
   if (ep->vb.cc != NULL) ibv_destroy_comp_channel(ep->vb.cc);
   ep->vb.cc = NULL;
-  if (ep->vb.slots_mr != NULL) ibv_dereg_mr(ep->vb.slots_mr);
+  if (ep->vb.slots_mr != NULL && ibv_dereg_mr(ep->vb.slots_mr) == 0)
+    rrpc__rdma_count(RRPC_RDMA_CNT_SLOT_BYTES, (uint64_t)0 - slots_len(ep));
   ep->vb.slots_mr = NULL;
   free(ep->vb.slots);
   ep->vb.slots = NULL;
@@ -194,6 +199,7 @@ static int ring_register(rrpc__rdma_ep *ep) {
   int access = IBV_ACCESS_LOCAL_WRITE | (ep->dev->mw_type2 ? IBV_ACCESS_MW_BIND : IBV_ACCESS_REMOTE_WRITE);
   ep->vb.ring_mr = ibv_reg_mr(pd, ep->vb.ring, ep->vb.ring_size, access);
   if (ep->vb.ring_mr == NULL) return -RRPC_ERDMAMEM;
+  rrpc__rdma_count(RRPC_RDMA_CNT_RING_BYTES, ep->vb.ring_size);
   ep->vb.ring_rkey = ep->vb.ring_mr->rkey;
   if (!ep->dev->mw_type2) return 0;
   ep->vb.ring_mw = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
@@ -247,11 +253,12 @@ static int create_memory(rrpc__rdma_ep *ep) {
                                         .len = ep->vb.ring_size};
   /* One slot per posted receive, plus one to send CDCs from when the
    * device cannot inline them. */
-  size_t slots = (size_t)(ep->vb.rq_size + 1) * RRPC_EP_SLOT_SIZE;
+  size_t slots = slots_len(ep);
   ep->vb.slots = calloc(1, slots);
   if (ep->vb.slots == NULL) return -ENOMEM;
   ep->vb.slots_mr = ibv_reg_mr(pd, ep->vb.slots, slots, IBV_ACCESS_LOCAL_WRITE);
   if (ep->vb.slots_mr == NULL) return -RRPC_ERDMAMEM;
+  rrpc__rdma_count(RRPC_RDMA_CNT_SLOT_BYTES, slots);
   ep->dp.inflight = calloc(ep->vb.sq_size, sizeof *ep->dp.inflight);
   if (ep->dp.inflight == NULL) return -ENOMEM;
   for (uint32_t i = 0; i < ep->vb.sq_size; i++) rrpc__iobuf_init(&ep->dp.inflight[i].buf);
