@@ -55,6 +55,12 @@ typedef struct rrpc_rdma_options {
                                       until its close CDC has left, at most this long (the
                                       peer then learns of the close through TCP only;
                                       counted in close_unconfirmed); 0 = 1000 */
+  size_t registered_max_size_mb;   /* rdma_registered_max_size_mb: everything rrpc registers
+                                      (pinned) at once, pool + rings + CDC slots; a
+                                      connection whose ring would pass it falls back to TCP
+                                      (counted in registered_cap_refused), the pool stops
+                                      growing at it (-RRPC_EPOOL); 0 = 5120 (the pool's
+                                      4096 + 1 GiB for rings) */
 } rrpc_rdma_options;
 
 /* rrpc_rdma_options_init - fill with the defaults spelled out above
@@ -103,6 +109,8 @@ typedef struct rrpc_rdma_stats {
    * is everything rrpc has registered): */
   uint64_t ring_bytes;            /* connections' receive rings (kept while zero-copy slices live) */
   uint64_t slot_bytes;            /* connections' CDC receive slots */
+  uint64_t registered_cap_refused; /* registrations refused by registered_max_size_mb (a
+                                      connection that fell back, a pool region not added) */
 } rrpc_rdma_stats;
 /* rrpc_rdma_get_stats - copy the counters. 0 or -RRPC_ENORDMA. */
 int rrpc_rdma_get_stats(rrpc_rdma_stats *out);

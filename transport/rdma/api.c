@@ -24,6 +24,7 @@ enum {
   DEFAULT_POOL_INITIAL_MB = 64,
   DEFAULT_POOL_INCREASE_MB = 64,
   DEFAULT_POOL_MAX_MB = 4096,
+  DEFAULT_REGISTERED_MAX_MB = 4096 + 1024,
   DEVICE_NAME_MAX = 64, /* rrpc__rdma_dev.name */
   QUEUE_MAX = 65535,    /* sq/rq depths travel in 16 bits in brpc-like tools */
 };
@@ -55,6 +56,7 @@ void rrpc_rdma_options_init(rrpc_rdma_options *o) {
   o->handshake_timeout_ms = DEFAULT_HANDSHAKE_MS;
   o->zerocopy_min_size = 64 * 1024;
   o->max_handshakes = DEFAULT_MAX_HANDSHAKES;
+  o->registered_max_size_mb = DEFAULT_REGISTERED_MAX_MB;
   o->close_wait_ms = DEFAULT_CLOSE_WAIT_MS;
 }
 
@@ -101,6 +103,8 @@ static int options_normalize(const rrpc_rdma_options *in, rrpc_rdma_options *out
   if (out->zerocopy_min_size == 0) out->zerocopy_min_size = def.zerocopy_min_size;
   if (out->max_handshakes == 0) out->max_handshakes = def.max_handshakes;
   if (out->close_wait_ms == 0) out->close_wait_ms = def.close_wait_ms;
+  if (out->registered_max_size_mb == 0) out->registered_max_size_mb = def.registered_max_size_mb;
+  if (out->registered_max_size_mb > (SIZE_MAX >> 21)) return -EINVAL;
   out->use_polling = in->use_polling != 0;
   out->trace_verbose = in->trace_verbose != 0;
   out->no_fallback = in->no_fallback != 0;
@@ -284,5 +288,6 @@ int rrpc_rdma_get_stats(rrpc_rdma_stats *out) {
   out->close_unconfirmed = load(RRPC_RDMA_CNT_CLOSE_UNCONFIRMED);
   out->ring_bytes = load(RRPC_RDMA_CNT_RING_BYTES);
   out->slot_bytes = load(RRPC_RDMA_CNT_SLOT_BYTES);
+  out->registered_cap_refused = load(RRPC_RDMA_CNT_OVER_REGISTERED_CAP);
   return 0;
 }

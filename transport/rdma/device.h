@@ -104,6 +104,7 @@ typedef enum rrpc__rdma_counter {
   RRPC_RDMA_CNT_HS_REFUSED,
   RRPC_RDMA_CNT_PROTO_VIOLATION,
   RRPC_RDMA_CNT_CLOSE_UNCONFIRMED,
+  RRPC_RDMA_CNT_OVER_REGISTERED_CAP,
   /* Gauges (registered bytes now; a release adds the two's complement). */
   RRPC_RDMA_CNT_RING_BYTES,
   RRPC_RDMA_CNT_SLOT_BYTES,

@@ -15,6 +15,7 @@
 #include "rrpc/errors.h"
 #include "rrpc/internal/log.h"
 #include "transport/rdma/endpoint.h"
+#include "transport/rdma/budget.h"
 #include "transport/clc_decline.h"
 #include "transport/rdma/rdma_transport.h"
 #include "transport/smc/cdc.h"
@@ -74,6 +75,7 @@ static void ep_free(rrpc__rdma_ep *ep) {
   if (ep->vb.ring_mr != NULL && ibv_dereg_mr(ep->vb.ring_mr) == 0)
     rrpc__rdma_count(RRPC_RDMA_CNT_RING_BYTES, (uint64_t)0 - ep->vb.ring_size);
   free(ep->vb.ring);
+  rrpc__rdma_budget_give(ep->vb.budget);
   rrpc__rx_reclaim_destroy(&ep->dp.reclaim);
   pthread_mutex_destroy(&ep->dp.mu);
   free(ep);
@@ -158,15 +160,16 @@ static void verbs_destroy(rrpc__rdma_ep *ep) {
 
 static int create_queues(rrpc__rdma_ep *ep) {
   struct ibv_context *ctx = ep->dev->ctx;
+  errno = 0; /* verbs calls that fail without setting it report RRPC_ERDMA */
   if (!ep->vb.polling) {
     ep->vb.cc = ibv_create_comp_channel(ctx);
-    if (ep->vb.cc == NULL) return -RRPC_ERDMA;
+    if (ep->vb.cc == NULL) return errno ? -errno : -RRPC_ERDMA; /* EMFILE: out of fds */
     int fl = fcntl(ep->vb.cc->fd, F_GETFL);
     if (fl < 0 || fcntl(ep->vb.cc->fd, F_SETFL, fl | O_NONBLOCK) < 0) return -errno;
   }
   ep->vb.scq = ibv_create_cq(ctx, (int)ep->vb.sq_size, ep, ep->vb.cc, 0);
   ep->vb.rcq = ibv_create_cq(ctx, (int)ep->vb.rq_size, ep, ep->vb.cc, 0);
-  if (ep->vb.scq == NULL || ep->vb.rcq == NULL) return -RRPC_ERDMA;
+  if (ep->vb.scq == NULL || ep->vb.rcq == NULL) return errno ? -errno : -RRPC_ERDMA;
   struct ibv_qp_init_attr qa;
   memset(&qa, 0, sizeof qa);
   qa.send_cq = ep->vb.scq;
@@ -197,8 +200,9 @@ static int create_queues(rrpc__rdma_ep *ep) {
 static int ring_register(rrpc__rdma_ep *ep) {
   struct ibv_pd *pd = ep->dev->pd;
   int access = IBV_ACCESS_LOCAL_WRITE | (ep->dev->mw_type2 ? IBV_ACCESS_MW_BIND : IBV_ACCESS_REMOTE_WRITE);
+  errno = 0;
   ep->vb.ring_mr = ibv_reg_mr(pd, ep->vb.ring, ep->vb.ring_size, access);
-  if (ep->vb.ring_mr == NULL) return -RRPC_ERDMAMEM;
+  if (ep->vb.ring_mr == NULL) return errno ? -errno : -RRPC_ERDMAMEM; /* ENOMEM: ulimit -l */
   rrpc__rdma_count(RRPC_RDMA_CNT_RING_BYTES, ep->vb.ring_size);
   ep->vb.ring_rkey = ep->vb.ring_mr->rkey;
   if (!ep->dev->mw_type2) return 0;
@@ -237,6 +241,13 @@ static int ring_bind(rrpc__rdma_ep *ep) {
 
 static int create_memory(rrpc__rdma_ep *ep) {
   struct ibv_pd *pd = ep->dev->pd;
+  /* Ring and slots count against the process-wide registered cap; over it
+   * the handshake falls back to TCP (counted), other connections untouched.
+   * Given back when the ring is freed (it may outlive the slots). */
+  size_t need = ep->vb.ring_size + slots_len(ep);
+  int rc = rrpc__rdma_budget_take(need);
+  if (rc != 0) return rc;
+  ep->vb.budget = need;
   void *ring = NULL;
   if (posix_memalign(&ring, 4096, ep->vb.ring_size) != 0) return -ENOMEM;
   /* A peer can make us deliver any ring bytes it reports in an immediate,
@@ -244,7 +255,7 @@ static int create_memory(rrpc__rdma_ep *ep) {
    * may be there. */
   memset(ring, 0, ep->vb.ring_size);
   ep->vb.ring = ring;
-  int rc = ring_register(ep);
+  rc = ring_register(ep);
   if (rc != 0) return rc;
   ep->vb.ring_region = (rrpc__rdma_region){.magic = RRPC_RDMA_REGION_MAGIC,
                                         .lkey = ep->vb.ring_mr->lkey,
@@ -257,7 +268,7 @@ static int create_memory(rrpc__rdma_ep *ep) {
   ep->vb.slots = calloc(1, slots);
   if (ep->vb.slots == NULL) return -ENOMEM;
   ep->vb.slots_mr = ibv_reg_mr(pd, ep->vb.slots, slots, IBV_ACCESS_LOCAL_WRITE);
-  if (ep->vb.slots_mr == NULL) return -RRPC_ERDMAMEM;
+  if (ep->vb.slots_mr == NULL) return errno ? -errno : -RRPC_ERDMAMEM;
   rrpc__rdma_count(RRPC_RDMA_CNT_SLOT_BYTES, slots);
   ep->dp.inflight = calloc(ep->vb.sq_size, sizeof *ep->dp.inflight);
   if (ep->dp.inflight == NULL) return -ENOMEM;
@@ -298,7 +309,12 @@ static int verbs_create(rrpc__rdma_ep *ep) {
     ep->vb.qp_watched = rc == 0;
   }
   if (rc != 0) {
-    RRPC_LOG(WARNING, "rdma: cannot create the connection's verbs resources: %s", rrpc_strerror(rc));
+    /* The cause, with what to do about it: the peer only learns "no memory". */
+    RRPC_LOG(WARNING, "rdma: cannot create the connection's verbs resources: %s%s", rrpc_strerror(rc),
+             rc == -RRPC_EPOOL                 ? " (--rdma_registered_max_size_mb reached: pool + rings + slots)"
+             : rc == -ENOMEM || rc == -EPERM ? " (check ulimit -l)"
+             : rc == -EMFILE || rc == -ENFILE ? " (out of file descriptors)"
+                                              : "");
     verbs_destroy(ep);
   }
   return rc;

@@ -85,6 +85,7 @@ struct rrpc__ep_verbs {
   /* my receive ring (the peer writes into it) and the CDC slots */
   char *ring;
   uint32_t ring_size;
+  size_t budget;                 /* ring + slot bytes taken from the registered cap */
   struct ibv_mr *ring_mr;        /* LOCAL_WRITE (+ MW_BIND): no remote access of its own */
   struct ibv_mw *ring_mw;        /* type-2 window over the ring, bound to this QP only */
   uint32_t ring_rkey;            /* the key the peer writes with (the window's, once bound) */

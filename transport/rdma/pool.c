@@ -30,6 +30,7 @@
  * cache (most alloc/free pairs of message blocks never take a lock).
  * Growth is serialized by grow_mu. */
 #include "transport/rdma/pool.h"
+#include "transport/rdma/budget.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -105,11 +106,17 @@ static int class_of(size_t size) {
  * and dropped if the device or kernel refuses it. 0, -ENOMEM or
  * -RRPC_ERDMAMEM. */
 static int region_create(size_t len, int dedicated, pool_region **out) {
+  /* The pool shares the registered cap with connections' rings. */
+  if (rrpc__rdma_budget_take(len) != 0) return -RRPC_EPOOL;
   pool_region *pr = calloc(1, sizeof *pr);
-  if (pr == NULL) return -ENOMEM;
+  if (pr == NULL) {
+    rrpc__rdma_budget_give(len);
+    return -ENOMEM;
+  }
   void *mem = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) {
     RRPC_LOG(WARNING, "rdma pool: cannot map %zu bytes: %s", len, strerror(errno));
+    rrpc__rdma_budget_give(len);
     free(pr);
     return -ENOMEM;
   }
@@ -121,6 +128,7 @@ static int region_create(size_t len, int dedicated, pool_region **out) {
     RRPC_LOG(WARNING, "rdma pool: registering %zu bytes on %s failed: %s%s", len, g_pool.dev_name,
              strerror(err), err == ENOMEM || err == EPERM ? " (check ulimit -l)" : "");
     munmap(mem, len);
+    rrpc__rdma_budget_give(len);
     free(pr);
     return -RRPC_ERDMAMEM;
   }
@@ -140,6 +148,7 @@ static void region_destroy(pool_region *pr) {
   if (rc) RRPC_LOG(ERROR, "rdma pool: ibv_dereg_mr: %s", strerror(rc));
   munmap(pr->r.base, pr->r.len);
   atomic_fetch_sub_explicit(&g_pool.bytes, pr->r.len, memory_order_relaxed);
+  rrpc__rdma_budget_give(pr->r.len);
   pr->r.magic = 0;
   free(pr);
 }

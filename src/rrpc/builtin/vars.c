@@ -79,6 +79,9 @@ static const struct {
      offsetof(rrpc_rdma_stats, ring_bytes)},
     {"rrpc_rdma_slot_bytes", "Registered CDC receive slots of connections (bytes)", 0,
      offsetof(rrpc_rdma_stats, slot_bytes)},
+    {"rrpc_rdma_registered_cap_refused_total",
+     "Registrations refused by --rdma_registered_max_size_mb (fallbacks, pool regions)", 1,
+     offsetof(rrpc_rdma_stats, registered_cap_refused)},
 };
 
 /* ---- the list ------------------------------------------------------------------ */

@@ -29,6 +29,9 @@
 DEFINE_uint64(rdma_ring_size, 1u << 20,
               "Bytes of each RDMA connection's receive ring (16 KiB << n)");
 DEFINE_int32(rdma_memory_pool_max_size_mb, 4096, "Cap of the registered memory pool (MB)");
+DEFINE_int32(rdma_registered_max_size_mb, 5120,
+             "Cap of everything registered at once: pool + connections' rings + CDC slots (MB); "
+             "a connection whose ring would pass it falls back to TCP");
 DEFINE_bool(rdma_fallback, true,
             "Fall back to TCP when RDMA cannot be set up on a connection (false: fail it)");
 DEFINE_int32(rdma_handshake_timeout_ms, 2000, "Timeout of each RDMA handshake step (ms)");
@@ -88,6 +91,7 @@ bool ValidRingSize(const char*, uint64_t v) {
 const bool g_validators_registered =
     gflags::RegisterFlagValidator(&FLAGS_rdma_ring_size, ValidRingSize) &&
     gflags::RegisterFlagValidator(&FLAGS_rdma_memory_pool_max_size_mb, rrpc::detail::FlagNonNegative) &&
+    gflags::RegisterFlagValidator(&FLAGS_rdma_registered_max_size_mb, rrpc::detail::FlagNonNegative) &&
     gflags::RegisterFlagValidator(&FLAGS_rdma_handshake_timeout_ms, rrpc::detail::FlagNonNegative) &&
     gflags::RegisterFlagValidator(&FLAGS_rdma_close_wait_ms, rrpc::detail::FlagNonNegative) &&
     gflags::RegisterFlagValidator(&FLAGS_usercode_pool_threads, rrpc::detail::FlagNonNegative) &&
@@ -184,6 +188,7 @@ int PrepareRdma() {
     o.pool_increase_size_mb = static_cast<size_t>(
         FlagUint64("rdma_memory_pool_increase_size_mb", kDefaultRdmaPoolIncreaseMb));
     o.pool_max_size_mb = static_cast<size_t>(FLAGS_rdma_memory_pool_max_size_mb);
+    o.registered_max_size_mb = static_cast<size_t>(FLAGS_rdma_registered_max_size_mb);
     o.use_polling = FlagBool("rdma_use_polling", kDefaultRdmaUsePolling) ? 1 : 0;
     o.trace_verbose = FlagBool("rdma_trace_verbose", kDefaultRdmaTraceVerbose) ? 1 : 0;
     o.no_fallback = FLAGS_rdma_fallback ? 0 : 1;

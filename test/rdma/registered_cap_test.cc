@@ -1,0 +1,113 @@
+// registered_cap_test.cc - one process-wide cap covers everything rrpc
+// registers (issue 12 item 3): pool + rings + CDC slots together,
+// rrpc_rdma_options.registered_max_size_mb (--rdma_registered_max_size_mb).
+// A connection whose ring would pass the cap falls back to TCP with the
+// reason counted (registered_cap_refused); connections already up keep
+// working over RDMA.
+//
+// Its own binary: the cap is a process-wide option set before anything
+// starts.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "rrpc/rrpc.h"
+#include "test/common/test_util.h"
+
+namespace {
+
+const size_t kRing = 512 * 1024;
+// Pool 1 MiB + one connection (two endpoints in this process: 2 x (512 KiB
+// ring + 129 x 64-byte slots) = 1 040 KiB) fits in 3 MiB; a second
+// connection's two endpoints do not.
+const size_t kCapMb = 3;
+
+void echo_handler(void *, rrpc_server_call *call) {
+  rrpc_server_call_respond(call, rrpc_server_call_request(call));
+}
+
+rrpc_rdma_stats stats() {
+  rrpc_rdma_stats st;
+  EXPECT_EQ(0, rrpc_rdma_get_stats(&st));
+  return st;
+}
+
+rrpc_channel *open_channel(const std::string &target) {
+  rrpc_channel_options co = {};
+  co.use_rdma = 1;
+  co.timeout_ms = 10000;
+  rrpc_channel *ch = nullptr;
+  EXPECT_EQ(0, rrpc_channel_new(target.c_str(), &co, &ch));
+  return ch;
+}
+
+// One echo; returns the call's code, *used_rdma whether RDMA carried it.
+int echo(rrpc_channel *ch, const std::string &body, int *used_rdma) {
+  rrpc_controller *c;
+  rrpc_iobuf *rq, *rs;
+  rrpc_controller_new(&c);
+  rrpc_iobuf_new(&rq);
+  rrpc_iobuf_new(&rs);
+  rrpc_iobuf_append(rq, body.data(), body.size());
+  int rc = rrpc_channel_call(ch, "test.Echo", "Echo", c, rq, rs, nullptr, nullptr);
+  if (rc == 0 && rrpc_test::iobuf_string(rs) != body) rc = -1;
+  *used_rdma = rrpc_controller_used_rdma(c);
+  rrpc_iobuf_free(rq);
+  rrpc_iobuf_free(rs);
+  rrpc_controller_free(c);
+  return rc;
+}
+
+TEST(RegisteredCap, ConnectionOverTheCapFallsBackWithTheReasonCountedOthersKeepWorking) {
+  rrpc_rdma_options o;
+  rrpc_rdma_options_init(&o);
+  o.ring_size = kRing;
+  o.pool_initial_size_mb = 1;
+  o.pool_increase_size_mb = 1;
+  o.pool_max_size_mb = 1;
+  o.registered_max_size_mb = kCapMb;
+  ASSERT_EQ(0, rrpc_rdma_global_init(&o));
+
+  std::string addr = rrpc_test::rdma_test_addr();
+  rrpc_server_options so = {};
+  so.use_rdma = 1;
+  rrpc_server *s = nullptr;
+  ASSERT_EQ(0, rrpc_server_new(&so, &s));
+  ASSERT_EQ(0, rrpc_server_add_method(s, "test.Echo", "Echo", echo_handler, nullptr));
+  ASSERT_EQ(0, rrpc_server_start(s, (addr + ":0").c_str()));
+  std::string target = addr + ":" + std::to_string(rrpc_server_port(s));
+
+  rrpc_channel *first = open_channel(target);
+  int used = 0;
+  ASSERT_EQ(0, echo(first, "first", &used));
+  ASSERT_EQ(1, used) << "the first connection fits under the cap";
+  rrpc_rdma_stats before = stats();
+  uint64_t registered = before.pool_bytes + before.ring_bytes + before.slot_bytes;
+  EXPECT_LE(registered, uint64_t{kCapMb} << 20);
+
+  rrpc_channel *second = open_channel(target);
+  for (int i = 0; i < 3; i++) {
+    EXPECT_EQ(0, echo(second, "second " + std::to_string(i), &used));
+    EXPECT_EQ(0, used) << "the second connection would pass the cap: TCP";
+  }
+  rrpc_rdma_stats after = stats();
+  EXPECT_GE(after.registered_cap_refused - before.registered_cap_refused, 1u);
+  EXPECT_GE(after.connections_fallback - before.connections_fallback, 1u);
+  EXPECT_LE(after.pool_bytes + after.ring_bytes + after.slot_bytes, uint64_t{kCapMb} << 20);
+  printf("REGISTERED_CAP: cap %zu MiB, registered %llu -> %llu bytes, refused %llu, fallbacks %llu\n",
+         kCapMb, static_cast<unsigned long long>(registered),
+         static_cast<unsigned long long>(after.pool_bytes + after.ring_bytes + after.slot_bytes),
+         static_cast<unsigned long long>(after.registered_cap_refused - before.registered_cap_refused),
+         static_cast<unsigned long long>(after.connections_fallback - before.connections_fallback));
+
+  for (int i = 0; i < 3; i++) {  // the first connection is untouched
+    EXPECT_EQ(0, echo(first, "first again " + std::to_string(i), &used));
+    EXPECT_EQ(1, used);
+  }
+  rrpc_channel_free(second);
+  rrpc_channel_free(first);
+  rrpc_server_stop(s);
+  rrpc_server_free(s);
+}
+
+}  // namespace
