@@ -31,6 +31,7 @@
  * Growth is serialized by grow_mu. */
 #include "transport/rdma/pool.h"
 #include "transport/rdma/budget.h"
+#include "transport/rdma/memlock.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -424,6 +425,8 @@ int rrpc__rdma_pool_start(rrpc__rdma_dev *d) {
   g_pool.increase = o->pool_increase_size_mb << 20;
   size_t initial = o->pool_initial_size_mb << 20;
   if (initial > g_pool.cap) initial = g_pool.cap;
+  /* Before the first registration, so the reason comes first in the log. */
+  rrpc__rdma_memlock_check(initial + o->ring_size + (size_t)(o->rq_size + 1) * 64);
   pool_region *pr;
   rc = region_create(initial, 0, &pr);
   if (rc) goto out;
