@@ -346,14 +346,16 @@ static int server_sniff(rrpc__rdma_ep *ep) {
   return 1;
 }
 
-/* A client that does not speak CLC: serve it as plain TCP, untouched. */
+/* A client that does not speak CLC: serve it as plain TCP - through the
+ * server-side sniff, which refuses a brpc client's RDMA hello so that it
+ * goes on over TCP too (transport/tcp/brpc_sniff.c). */
 static void server_plain_tcp(rrpc__rdma_ep *ep) {
   rrpc__socket *s = ep->s;
   trace(ep, "first bytes are not CLC: plain TCP");
   rrpc__hs_cancel_timer(ep);
   ep->s = NULL;
   rrpc__ep_unref(ep);
-  const rrpc_transport_ops *tcp = rrpc__transport_tcp();
+  const rrpc_transport_ops *tcp = rrpc__transport_tcp_default();
   rrpc__socket_switch_transport(s, tcp);
   tcp->start(s, 0);
   tcp->on_fd_event(s, EPOLLIN);
