@@ -55,6 +55,12 @@ typedef struct rrpc_rdma_options {
                                       until its close CDC has left, at most this long (the
                                       peer then learns of the close through TCP only;
                                       counted in close_unconfirmed); 0 = 1000 */
+  int tcp_only_ttl_s;              /* rrpc_rdma_tcp_only_ttl_s: a server that closed the
+                                      connection during the RDMA handshake (it predates CLC,
+                                      e.g. brpc) is called again at once over plain TCP, and
+                                      reached over TCP only, with no handshake, for so many
+                                      seconds; 0 = 300; < 0 = never remembered (each new
+                                      connection tries RDMA, then TCP once) */
 } rrpc_rdma_options;
 
 /* rrpc_rdma_options_init - fill with the defaults spelled out above

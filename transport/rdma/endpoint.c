@@ -16,6 +16,8 @@
 #include "rrpc/internal/log.h"
 #include "transport/rdma/endpoint.h"
 #include "transport/clc_decline.h"
+#include "transport/fallback_codes.h"
+#include "transport/rdma/tcp_only.h"
 #include "transport/rdma/rdma_transport.h"
 #include "transport/smc/cdc.h"
 
@@ -390,10 +392,52 @@ void rrpc__ep_fallback(rrpc__rdma_ep *ep, uint32_t code, int send) {
   if (!was_up) tcp->start(s, rrpc__socket_is_client(s));
 }
 
+/* The server closed the connection during the handshake without a word:
+ * it predates CLC (brpc, or anything that closes on bytes it does not
+ * know). Remember it as TCP-only and call it again over plain TCP, once:
+ * the queued calls go there. Loop thread. */
+void rrpc__ep_retry_over_tcp(rrpc__rdma_ep *ep) {
+  rrpc__socket *s = ep->s;
+  struct sockaddr_storage peer;
+  rrpc__socket_peer_addr(s, &peer);
+  rrpc__tcp_only_note(&peer, ep->opts->tcp_only_ttl_s, rrpc__now_us());
+  rrpc__rdma_note_fallback(RRPC_FB_PEER_CLOSED_HANDSHAKE);
+  rrpc__socket_note_fallback(s, RRPC_FB_PEER_CLOSED_HANDSHAKE);
+  trace_fallback(ep, RRPC_FB_PEER_CLOSED_HANDSHAKE);
+  rrpc__hs_cancel_timer(ep);
+  rrpc__hs_slot_release(ep);
+  if (ep->opts->no_fallback) {
+    ep->state = EP_FAILED;
+    rrpc__socket_fail(s, -RRPC_EDECLINED);
+    return;
+  }
+  verbs_destroy(ep);
+  ep->s = NULL;
+  rrpc__ep_unref(ep);
+  int rc = rrpc__socket_reconnect(s, rrpc__transport_tcp());
+  if (rc != 0) rrpc__socket_fail(s, rc);
+}
+
+/* A client reaching a server remembered as TCP-only: plain TCP from the
+ * first byte (no Proposal, no Decline: such a server closes on either). */
+static int start_tcp_only(rrpc__socket *s) {
+  rrpc__rdma_note_fallback(RRPC_FB_PEER_TCP_ONLY);
+  rrpc__socket_note_fallback(s, RRPC_FB_PEER_TCP_ONLY);
+  rrpc__socket_switch_transport(s, rrpc__transport_tcp());
+  return rrpc__transport_tcp()->start(s, 1);
+}
+
+static int remembered_tcp_only(rrpc__socket *s) {
+  struct sockaddr_storage peer;
+  rrpc__socket_peer_addr(s, &peer);
+  return rrpc__tcp_only_check(&peer, rrpc__now_us());
+}
+
 /* ---- the ops table ------------------------------------------------------------ */
 
 static int rdma_start(rrpc__socket *s, int is_client) {
   const rrpc_rdma_options *opts = rrpc__rdma_options();
+  if (is_client && !opts->no_fallback && remembered_tcp_only(s)) return start_tcp_only(s);
   rrpc__rdma_dev *dev = NULL;
   int rc = rrpc__rdma_dev_get(&dev);
   if (rc == 0) rc = rrpc__rdma_pool_start(dev);

@@ -168,6 +168,10 @@ void rrpc__ep_up(rrpc__rdma_ep *ep);
  * if `send_decline`, then go on as TCP - or fail the socket when fallback is
  * disabled. Frees the endpoint's verbs state. Loop thread. */
 void rrpc__ep_fallback(rrpc__rdma_ep *ep, uint32_t code, int send_decline);
+/* Client: the server closed the connection during the handshake: remember
+ * it as TCP-only (tcp_only.h) and reconnect over plain TCP once (or fail
+ * the socket when fallback is disabled). Frees the endpoint. Loop thread. */
+void rrpc__ep_retry_over_tcp(rrpc__rdma_ep *ep);
 void rrpc__ep_unref(rrpc__rdma_ep *ep);
 /* A closed connection's close CDC completed (or failed): destroy the verbs
  * resources and drop the socket's reference. Loop thread. */

@@ -420,6 +420,13 @@ void rrpc__hs_on_readable(rrpc__rdma_ep *ep) {
   struct rrpc__clc_msg m;
   int rc = read_clc(ep, &m);
   if (rc == 0) return;
+  if ((rc == -RRPC_ECLOSE || rc == -ECONNRESET) && ep->state == EP_CLIENT_WAIT_ACCEPT && ep->hs.len == 0) {
+    /* Closed on our Proposal without a byte of answer: a server that
+     * predates CLC. TCP once more, and it is remembered. */
+    trace(ep, "the server closed on the Proposal: TCP");
+    rrpc__ep_retry_over_tcp(ep);
+    return;
+  }
   if (rc < 0) {
     /* EOF, or bytes that are not CLC where CLC must come. */
     if (rc != -RRPC_ECLOSE) RRPC_LOG(WARNING, "rdma handshake in state %s: %s", rrpc__ep_state_name(ep->state),

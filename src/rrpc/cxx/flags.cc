@@ -37,6 +37,10 @@ DEFINE_int32(rdma_max_concurrent_handshakes, 64,
              "Proposals over it are declined and go on over TCP");
 DEFINE_int32(rdma_close_wait_ms, 1000,
              "How long a closed RDMA connection keeps its QP waiting for its close message to leave (ms)");
+DEFINE_int32(rrpc_rdma_tcp_only_ttl_s, 300,
+             "An RDMA client whose server closed the connection during the RDMA handshake (a "
+             "server that predates it, e.g. brpc) calls it again over TCP and reaches it over "
+             "TCP only for so many seconds; <= 0 = never remember");
 DEFINE_int32(usercode_pool_threads, 0,
              "Worker pool size of each Server; 0 = the CPU count, at least 4");
 DEFINE_bool(usercode_in_loop, false,
@@ -187,6 +191,7 @@ int PrepareRdma() {
     o.recv_zerocopy = FlagBool("rdma_recv_zerocopy", kDefaultRdmaRecvZerocopy) ? 1 : 0;
     o.max_handshakes = FLAGS_rdma_max_concurrent_handshakes;
     o.close_wait_ms = FLAGS_rdma_close_wait_ms;
+    o.tcp_only_ttl_s = FLAGS_rrpc_rdma_tcp_only_ttl_s != 0 ? FLAGS_rrpc_rdma_tcp_only_ttl_s : -1;
     init_rc = rrpc_rdma_global_init(&o);
     // Someone (the application, through the C API) started it first: their
     // settings stand, which is what they asked for.
