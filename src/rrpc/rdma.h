@@ -61,7 +61,20 @@ typedef struct rrpc_rdma_options {
                                       reached over TCP only, with no handshake, for so many
                                       seconds; 0 = 300; < 0 = never remembered (each new
                                       connection tries RDMA, then TCP once) */
+  int dialect;                     /* rdma_dialect: what a client speaks (a server
+                                      understands every dialect built in):
+                                      RRPC_RDMA_DIALECT_AUTO (0, = IMM), _IMM (rrpc's CLC
+                                      handshake and write-with-immediate ring), _BRPC
+                                      (Apache brpc's hello v2 and SEND data path,
+                                      docs/from-brpc.md); _CURSOR is not built (-EINVAL) */
 } rrpc_rdma_options;
+
+enum {
+  RRPC_RDMA_DIALECT_AUTO = 0,
+  RRPC_RDMA_DIALECT_IMM = 1,
+  RRPC_RDMA_DIALECT_CURSOR = 2,
+  RRPC_RDMA_DIALECT_BRPC = 3,
+};
 
 /* rrpc_rdma_options_init - fill with the defaults spelled out above
  * (zeroing the struct gives the same behaviour). */

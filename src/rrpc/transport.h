@@ -85,9 +85,15 @@ typedef struct rrpc_transport_ops {
 
 /* ---- transport selection (transport/registry.c) -------------------------- */
 /* rrpc__transport_pick - ops for a new connection. want_rdma: 0 = TCP,
- * 1 = RDMA (with fallback to TCP inside the RDMA transport). 0, or
+ * 1 = RDMA (with fallback to TCP inside the RDMA transport) in the
+ * process's dialect, 1 + RRPC_RDMA_DIALECT_x = RDMA in that dialect
+ * (rrpc__transport_rdma_want). 0, or
  * -RRPC_ENORDMA when RDMA is asked for in a build without it. */
 int rrpc__transport_pick(int want_rdma, const rrpc_transport_ops **out);
+/* want_rdma for a channel's use_rdma and rdma_dialect options. */
+static inline int rrpc__transport_rdma_want(int use_rdma, int dialect) {
+  return !use_rdma ? 0 : dialect > 0 ? 1 + dialect : 1;
+}
 /* rrpc__transport_tcp - the plain TCP ops (for an RDMA transport that
  * falls back after its handshake). */
 const rrpc_transport_ops *rrpc__transport_tcp(void);

@@ -17,6 +17,7 @@
 #include "transport/rdma/endpoint.h"
 #include "transport/clc_decline.h"
 #include "transport/fallback_codes.h"
+#include "transport/rdma/brpc_ep.h"
 #include "transport/rdma/tcp_only.h"
 #include "transport/rdma/rdma_transport.h"
 #include "transport/smc/cdc.h"
@@ -435,11 +436,20 @@ static int remembered_tcp_only(rrpc__socket *s) {
 
 /* ---- the ops table ------------------------------------------------------------ */
 
-static int rdma_start(rrpc__socket *s, int is_client) {
+static int rdma_start_dialect(rrpc__socket *s, int is_client, int dialect) {
   const rrpc_rdma_options *opts = rrpc__rdma_options();
   if (is_client && !opts->no_fallback && remembered_tcp_only(s)) return start_tcp_only(s);
   rrpc__rdma_dev *dev = NULL;
   int rc = rrpc__rdma_dev_get(&dev);
+  if (is_client && dialect == RRPC_RDMA_DIALECT_BRPC) {
+    /* brpc's client without a device sends no hello: plain TCP. */
+    if (rc == 0) return rrpc__brpc_client_start(s, dev);
+    if (opts->no_fallback) return -RRPC_ENODEV;
+    rrpc__rdma_note_fallback(RRPC_CLC_DECL_NOSMCDEV);
+    rrpc__socket_note_fallback(s, RRPC_CLC_DECL_NOSMCDEV);
+    rrpc__socket_switch_transport(s, rrpc__transport_tcp());
+    return rrpc__transport_tcp()->start(s, is_client);
+  }
   if (rc == 0) rc = rrpc__rdma_pool_start(dev);
   if (rc != 0) {
     if (opts->no_fallback) return -RRPC_ENODEV;
@@ -575,9 +585,30 @@ static void rdma_on_read_resumed(rrpc__socket *s) {
   if (ep != NULL && ep->state == EP_UP) rrpc__dp_resume_read(ep);
 }
 
+static int rdma_start(rrpc__socket *s, int is_client) {
+  return rdma_start_dialect(s, is_client, rrpc__rdma_options()->dialect);
+}
+
+/* A channel whose own options ask for brpc's dialect. */
+static int rdma_start_brpc(rrpc__socket *s, int is_client) {
+  return rdma_start_dialect(s, is_client, RRPC_RDMA_DIALECT_BRPC);
+}
+
 static const rrpc_transport_ops rdma_ops = {
     .name = "rdma",
     .start = rdma_start,
+    .write = rrpc__dp_write,
+    .on_fd_event = rdma_on_fd_event,
+    .on_fail = rdma_on_fail,
+    .close = rdma_close,
+    .describe = rdma_describe,
+    .is_rdma = rdma_is_rdma,
+    .facts = rrpc__rdma_conn_facts,
+    .on_read_resumed = rdma_on_read_resumed,
+};
+static const rrpc_transport_ops rdma_brpc_client_ops = {
+    .name = "rdma",
+    .start = rdma_start_brpc,
     .write = rrpc__dp_write,
     .on_fd_event = rdma_on_fd_event,
     .on_fail = rdma_on_fail,
@@ -597,4 +628,10 @@ int rrpc__rdma_transport_get(const rrpc_transport_ops **out) {
   if (rrpc__rdma_dev_get(&dev) == 0) (void)rrpc__rdma_pool_start(dev);
   *out = &rdma_ops;
   return 0;
+}
+
+int rrpc__rdma_transport_get_dialect(int dialect, const rrpc_transport_ops **out) {
+  int rc = rrpc__rdma_transport_get(out);
+  if (rc == 0 && dialect == RRPC_RDMA_DIALECT_BRPC) *out = &rdma_brpc_client_ops;
+  return rc;
 }

@@ -187,6 +187,10 @@ void rrpc__hs_on_tcp_after_up(rrpc__rdma_ep *ep);
 /* The client received the server's first CDC: the QP works both ways. */
 void rrpc__hs_on_first_cdc(rrpc__rdma_ep *ep);
 void rrpc__hs_cancel_timer(rrpc__rdma_ep *ep);
+/* A slot of --rdma_max_concurrent_handshakes for another dialect's server
+ * handshake (brpc_ep.c): 0 or -EBUSY (counted); put gives it back. */
+int rrpc__hs_slot_try(int cap);
+void rrpc__hs_slot_put(void);
 /* Give back the handshake slot, if held (UP, fallback, close). Any thread. */
 void rrpc__hs_slot_release(rrpc__rdma_ep *ep);
 

@@ -31,6 +31,7 @@
 #include "rrpc/errors.h"
 #include "rrpc/internal/log.h"
 #include "transport/clc_decline.h"
+#include "transport/rdma/brpc_ep.h"
 #include "transport/rdma/endpoint.h"
 #include "transport/smc/cdc.h"
 
@@ -58,6 +59,19 @@ static int hs_slot_take(rrpc__rdma_ep *ep) {
   atomic_store(&ep->hs.slot, 1);
   return 0;
 }
+
+int rrpc__hs_slot_try(int cap) {
+  uint_fast64_t n = atomic_load(&g_hs_in_progress);
+  do {
+    if (n >= (uint64_t)cap) {
+      rrpc__rdma_count(RRPC_RDMA_CNT_HS_REFUSED, 1);
+      return -EBUSY;
+    }
+  } while (!atomic_compare_exchange_weak(&g_hs_in_progress, &n, n + 1));
+  return 0;
+}
+
+void rrpc__hs_slot_put(void) { atomic_fetch_sub(&g_hs_in_progress, 1); }
 
 void rrpc__hs_slot_release(rrpc__rdma_ep *ep) {
   if (atomic_exchange(&ep->hs.slot, 0)) atomic_fetch_sub(&g_hs_in_progress, 1);
@@ -334,6 +348,7 @@ static int server_sniff(rrpc__rdma_ep *ep) {
   ssize_t n = recv(rrpc__socket_fd(ep->s), buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
   if (n == 0) return -RRPC_ECLOSE;
   if (n < 0) return (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? 0 : -errno;
+  if (rrpc__brpc_hello_magic(buf, (size_t)n)) return 2; /* brpc's RDMA hello */
   struct rrpc__clc_hdr h;
   int rc = rrpc__clc_peek_header(buf, (size_t)n, &h);
   if (rc != 0 && rc != -EAGAIN) return -RRPC_EPARSE;
@@ -359,6 +374,17 @@ static void server_plain_tcp(rrpc__rdma_ep *ep) {
   rrpc__socket_switch_transport(s, tcp);
   tcp->start(s, 0);
   tcp->on_fd_event(s, EPOLLIN);
+}
+
+/* A brpc client with RDMA on: its dialect takes the connection over. */
+static void server_brpc(rrpc__rdma_ep *ep) {
+  rrpc__socket *s = ep->s;
+  rrpc__rdma_dev *dev = ep->dev;
+  trace(ep, "first bytes are brpc's RDMA hello");
+  rrpc__hs_cancel_timer(ep);
+  ep->s = NULL;
+  rrpc__ep_unref(ep);
+  rrpc__brpc_server_take(s, dev);
 }
 
 /* ---- entry points ----------------------------------------------------------------- */
@@ -407,6 +433,10 @@ void rrpc__hs_on_readable(rrpc__rdma_ep *ep) {
   if (ep->state == EP_SERVER_WAIT_PROPOSAL && ep->hs.len == 0) {
     int rc = server_sniff(ep);
     if (rc == 0) return;
+    if (rc == 2) {
+      server_brpc(ep);
+      return;
+    }
     if (rc == -RRPC_EPARSE) {
       server_plain_tcp(ep);
       return;
