@@ -244,10 +244,14 @@ static int poll_send(rrpc__brpc_ep *ep, int *resume) {
 
 void rrpc__bdp_poll(rrpc__brpc_ep *ep) {
   int delivered = 0, resume = 0;
+  /* While the owner pauses reading, receives stay in the CQ unposted: the
+   * peer runs out of credits, which is the back-pressure (on_read_resumed
+   * polls again). */
+  int paused = rrpc__socket_read_paused(ep->s);
   for (int armed = 0; armed < 2; armed++) {
     int r, w;
     do {
-      r = poll_recv(ep, &delivered, &resume);
+      r = paused ? 0 : poll_recv(ep, &delivered, &resume);
       w = r < 0 ? -1 : poll_send(ep, &resume);
     } while (r > 0 || w > 0);
     if (r < 0 || w < 0) return;

@@ -291,7 +291,7 @@ static void up(rrpc__brpc_ep *ep) {
 static void on_deadline(void *arg) {
   rrpc__brpc_ep *ep = arg;
   ep->timer = 0;
-  rrpc__limit_count(RRPC__LC_CLC_SNIFF_TIMEOUTS);
+  if (!ep->is_client) rrpc__limit_count(RRPC__LC_CLC_SNIFF_TIMEOUTS);
   hard_fail(ep, -ETIMEDOUT, "the peer did not finish the hello handshake");
 }
 
@@ -425,6 +425,12 @@ static void brpc_close(rrpc__socket *s) {
   ep_free(ep);
 }
 
+/* Reading goes on after back-pressure: take what the peer sent meanwhile. */
+static void brpc_on_read_resumed(rrpc__socket *s) {
+  rrpc__brpc_ep *ep = rrpc__socket_tstate(s);
+  if (ep != NULL && ep->state == BEP_UP) rrpc__bdp_poll(ep);
+}
+
 static int brpc_is_rdma(const rrpc__socket *s) {
   const rrpc__brpc_ep *ep = rrpc__socket_tstate(s);
   return ep != NULL && ep->state == BEP_UP;
@@ -484,6 +490,7 @@ static const rrpc_transport_ops brpc_ops = {
     .describe = brpc_describe,
     .is_rdma = brpc_is_rdma,
     .facts = brpc_facts,
+    .on_read_resumed = brpc_on_read_resumed,
 };
 
 const rrpc_transport_ops *rrpc__brpc_ops(void) { return &brpc_ops; }
