@@ -15,6 +15,7 @@
 
 #include "rrpc/rrpc.h"
 #include "test/common/test_util.h"
+#include "test/rdma/tsan_suppressions.h"
 
 using rrpc_test::rdma_test_addr;
 

@@ -30,6 +30,7 @@
 #include "rrpc/rrpc.h"
 #include "test/common/hostile.h"
 #include "test/common/test_util.h"
+#include "test/rdma/tsan_suppressions.h"
 
 extern "C" {
 #include "transport/fallback_codes.h"
