@@ -31,7 +31,7 @@ void rrpc__baidu_msg_init(rrpc__baidu_msg *m) {
 }
 
 void rrpc__baidu_msg_destroy(rrpc__baidu_msg *m) {
-  if (m->meta_bytes != m->meta_inline) free(m->meta_bytes);
+  if (m->meta_bytes != NULL && m->meta_bytes != m->meta_inline) free(m->meta_bytes);
   rrpc__iobuf_destroy(&m->payload);
   rrpc__iobuf_destroy(&m->attachment);
   rrpc__baidu_msg_init(m);

@@ -136,8 +136,57 @@ static void hdr_put(rrpc_block *b) {
   free(b);
 }
 
+/* The depot: default blocks moved between threads' lists in batches. A
+ * block is often allocated on one thread and freed on another (a request
+ * read on a loop and released by a pool worker; a response packed on a
+ * worker and written by the loop), so one thread's list runs dry while the
+ * other's overflows into free(); the depot hands the overflow over, one
+ * lock per DEPOT_BATCH blocks. At most DEPOT_MAX blocks (2 MiB) wait here. */
+enum { DEPOT_BATCH = BLK_CACHE_MAX / 2, DEPOT_MAX = 256 };
+static pthread_mutex_t depot_mu = PTHREAD_MUTEX_INITIALIZER;
+static rrpc_block *depot_head; /* under depot_mu, linked through deleter_arg */
+static atomic_uint depot_n; /* changed under depot_mu; read without it as a hint */
+
+/* The thread's list is full: move DEPOT_BATCH of it to the depot; 0 if
+ * the depot is full too. */
+static int depot_give(hdr_cache *c) {
+  rrpc_block *first = c->blk_head, *last = first;
+  for (unsigned i = 1; i < DEPOT_BATCH; i++) last = last->deleter_arg;
+  pthread_mutex_lock(&depot_mu);
+  unsigned have = atomic_load_explicit(&depot_n, memory_order_relaxed);
+  int room = have + DEPOT_BATCH <= DEPOT_MAX;
+  if (room) {
+    c->blk_head = last->deleter_arg;
+    c->blk_n -= DEPOT_BATCH;
+    last->deleter_arg = depot_head;
+    depot_head = first;
+    atomic_store_explicit(&depot_n, have + DEPOT_BATCH, memory_order_relaxed);
+  }
+  pthread_mutex_unlock(&depot_mu);
+  return room;
+}
+
+/* The thread's list is empty: take up to DEPOT_BATCH from the depot. */
+static void depot_take(hdr_cache *c) {
+  pthread_mutex_lock(&depot_mu);
+  rrpc_block *first = depot_head, *last = first;
+  unsigned n = first != NULL;
+  for (; n > 0 && n < DEPOT_BATCH && last->deleter_arg != NULL; n++) last = last->deleter_arg;
+  if (n > 0) {
+    depot_head = last->deleter_arg;
+    atomic_fetch_sub_explicit(&depot_n, n, memory_order_relaxed);
+  }
+  pthread_mutex_unlock(&depot_mu);
+  if (n == 0) return;
+  last->deleter_arg = NULL;
+  c->blk_head = first;
+  c->blk_n = n;
+}
+
 static rrpc_block *blk_get(void) {
   hdr_cache *c = &tl_hdr_cache;
+  if (c->blk_head == NULL && atomic_load_explicit(&depot_n, memory_order_relaxed) > 0 && cache_usable(c))
+    depot_take(c);
   rrpc_block *b = c->blk_head;
   if (b) {
     c->blk_head = b->deleter_arg;
@@ -148,7 +197,7 @@ static rrpc_block *blk_get(void) {
 
 static void blk_put(rrpc_block *b) {
   hdr_cache *c = &tl_hdr_cache;
-  if (c->blk_n < BLK_CACHE_MAX && cache_usable(c)) {
+  if (cache_usable(c) && (c->blk_n < BLK_CACHE_MAX || depot_give(c))) {
     b->deleter_arg = c->blk_head;
     c->blk_head = b;
     c->blk_n++;

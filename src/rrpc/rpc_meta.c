@@ -44,6 +44,11 @@ typedef struct cursor {
  * tenth byte are dropped, and a tenth byte that still has its continuation
  * bit set is an error. */
 static int read_varint(cursor *c, uint64_t *out) {
+  /* Tags, lengths and small values are one byte: no loop for them. */
+  if (c->p != c->end && !(*c->p & 0x80)) {
+    *out = *c->p++;
+    return 0;
+  }
   uint64_t v = 0;
   for (unsigned i = 0; i < 10; i++) {
     if (c->p == c->end)

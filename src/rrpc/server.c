@@ -44,14 +44,30 @@ struct method {
 
 enum { DEFAULT_POOL_MIN_THREADS = 4, DEFAULT_POOL_QUEUE_MAX = 65536 };
 
-/* One accepted connection; lives until its socket's on_close. */
+/* One accepted connection. Listed in the server until its socket's
+ * on_close; alive until that and every call read from it are done (refs:
+ * one for the socket, one per call), since its calls come back to it. */
 struct sconn {
   struct sconn *prev, *next;
   rrpc_server *srv;
-  rrpc__socket *sock;
+  rrpc__socket *sock;        /* a reference, dropped when the sconn goes */
+  atomic_int refs;
   int proto;                 /* loop thread: PROTO_* once the first bytes told */
   rrpc__http_conn *http;     /* builtin pages state of an HTTP connection */
+  /* Finished call objects, reused for the next requests (no malloc/free
+   * per call; a call is allocated on the loop and often ends on a worker,
+   * which glibc's per-thread caches serve badly). `spare` is the loop
+   * thread's; other threads push onto `returned`, which the loop takes
+   * whole (push and take-all only: no ABA). */
+  rrpc_server_call *spare;
+  int nspare;
+  _Atomic(rrpc_server_call *) returned;
 };
+
+/* Spare calls a connection keeps beyond those in flight: a round of
+ * pipelined requests, at about 1 KiB each (an idle connection should stay
+ * small: issue 12). */
+enum { CALL_SPARE_MAX = 16 };
 
 enum { PROTO_UNKNOWN, PROTO_BAIDU, PROTO_HTTP };
 
@@ -77,12 +93,17 @@ struct rrpc_server {
   rrpc__timer_id accept_resume;    /* accepts paused at the fd limit; 0 = not */
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  int state;
+  /* Written under mu; read without it by a request being admitted (see
+   * live_calls), so atomic (sequentially consistent). */
+  _Atomic int state;
   struct sconn conns; /* list head */
   size_t nconns;
-  /* Calls handed to handlers and not yet responded: raised under mu (with
-   * the state check), lowered without it; the one that reaches 0 takes mu
-   * to signal cv, so a waiter that saw it above 0 under mu is woken. */
+  /* Calls handed to handlers and not yet responded: raised before the
+   * state is read, both sequentially consistent, so a call that saw the
+   * server running is counted before a shutdown that stores STOPPING reads
+   * the count (no lock per call); lowered without mu, and the one that
+   * reaches 0 takes mu to signal cv, so a waiter that saw it above 0 under
+   * mu is woken. */
   _Atomic size_t live_calls;
   int listener_closed;
   rrpc__gate gate;   /* max_concurrency */
@@ -94,7 +115,9 @@ struct rrpc_server {
 struct rrpc_server_call {
   rrpc__work work; /* its place in the worker queue */
   rrpc_server *srv;
-  rrpc__socket *sock; /* refcounted */
+  struct sconn *conn; /* a reference: the call returns to its cache */
+  rrpc__socket *sock; /* conn's */
+  rrpc_server_call *spare_next; /* in conn's spare or returned list */
   int64_t cid;
   struct method *m;
   int admitted; /* holds places in the server's and the method's gates */
@@ -224,15 +247,80 @@ int rrpc_server_set_method_max_concurrency(rrpc_server *s, const char *service, 
 
 /* ---- responding ------------------------------------------------------------ */
 
+/* ---- call objects: one cache per connection --------------------------------- */
+
+static void free_calls(rrpc_server_call *list) {
+  while (list != NULL) {
+    rrpc_server_call *next = list->spare_next;
+    free(list);
+    list = next;
+  }
+}
+
+/* `sock` is c's: passed in, since adopt may still be storing c->sock when
+ * the loop already runs the connection's first callbacks. */
+static void conn_unref(struct sconn *c, rrpc__socket *sock) {
+  if (atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) != 1) return;
+  free_calls(c->spare);
+  free_calls(atomic_load_explicit(&c->returned, memory_order_acquire));
+  rrpc__socket_unref(sock);
+  free(c);
+}
+
+/* Loop thread: a spare call, or a new one. */
+static rrpc_server_call *call_alloc(struct sconn *c) {
+  if (c->spare == NULL) {
+    /* Take what other threads returned; keep CALL_SPARE_MAX of it. */
+    rrpc_server_call *list = atomic_exchange_explicit(&c->returned, NULL, memory_order_acquire);
+    c->spare = list;
+    c->nspare = 0;
+    for (; list != NULL && c->nspare < CALL_SPARE_MAX - 1; list = list->spare_next) c->nspare++;
+    if (list != NULL) {
+      c->nspare++;
+      free_calls(list->spare_next);
+      list->spare_next = NULL;
+    }
+  }
+  rrpc_server_call *call = c->spare;
+  if (call == NULL) return malloc(sizeof *call);
+  c->spare = call->spare_next;
+  c->nspare--;
+  return call;
+}
+
+/* Any thread, the call's contents destroyed: back to its connection. */
+static void call_recycle(struct sconn *c, rrpc_server_call *call) {
+  if (rrpc__loop_in_thread(rrpc__socket_loop(call->sock))) {
+    if (c->nspare >= CALL_SPARE_MAX) {
+      free(call);
+      return;
+    }
+    call->spare_next = c->spare;
+    c->spare = call;
+    c->nspare++;
+    return;
+  }
+  rrpc_server_call *head = atomic_load_explicit(&c->returned, memory_order_relaxed);
+  do {
+    call->spare_next = head;
+  } while (!atomic_compare_exchange_weak_explicit(&c->returned, &head, call, memory_order_release,
+                                                  memory_order_relaxed));
+}
+
 static void call_release(rrpc_server_call *call) {
   rrpc_server *srv = call->srv;
+  struct sconn *c = call->conn;
   if (call->admitted) rrpc__gates_leave(&srv->gate, &call->m->gate);
   rrpc__socket_request_end(call->sock);
-  rrpc__socket_unref(call->sock);
   rrpc__iobuf_destroy(&call->request);
   rrpc__controller_destroy(&call->cntl);
-  free(call);
-  if (atomic_fetch_sub(&srv->live_calls, 1) == 1) {
+  rrpc__socket *sock = call->sock;
+  call_recycle(c, call);
+  conn_unref(c, sock); /* may free the call with its connection */
+  /* Only a stopping server waits for the count (drain_until, free): it
+   * stores the state before it reads the count, both sequentially
+   * consistent, so a call that reads RUNNING here left a 0 it will see. */
+  if (atomic_fetch_sub(&srv->live_calls, 1) == 1 && atomic_load(&srv->state) != SRV_RUNNING) {
     pthread_mutex_lock(&srv->mu);
     pthread_cond_broadcast(&srv->cv);
     pthread_mutex_unlock(&srv->mu);
@@ -349,17 +437,19 @@ static void batch_add(struct batch *b, rrpc_server_call *call) {
   b->n++;
 }
 
-static int handle_request(rrpc_server *srv, rrpc__socket *sock, rrpc__baidu_msg *msg, struct batch *b) {
+static int handle_request(struct sconn *c, rrpc__socket *sock, rrpc__baidu_msg *msg, struct batch *b) {
+  rrpc_server *srv = c->srv;
   if (!(msg->meta.has & RRPC_META_HAS_REQUEST)) {
     RRPC_LOG(WARNING, "closing a connection that sent a baidu_std frame without a request");
     return -RRPC_EPARSE;
   }
-  rrpc_server_call *call = malloc(sizeof *call);
+  rrpc_server_call *call = call_alloc(c);
   if (call == NULL) return -ENOMEM;
   memset(call, 0, offsetof(rrpc_server_call, cntl));
   call->srv = srv;
+  call->conn = c;
+  atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
   call->sock = sock;
-  rrpc__socket_ref(sock);
   rrpc__socket_request_begin(sock);
   call->cid = msg->meta.correlation_id;
   rrpc__iobuf_init(&call->request);
@@ -375,10 +465,8 @@ static int handle_request(rrpc_server *srv, rrpc__socket *sock, rrpc__baidu_msg 
   rrpc__socket_peer_str(sock, call->cntl.remote, sizeof call->cntl.remote);
   rrpc_iobuf_move(&call->request, &msg->payload);
   rrpc_iobuf_move(&call->cntl.req_att, &msg->attachment);
-  pthread_mutex_lock(&srv->mu);
   atomic_fetch_add(&srv->live_calls, 1);
-  int stopping = srv->state != SRV_RUNNING;
-  pthread_mutex_unlock(&srv->mu);
+  int stopping = atomic_load(&srv->state) != SRV_RUNNING;
   int bad = check_request(srv, msg, call) != 0 || admit(srv, call, stopping) != 0;
   stats_begin(call);
   if (bad) {
@@ -447,7 +535,7 @@ static int server_on_data(void *owner, rrpc__socket *sock, rrpc_iobuf *rbuf) {
       RRPC_LOG(WARNING, "closing connection from %s: %s", peer, rrpc_strerror(rc));
       break;
     }
-    rc = handle_request(c->srv, sock, &msg, &b);
+    rc = handle_request(c, sock, &msg, &b);
     rrpc__baidu_msg_destroy(&msg);
     if (rc < 0) break;
   }
@@ -465,8 +553,8 @@ static void server_on_close(void *owner, rrpc__socket *sock, int code) {
   if (--srv->nconns == 0) pthread_cond_broadcast(&srv->cv);
   pthread_mutex_unlock(&srv->mu);
   rrpc__builtin_conn_free(c->http);
-  rrpc__socket_unref(sock);
-  free(c);
+  c->http = NULL;
+  conn_unref(c, sock);
 }
 
 static const rrpc__socket_handler server_handler = {
@@ -483,6 +571,8 @@ static void adopt(rrpc_server *srv, int fd) {
     return;
   }
   c->srv = srv;
+  atomic_init(&c->refs, 1);
+  atomic_init(&c->returned, NULL);
   pthread_mutex_lock(&srv->mu);
   if (srv->state != SRV_RUNNING) {
     pthread_mutex_unlock(&srv->mu);

@@ -508,11 +508,14 @@ int rrpc__socket_write(rrpc__socket *s, rrpc_iobuf *msg) {
     pthread_mutex_unlock(&s->wmu);
     return defer_write(s, msg, n);
   }
-  if (rrpc__loop_awake(s->loop)) {
+  if (rrpc__loop_awake(s->loop) || atomic_load_explicit(&s->pending_requests, memory_order_relaxed) > 1) {
     /* From another thread (a pool worker answering) while the loop is busy
-     * anyway: queue and let the loop write, at no wake-up; only an idle
-     * loop is left asleep and the writer writes itself (the lowest latency
-     * when load is light). */
+     * anyway, or while more of this connection's requests are being
+     * handled (their responses join this one in the queue meanwhile):
+     * queue and let the loop write them in one sendmsg - at most one
+     * wake-up for the lot instead of a sendmsg each. Only a lone response
+     * to a sleeping loop is written by the worker itself (the lowest
+     * latency when load is light). */
     rc = rrpc_iobuf_move(&s->wqueue, msg);
     pthread_mutex_unlock(&s->wmu);
     if (rc != 0) {
@@ -559,8 +562,10 @@ void rrpc__socket_deliver(rrpc__socket *s) {
   if (atomic_load(&s->failed) || s->owner_notified) return;
   touch(s);
   size_t len = rrpc_iobuf_length(&s->rbuf);
-  if (len > s->rbuf_left)
+  if (len > s->rbuf_left) {
     atomic_fetch_add_explicit(&s->bytes_in, len - s->rbuf_left, memory_order_relaxed);
+    rrpc__loop_note(RRPC__WORK_BYTES_IN, len - s->rbuf_left);
+  }
   int rc = s->handler->on_data(s->owner, s, &s->rbuf);
   s->rbuf_left = rrpc_iobuf_length(&s->rbuf);
   if (rc < 0) {

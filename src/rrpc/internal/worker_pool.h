@@ -21,9 +21,10 @@ typedef struct rrpc__work {
  * 0, -ENOMEM or -errno from pthread_create (then nothing is left running). */
 int rrpc__worker_pool_start(int nthreads, int max_queue, const char *name, rrpc__worker_pool **out);
 /* submit - queue the list of `n` tasks at `head` (linked by next) in one
- * go: one lock and at most one wake-up; a woken thread wakes the next while
- * tasks remain, so a batch spreads over the idle threads without waking
- * more of them than it needs. Returns how many were queued, a prefix of the
+ * go: one lock and at most one wake-up (none while a thread is between
+ * tasks and will look at the queue anyway); a woken thread wakes the next
+ * under the same rule while tasks remain, so a batch spreads over the idle
+ * threads without waking more of them than it needs. Returns how many were queued, a prefix of the
  * list; *rest is what was not (NULL-terminated as given), which did not fit (max_queue; counted as rejected) or the pool
  * is stopping (*why is then -ESHUTDOWN, else -RRPC_EOVERCROWDED). Never
  * runs a task inside the call. Any thread. */

@@ -1,0 +1,188 @@
+// worker_pool_unittest.cc - the worker pool's wake-up rules
+// (src/rrpc/worker_pool.c): a batch wakes at most one worker, which passes
+// the wake-up on, so every task must still reach an idle worker - also
+// while other workers are blocked inside tasks - and run exactly once.
+//
+// Synchronisation is by condition variables only; every wait carries a
+// generous limit so a lost wake-up fails the test instead of hanging it.
+#include <dirent.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+extern "C" {
+#include "rrpc/errors.h"
+#include "rrpc/internal/worker_pool.h"
+}
+
+namespace {
+
+constexpr auto kLimit = std::chrono::seconds(20);
+
+// A rendezvous of `n` tasks: each waits until all n are inside, which only
+// happens if n workers run them at the same time.
+struct Rendezvous {
+  std::mutex mu;
+  std::condition_variable cv;
+  int inside = 0, n = 0, timed_out = 0;
+};
+
+void rendezvous_task(void *arg) {
+  auto *r = static_cast<Rendezvous *>(arg);
+  std::unique_lock<std::mutex> g(r->mu);
+  r->inside++;
+  r->cv.notify_all();
+  if (!r->cv.wait_for(g, kLimit, [&] { return r->inside >= r->n; })) r->timed_out++;
+}
+
+// Until every thread named "wp-test-*" sleeps (state S in /proc), so that a
+// batch submitted next must wake workers rather than find them looking.
+// Bounded; false if they never all slept.
+bool wait_workers_asleep(int n) {
+  auto end = std::chrono::steady_clock::now() + kLimit;
+  while (std::chrono::steady_clock::now() < end) {
+    int asleep = 0;
+    DIR *d = opendir("/proc/self/task");
+    if (d == nullptr) return false;
+    while (dirent *e = readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      std::string base = std::string("/proc/self/task/") + e->d_name;
+      std::ifstream comm(base + "/comm"), stat(base + "/stat");
+      std::string name, line;
+      std::getline(comm, name);
+      std::getline(stat, line);
+      size_t paren = line.rfind(')');
+      if (name.rfind("wp-test-", 0) == 0 && paren != std::string::npos && paren + 2 < line.size() &&
+          line[paren + 2] == 'S')
+        asleep++;
+    }
+    closedir(d);
+    if (asleep == n) return true;
+    std::this_thread::yield();
+  }
+  return false;
+}
+
+std::vector<rrpc__work> make_batch(int n, rrpc__task_fn fn, void *arg) {
+  std::vector<rrpc__work> w(n);
+  for (int i = 0; i < n; i++) w[i] = rrpc__work{i + 1 < n ? &w[i + 1] : nullptr, fn, arg};
+  return w;
+}
+
+TEST(WorkerPool, OneBatchReachesEveryIdleWorker) {
+  for (int nthreads : {2, 4, 8}) {
+    rrpc__worker_pool *p;
+    ASSERT_EQ(rrpc__worker_pool_start(nthreads, 1024, "wp-test", &p), 0);
+    ASSERT_TRUE(wait_workers_asleep(nthreads));
+    Rendezvous r;
+    r.n = nthreads;
+    auto batch = make_batch(nthreads, rendezvous_task, &r);
+    rrpc__work *rest;
+    int why = 0;
+    ASSERT_EQ(rrpc__worker_pool_submit(p, &batch[0], nthreads, &rest, &why), nthreads);
+    {
+      // Before stop, which wakes every worker anyway.
+      std::unique_lock<std::mutex> g(r.mu);
+      EXPECT_TRUE(r.cv.wait_for(g, kLimit, [&] { return r.inside == nthreads; }))
+          << nthreads << " threads: only " << r.inside << " ran at once: a worker was never woken";
+    }
+    rrpc__worker_pool_stop(p);  // runs what is queued, then joins
+    EXPECT_EQ(r.timed_out, 0);
+  }
+}
+
+// Batches of one, submitted one at a time after the pool went idle, while
+// earlier tasks block: each must wake a new worker.
+TEST(WorkerPool, SingleSubmitsWhileOthersBlockEachWakeAWorker) {
+  const int n = 4;
+  rrpc__worker_pool *p;
+  ASSERT_EQ(rrpc__worker_pool_start(n, 1024, "wp-test", &p), 0);
+  Rendezvous r;
+  r.n = n;
+  std::vector<rrpc__work> works(n);
+  ASSERT_TRUE(wait_workers_asleep(n));
+  for (int i = 0; i < n; i++) {
+    works[i] = rrpc__work{nullptr, rendezvous_task, &r};
+    rrpc__work *rest;
+    int why = 0;
+    ASSERT_EQ(rrpc__worker_pool_submit(p, &works[i], 1, &rest, &why), 1);
+    // Let this task start (and block) before the next submit.
+    std::unique_lock<std::mutex> g(r.mu);
+    ASSERT_TRUE(r.cv.wait_for(g, kLimit, [&] { return r.inside > i; })) << "task " << i << " never started";
+  }
+  rrpc__worker_pool_stop(p);
+  EXPECT_EQ(r.timed_out, 0);
+}
+
+struct Counter {
+  std::atomic<int> runs{0};
+};
+
+void count_task(void *arg) { static_cast<Counter *>(arg)->runs.fetch_add(1); }
+
+// Several submitters, batches of mixed sizes: every task runs exactly once
+// and none is lost between a sleeping worker and a submit.
+TEST(WorkerPool, ConcurrentSubmittersRunEveryTaskOnce) {
+  rrpc__worker_pool *p;
+  ASSERT_EQ(rrpc__worker_pool_start(3, 1 << 20, "wp-test", &p), 0);
+  const int submitters = 3, rounds = 2000;
+  std::vector<Counter> counters(submitters);
+  std::vector<std::thread> ts;
+  for (int s = 0; s < submitters; s++) {
+    ts.emplace_back([&, s] {
+      int want = 0;
+      for (int i = 0; i < rounds; i++) {
+        int n = 1 + i % 7;
+        want += n;
+        auto batch = make_batch(n, count_task, &counters[s]);
+        rrpc__work *rest;
+        int why = 0;
+        ASSERT_EQ(rrpc__worker_pool_submit(p, &batch[0], n, &rest, &why), n);
+        // The batch lives on this stack: wait until it ran.
+        auto end = std::chrono::steady_clock::now() + kLimit;
+        while (counters[s].runs.load() < want && std::chrono::steady_clock::now() < end) std::this_thread::yield();
+        ASSERT_EQ(counters[s].runs.load(), want) << "submitter " << s << " round " << i;
+      }
+    });
+  }
+  for (auto &t : ts) t.join();
+  rrpc__worker_pool_stop(p);
+}
+
+TEST(WorkerPool, FullQueueRefusesTheRestAndCountsIt) {
+  rrpc__worker_pool *p;
+  ASSERT_EQ(rrpc__worker_pool_start(1, 2, "wp-test", &p), 0);
+  Rendezvous r;
+  r.n = 2;  // the first task blocks until the end of the test
+  rrpc__work blocker{nullptr, rendezvous_task, &r};
+  rrpc__work *rest;
+  int why = 0;
+  ASSERT_EQ(rrpc__worker_pool_submit(p, &blocker, 1, &rest, &why), 1);
+  {
+    std::unique_lock<std::mutex> g(r.mu);
+    ASSERT_TRUE(r.cv.wait_for(g, kLimit, [&] { return r.inside == 1; }));
+  }
+  Counter c;
+  auto batch = make_batch(5, count_task, &c);
+  EXPECT_EQ(rrpc__worker_pool_submit(p, &batch[0], 5, &rest, &why), 2);
+  EXPECT_EQ(rest, &batch[2]);
+  EXPECT_EQ(why, -RRPC_EOVERCROWDED);
+  EXPECT_EQ(rrpc__worker_pool_rejected(p), 3u);
+  {
+    std::lock_guard<std::mutex> g(r.mu);
+    r.inside++;  // release the blocker
+    r.cv.notify_all();
+  }
+  rrpc__worker_pool_stop(p);
+  EXPECT_EQ(c.runs.load(), 2);
+}
+
+}  // namespace
