@@ -116,6 +116,9 @@ TEST_F(BrpcDialect, ClientAndServerCarryAttachmentsOverRdma) {
   EXPECT_EQ(s0.connections_rdma + 2, s1.connections_rdma); // the client's and the server's
   EXPECT_LT(tcp, 4096); // only the hellos and the ACK went over TCP
   EXPECT_EQ(s0.cdc_sent, s1.cdc_sent); // no CDC: rrpc's own dialect was not used
+  // Both ends' receive blocks and send slots are in the registered-memory stats.
+  EXPECT_GE(s1.ring_bytes, 2u * 128 * 8192);
+  EXPECT_GT(s1.slot_bytes, 0u);
   rrpc_channel_free(ch);
 
   // The same server serves rrpc's own dialect on the same port.

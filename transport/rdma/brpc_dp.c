@@ -43,8 +43,12 @@ int rrpc__bdp_init(rrpc__brpc_ep *ep) {
   ep->recv_mem = r;
   if (posix_memalign(&w, 4096, sbytes) != 0) return -ENOMEM;
   ep->send_mem = w;
+  /* Counted as rings (receive memory) and slots (send memory) in the
+   * stats, which account for every registered byte. */
   ep->recv_mr = ibv_reg_mr(ep->dev->pd, ep->recv_mem, rbytes, IBV_ACCESS_LOCAL_WRITE);
+  if (ep->recv_mr != NULL) rrpc__rdma_count(RRPC_RDMA_CNT_RING_BYTES, rbytes);
   ep->send_mr = ibv_reg_mr(ep->dev->pd, ep->send_mem, sbytes, IBV_ACCESS_LOCAL_WRITE);
+  if (ep->send_mr != NULL) rrpc__rdma_count(RRPC_RDMA_CNT_SLOT_BYTES, sbytes);
   if (ep->recv_mr == NULL || ep->send_mr == NULL) return -RRPC_ERDMAMEM;
   for (uint32_t i = 0; i < ep->rq_size; i++) {
     int rc = post_recv(ep, i);

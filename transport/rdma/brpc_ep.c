@@ -63,8 +63,14 @@ static void verbs_destroy(rrpc__brpc_ep *ep) {
   ep->qp = NULL;
   ep->scq = ep->rcq = NULL;
   ep->cc = NULL;
-  if (ep->recv_mr != NULL) ibv_dereg_mr(ep->recv_mr);
-  if (ep->send_mr != NULL) ibv_dereg_mr(ep->send_mr);
+  if (ep->recv_mr != NULL) {
+    ibv_dereg_mr(ep->recv_mr);
+    rrpc__rdma_count(RRPC_RDMA_CNT_RING_BYTES, (uint64_t)0 - (uint64_t)ep->rq_size * RRPC_BRPC_RECV_BLOCK);
+  }
+  if (ep->send_mr != NULL) {
+    ibv_dereg_mr(ep->send_mr);
+    rrpc__rdma_count(RRPC_RDMA_CNT_SLOT_BYTES, (uint64_t)0 - (uint64_t)ep->nslots * ep->slot_size);
+  }
   ep->recv_mr = ep->send_mr = NULL;
   free(ep->recv_mem);
   free(ep->send_mem);
