@@ -30,12 +30,16 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <dirent.h>
+#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <map>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -393,7 +397,58 @@ SatResult bench_sat(const std::string &addr, const char *name) {
 // connection), against a server with one loop and `threads` threads in all:
 // 1 = handlers on that loop; N > 1 = the loop parses, N - 1 pool threads
 // run handlers and write responses.
-double bench_oneconn(int threads) {
+extern "C" uint64_t rrpc__completions_handed_off_total(void);  // channel.c
+
+struct OneConn {
+  double qps, cpu_us_per_rpc, cpu_pct;  // cpu_pct: user+sys of the process over wall time (200 = 2 cores)
+  double handed_off;                    // share of the completions run on another client loop
+  std::string by_thread;                // CPU % per thread kind (name without its number)
+};
+
+// CPU ticks per thread kind ("rrpc-srv", "rrpc-loop", "rrpc-work", the
+// bench's own threads), from /proc/self/task/*/stat: which thread is the
+// one at 100 % of a core.
+std::map<std::string, long> ticks_by_thread() {
+  std::map<std::string, long> m;
+  DIR *d = opendir("/proc/self/task");
+  if (d == nullptr) return m;
+  while (dirent *e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::string dir = std::string("/proc/self/task/") + e->d_name;
+    FILE *f = fopen((dir + "/stat").c_str(), "r");
+    if (f == nullptr) continue;
+    char buf[1024];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *close = strrchr(buf, ')');
+    char *open = strchr(buf, '(');
+    if (close == nullptr || open == nullptr) continue;
+    std::string name(open + 1, close);
+    while (!name.empty() && (isdigit((unsigned char)name.back()) || name.back() == '-')) name.pop_back();
+    long ut = 0, st = 0;
+    // fields after ")": state(3) ... utime(14) stime(15)
+    if (sscanf(close + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %ld %ld", &ut, &st) == 2) m[name] += ut + st;
+  }
+  closedir(d);
+  return m;
+}
+
+std::string thread_share(const std::map<std::string, long> &a, const std::map<std::string, long> &b, double secs) {
+  std::string out;
+  double hz = (double)sysconf(_SC_CLK_TCK);
+  for (const auto &kv : b) {
+    auto it = a.find(kv.first);
+    long d = kv.second - (it == a.end() ? 0 : it->second);
+    if (d <= 0) continue;
+    char one[96];
+    snprintf(one, sizeof one, " %s %.0f%%", kv.first.c_str(), 100.0 * (double)d / hz / secs);
+    out += one;
+  }
+  return out;
+}
+
+OneConn bench_oneconn(int threads) {
   rrpc_server_options so = {};
   so.num_threads = 1;
   if (threads <= 1) so.handlers_in_loop = 1;
@@ -408,6 +463,9 @@ double bench_oneconn(int threads) {
   rrpc_channel *ch;
   if (rrpc_channel_new(addr.c_str(), &co, &ch) != 0) abort();
   std::atomic<uint64_t> calls{0};
+  uint64_t h0 = rrpc__completions_handed_off_total();
+  Usage u0 = usage_now();
+  std::map<std::string, long> th0 = ticks_by_thread();
   uint64_t t0 = now_ns(), end = t0 + (uint64_t)(g_seconds * 1e9);
   std::vector<std::thread> ts;
   for (int t = 0; t < 16; t++) {
@@ -423,6 +481,7 @@ double bench_oneconn(int threads) {
       rrpc_iobuf_append(req, payload.data(), payload.size());
       rrpc_controller *c[16];
       for (auto &x : c) rrpc_controller_new(&x);
+      pthread_setname_np(pthread_self(), "caller");
       uint64_t mine = 0;
       while (now_ns() < end) {
         w.left = 16;
@@ -443,11 +502,22 @@ double bench_oneconn(int threads) {
       rrpc_iobuf_free(req);
     });
   }
+  std::map<std::string, long> th1;
+  {
+    // The callers are still alive near the end: sample just before they stop.
+    while (now_ns() + 20000000 < end) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    th1 = ticks_by_thread();
+  }
+  double th_secs = (double)(now_ns() - t0) / 1e9;
   for (auto &t : ts) t.join();
   double secs = (double)(now_ns() - t0) / 1e9;
+  Usage u1 = usage_now();
   rrpc_channel_free(ch);
   rrpc_server_free(srv);
-  return (double)calls.load() / secs;
+  double cpu = u1.cpu_s - u0.cpu_s;
+  double handed = (double)(rrpc__completions_handed_off_total() - h0) / (double)calls.load();
+  return {(double)calls.load() / secs, cpu * 1e6 / (double)calls.load(), 100 * cpu / secs, handed,
+          thread_share(th0, th1, th_secs)};
 }
 
 void print_sat(const std::vector<SatResult> &rs) {
@@ -467,8 +537,10 @@ int main(int argc, char **argv) {
     if (strncmp(argv[i], "--seconds=", 10) == 0) g_seconds = atof(argv[i] + 10);
     else if (strncmp(argv[i], "--size=", 7) == 0) g_size = (size_t)atol(argv[i] + 7);
     else if (strncmp(argv[i], "--case=", 7) == 0) g_case = argv[i] + 7;
+    else if (strncmp(argv[i], "--client_loops=", 15) == 0) rrpc_set_event_dispatcher_num(atoi(argv[i] + 15));
+    else if (strncmp(argv[i], "--handoff=", 10) == 0) rrpc_set_completion_handoff(atoi(argv[i] + 10));
     else {
-      fprintf(stderr, "usage: %s [--seconds=S] [--size=BYTES] [--case=all|raw|sync|syncpool|async|sat|rawpipe|satone|satloopone|oneconn]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--seconds=S] [--size=BYTES] [--case=all|raw|sync|syncpool|async|sat|rawpipe|satone|satloopone|oneconn] [--client_loops=N] [--handoff=MIN (>= 2: on; default off)]\n", argv[0]);
       return 2;
     }
   }
@@ -496,12 +568,14 @@ int main(int argc, char **argv) {
   if (g_case == "oneconn") {
     printf("one connection, 16 caller threads x 16 in flight, %zu B echo, %.1f s each (same run)\n", g_size,
            g_seconds);
+    printf("client loops %d (--client_loops), CPU = client + server, %% of one core\n", rrpc_event_dispatcher_num());
     double base = 0;
     for (int t : {1, 2, 4, 8}) {
       if (t > 2 * (int)sysconf(_SC_NPROCESSORS_ONLN)) break;
-      double q = bench_oneconn(t);
-      if (t == 1) base = q;
-      printf("server threads %d: %10.0f QPS  %.2fx the single loop\n", t, q, q / base);
+      OneConn r = bench_oneconn(t);
+      if (t == 1) base = r.qps;
+      printf("server threads %d: %10.0f QPS  %.2fx the single loop  CPU %6.2f us/RPC  %5.0f %%  handed off %.2f  by thread:%s\n",
+             t, r.qps, r.qps / base, r.cpu_us_per_rpc, r.cpu_pct, r.handed_off, r.by_thread.c_str());
     }
   } else if (g_case == "sat") {
     print_sat({bench_rawpipe(), bench_sat(paddr, "sat"), bench_sat(addr, "satloop")});

@@ -658,6 +658,7 @@ TEST(Watchdog, ReportsALoopCallbackThatBlocks) {
   ASSERT_NE(nullptr, s);
   rrpc_channel *ch = channel_to(rrpc_server_port(s), 5000);
   uint64_t before = rrpc__loop_watchdog_hits();
+  uint64_t stacks = rrpc__loop_stacks_taken();
   rrpc_controller *c;
   rrpc_iobuf *req;
   rrpc_controller_new(&c);
@@ -666,6 +667,8 @@ TEST(Watchdog, ReportsALoopCallbackThatBlocks) {
   EXPECT_EQ(0, rrpc_channel_call(ch, "t.S", "Sleep", c, req, nullptr, nullptr, nullptr));
   uint64_t seen = rrpc__loop_watchdog_hits() - before;
   EXPECT_EQ(1u, seen);
+  // ... with the stack it had while it slept (printed after the report).
+  EXPECT_GE(rrpc__loop_stacks_taken() - stacks, 1u);
   rrpc_test::watchdog_expect(seen);
   rrpc_iobuf_free(req);
   rrpc_controller_free(c);

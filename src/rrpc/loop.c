@@ -132,14 +132,20 @@ static void wd_read_env(void) {
 }
 
 void rrpc__loop_watchdog_set(uint64_t blocked_us, uint64_t busy_us) {
-  atomic_store(&g_wd_busy_us, busy_us ? busy_us : blocked_us);
+  busy_us = busy_us ? busy_us : blocked_us;
+  atomic_store(&g_wd_busy_us, busy_us);
   atomic_store(&g_wd_threshold_us, blocked_us);
+  /* A stack from half the lower bound on: any callback reported ran that long. */
+  rrpc__loop_stack_sampling(blocked_us == 0 ? 0 : (blocked_us < busy_us ? blocked_us : busy_us) / 2);
 }
 uint64_t rrpc__loop_watchdog_hits(void) { return atomic_load(&g_wd_hits); }
 
+_Thread_local uint64_t rrpc__loop_work[RRPC__WORK_KINDS];
+
 struct wd_mark {
   uint64_t wall_us, cpu_us;
-  long nvcsw;
+  struct rusage ru;
+  uint64_t work[RRPC__WORK_KINDS];
 };
 
 static uint64_t thread_cpu_us(void) {
@@ -148,35 +154,28 @@ static uint64_t thread_cpu_us(void) {
   return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-static long thread_nvcsw(void) {
-  struct rusage ru;
-  return getrusage(RUSAGE_THREAD, &ru) == 0 ? ru.ru_nvcsw : 0;
+static void thread_rusage(struct rusage *ru) {
+  if (getrusage(RUSAGE_THREAD, ru) != 0) memset(ru, 0, sizeof *ru);
 }
+
+static uint64_t tv_us(struct timeval tv) { return (uint64_t)tv.tv_sec * 1000000u + (uint64_t)tv.tv_usec; }
 
 static int wd_begin(struct wd_mark *m) {
   if (atomic_load_explicit(&g_wd_threshold_us, memory_order_relaxed) == 0) return 0;
   m->wall_us = rrpc__now_us();
   m->cpu_us = thread_cpu_us();
-  m->nvcsw = thread_nvcsw();
+  thread_rusage(&m->ru);
+  memcpy(m->work, rrpc__loop_work, sizeof m->work);
+  rrpc__loop_stack_begin(m->wall_us);
   return 1;
 }
 
-static void wd_end(const rrpc__loop *loop, const struct wd_mark *m, const char *kind, void *fn) {
-  uint64_t threshold = atomic_load_explicit(&g_wd_threshold_us, memory_order_relaxed);
-  uint64_t busy = atomic_load_explicit(&g_wd_busy_us, memory_order_relaxed);
-  uint64_t wall = rrpc__now_us() - m->wall_us;
-  /* Off (either 0: rrpc__loop_watchdog_set stores the two one after the
-   * other, so a callback ending meanwhile may see one of them switched),
-   * or under both bounds - CPU time never exceeds wall time. */
-  if (threshold == 0 || busy == 0 || (wall < threshold && wall < busy)) return;
-  uint64_t cpu = thread_cpu_us() - m->cpu_us;
-  long slept = thread_nvcsw() - m->nvcsw;
-  /* Blocked (it went to sleep) for over the wall threshold, or busy (its
-   * own CPU time, which preemption does not inflate) for over the busy
-   * one, which may be the lower of the two. */
-  int blocked = slept > 0 && wall >= threshold;
-  if (!blocked && cpu < busy) return;
-  atomic_fetch_add(&g_wd_hits, 1);
+/* The report: besides the time, the split of the CPU into user and kernel
+ * time, the page faults taken and the work the callback did - what tells a
+ * slow item from many items, and the code's CPU from a runtime's (a
+ * sanitizer remapping its shadow memory shows as kernel time and faults). */
+static void wd_report(const rrpc__loop *loop, const struct wd_mark *m, const struct rusage *ru, const char *kind,
+                      void *fn, uint64_t wall, uint64_t cpu) {
   /* A static function has no dynamic symbol: then file+offset, which
    * `addr2line -f -e FILE OFFSET` turns into its name. */
   Dl_info info;
@@ -185,8 +184,40 @@ static void wd_end(const rrpc__loop *loop, const struct wd_mark *m, const char *
   const char *file = found && info.dli_fname != NULL ? info.dli_fname : "?";
   uintptr_t off = found ? (uintptr_t)fn - (uintptr_t)info.dli_fbase : (uintptr_t)fn;
   RRPC_LOG(ERROR,
-           "loop %s: %s %s (%s+0x%lx) ran %llu us (cpu %llu us, slept %ld times): loop callbacks must not block",
-           loop->name, kind, name, file, (unsigned long)off, (unsigned long long)wall, (unsigned long long)cpu, slept);
+           "loop %s: %s %s (%s+0x%lx) ran %llu us (cpu %llu us: user %llu, sys %llu; %ld minor faults; slept %ld "
+           "times; did %llu bytes in, %llu completions): loop callbacks must not block",
+           loop->name, kind, name, file, (unsigned long)off, (unsigned long long)wall, (unsigned long long)cpu,
+           (unsigned long long)(tv_us(ru->ru_utime) - tv_us(m->ru.ru_utime)),
+           (unsigned long long)(tv_us(ru->ru_stime) - tv_us(m->ru.ru_stime)), ru->ru_minflt - m->ru.ru_minflt,
+           ru->ru_nvcsw - m->ru.ru_nvcsw,
+           (unsigned long long)(rrpc__loop_work[RRPC__WORK_BYTES_IN] - m->work[RRPC__WORK_BYTES_IN]),
+           (unsigned long long)(rrpc__loop_work[RRPC__WORK_COMPLETIONS] - m->work[RRPC__WORK_COMPLETIONS]));
+}
+
+static int wd_check(const rrpc__loop *loop, const struct wd_mark *m, const char *kind, void *fn) {
+  uint64_t threshold = atomic_load_explicit(&g_wd_threshold_us, memory_order_relaxed);
+  uint64_t busy = atomic_load_explicit(&g_wd_busy_us, memory_order_relaxed);
+  uint64_t wall = rrpc__now_us() - m->wall_us;
+  /* Off (either 0: rrpc__loop_watchdog_set stores the two one after the
+   * other, so a callback ending meanwhile may see one of them switched),
+   * or under both bounds - CPU time never exceeds wall time. */
+  if (threshold == 0 || busy == 0 || (wall < threshold && wall < busy)) return 0;
+  uint64_t cpu = thread_cpu_us() - m->cpu_us;
+  struct rusage ru;
+  thread_rusage(&ru);
+  long slept = ru.ru_nvcsw - m->ru.ru_nvcsw;
+  /* Blocked (it went to sleep) for over the wall threshold, or busy (its
+   * own CPU time, which preemption does not inflate) for over the busy
+   * one, which may be the lower of the two. */
+  int blocked = slept > 0 && wall >= threshold;
+  if (!blocked && cpu < busy) return 0;
+  atomic_fetch_add(&g_wd_hits, 1);
+  wd_report(loop, m, &ru, kind, fn, wall, cpu);
+  return 1;
+}
+
+static void wd_end(const rrpc__loop *loop, const struct wd_mark *m, const char *kind, void *fn) {
+  rrpc__loop_stack_end(wd_check(loop, m, kind, fn));
 }
 
 /* Run one callback under the watchdog. */
@@ -455,6 +486,7 @@ static void run_pollers(rrpc__loop *loop) {
 static void *loop_main(void *p) {
   rrpc__loop *loop = p;
   tls_current = loop;
+  rrpc__loop_stack_thread(1);
   /* One round: tasks, due timers, then block for fds. Tasks posted while
    * a round runs make the next wait non-blocking, so neither I/O nor tasks
    * can starve the other. */
@@ -469,6 +501,7 @@ static void *loop_main(void *p) {
     if (loop->npollers) run_pollers(loop);
     if (loop->deferred.len) run_deferred(loop);
   }
+  rrpc__loop_stack_thread(0);
   tls_current = NULL;
   return NULL;
 }

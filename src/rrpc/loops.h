@@ -24,6 +24,19 @@ int rrpc_set_event_dispatcher_num(int n);
  * running, or the number that will start. Any thread. */
 int rrpc_event_dispatcher_num(void);
 
+/* rrpc_set_completion_handoff - let the client completions of one busy
+ * connection run on more than one core: when one read completes at least
+ * `min_batch` (>= 2; 4 is a good start) calls and another process-wide
+ * loop is asleep, half of them run there (docs/threads.md, "One
+ * connection, many cores"). 0 (the default) or negative: off - every
+ * completion runs on its connection's loop. Off by default because on the
+ * 2-core machines it was measured on it cost CPU per call and gained
+ * nothing (docs/performance.md); it is for machines with idle cores.
+ * Any thread, any time; 0 or -EINVAL (1: a hop for a single call).
+ * rrpc_completion_handoff - the minimum in force, -1 when off. */
+int rrpc_set_completion_handoff(int min_batch);
+int rrpc_completion_handoff(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -557,8 +557,10 @@ void rrpc__socket_deliver(rrpc__socket *s) {
   if (atomic_load(&s->failed) || s->owner_notified) return;
   touch(s);
   size_t len = rrpc_iobuf_length(&s->rbuf);
-  if (len > s->rbuf_left)
+  if (len > s->rbuf_left) {
     atomic_fetch_add_explicit(&s->bytes_in, len - s->rbuf_left, memory_order_relaxed);
+    rrpc__loop_note(RRPC__WORK_BYTES_IN, len - s->rbuf_left);
+  }
   int rc = s->handler->on_data(s->owner, s, &s->rbuf);
   s->rbuf_left = rrpc_iobuf_length(&s->rbuf);
   if (rc < 0) {

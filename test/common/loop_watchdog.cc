@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -28,20 +29,17 @@ namespace {
 
 uint64_t g_expected = 0;
 
-// Suites where the watchdog is on only with RRPC_LOOP_WATCHDOG_MS set:
-// - test/rdma/: the RDMA transport still grows the registered pool and sets
-//   up verbs resources on the loop (seconds under the Soft-RoCE VM's TCG);
-//   those items of issue 11 belong to the RDMA transport's next round.
-// - test/adversarial/: deliberate overload (thousands of connections) on a
-//   loaded CI box; measured there: a connection's close_task waited 133 ms
-//   (33 us CPU) for the server's mutex in Idle.TwoThousandSlowConnectionsAreClosed,
-//   a lock-hold finding for the server's sweep, not a blocking call.
+// test/adversarial/ has the watchdog on only with RRPC_LOOP_WATCHDOG_MS set:
+// deliberate overload (thousands of connections) on a loaded CI box;
+// measured there: a connection's close_task waited 133 ms (33 us CPU) for
+// the server's mutex in Idle.TwoThousandSlowConnectionsAreClosed, a
+// lock-hold finding for the server's sweep, not a blocking call.
 bool watchdog_off_by_default() {
   char self[4096];
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   if (n <= 0) return false;
   self[n] = '\0';
-  return strstr(self, "/test/rdma/") != nullptr || strstr(self, "/test/adversarial/") != nullptr;
+  return strstr(self, "/test/adversarial/") != nullptr;
 }  // reports a test provoked on purpose
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -51,18 +49,60 @@ constexpr uint64_t kBusyUs = 10 * 1000;
 #endif
 constexpr uint64_t kBlockedUs = 100 * 1000;
 
+// The RDMA suite runs inside the Soft-RoCE VM (tools/rxe-vm sets RXE_VM_DEV
+// there), where QEMU's TCG translates every guest instruction: one fixed
+// CPU-bound workload took 2.18 - 2.61 s of guest CPU against 0.081 -
+// 0.102 s on the host (about 29x; docs/threads.md), so the bounds scale by
+// 30 and still stand for about the host's 10 ms of work.
+// RRPC_LOOP_WATCHDOG_SCALE=N overrides the factor (1: host bounds, to list
+// every callback over 10 ms of guest CPU).
+constexpr uint64_t kTcgScale = 30;
+
+uint64_t bound_scale() {
+  const char *e = getenv("RRPC_LOOP_WATCHDOG_SCALE");
+  if (e != nullptr && atoll(e) > 0) return (uint64_t)atoll(e);
+  return getenv("RXE_VM_DEV") != nullptr ? kTcgScale : 1;
+}
+
+// In the RDMA suite the watchdog reports but does not fail the binary
+// unless RRPC_LOOP_WATCHDOG_STRICT=1: at the scaled bound it still finds
+// the RDMA transport's verbs work on the loop (QP/CQ/MR teardown in
+// close_task and on_cc_event: 0.3 - 0.7 s of guest CPU, nearly all kernel
+// time; docs/performance.md lists them), which belongs to the transport's
+// next round. Reported, every run shows them; failing, the suite would stay
+// red until then.
+bool report_only() {
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return false;
+  self[n] = '\0';
+  const char *strict = getenv("RRPC_LOOP_WATCHDOG_STRICT");
+  return strstr(self, "/test/rdma/") != nullptr && (strict == nullptr || atoi(strict) == 0);
+}
+
+void watchdog_on() {
+  const char *e = getenv("RRPC_LOOP_WATCHDOG_MS");
+  if (e != nullptr) rrpc__loop_watchdog_set((uint64_t)atoll(e) * 1000, 0);
+  else if (watchdog_off_by_default()) rrpc__loop_watchdog_set(0, 0);
+  else rrpc__loop_watchdog_set(kBlockedUs * bound_scale(), kBusyUs * bound_scale());
+}
+
 class LoopWatchdog : public ::testing::Environment {
  public:
   void SetUp() override {
-    const char *e = getenv("RRPC_LOOP_WATCHDOG_MS");
-    if (e == nullptr && watchdog_off_by_default()) return;  // off: see watchdog_off_by_default
-    if (e != nullptr) rrpc__loop_watchdog_set((uint64_t)atoll(e) * 1000, 0);
-    else rrpc__loop_watchdog_set(kBlockedUs, kBusyUs);
+    watchdog_on();
     before_ = rrpc__loop_watchdog_hits();
   }
   void TearDown() override {
-    EXPECT_EQ(before_ + g_expected, rrpc__loop_watchdog_hits())
-        << "a loop callback ran over the watchdog threshold (see the ERROR lines above)";
+    uint64_t hits = rrpc__loop_watchdog_hits() - before_;
+    if (report_only()) {
+      if (hits > g_expected)
+        printf("loop watchdog: %llu loop callback(s) over the bound (ERROR lines above); report-only in the RDMA "
+               "suite, RRPC_LOOP_WATCHDOG_STRICT=1 fails on them\n",
+               (unsigned long long)(hits - g_expected));
+      return;
+    }
+    EXPECT_EQ(g_expected, hits) << "a loop callback ran over the watchdog threshold (see the ERROR lines above)";
   }
 
  private:
@@ -75,10 +115,5 @@ const ::testing::Environment *const g_env = ::testing::AddGlobalTestEnvironment(
 
 namespace rrpc_test {
 void watchdog_expect(uint64_t n) { g_expected += n; }
-void watchdog_restore() {
-  const char *e = getenv("RRPC_LOOP_WATCHDOG_MS");
-  if (e == nullptr && watchdog_off_by_default()) rrpc__loop_watchdog_set(0, 0);
-  else if (e != nullptr) rrpc__loop_watchdog_set((uint64_t)atoll(e) * 1000, 0);
-  else rrpc__loop_watchdog_set(kBlockedUs, kBusyUs);
-}
+void watchdog_restore() { watchdog_on(); }
 }  // namespace rrpc_test

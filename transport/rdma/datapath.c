@@ -575,7 +575,7 @@ static int on_cdc_recv(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int *peer_clo
   }
   ep->got_peer_data = 1;
   if (m.conn_flags & (RRPC_CDC_CS_CLOSED | RRPC_CDC_CS_ABNORMAL | RRPC_CDC_CS_DONE_WRITING)) *peer_closed = 1;
-  if (ep->state == EP_CLIENT_WAIT_READY) rrpc__hs_on_first_cdc(ep);
+  if (ep->state == EP_CLIENT_WAIT_READY) rrpc__ep_hs_apply(ep, rrpc__hs_on_first_cdc(ep));
   return 0;
 }
 

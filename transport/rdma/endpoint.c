@@ -22,7 +22,7 @@
 #define RDMA_QUEUE_MIN 16
 #define RDMA_QUEUE_MAX 4096
 #define RDMA_MAX_SEND_SGE 16
-/* QP retry settings (see rrpc__ep_qp_connect). */
+/* QP retry settings (see qp_connect). */
 #define RDMA_ACK_TIMEOUT 14
 #define RDMA_RETRY_CNT 6
 #define RDMA_RNR_RETRY 6
@@ -60,6 +60,12 @@ static uint32_t random_u32(void) {
 }
 
 /* ---- lifetime ---------------------------------------------------------------- */
+
+/* The handshake step's deadline (armed in rrpc__ep_hs_apply). */
+static void hs_timer_cancel(rrpc__rdma_ep *ep) {
+  if (ep->hs.timer != 0) (void)rrpc__loop_timer_cancel(ep->loop, ep->hs.timer);
+  ep->hs.timer = 0;
+}
 
 static void ep_free(rrpc__rdma_ep *ep) {
   if (ep->vb.ring_mr != NULL) ibv_dereg_mr(ep->vb.ring_mr);
@@ -102,7 +108,7 @@ static void on_cc_event(rrpc__watcher *w, uint32_t events) {
 /* --rdma_use_polling: the loop runs this every round instead of sleeping. */
 static void on_poll(void *arg) { rrpc__dp_poll(arg); }
 
-/* Undo rrpc__ep_verbs_create, in reverse. Safe on a partial creation. */
+/* Undo verbs_create, in reverse. Safe on a partial creation. */
 static void verbs_destroy(rrpc__rdma_ep *ep) {
   /* Nothing may post once the QP starts going away: a ring slice released
    * on another thread checks qp_dead under mu before it posts a CDC. */
@@ -264,7 +270,7 @@ static int post_all_receives(rrpc__rdma_ep *ep) {
   return 0;
 }
 
-int rrpc__ep_verbs_create(rrpc__rdma_ep *ep) {
+static int verbs_create(rrpc__rdma_ep *ep) {
   int rc = create_queues(ep);
   if (rc == 0) rc = create_memory(ep);
   if (rc == 0) rc = post_all_receives(ep);
@@ -291,7 +297,9 @@ int rrpc__ep_verbs_create(rrpc__rdma_ep *ep) {
   return rc;
 }
 
-int rrpc__ep_qp_connect(rrpc__rdma_ep *ep) {
+/* Bring the QP to RTR with the peer's Accept/Confirm in ep->peer, then RTS,
+ * and bind the ring's window to it. */
+static int qp_connect(rrpc__rdma_ep *ep) {
   const struct rrpc__clc_accept *p = &ep->peer;
   struct ibv_qp_attr a;
   memset(&a, 0, sizeof a);
@@ -345,7 +353,8 @@ int rrpc__ep_qp_connect(rrpc__rdma_ep *ep) {
   return rc;
 }
 
-void rrpc__ep_up(rrpc__rdma_ep *ep) {
+/* The connection carries RDMA from now on (counts, tells the socket). */
+static void ep_up(rrpc__rdma_ep *ep) {
   rrpc__hs_slot_release(ep);
   ep->state = EP_UP;
   rrpc__rdma_count(RRPC_RDMA_CNT_CONN_RDMA, 1);
@@ -366,13 +375,16 @@ static void trace_fallback(const rrpc__rdma_ep *ep, uint32_t code) {
            code, rrpc__clc_decline_text(code));
 }
 
-void rrpc__ep_fallback(rrpc__rdma_ep *ep, uint32_t code, int send) {
+/* Give up on RDMA for this connection: send a Decline with `code` over TCP
+ * if `send`, then go on as TCP - or fail the socket when fallback is
+ * disabled. Frees the endpoint's verbs state. Loop thread. */
+static void ep_fallback(rrpc__rdma_ep *ep, uint32_t code, int send) {
   rrpc__socket *s = ep->s;
   if (send) (void)rrpc__clc_send_decline(rrpc__socket_fd(s), code);
   rrpc__rdma_note_fallback(code);
   rrpc__socket_note_fallback(s, code);
   trace_fallback(ep, code);
-  rrpc__hs_cancel_timer(ep);
+  hs_timer_cancel(ep);
   rrpc__hs_slot_release(ep);
   if (ep->opts->no_fallback) {
     ep->state = EP_FAILED;
@@ -388,6 +400,107 @@ void rrpc__ep_fallback(rrpc__rdma_ep *ep, uint32_t code, int send) {
   /* Before the handshake ended the start-up still holds the write token:
    * TCP's start hands it over. After it, writes already flow. */
   if (!was_up) tcp->start(s, rrpc__socket_is_client(s));
+}
+
+/* ---- applying the handshake's outcomes -------------------------------------------- */
+
+static void on_hs_deadline(void *arg) {
+  rrpc__rdma_ep *ep = arg;
+  ep->hs.timer = 0;
+  rrpc__ep_hs_apply(ep, rrpc__hs_on_deadline(ep));
+}
+
+/* (Re)start the handshake step's deadline, `mult` steps long. */
+static void hs_timer_arm(rrpc__rdma_ep *ep, int mult) {
+  hs_timer_cancel(ep);
+  uint64_t ms = ep->opts->handshake_timeout_ms > 0 ? (uint64_t)ep->opts->handshake_timeout_ms : 2000;
+  ms *= (uint64_t)mult;
+  if (rrpc__loop_timer_add(ep->loop, rrpc__now_us() + ms * 1000, on_hs_deadline, ep, &ep->hs.timer) != 0)
+    ep->hs.timer = 0;
+}
+
+static void hs_local(const rrpc__rdma_ep *ep, struct rrpc__hs_local *l) {
+  *l = (struct rrpc__hs_local){.qpn = ep->vb.qp != NULL ? ep->vb.qp->qp_num : 0,
+                               .ring_rkey = ep->vb.ring_rkey,
+                               .ring_size = ep->vb.ring_size,
+                               .rq_size = ep->vb.rq_size,
+                               .ring_addr = (uint64_t)(uintptr_t)ep->vb.ring};
+}
+
+/* A CLC message the handshake encoded. */
+static int hs_send(rrpc__rdma_ep *ep) {
+  int rc = rrpc__clc_send_all(rrpc__socket_fd(ep->s), ep->hs.out, ep->hs.out_len);
+  return rc == -RRPC_ECLOSE ? -RRPC_EHANDSHAKE : rc; /* a short write: say where */
+}
+
+/* The server's side of ESTABLISH: its first CDC tells the client the QP
+ * works both ways. */
+static int hs_first_cdc(rrpc__rdma_ep *ep) {
+  rrpc__ep_lock(ep);
+  ep->state = EP_UP;
+  int rc = rrpc__dp_send_cdc_locked(ep, 0, 1);
+  rrpc__ep_unlock(ep);
+  if (rc != 0) {
+    RRPC_LOG(WARNING, "rdma handshake: cannot bring the QP up: %s", rrpc_strerror(rc));
+    ep->state = EP_SERVER_WAIT_CONFIRM;
+  }
+  return rc;
+}
+
+/* A client that does not speak CLC: serve it as plain TCP, untouched. */
+static void hs_plain_tcp(rrpc__rdma_ep *ep) {
+  rrpc__socket *s = ep->s;
+  hs_timer_cancel(ep);
+  ep->s = NULL;
+  rrpc__ep_unref(ep);
+  const rrpc_transport_ops *tcp = rrpc__transport_tcp();
+  rrpc__socket_switch_transport(s, tcp);
+  tcp->start(s, 0);
+  tcp->on_fd_event(s, EPOLLIN);
+}
+
+static void hs_fail(rrpc__rdma_ep *ep, int err) {
+  ep->state = EP_FAILED;
+  rrpc__socket_fail(ep->s, err);
+}
+
+void rrpc__ep_hs_apply(rrpc__rdma_ep *ep, struct rrpc__hs_out o) {
+  struct rrpc__hs_local l;
+  int rc;
+  for (;;) {
+    if (o.arm > 0) hs_timer_arm(ep, o.arm);
+    switch (o.what) {
+    case RRPC_HS_CONTINUE: return;
+    case RRPC_HS_CREATE:
+      rc = verbs_create(ep);
+      hs_local(ep, &l);
+      o = rrpc__hs_created(ep, rc, &l);
+      continue;
+    case RRPC_HS_CONNECT:
+      rc = qp_connect(ep);
+      hs_local(ep, &l);
+      o = rrpc__hs_connected(ep, rc, &l);
+      continue;
+    case RRPC_HS_SEND:
+      rc = hs_send(ep);
+      if (rc == 0) ep->state = o.next;
+      else if (o.code != 0) ep_fallback(ep, o.code, 1);
+      else hs_fail(ep, rc);
+      return;
+    case RRPC_HS_ESTABLISH:
+      if (o.first_cdc && hs_first_cdc(ep) != 0) {
+        ep_fallback(ep, RRPC_CLC_DECL_INTERR, 1);
+        return;
+      }
+      hs_timer_cancel(ep);
+      ep_up(ep);
+      return;
+    case RRPC_HS_FALLBACK: ep_fallback(ep, o.code, o.send_decline); return;
+    case RRPC_HS_FAIL: hs_fail(ep, o.err); return;
+    case RRPC_HS_PLAIN_TCP: hs_plain_tcp(ep); return;
+    }
+    return;
+  }
 }
 
 /* ---- the ops table ------------------------------------------------------------ */
@@ -429,20 +542,21 @@ static int rdma_start(rrpc__socket *s, int is_client) {
   pthread_mutex_init(&ep->mu, NULL);
   rrpc__rx_reclaim_init(&ep->reclaim, 0, 0);
   rrpc__socket_set_tstate(s, ep);
-  return rrpc__hs_start(ep);
+  rrpc__ep_hs_apply(ep, rrpc__hs_start(ep));
+  return 0;
 }
 
 static void rdma_on_fd_event(rrpc__socket *s, uint32_t events) {
   (void)events;
   rrpc__rdma_ep *ep = rrpc__socket_tstate(s);
-  if (ep->state == EP_UP || ep->state == EP_FAILED) rrpc__hs_on_tcp_after_up(ep);
-  else rrpc__hs_on_readable(ep);
+  if (ep->state == EP_UP || ep->state == EP_FAILED) rrpc__ep_hs_apply(ep, rrpc__hs_on_tcp_after_up(ep));
+  else rrpc__ep_hs_apply(ep, rrpc__hs_on_readable(ep));
 }
 
 static void rdma_on_fail(rrpc__socket *s, int code) {
   rrpc__rdma_ep *ep = rrpc__socket_tstate(s);
   if (ep == NULL) return;
-  rrpc__hs_cancel_timer(ep);
+  hs_timer_cancel(ep);
   rrpc__ep_lock(ep);
   if (ep->state == EP_UP && !ep->qp_dead && !ep->closed_sent) {
     ep->closed_sent = 1;
@@ -493,7 +607,7 @@ static int close_wait(rrpc__rdma_ep *ep) {
 static void rdma_close(rrpc__socket *s) {
   rrpc__rdma_ep *ep = rrpc__socket_tstate(s);
   if (ep == NULL) return;
-  rrpc__hs_cancel_timer(ep);
+  hs_timer_cancel(ep);
   rrpc__hs_slot_release(ep);
   rrpc__ep_lock(ep);
   ep->s = NULL; /* from now on the completion watcher only waits for the close */

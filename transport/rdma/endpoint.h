@@ -56,11 +56,14 @@ struct rrpc__ep_inflight {
 };
 
 /* Handshake state: owned by the socket's loop thread while the CLC
- * handshake runs (handshake.c); the slot may be given back from any thread. */
+ * handshake runs (handshake.c's state machine); the slot may be given back
+ * from any thread. */
 struct rrpc__ep_hs {
   uint8_t buf[RRPC_CLC_MAX_LEN]; /* the CLC message being read */
   size_t len;
-  rrpc__timer_id timer;
+  uint8_t out[RRPC_CLC_MAX_LEN]; /* the one to send (RRPC_HS_SEND) */
+  size_t out_len;
+  rrpc__timer_id timer; /* the step's deadline: endpoint.c arms and cancels it */
   int gid_index;
   union ibv_gid gid;
   uint8_t mac[6];  /* of the netdev behind the chosen GID */
@@ -157,34 +160,59 @@ struct rrpc__ep_deferred {
 void rrpc__ep_defer(struct rrpc__ep_deferred *d);
 
 /* ---- endpoint.c ---------------------------------------------------------- */
-/* Create the CQs, QP (in INIT), ring and slots; post every receive; watch the
- * completion channel. 0 or a negative code (then everything is undone). */
-int rrpc__ep_verbs_create(rrpc__rdma_ep *ep);
-/* Bring the QP to RTR with the peer's Accept/Confirm in ep->peer, then RTS. */
-int rrpc__ep_qp_connect(rrpc__rdma_ep *ep);
-/* The connection carries RDMA from now on (counts, tells the socket). */
-void rrpc__ep_up(rrpc__rdma_ep *ep);
-/* Give up on RDMA for this connection: send a Decline with `code` over TCP
- * if `send_decline`, then go on as TCP - or fail the socket when fallback is
- * disabled. Frees the endpoint's verbs state. Loop thread. */
-void rrpc__ep_fallback(rrpc__rdma_ep *ep, uint32_t code, int send_decline);
 void rrpc__ep_unref(rrpc__rdma_ep *ep);
 /* A closed connection's close CDC completed (or failed): destroy the verbs
  * resources and drop the socket's reference. Loop thread. */
 void rrpc__ep_close_finish(rrpc__rdma_ep *ep);
 
 /* ---- handshake.c --------------------------------------------------------- */
-int rrpc__hs_start(rrpc__rdma_ep *ep);
+/* The handshake is a state machine: each input returns an outcome, which
+ * endpoint.c applies (rrpc__ep_hs_apply). It never touches the verbs
+ * resources, the data path, the deadline timer or the socket's life. */
+enum rrpc__hs_do {
+  RRPC_HS_CONTINUE,  /* wait for the next input */
+  RRPC_HS_CREATE,    /* create the verbs resources, then rrpc__hs_created */
+  RRPC_HS_SEND,      /* send ep->hs.out over TCP, then state = next */
+  RRPC_HS_CONNECT,   /* bring the QP up with ep->peer, then rrpc__hs_connected */
+  RRPC_HS_ESTABLISH, /* RDMA is up (server: after sending the first CDC) */
+  RRPC_HS_FALLBACK,  /* go on over TCP: code, send_decline */
+  RRPC_HS_FAIL,      /* fail the connection with err */
+  RRPC_HS_PLAIN_TCP, /* the client does not speak CLC: hand the fd to TCP */
+};
+struct rrpc__hs_out {
+  enum rrpc__hs_do what;
+  int arm;              /* > 0: (re)start the deadline as `arm` steps, first */
+  rrpc__ep_state next;  /* SEND: the state once sent */
+  uint32_t code;        /* FALLBACK: the Decline code; SEND: the one if it fails (0: FAIL) */
+  int send_decline;     /* FALLBACK */
+  int err;              /* FAIL */
+  int first_cdc;        /* ESTABLISH: send the first CDC over RDMA first */
+};
+/* What the endpoint's verbs resources look like, for the Accept/Confirm. */
+struct rrpc__hs_local {
+  uint32_t qpn, ring_rkey, ring_size, rq_size;
+  uint64_t ring_addr;
+};
+struct rrpc__hs_out rrpc__hs_start(rrpc__rdma_ep *ep);
 /* The TCP fd is readable (or hung up) during the handshake. */
-void rrpc__hs_on_readable(rrpc__rdma_ep *ep);
+struct rrpc__hs_out rrpc__hs_on_readable(rrpc__rdma_ep *ep);
+/* The step's deadline passed. */
+struct rrpc__hs_out rrpc__hs_on_deadline(rrpc__rdma_ep *ep);
 /* After the handshake: TCP bytes mean a late Decline (server, before any
  * RDMA message from the client) or a protocol error; EOF closes. */
-void rrpc__hs_on_tcp_after_up(rrpc__rdma_ep *ep);
+struct rrpc__hs_out rrpc__hs_on_tcp_after_up(rrpc__rdma_ep *ep);
 /* The client received the server's first CDC: the QP works both ways. */
-void rrpc__hs_on_first_cdc(rrpc__rdma_ep *ep);
-void rrpc__hs_cancel_timer(rrpc__rdma_ep *ep);
+struct rrpc__hs_out rrpc__hs_on_first_cdc(rrpc__rdma_ep *ep);
+/* Results of CREATE and CONNECT (rc: 0 or the step's negative code). */
+struct rrpc__hs_out rrpc__hs_created(rrpc__rdma_ep *ep, int rc, const struct rrpc__hs_local *l);
+struct rrpc__hs_out rrpc__hs_connected(rrpc__rdma_ep *ep, int rc, const struct rrpc__hs_local *l);
 /* Give back the handshake slot, if held (UP, fallback, close). Any thread. */
 void rrpc__hs_slot_release(rrpc__rdma_ep *ep);
+/* endpoint.c: apply what the handshake decided (loop thread): create the
+ * verbs resources, connect the QP, send a CLC message, come up, fall back
+ * to TCP (a Decline if asked; or fail the socket when fallback is
+ * disabled). */
+void rrpc__ep_hs_apply(rrpc__rdma_ep *ep, struct rrpc__hs_out o);
 
 /* ---- datapath.c ---------------------------------------------------------- */
 /* The transport's write op. */

@@ -19,20 +19,42 @@
  * a client that never sees the server's first CDC declines over TCP, so a
  * server that is up but unreachable over RDMA falls back too. CLC messages
  * are read exactly (header, then its length), so no byte after them is
- * consumed here. */
+ * consumed here.
+ *
+ * This file is a state machine: it consumes CLC bytes, deadlines and the
+ * results of the steps it asked for, and returns an outcome (endpoint.h,
+ * struct rrpc__hs_out). endpoint.c applies it: it owns the verbs resources,
+ * the data path, the deadline timer and the connection's life. Nothing here
+ * touches them; what this file writes is ep->hs, the handshake states of
+ * ep->state, ep->peer and the handshake slot count. */
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 
 #include "rrpc/errors.h"
 #include "rrpc/internal/log.h"
-#include "transport/clc_decline.h"
 #include "transport/rdma/endpoint.h"
-#include "transport/smc/cdc.h"
+
+/* ---- outcomes --------------------------------------------------------------------- */
+
+static struct rrpc__hs_out out_of(enum rrpc__hs_do what) {
+  return (struct rrpc__hs_out){.what = what};
+}
+
+static struct rrpc__hs_out fallback(uint32_t code, int send_decline) {
+  return (struct rrpc__hs_out){.what = RRPC_HS_FALLBACK, .code = code, .send_decline = send_decline};
+}
+
+static struct rrpc__hs_out fail(int err) { return (struct rrpc__hs_out){.what = RRPC_HS_FAIL, .err = err}; }
+
+/* Send ep->hs.out, then wait in `next` for `arm` deadline steps; a failed
+ * send falls back with `code` (0: fails the connection). */
+static struct rrpc__hs_out send_then(rrpc__ep_state next, int arm, uint32_t code) {
+  return (struct rrpc__hs_out){.what = RRPC_HS_SEND, .next = next, .arm = arm, .code = code};
+}
 
 /* ---- handshakes in progress ------------------------------------------------------- */
 
@@ -63,54 +85,7 @@ void rrpc__hs_slot_release(rrpc__rdma_ep *ep) {
   if (atomic_exchange(&ep->hs.slot, 0)) atomic_fetch_sub(&g_hs_in_progress, 1);
 }
 
-/* ---- deadlines ------------------------------------------------------------------ */
-
-static void on_timeout(void *arg);
-
-/* The deadline of a step, times `mult`. */
-static void arm_timer_x(rrpc__rdma_ep *ep, uint64_t mult) {
-  rrpc__hs_cancel_timer(ep);
-  uint64_t ms = ep->opts->handshake_timeout_ms > 0 ? (uint64_t)ep->opts->handshake_timeout_ms : 2000;
-  ms *= mult;
-  if (rrpc__loop_timer_add(rrpc__socket_loop(ep->s), rrpc__now_us() + ms * 1000, on_timeout, ep,
-                           &ep->hs.timer) != 0)
-    ep->hs.timer = 0;
-}
-
-static void arm_timer(rrpc__rdma_ep *ep) { arm_timer_x(ep, 1); }
-
-void rrpc__hs_cancel_timer(rrpc__rdma_ep *ep) {
-  if (ep->hs.timer != 0 && ep->s != NULL) rrpc__loop_timer_cancel(rrpc__socket_loop(ep->s), ep->hs.timer);
-  ep->hs.timer = 0;
-}
-
-static void on_timeout(void *arg) {
-  rrpc__rdma_ep *ep = arg;
-  ep->hs.timer = 0;
-  if (ep->opts->trace_verbose)
-    RRPC_LOG(INFO, "rdma handshake: deadline in state %s", rrpc__ep_state_name(ep->state));
-  switch (ep->state) {
-  case EP_CLIENT_WAIT_ACCEPT:
-  case EP_SERVER_WAIT_CONFIRM:
-  case EP_CLIENT_WAIT_READY:
-    rrpc__ep_fallback(ep, RRPC_CLC_DECL_TIMEOUT_CL, 1);
-    return;
-  case EP_SERVER_WAIT_PROPOSAL:
-    /* Started a CLC message and stalled: nothing sane to fall back to. */
-    ep->state = EP_FAILED;
-    rrpc__socket_fail(ep->s, -RRPC_EHANDSHAKE);
-    return;
-  default:
-    return;
-  }
-}
-
-/* ---- CLC I/O over the TCP fd -------------------------------------------------------- */
-
-static int send_all(rrpc__rdma_ep *ep, const uint8_t *buf, size_t len) {
-  int rc = rrpc__clc_send_all(rrpc__socket_fd(ep->s), buf, len);
-  return rc == -RRPC_ECLOSE ? -RRPC_EHANDSHAKE : rc; /* a short write: say where */
-}
+/* ---- CLC input over the TCP fd ------------------------------------------------------ */
 
 /* Read one whole CLC message into ep->hs.buf, exactly. 1 = complete (decoded
  * into *out), 0 = more bytes needed, -RRPC_EPARSE = not CLC, -RRPC_ECLOSE =
@@ -140,6 +115,8 @@ static int read_clc(rrpc__rdma_ep *ep, struct rrpc__clc_msg *out) {
   return rc == 0 ? 1 : rc;
 }
 
+/* ---- CLC output: encoded into ep->hs.out, sent by the endpoint ------------------------ */
+
 static void fill_local(rrpc__rdma_ep *ep, uint8_t peer_id[8], uint8_t gid[16], uint8_t mac[6]) {
   if (getrandom(peer_id, 2, 0) != 2) peer_id[0] = peer_id[1] = 0;
   if (ep->dev->link_layer == IBV_LINK_LAYER_INFINIBAND) {
@@ -159,29 +136,26 @@ static int log2_u32(uint32_t v) {
 }
 
 /* Accept (server) or Confirm (client) describing this endpoint. */
-static int send_accept(rrpc__rdma_ep *ep, uint8_t type, uint8_t mtu) {
+static int encode_accept(rrpc__rdma_ep *ep, const struct rrpc__hs_local *l, uint8_t type, uint8_t mtu) {
   struct rrpc__clc_accept a;
   memset(&a, 0, sizeof a);
   a.type = type;
   a.first_contact = 1;
   fill_local(ep, a.peer_id, a.gid, a.mac);
-  a.qpn = ep->vb.qp->qp_num;
-  a.rkey = ep->vb.ring_rkey;
+  a.qpn = l->qpn;
+  a.rkey = l->ring_rkey;
   a.rmbe_idx = 1;
   a.token = ep->my_token;
-  if (rrpc__clc_ring_code(ep->vb.ring_size, &a.ring_code) != 0) return -EINVAL;
+  if (rrpc__clc_ring_code(l->ring_size, &a.ring_code) != 0) return -EINVAL;
   a.mtu = mtu;
-  a.rq_depth_log2 = (uint8_t)log2_u32(ep->vb.rq_size);
-  a.ring_addr = (uint64_t)(uintptr_t)ep->vb.ring;
+  a.rq_depth_log2 = (uint8_t)log2_u32(l->rq_size);
+  a.ring_addr = l->ring_addr;
   a.rrpc_features = RRPC_CLC_FEAT_WWI;
   a.psn = ep->my_psn;
-  uint8_t buf[RRPC_CLC_MAX_LEN];
-  size_t len;
-  int rc = rrpc__clc_encode_accept(&a, buf, sizeof buf, &len);
-  return rc ? rc : send_all(ep, buf, len);
+  return rrpc__clc_encode_accept(&a, ep->hs.out, sizeof ep->hs.out, &ep->hs.out_len);
 }
 
-static int send_proposal(rrpc__rdma_ep *ep) {
+static int encode_proposal(rrpc__rdma_ep *ep) {
   struct rrpc__clc_proposal p;
   memset(&p, 0, sizeof p);
   fill_local(ep, p.peer_id, p.gid, p.mac);
@@ -194,10 +168,7 @@ static int send_proposal(rrpc__rdma_ep *ep) {
   }
   p.rrpc_features = RRPC_CLC_FEAT_WWI;
   p.rrpc_version = RRPC_CLC_WIRE_VERSION;
-  uint8_t buf[RRPC_CLC_MAX_LEN];
-  size_t len;
-  int rc = rrpc__clc_encode_proposal(&p, buf, sizeof buf, &len);
-  return rc ? rc : send_all(ep, buf, len);
+  return rrpc__clc_encode_proposal(&p, ep->hs.out, sizeof ep->hs.out, &ep->hs.out_len);
 }
 
 static int pick_gid(rrpc__rdma_ep *ep) {
@@ -214,118 +185,53 @@ static void trace(const rrpc__rdma_ep *ep, const char *what) {
     RRPC_LOG(INFO, "rdma handshake (%s): %s", ep->is_client ? "client" : "server", what);
 }
 
+/* The peer's Accept or Confirm: 0 if usable, else the Decline code. */
+static uint32_t check_accept(const struct rrpc__clc_accept *a, uint8_t want_type) {
+  uint32_t code = a->type == want_type ? rrpc__clc_accept_decline_code(a) : RRPC_CLC_DECL_SYNCERR;
+  if (code == 0 && rrpc__clc_ring_size(a->ring_code) > UINT32_MAX) code = RRPC_CLC_DECL_CNFERR;
+  return code;
+}
+
 /* ---- client ----------------------------------------------------------------------- */
 
-static void client_start(rrpc__rdma_ep *ep) {
-  int rc = pick_gid(ep);
-  if (rc != 0) {
-    rrpc__ep_fallback(ep, RRPC_CLC_DECL_NOSMCRDEV, 1);
-    return;
-  }
+static struct rrpc__hs_out client_start(rrpc__rdma_ep *ep) {
+  if (pick_gid(ep) != 0) return fallback(RRPC_CLC_DECL_NOSMCRDEV, 1);
   /* The client's QP and ring exist before its Proposal: creating them
    * after the Accept would spend the server's Confirm deadline on our
    * verbs calls (hundreds of connections at once under emulation). The
    * server, which pays for strangers' Proposals, creates them late. */
-  rc = rrpc__ep_verbs_create(ep);
-  if (rc != 0) {
-    rrpc__ep_fallback(ep, RRPC_CLC_DECL_MEM, 1);
-    return;
-  }
-  rc = send_proposal(ep);
-  if (rc != 0) {
-    ep->state = EP_FAILED;
-    rrpc__socket_fail(ep->s, rc);
-    return;
-  }
-  trace(ep, "Proposal sent");
-  ep->state = EP_CLIENT_WAIT_ACCEPT;
-  arm_timer(ep);
+  return out_of(RRPC_HS_CREATE);
 }
 
-static void client_on_accept(rrpc__rdma_ep *ep, const struct rrpc__clc_accept *a) {
-  uint32_t code = a->type == RRPC_CLC_ACCEPT ? rrpc__clc_accept_decline_code(a) : RRPC_CLC_DECL_SYNCERR;
-  if (code == 0 && rrpc__clc_ring_size(a->ring_code) > UINT32_MAX) code = RRPC_CLC_DECL_CNFERR;
-  if (code != 0) {
-    rrpc__ep_fallback(ep, code, 1);
-    return;
-  }
+static struct rrpc__hs_out client_on_accept(rrpc__rdma_ep *ep, const struct rrpc__clc_accept *a) {
+  uint32_t code = check_accept(a, RRPC_CLC_ACCEPT);
+  if (code != 0) return fallback(code, 1);
   ep->peer = *a;
-  int rc = rrpc__ep_qp_connect(ep);
-  uint8_t mtu = ep->dev->active_mtu < a->mtu ? (uint8_t)ep->dev->active_mtu : a->mtu;
-  if (rc == 0) rc = send_accept(ep, RRPC_CLC_CONFIRM, mtu);
-  if (rc != 0) {
-    RRPC_LOG(WARNING, "rdma handshake: cannot connect the QP: %s", rrpc_strerror(rc));
-    rrpc__ep_fallback(ep, RRPC_CLC_DECL_INTERR, 1);
-    return;
-  }
-  trace(ep, "Accept received, Confirm sent");
-  ep->state = EP_CLIENT_WAIT_READY;
-  arm_timer(ep);
+  return out_of(RRPC_HS_CONNECT);
 }
 
-void rrpc__hs_on_first_cdc(rrpc__rdma_ep *ep) {
-  if (ep->state != EP_CLIENT_WAIT_READY) return;
-  rrpc__hs_cancel_timer(ep);
+struct rrpc__hs_out rrpc__hs_on_first_cdc(rrpc__rdma_ep *ep) {
+  if (ep->state != EP_CLIENT_WAIT_READY) return out_of(RRPC_HS_CONTINUE);
   trace(ep, "first CDC received: RDMA is up");
-  rrpc__ep_up(ep);
+  return out_of(RRPC_HS_ESTABLISH);
 }
 
 /* ---- server ----------------------------------------------------------------------- */
 
-static void server_on_proposal(rrpc__rdma_ep *ep, const struct rrpc__clc_proposal *p) {
+static struct rrpc__hs_out server_on_proposal(rrpc__rdma_ep *ep, const struct rrpc__clc_proposal *p) {
   uint32_t code = rrpc__clc_proposal_decline_code(p);
   if (code == 0 && pick_gid(ep) != 0) code = RRPC_CLC_DECL_NOSMCRDEV;
   /* Too many handshakes in progress: decline now, before any resource. */
   if (code == 0 && hs_slot_take(ep) != 0) code = RRPC_CLC_DECL_MEM;
-  if (code != 0) {
-    rrpc__ep_fallback(ep, code, 1);
-    return;
-  }
-  if (rrpc__ep_verbs_create(ep) != 0) {
-    rrpc__ep_fallback(ep, RRPC_CLC_DECL_MEM, 1);
-    return;
-  }
-  ep->state = EP_SERVER_WAIT_CONFIRM;
-  /* Twice the step: the client's deadline for the Accept decides, and its
-   * Decline reaches us before ours fires. With equal deadlines both sides
-   * could time out at once and each read the other's Decline as the first
-   * bytes of TCP traffic. A client that stalls here is still dropped, and
-   * the handshake cap bounds how many may wait. */
-  arm_timer_x(ep, 2);
-  int rc = send_accept(ep, RRPC_CLC_ACCEPT, (uint8_t)ep->dev->active_mtu);
-  if (rc != 0) {
-    ep->state = EP_FAILED;
-    rrpc__socket_fail(ep->s, rc);
-    return;
-  }
-  trace(ep, "Proposal received, Accept sent");
+  if (code != 0) return fallback(code, 1);
+  return out_of(RRPC_HS_CREATE);
 }
 
-static void server_on_confirm(rrpc__rdma_ep *ep, const struct rrpc__clc_accept *c) {
-  uint32_t code = c->type == RRPC_CLC_CONFIRM ? rrpc__clc_accept_decline_code(c) : RRPC_CLC_DECL_SYNCERR;
-  if (code == 0 && rrpc__clc_ring_size(c->ring_code) > UINT32_MAX) code = RRPC_CLC_DECL_CNFERR;
-  if (code != 0) {
-    rrpc__ep_fallback(ep, code, 1);
-    return;
-  }
+static struct rrpc__hs_out server_on_confirm(rrpc__rdma_ep *ep, const struct rrpc__clc_accept *c) {
+  uint32_t code = check_accept(c, RRPC_CLC_CONFIRM);
+  if (code != 0) return fallback(code, 1);
   ep->peer = *c;
-  int rc = rrpc__ep_qp_connect(ep);
-  if (rc == 0) {
-    /* The first CDC tells the client the QP works both ways. */
-    rrpc__ep_lock(ep);
-    ep->state = EP_UP;
-    rc = rrpc__dp_send_cdc_locked(ep, 0, 1);
-    rrpc__ep_unlock(ep);
-  }
-  if (rc != 0) {
-    RRPC_LOG(WARNING, "rdma handshake: cannot bring the QP up: %s", rrpc_strerror(rc));
-    ep->state = EP_SERVER_WAIT_CONFIRM;
-    rrpc__ep_fallback(ep, RRPC_CLC_DECL_INTERR, 1);
-    return;
-  }
-  rrpc__hs_cancel_timer(ep);
-  trace(ep, "Confirm received, first CDC sent: RDMA is up");
-  rrpc__ep_up(ep);
+  return out_of(RRPC_HS_CONNECT);
 }
 
 /* The first bytes of a connection to an RDMA server: CLC or plain TCP? */
@@ -337,120 +243,149 @@ static int server_sniff(rrpc__rdma_ep *ep) {
   struct rrpc__clc_hdr h;
   int rc = rrpc__clc_peek_header(buf, (size_t)n, &h);
   if (rc != 0 && rc != -EAGAIN) return -RRPC_EPARSE;
-  /* Even a partial header that could be CLC commits to the handshake
-   * (no TCP protocol rrpc serves starts with the CLC eyecatcher): read_clc
-   * consumes the bytes, so a peer that stops after a few bytes cannot make
-   * the level-triggered loop spin on what it peeked. The deadline runs
-   * from this first byte. */
-  if (ep->hs.timer == 0) arm_timer(ep);
   return 1;
 }
 
-/* A client that does not speak CLC: serve it as plain TCP, untouched. */
-static void server_plain_tcp(rrpc__rdma_ep *ep) {
-  rrpc__socket *s = ep->s;
-  trace(ep, "first bytes are not CLC: plain TCP");
-  rrpc__hs_cancel_timer(ep);
-  ep->s = NULL;
-  rrpc__ep_unref(ep);
-  const rrpc_transport_ops *tcp = rrpc__transport_tcp();
-  rrpc__socket_switch_transport(s, tcp);
-  tcp->start(s, 0);
-  tcp->on_fd_event(s, EPOLLIN);
+/* ---- results of the steps the endpoint took ----------------------------------------- */
+
+struct rrpc__hs_out rrpc__hs_created(rrpc__rdma_ep *ep, int rc, const struct rrpc__hs_local *l) {
+  if (rc != 0) return fallback(RRPC_CLC_DECL_MEM, 1);
+  if (ep->is_client) {
+    rc = encode_proposal(ep);
+    if (rc != 0) return fail(rc);
+    trace(ep, "Proposal sent");
+    return send_then(EP_CLIENT_WAIT_ACCEPT, 1, 0);
+  }
+  rc = encode_accept(ep, l, RRPC_CLC_ACCEPT, (uint8_t)ep->dev->active_mtu);
+  if (rc != 0) return fail(rc);
+  trace(ep, "Proposal received, Accept sent");
+  /* Twice the step: the client's deadline for the Accept decides, and its
+   * Decline reaches us before ours fires. With equal deadlines both sides
+   * could time out at once and each read the other's Decline as the first
+   * bytes of TCP traffic. A client that stalls here is still dropped, and
+   * the handshake cap bounds how many may wait. */
+  return send_then(EP_SERVER_WAIT_CONFIRM, 2, 0);
 }
 
-/* ---- entry points ----------------------------------------------------------------- */
+struct rrpc__hs_out rrpc__hs_connected(rrpc__rdma_ep *ep, int rc, const struct rrpc__hs_local *l) {
+  if (ep->is_client) {
+    uint8_t mtu = ep->dev->active_mtu < ep->peer.mtu ? (uint8_t)ep->dev->active_mtu : ep->peer.mtu;
+    if (rc == 0) rc = encode_accept(ep, l, RRPC_CLC_CONFIRM, mtu);
+    if (rc != 0) {
+      RRPC_LOG(WARNING, "rdma handshake: cannot connect the QP: %s", rrpc_strerror(rc));
+      return fallback(RRPC_CLC_DECL_INTERR, 1);
+    }
+    trace(ep, "Accept received, Confirm sent");
+    /* A Confirm that cannot be sent is the same failure as a QP that
+     * cannot connect: Decline, go on over TCP. */
+    return send_then(EP_CLIENT_WAIT_READY, 1, RRPC_CLC_DECL_INTERR);
+  }
+  if (rc != 0) {
+    RRPC_LOG(WARNING, "rdma handshake: cannot bring the QP up: %s", rrpc_strerror(rc));
+    return fallback(RRPC_CLC_DECL_INTERR, 1);
+  }
+  trace(ep, "Confirm received, first CDC sent: RDMA is up");
+  /* The first CDC tells the client the QP works both ways. */
+  return (struct rrpc__hs_out){.what = RRPC_HS_ESTABLISH, .first_cdc = 1};
+}
 
-int rrpc__hs_start(rrpc__rdma_ep *ep) {
-  if (ep->is_client) client_start(ep);
-  else ep->state = EP_SERVER_WAIT_PROPOSAL;
-  return 0;
+/* ---- inputs ----------------------------------------------------------------------- */
+
+struct rrpc__hs_out rrpc__hs_start(rrpc__rdma_ep *ep) {
+  if (ep->is_client) return client_start(ep);
+  ep->state = EP_SERVER_WAIT_PROPOSAL;
+  return out_of(RRPC_HS_CONTINUE);
+}
+
+struct rrpc__hs_out rrpc__hs_on_deadline(rrpc__rdma_ep *ep) {
+  if (ep->opts->trace_verbose)
+    RRPC_LOG(INFO, "rdma handshake: deadline in state %s", rrpc__ep_state_name(ep->state));
+  switch (ep->state) {
+  case EP_CLIENT_WAIT_ACCEPT:
+  case EP_SERVER_WAIT_CONFIRM:
+  case EP_CLIENT_WAIT_READY:
+    return fallback(RRPC_CLC_DECL_TIMEOUT_CL, 1);
+  case EP_SERVER_WAIT_PROPOSAL:
+    /* Started a CLC message and stalled: nothing sane to fall back to. */
+    return fail(-RRPC_EHANDSHAKE);
+  default:
+    return out_of(RRPC_HS_CONTINUE);
+  }
 }
 
 /* Dispatch on the message's own type (the peer chose it), then check that
  * this state expects it: the union is only ever read as what the decoder
  * said it holds. */
-static void on_clc(rrpc__rdma_ep *ep, const struct rrpc__clc_msg *m) {
+static struct rrpc__hs_out on_clc(rrpc__rdma_ep *ep, const struct rrpc__clc_msg *m) {
   switch (m->hdr.type) {
   case RRPC_CLC_DECLINE:
     trace(ep, "Decline received");
-    rrpc__ep_fallback(ep, m->u.decline.diag, 0);
-    return;
+    return fallback(m->u.decline.diag, 0);
   case RRPC_CLC_PROPOSAL:
-    if (ep->state == EP_SERVER_WAIT_PROPOSAL) {
-      server_on_proposal(ep, &m->u.proposal);
-      return;
-    }
+    if (ep->state == EP_SERVER_WAIT_PROPOSAL) return server_on_proposal(ep, &m->u.proposal);
     break;
   case RRPC_CLC_ACCEPT:
-    if (ep->state == EP_CLIENT_WAIT_ACCEPT) {
-      client_on_accept(ep, &m->u.accept);
-      return;
-    }
+    if (ep->state == EP_CLIENT_WAIT_ACCEPT) return client_on_accept(ep, &m->u.accept);
     break;
   case RRPC_CLC_CONFIRM:
-    if (ep->state == EP_SERVER_WAIT_CONFIRM) {
-      server_on_confirm(ep, &m->u.accept);
-      return;
-    }
+    if (ep->state == EP_SERVER_WAIT_CONFIRM) return server_on_confirm(ep, &m->u.accept);
     break;
   default:
     break;
   }
   /* A CLC message out of order: SMC's answer is a Decline. */
-  rrpc__ep_fallback(ep, RRPC_CLC_DECL_SYNCERR, 1);
+  return fallback(RRPC_CLC_DECL_SYNCERR, 1);
 }
 
-void rrpc__hs_on_readable(rrpc__rdma_ep *ep) {
+struct rrpc__hs_out rrpc__hs_on_readable(rrpc__rdma_ep *ep) {
+  int arm = 0;
   if (ep->state == EP_SERVER_WAIT_PROPOSAL && ep->hs.len == 0) {
     int rc = server_sniff(ep);
-    if (rc == 0) return;
+    if (rc == 0) return out_of(RRPC_HS_CONTINUE);
     if (rc == -RRPC_EPARSE) {
-      server_plain_tcp(ep);
-      return;
+      trace(ep, "first bytes are not CLC: plain TCP");
+      return out_of(RRPC_HS_PLAIN_TCP);
     }
-    if (rc < 0) {
-      ep->state = EP_FAILED;
-      rrpc__socket_fail(ep->s, rc);
-      return;
-    }
+    if (rc < 0) return fail(rc);
+    /* Even a partial header that could be CLC commits to the handshake
+     * (no TCP protocol rrpc serves starts with the CLC eyecatcher): read_clc
+     * consumes the bytes, so a peer that stops after a few bytes cannot make
+     * the level-triggered loop spin on what it peeked. The deadline runs
+     * from this first byte. */
+    if (ep->hs.timer == 0) arm = 1;
   }
   struct rrpc__clc_msg m;
   int rc = read_clc(ep, &m);
-  if (rc == 0) return;
+  if (rc == 0) return (struct rrpc__hs_out){.what = RRPC_HS_CONTINUE, .arm = arm};
   if (rc < 0) {
     /* EOF, or bytes that are not CLC where CLC must come. */
     if (rc != -RRPC_ECLOSE) RRPC_LOG(WARNING, "rdma handshake in state %s: %s", rrpc__ep_state_name(ep->state),
                                      rrpc_strerror(rc));
-    ep->state = EP_FAILED;
-    rrpc__socket_fail(ep->s, rc == -RRPC_EPARSE ? -RRPC_EHANDSHAKE : rc);
-    return;
+    return fail(rc == -RRPC_EPARSE ? -RRPC_EHANDSHAKE : rc);
   }
-  on_clc(ep, &m);
+  struct rrpc__hs_out o = on_clc(ep, &m);
+  if (o.arm == 0) o.arm = arm;
+  return o;
 }
 
-void rrpc__hs_on_tcp_after_up(rrpc__rdma_ep *ep) {
+struct rrpc__hs_out rrpc__hs_on_tcp_after_up(rrpc__rdma_ep *ep) {
   if (ep->state == EP_UP && !ep->is_client && !ep->got_peer_data) {
     /* The client may have given up waiting for our first CDC and declined:
      * then both go on over TCP (nothing was sent over RDMA yet). */
     struct rrpc__clc_msg m;
     int rc = read_clc(ep, &m);
-    if (rc == 0) return;
+    if (rc == 0) return out_of(RRPC_HS_CONTINUE);
     if (rc == 1 && m.hdr.type == RRPC_CLC_DECLINE) {
       trace(ep, "late Decline: the client never saw RDMA come up");
-      rrpc__ep_fallback(ep, m.u.decline.diag, 0);
-      return;
+      return fallback(m.u.decline.diag, 0);
     }
-    ep->state = EP_FAILED;
-    rrpc__socket_fail(ep->s, rc == -RRPC_ECLOSE ? -RRPC_ECLOSE : -RRPC_EPARSE);
-    return;
+    return fail(rc == -RRPC_ECLOSE ? -RRPC_ECLOSE : -RRPC_EPARSE);
   }
   /* Once RDMA carries the data, the TCP connection only tells liveness. */
   uint8_t b[64];
   ssize_t r = recv(rrpc__socket_fd(ep->s), b, sizeof b, MSG_DONTWAIT);
-  if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+  if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return out_of(RRPC_HS_CONTINUE);
   int code = r == 0 ? -RRPC_ECLOSE : (r < 0 ? -errno : -RRPC_EPARSE);
   if (r > 0) RRPC_LOG(WARNING, "rdma: %zd unexpected bytes on the TCP connection after the handshake", r);
-  ep->state = EP_FAILED;
-  rrpc__socket_fail(ep->s, code);
+  return fail(code);
 }

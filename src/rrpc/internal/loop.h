@@ -137,6 +137,30 @@ void rrpc__loop_poller_del(rrpc__loop *loop, rrpc__poll_fn fn, void *arg);
 void rrpc__loop_watchdog_set(uint64_t blocked_us, uint64_t busy_us);
 uint64_t rrpc__loop_watchdog_hits(void);
 
+/* The watchdog's stack sampler (loop_stack.c). rrpc__loop_stack_sampling -
+ * take the stack of any loop callback running longer than after_us (0:
+ * stop sampling); started by rrpc__loop_watchdog_set. The rest is for
+ * loop.c: a loop thread registers itself (on 1 / 0), and brackets each
+ * timed callback; _end(1) prints the stack taken during it, if any. */
+void rrpc__loop_stack_sampling(uint64_t after_us);
+void rrpc__loop_stack_thread(int on);
+void rrpc__loop_stack_begin(uint64_t start_us);
+void rrpc__loop_stack_end(int report);
+/* rrpc__loop_stacks_taken - stacks the sampler recorded so far (tests). */
+uint64_t rrpc__loop_stacks_taken(void);
+
+/* rrpc__loop_note - count work done by the running callback (bytes handed to
+ * a protocol, responses completed), so a watchdog report says how much the
+ * offending callback did: one slow item, or many cheap ones in one call.
+ * A thread-local add; loop threads (elsewhere it is simply not reported). */
+enum rrpc__loop_work { RRPC__WORK_BYTES_IN, RRPC__WORK_COMPLETIONS, RRPC__WORK_KINDS };
+#ifdef __cplusplus
+extern thread_local uint64_t rrpc__loop_work[RRPC__WORK_KINDS];
+#else
+extern _Thread_local uint64_t rrpc__loop_work[RRPC__WORK_KINDS];
+#endif
+static inline void rrpc__loop_note(enum rrpc__loop_work kind, uint64_t n) { rrpc__loop_work[kind] += n; }
+
 /* ---- loop groups ----------------------------------------------------------
  * rrpc__loop_group_global - the process-wide group that channels and
  * servers share. Started on first use with `n` loops (0 = default:

@@ -81,5 +81,8 @@ void rrpc__stats_visit(void (*fn)(void *ctx, const rrpc__stats_info *info), void
  * ended (timed out or cancelled), over every channel of the process
  * (channel.c keeps it). Any thread. */
 uint64_t rrpc__late_responses_total(void);
+/* rrpc__completions_handed_off_total - client completions that ran on a
+ * loop other than their connection's (channel.c, completion hand-off). */
+uint64_t rrpc__completions_handed_off_total(void);
 
 #endif /* RRPC_INTERNAL_METRICS_H */
