@@ -14,6 +14,7 @@
 
 #include "rrpc/cxx/detail.h"
 #include "rrpc/cxx/rrpc.h"
+#include "rrpc/loops.h"
 #include "test/cxx_echo.pb.h"
 #include "test/cxx_echo_service.h"
 
@@ -368,6 +369,23 @@ TEST(CxxFlagsTest, ValidatorsRejectBadValues) {
   EXPECT_EQ("", gflags::SetCommandLineOption("max_body_size", "0"));
   EXPECT_EQ("", gflags::SetCommandLineOption("event_dispatcher_num", "-1"));
   EXPECT_EQ("", gflags::SetCommandLineOption("rdma_sq_size", "-5"));
+}
+
+// --rrpc_completion_handoff reaches rrpc_set_completion_handoff when a
+// Channel or Server starts; unset, the C setting stays; 1 is refused.
+TEST(CxxFlagsTest, CompletionHandoffFlagSetsTheCKnob) {
+  gflags::FlagSaver saver;
+  ASSERT_EQ(0, rrpc_set_completion_handoff(0));
+  rrpc::detail::ApplyLoopFlags();
+  EXPECT_EQ(-1, rrpc_completion_handoff());  // off by default
+  EXPECT_EQ("", gflags::SetCommandLineOption("rrpc_completion_handoff", "-3"));
+  ASSERT_NE("", gflags::SetCommandLineOption("rrpc_completion_handoff", "6"));
+  rrpc::detail::ApplyLoopFlags();
+  EXPECT_EQ(6, rrpc_completion_handoff());
+  ASSERT_NE("", gflags::SetCommandLineOption("rrpc_completion_handoff", "1"));
+  rrpc::detail::ApplyLoopFlags();
+  EXPECT_EQ(6, rrpc_completion_handoff());  // refused: the last good one stays
+  rrpc_set_completion_handoff(0);
 }
 
 TEST(CxxFlagsTest, OptionsTakeTheirDefaultsFromFlags) {

@@ -204,6 +204,40 @@ TEST_F(LoopTest, StopOnOwnThreadIsRefused) {
   EXPECT_EQ("test-loop", LoopThreadName(loop_));
 }
 
+// ---- stop hooks ----------------------------------------------------------------
+
+// Stop hooks run once, at stop, on the loop thread, in the order added;
+// deleted ones never run, also when a hook deletes another.
+struct StopHookRec {
+  rrpc__loop *loop;
+  std::vector<int> *order;
+  int id;
+  StopHookRec *victim;  // deleted by this hook when it runs
+  bool on_loop;
+};
+
+void stop_hook(void *arg) {
+  auto *r = static_cast<StopHookRec *>(arg);
+  r->on_loop = rrpc__loop_in_thread(r->loop) != 0;
+  r->order->push_back(r->id);
+  if (r->victim != nullptr) rrpc__loop_stop_hook_del(r->loop, stop_hook, r->victim);
+}
+
+TEST_F(LoopTest, StopHooksRunOnceAtStopOnTheLoopThread) {
+  std::vector<int> order;
+  StopHookRec d{loop_, &order, 4, nullptr, false}, c{loop_, &order, 3, nullptr, false};
+  StopHookRec b{loop_, &order, 2, nullptr, false}, a{loop_, &order, 1, &c, false};
+  RunSync(loop_, [&] {
+    for (StopHookRec *r : {&a, &b, &c, &d}) ASSERT_EQ(0, rrpc__loop_stop_hook_add(loop_, stop_hook, r));
+    rrpc__loop_stop_hook_del(loop_, stop_hook, &b);  // never runs
+  });
+  EXPECT_TRUE(order.empty());  // nothing runs before the stop
+  rrpc__loop_stop(loop_);
+  loop_ = nullptr;
+  EXPECT_EQ(order, (std::vector<int>{1, 4}));  // c was deleted by a
+  EXPECT_TRUE(a.on_loop && d.on_loop);
+}
+
 // ---- tasks ------------------------------------------------------------------
 
 TEST_F(LoopTest, PostNeverRunsInline) {

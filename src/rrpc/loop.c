@@ -92,6 +92,8 @@ struct rrpc__loop {
   int woken;                  /* the eventfd was read since the last run_tasks */
   struct poller *pollers;     /* owned; fn NULL = deleted, compacted after a round */
   int npollers, cap_pollers;
+  struct poller *stop_hooks; /* owned; fn NULL = deleted (rrpc__loop_stop_hook_add) */
+  int nstop_hooks, cap_stop_hooks;
 };
 
 static _Thread_local rrpc__loop *tls_current;
@@ -472,6 +474,40 @@ void rrpc__loop_poller_del(rrpc__loop *loop, rrpc__poll_fn fn, void *arg) {
     if (loop->pollers[i].fn == fn && loop->pollers[i].arg == arg) loop->pollers[i].fn = NULL;
 }
 
+/* ---- stop hooks ------------------------------------------------------------ */
+
+int rrpc__loop_stop_hook_add(rrpc__loop *loop, rrpc__task_fn fn, void *arg) {
+  if (loop->nstop_hooks == loop->cap_stop_hooks) {
+    int ncap = loop->cap_stop_hooks ? loop->cap_stop_hooks * 2 : 8;
+    struct poller *np = realloc(loop->stop_hooks, (size_t)ncap * sizeof *np);
+    if (np == NULL) return -ENOMEM;
+    loop->stop_hooks = np;
+    loop->cap_stop_hooks = ncap;
+  }
+  loop->stop_hooks[loop->nstop_hooks++] = (struct poller){fn, arg};
+  return 0;
+}
+
+void rrpc__loop_stop_hook_del(rrpc__loop *loop, rrpc__task_fn fn, void *arg) {
+  int k = 0;
+  for (int i = 0; i < loop->nstop_hooks; i++) {
+    struct poller *h = &loop->stop_hooks[i];
+    if (h->fn == fn && h->arg == arg) h->fn = NULL;
+    if (h->fn != NULL) loop->stop_hooks[k++] = *h;
+  }
+  loop->nstop_hooks = k;
+}
+
+/* The loop's last act: every hook once, in the order added. A hook may
+ * delete itself or others (del compacts, so index by what is left). */
+static void run_stop_hooks(rrpc__loop *loop) {
+  while (loop->nstop_hooks > 0) {
+    struct poller h = loop->stop_hooks[0];
+    rrpc__loop_stop_hook_del(loop, h.fn, h.arg);
+    h.fn(h.arg);
+  }
+}
+
 /* Run every poller once; drop the ones deleted meanwhile. */
 static void run_pollers(rrpc__loop *loop) {
   for (int i = 0; i < loop->npollers; i++)
@@ -501,6 +537,8 @@ static void *loop_main(void *p) {
     if (loop->npollers) run_pollers(loop);
     if (loop->deferred.len) run_deferred(loop);
   }
+  run_stop_hooks(loop);
+  if (loop->deferred.len) run_deferred(loop);
   rrpc__loop_stack_thread(0);
   tls_current = NULL;
   return NULL;
@@ -570,6 +608,7 @@ fail_epfd:
 fail_events:
   free(loop->events);
   free(loop->pollers);
+  free(loop->stop_hooks);
 fail_mutex:
   pthread_mutex_destroy(&loop->mu);
 fail_free:
@@ -601,6 +640,7 @@ void rrpc__loop_stop(rrpc__loop *loop) {
   close(loop->epfd);
   free(loop->events);
   free(loop->pollers);
+  free(loop->stop_hooks);
   pthread_mutex_destroy(&loop->mu);
   free(loop);
 }

@@ -99,6 +99,10 @@ typedef struct rrpc_rdma_stats {
   uint64_t handshakes_in_progress; /* server handshakes holding verbs resources now */
   uint64_t protocol_violations;   /* connections failed for breaking the ring protocol */
   uint64_t close_unconfirmed;     /* close CDCs not seen complete within close_wait_ms */
+  /* Registered outside the pool, now (pool_bytes + ring_bytes + slot_bytes
+   * is everything rrpc has registered): */
+  uint64_t ring_bytes;            /* connections' receive rings (kept while zero-copy slices live) */
+  uint64_t slot_bytes;            /* connections' CDC receive slots */
 } rrpc_rdma_stats;
 /* rrpc_rdma_get_stats - copy the counters. 0 or -RRPC_ENORDMA. */
 int rrpc_rdma_get_stats(rrpc_rdma_stats *out);

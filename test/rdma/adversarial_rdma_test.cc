@@ -4,6 +4,7 @@
 // has the table. The peers are rogue_peer.h (test code with its own device
 // context), never hooks in librrpc.
 #include <gtest/gtest.h>
+#include <dirent.h>
 #include <malloc.h>
 #include <sys/resource.h>
 
@@ -582,6 +583,123 @@ TEST(Adversarial, CloseCdcWaitsForItsCompletionBeforeTheQpGoes) {
          "CDC reached it on %d (close_unconfirmed +%llu)\n",
          kConns, seen, (unsigned long long)(st1.close_unconfirmed - st0.close_unconfirmed));
   EXPECT_EQ(seen, kConns);
+}
+
+// A loop stopped while a closed connection still waits for its close CDC
+// (the peer has no receive posted, so the CDC is being retried) dropped the
+// wait's timer with it: that connection's QP, CQs and ring MR stayed until
+// the process exited. The loop's stop hook now releases them. The server
+// has a loop of its own, stopped with it, at once after the peer saw the
+// TCP connection close (the wait lasts --rdma_close_wait_ms, 1 s).
+TEST(Adversarial, LoopStoppedDuringTheCloseWaitReleasesTheConnection) {
+  init_rdma();
+  rrpc_server_options so = {};
+  so.use_rdma = 1;
+  so.num_threads = 1;
+  rrpc_server *srv;
+  ASSERT_EQ(rrpc_server_new(&so, &srv), 0);
+  rrpc_server_add_method(srv, "test.Echo", "Echo", echo_handler, nullptr);
+  ASSERT_EQ(rrpc_server_start(srv, (rdma_test_addr() + ":0").c_str()), 0);
+  int qp0, mr0;
+  rdma_resources(&qp0, &mr0);
+  if (qp0 < 0 || mr0 < 0) {
+    rrpc_server_stop(srv);
+    rrpc_server_free(srv);
+    GTEST_SKIP() << "no `rdma resource show` here to count QPs and MRs";
+  }
+  int qp_mid = -1, mr_mid = -1;
+  uint64_t stop_ms;
+  {
+    rogue::Peer r;
+    r.post_recvs = 1;      // for the server's first CDC, not reposted
+    r.min_rnr_timer = 31;  // 491 ms between the server's RNR retries: its close CDC waits
+    ASSERT_TRUE(r.propose(rdma_test_addr(), rrpc_server_port(srv)) && r.read_accept() && r.create_verbs() &&
+                r.connect_qp() && r.send_confirm())
+        << r.error;
+    ibv_wc wc;
+    ASSERT_TRUE(r.poll_one(&wc, 5000)) << r.error;                  // the first CDC
+    ASSERT_EQ(r.write_next(std::string(64, 'X')), IBV_WC_SUCCESS);  // not a frame: the server fails it
+    ASSERT_TRUE(rogue::tcp_closed_within(r.fd, 5000));
+    uint64_t t0 = rogue::now_ms();
+    rrpc_server_stop(srv);
+    rrpc_server_free(srv);
+    stop_ms = rogue::now_ms() - t0;
+    rdma_resources(&qp_mid, &mr_mid);  // the peer's own QP and MRs are still there
+  }
+  int qp1, mr1;
+  rdma_resources(&qp1, &mr1);
+  printf("ADVERSARIAL loop-stop-close-wait: server stopped %llu ms after the peer saw the close; device QPs %d -> "
+         "%d with the peer -> %d without, MRs %d -> %d -> %d\n",
+         (unsigned long long)stop_ms, qp0, qp_mid, qp1, mr0, mr_mid, mr1);
+  EXPECT_EQ(qp1, qp0);
+  EXPECT_EQ(mr1, mr0);
+}
+
+// ---- issue 12 item 3: every registered byte is in the stats ---------------------------------
+
+// Sum of the lengths of this process's MRs as the kernel lists them
+// (`rdma resource show mr`: "... mrlen N ... pid T ...", T being the thread
+// that registered it: the threads of this process are in /proc/self/task),
+// or -1.
+long long my_mr_bytes() {
+  std::vector<std::string> tids;
+  if (DIR *d = opendir("/proc/self/task")) {
+    while (dirent *e = readdir(d))
+      if (e->d_name[0] != '.') tids.push_back(std::string(" pid ") + e->d_name + " ");
+    closedir(d);
+  }
+  FILE *p = popen("rdma resource show mr 2>/dev/null", "r");
+  if (!p) return -1;
+  char line[512];
+  long long sum = 0;
+  int seen = 0;
+  while (fgets(line, sizeof line, p)) {
+    const char *m = strstr(line, " mrlen ");
+    if (m == nullptr) continue;
+    seen++;
+    for (const std::string &t : tids)
+      if (strstr(line, t.c_str()) != nullptr) {
+        sum += atoll(m + 7);
+        break;
+      }
+  }
+  pclose(p);
+  return seen ? sum : -1;
+}
+
+// The pool was all rrpc_rdma_get_stats reported: each connection's ring and
+// CDC slots are registered outside it. Now pool + rings + slots is exactly
+// what the kernel has registered for the process, with connections up.
+TEST(Adversarial, StatsAccountForEveryRegisteredByte) {
+  Server srv;
+  ASSERT_GT(srv.port, 0);
+  std::vector<rrpc_channel *> chs;
+  for (int i = 0; i < 3; i++) {
+    chs.push_back(open_channel(srv.port));
+    ASSERT_NE(chs.back(), nullptr);
+    int rdma = 0;
+    ASSERT_EQ(echo(chs.back(), "up", nullptr, &rdma), 0);
+    ASSERT_TRUE(rdma);
+  }
+  // The kernel's list and the stats are read at different moments: take
+  // them until the stats did not change around the listing (bounded).
+  long long kernel = -1;
+  rrpc_rdma_stats a, b;
+  for (int i = 0; i < 20; i++) {
+    rrpc_rdma_get_stats(&a);
+    kernel = my_mr_bytes();
+    rrpc_rdma_get_stats(&b);
+    if (a.ring_bytes == b.ring_bytes && a.slot_bytes == b.slot_bytes && a.pool_bytes == b.pool_bytes) break;
+  }
+  for (rrpc_channel *c : chs) rrpc_channel_free(c);
+  if (kernel < 0) GTEST_SKIP() << "no `rdma resource show mr` here";
+  printf("ADVERSARIAL registered: kernel %lld bytes in this process's MRs; stats pool %llu + rings %llu + slots %llu "
+         "= %llu (pool alone, all the stats said before: %llu short)\n",
+         kernel, (unsigned long long)b.pool_bytes, (unsigned long long)b.ring_bytes,
+         (unsigned long long)b.slot_bytes, (unsigned long long)(b.pool_bytes + b.ring_bytes + b.slot_bytes),
+         (unsigned long long)(kernel - (long long)b.pool_bytes));
+  EXPECT_GE(b.ring_bytes, 6u * kRing);  // both ends of 3 connections, in this process
+  EXPECT_EQ((unsigned long long)kernel, (unsigned long long)(b.pool_bytes + b.ring_bytes + b.slot_bytes));
 }
 
 // ---- item 8: plain TCP peers and the real registered pool --------------------------------

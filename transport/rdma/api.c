@@ -282,5 +282,7 @@ int rrpc_rdma_get_stats(rrpc_rdma_stats *out) {
   out->handshakes_in_progress = rrpc__rdma_hs_in_progress();
   out->protocol_violations = load(RRPC_RDMA_CNT_PROTO_VIOLATION);
   out->close_unconfirmed = load(RRPC_RDMA_CNT_CLOSE_UNCONFIRMED);
+  out->ring_bytes = load(RRPC_RDMA_CNT_RING_BYTES);
+  out->slot_bytes = load(RRPC_RDMA_CNT_SLOT_BYTES);
   return 0;
 }

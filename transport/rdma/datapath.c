@@ -12,7 +12,7 @@
  * acks: credits and consumer advance ride on every message; when nothing
  *   goes the other way and an ACK is due, a 44-byte CDC goes as SEND_WITH_IMM.
  *
- * Locking: see endpoint.h. No iobuf reference is dropped under ep->mu. */
+ * Locking: see endpoint.h. No iobuf reference is dropped under ep->dp.mu. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -46,18 +46,18 @@ static int is_ring_slice(const rrpc_block *b) { return b->deleter == on_slice_re
 /* ---- send queue bookkeeping (under mu) ------------------------------------------ */
 
 static uint32_t sq_free(const rrpc__rdma_ep *ep) {
-  return ep->vb.sq_size - (uint32_t)(ep->wr_seq - ep->wr_done);
+  return ep->vb.sq_size - (uint32_t)(ep->dp.wr_seq - ep->dp.wr_done);
 }
 
 /* Whether the WR about to be posted asks for a completion: when `force`d,
  * or often enough that sent blocks and send-queue slots come back. */
 static int want_signal(rrpc__rdma_ep *ep, uint32_t bytes, int force) {
-  ep->unsignaled++;
-  ep->unsignaled_bytes += bytes;
-  if (force || ep->unsignaled >= ep->vb.sq_size / 4 || ep->unsignaled_bytes >= SIGNAL_BYTES ||
+  ep->dp.unsignaled++;
+  ep->dp.unsignaled_bytes += bytes;
+  if (force || ep->dp.unsignaled >= ep->vb.sq_size / 4 || ep->dp.unsignaled_bytes >= SIGNAL_BYTES ||
       sq_free(ep) <= 2) {
-    ep->unsignaled = 0;
-    ep->unsignaled_bytes = 0;
+    ep->dp.unsignaled = 0;
+    ep->dp.unsignaled_bytes = 0;
     return 1;
   }
   return 0;
@@ -65,78 +65,78 @@ static int want_signal(rrpc__rdma_ep *ep, uint32_t bytes, int force) {
 
 /* Keep `buf` (moved) until the WR numbered seq completes. */
 static void inflight_push(rrpc__rdma_ep *ep, uint64_t seq, rrpc_iobuf *buf) {
-  struct rrpc__ep_inflight *e = &ep->inflight[(ep->if_head + ep->if_count) % ep->vb.sq_size];
+  struct rrpc__ep_inflight *e = &ep->dp.inflight[(ep->dp.if_head + ep->dp.if_count) % ep->vb.sq_size];
   e->seq = seq;
   rrpc_iobuf_move(&e->buf, buf); /* e->buf is empty: moving cannot fail */
-  ep->if_count++;
+  ep->dp.if_count++;
 }
 
 /* Move what WRs up to `done` held into `out`, to be dropped after unlocking. */
 static void inflight_reap(rrpc__rdma_ep *ep, uint64_t done, rrpc_iobuf *out) {
-  while (ep->if_count > 0 && ep->inflight[ep->if_head].seq <= done) {
-    struct rrpc__ep_inflight *e = &ep->inflight[ep->if_head];
+  while (ep->dp.if_count > 0 && ep->dp.inflight[ep->dp.if_head].seq <= done) {
+    struct rrpc__ep_inflight *e = &ep->dp.inflight[ep->dp.if_head];
     /* Out of memory to grow `out`: drop the references here, under mu
      * (safe: see on_slice_released). */
     if (rrpc_iobuf_move(out, &e->buf) != 0) rrpc_iobuf_clear(&e->buf);
-    ep->if_head = (ep->if_head + 1) % ep->vb.sq_size;
-    ep->if_count--;
+    ep->dp.if_head = (ep->dp.if_head + 1) % ep->vb.sq_size;
+    ep->dp.if_count--;
   }
 }
 
 void rrpc__dp_view(rrpc__rdma_ep *ep, struct rrpc__dp_view *out) {
   rrpc__ep_lock(ep);
   *out = (struct rrpc__dp_view){
-      .tx_prod = ep->tx.prod,
-      .tx_peer_cons = ep->tx.peer_cons,
-      .rx_prod = ep->rx.prod,
-      .rx_cons = ep->rx.cons,
-      .rx_acked = ep->rx.acked,
-      .zc_held = ep->zc_outstanding,
-      .sq_used = ep->wr_seq - ep->wr_done,
-      .peer_ring_size = ep->tx.ring_size,
-      .window_free = ep->tx.ring_size ? rrpc__tx_window_free(&ep->tx) : 0,
-      .credits = ep->tx.credits,
-      .credits_max = ep->tx.depth,
-      .rx_owed = ep->rx.owed,
-      .rx_held = ep->rx.held,
-      .write_blocked = ep->write_blocked,
-      .peer_asked = ep->peer_asked,
+      .tx_prod = ep->dp.tx.prod,
+      .tx_peer_cons = ep->dp.tx.peer_cons,
+      .rx_prod = ep->dp.rx.prod,
+      .rx_cons = ep->dp.rx.cons,
+      .rx_acked = ep->dp.rx.acked,
+      .zc_held = ep->dp.zc_outstanding,
+      .sq_used = ep->dp.wr_seq - ep->dp.wr_done,
+      .peer_ring_size = ep->dp.tx.ring_size,
+      .window_free = ep->dp.tx.ring_size ? rrpc__tx_window_free(&ep->dp.tx) : 0,
+      .credits = ep->dp.tx.credits,
+      .credits_max = ep->dp.tx.depth,
+      .rx_owed = ep->dp.rx.owed,
+      .rx_held = ep->dp.rx.held,
+      .write_blocked = ep->dp.write_blocked,
+      .peer_asked = ep->dp.peer_asked,
   };
   rrpc__ep_unlock(ep);
 }
 
 void rrpc__dp_drop_inflight(rrpc__rdma_ep *ep) {
-  if (ep->inflight == NULL) return;
-  for (uint32_t i = 0; i < ep->vb.sq_size; i++) rrpc__iobuf_destroy(&ep->inflight[i].buf);
-  ep->if_count = 0;
+  if (ep->dp.inflight == NULL) return;
+  for (uint32_t i = 0; i < ep->vb.sq_size; i++) rrpc__iobuf_destroy(&ep->dp.inflight[i].buf);
+  ep->dp.if_count = 0;
 }
 
 /* ---- CDC ---------------------------------------------------------------------- */
 
 int rrpc__dp_send_cdc_locked(rrpc__rdma_ep *ep, uint8_t conn_flags, int solicited) {
-  if (ep->qp_dead || ep->vb.qp == NULL) return -RRPC_ERDMA;
+  if (ep->dp.qp_dead || ep->vb.qp == NULL) return -RRPC_ERDMA;
   if (sq_free(ep) < 1) return -EAGAIN;
   /* Without inline sends the device reads the one CDC slot after the post:
    * the next CDC waits until the last one from that slot has completed. */
   int inl = ep->dev->max_inline >= RRPC_CDC_LEN;
-  if (!inl && ep->cdc_slot_wr > ep->wr_done) return -EAGAIN;
+  if (!inl && ep->dp.cdc_slot_wr > ep->dp.wr_done) return -EAGAIN;
   struct rrpc__tx_plan plan;
-  int rc = rrpc__tx_window_plan_ack(&ep->tx, rrpc__rx_window_owes_credits(&ep->rx), &plan);
+  int rc = rrpc__tx_window_plan_ack(&ep->dp.tx, rrpc__rx_window_owes_credits(&ep->dp.rx), &plan);
   if (rc != 0) return rc;
-  uint32_t imm = rrpc__rx_window_take_ack(&ep->rx, 0);
+  uint32_t imm = rrpc__rx_window_take_ack(&ep->dp.rx, 0);
   struct rrpc__cdc_msg m;
   memset(&m, 0, sizeof m);
-  m.seq = ++ep->cdc_seq;
+  m.seq = ++ep->dp.cdc_seq;
   m.token = ep->peer.token;
-  m.prod = rrpc__cdc_cursor_from_offset(ep->tx.prod, ep->tx.ring_size);
-  m.cons = rrpc__cdc_cursor_from_offset(ep->rx.acked, ep->rx.ring_size);
+  m.prod = rrpc__cdc_cursor_from_offset(ep->dp.tx.prod, ep->dp.tx.ring_size);
+  m.cons = rrpc__cdc_cursor_from_offset(ep->dp.rx.acked, ep->dp.rx.ring_size);
   m.conn_flags = conn_flags;
   uint8_t *out = (uint8_t *)ep->vb.slots + (size_t)ep->vb.rq_size * RRPC_EP_SLOT_SIZE;
   rrpc__cdc_encode(&m, out);
   struct ibv_sge sge = {.addr = (uintptr_t)out, .length = RRPC_CDC_LEN, .lkey = ep->vb.slots_mr->lkey};
   struct ibv_send_wr wr, *bad;
   memset(&wr, 0, sizeof wr);
-  wr.wr_id = ++ep->wr_seq;
+  wr.wr_id = ++ep->dp.wr_seq;
   wr.sg_list = &sge;
   wr.num_sge = 1;
   wr.opcode = IBV_WR_SEND_WITH_IMM;
@@ -149,34 +149,34 @@ int rrpc__dp_send_cdc_locked(rrpc__rdma_ep *ep, uint8_t conn_flags, int solicite
                   (want_signal(ep, 0, !inl || conn_flags != 0) ? IBV_SEND_SIGNALED : 0);
   rc = ibv_post_send(ep->vb.qp, &wr, &bad);
   if (rc != 0) {
-    ep->wr_seq--;
-    ep->qp_dead = 1;
+    ep->dp.wr_seq--;
+    ep->dp.qp_dead = 1;
     return -RRPC_ERDMA;
   }
-  if (!inl) ep->cdc_slot_wr = ep->wr_seq;
-  rrpc__tx_window_commit(&ep->tx, &plan);
-  ep->peer_asked = 0;
+  if (!inl) ep->dp.cdc_slot_wr = ep->dp.wr_seq;
+  rrpc__tx_window_commit(&ep->dp.tx, &plan);
+  ep->dp.peer_asked = 0;
   rrpc__rdma_count(RRPC_RDMA_CNT_CDC_SENT, 1);
   if (solicited) rrpc__rdma_count(RRPC_RDMA_CNT_SOLICITED, 1);
   return 0;
 }
 
 void rrpc__dp_send_close_locked(rrpc__rdma_ep *ep) {
-  if (ep->close_flags == 0 || ep->close_wr != 0 || ep->qp_dead) return;
+  if (ep->dp.close_flags == 0 || ep->dp.close_wr != 0 || ep->dp.qp_dead) return;
   /* Signaled (conn_flags != 0): its completion says it left. -EAGAIN (no
    * send-queue room yet) is retried after the next send completions. */
-  if (rrpc__dp_send_cdc_locked(ep, ep->close_flags, 1) == 0) ep->close_wr = ep->wr_seq;
+  if (rrpc__dp_send_cdc_locked(ep, ep->dp.close_flags, 1) == 0) ep->dp.close_wr = ep->dp.wr_seq;
 }
 
 int rrpc__dp_close_done_locked(const rrpc__rdma_ep *ep) {
-  if (ep->close_flags == 0 || ep->qp_dead || ep->vb.qp == NULL) return 1;
-  return ep->close_wr != 0 && ep->wr_done >= ep->close_wr;
+  if (ep->dp.close_flags == 0 || ep->dp.qp_dead || ep->vb.qp == NULL) return 1;
+  return ep->dp.close_wr != 0 && ep->dp.wr_done >= ep->dp.close_wr;
 }
 
 /* A pure ACK if one is due and nothing else will carry it. Under mu. */
 static void maybe_ack_locked(rrpc__rdma_ep *ep) {
-  if (ep->state != EP_UP || ep->qp_dead) return;
-  if (!rrpc__rx_window_ack_due(&ep->rx, ep->peer_asked)) return;
+  if (ep->state != EP_UP || ep->dp.qp_dead) return;
+  if (!rrpc__rx_window_ack_due(&ep->dp.rx, ep->dp.peer_asked)) return;
   /* Always solicited: the peer may be blocked on exactly this ACK, and a
    * receiver in event mode only wakes for solicited completions. */
   (void)rrpc__dp_send_cdc_locked(ep, 0, 1);
@@ -284,7 +284,7 @@ static int post_write(rrpc__rdma_ep *ep, rrpc_iobuf *seg, uint32_t off, uint32_t
   }
   struct ibv_send_wr wr, *bad;
   memset(&wr, 0, sizeof wr);
-  wr.wr_id = ep->wr_seq + 1;
+  wr.wr_id = ep->dp.wr_seq + 1;
   wr.sg_list = sge;
   wr.num_sge = n;
   wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
@@ -300,13 +300,13 @@ static int post_write(rrpc__rdma_ep *ep, rrpc_iobuf *seg, uint32_t off, uint32_t
                   (sig ? IBV_SEND_SIGNALED : 0);
   int rc = ibv_post_send(ep->vb.qp, &wr, &bad);
   if (rc != 0) {
-    ep->qp_dead = 1;
+    ep->dp.qp_dead = 1;
     RRPC_LOG(WARNING, "rdma qpn=%u: ibv_post_send: %s", ep->vb.qp->qp_num, rrpc_strerror(-rc));
     return -RRPC_ERDMA;
   }
-  ep->wr_seq++;
+  ep->dp.wr_seq++;
   if (inl) (void)rrpc_iobuf_move(drop, seg); /* copied at post time; on failure the caller drops seg */
-  else inflight_push(ep, ep->wr_seq, seg);
+  else inflight_push(ep, ep->dp.wr_seq, seg);
   rrpc__rdma_count(RRPC_RDMA_CNT_WRITES, 1);
   rrpc__rdma_count(RRPC_RDMA_CNT_BYTES_WRITTEN, len);
   if (solicited) rrpc__rdma_count(RRPC_RDMA_CNT_SOLICITED, 1);
@@ -317,8 +317,8 @@ static int post_write(rrpc__rdma_ep *ep, rrpc_iobuf *seg, uint32_t off, uint32_t
 static int write_plan(rrpc__rdma_ep *ep, rrpc_iobuf *data, const struct rrpc__tx_plan *plan,
                       rrpc_iobuf *drop) {
   int end_of_batch = plan->len == rrpc_iobuf_length(data);
-  int ack_req = rrpc__tx_window_ack_request(&ep->tx, plan);
-  int solicited = rrpc__tx_window_want_solicited(&ep->tx, plan, end_of_batch, ep->peer_asked);
+  int ack_req = rrpc__tx_window_ack_request(&ep->dp.tx, plan);
+  int solicited = rrpc__tx_window_want_solicited(&ep->dp.tx, plan, end_of_batch, ep->dp.peer_asked);
   for (uint32_t i = 0; i < plan->nseg; i++) {
     int last = i + 1 == plan->nseg;
     rrpc_iobuf seg;
@@ -327,14 +327,14 @@ static int write_plan(rrpc__rdma_ep *ep, rrpc_iobuf *data, const struct rrpc__tx
     int rc = cut == (long)plan->seg[i].len ? 0 : -ENOMEM;
     /* Only the last segment carries the ACK: the first of a wrapped write
      * carries an empty immediate. */
-    uint32_t imm = last ? rrpc__rx_window_take_ack(&ep->rx, ack_req) : 0;
+    uint32_t imm = last ? rrpc__rx_window_take_ack(&ep->dp.rx, ack_req) : 0;
     if (rc == 0) rc = post_write(ep, &seg, plan->seg[i].off, imm, last && solicited, drop);
     if (rc != 0) (void)rrpc_iobuf_move(drop, &seg);
     rrpc__iobuf_destroy(&seg); /* what could not move: dropped under mu, safe (on_slice_released) */
     if (rc != 0) return rc;
   }
-  rrpc__tx_window_commit(&ep->tx, plan);
-  ep->peer_asked = 0; /* the last segment carried the ACK it asked for */
+  rrpc__tx_window_commit(&ep->dp.tx, plan);
+  ep->dp.peer_asked = 0; /* the last segment carried the ACK it asked for */
   return 0;
 }
 
@@ -347,24 +347,24 @@ int rrpc__dp_write(rrpc__socket *s, rrpc_iobuf *data) {
   if (max_sge > 16) max_sge = 16;
   rrpc__ep_lock(ep);
   while (rc == 0 && rrpc_iobuf_length(data) > 0) {
-    if (ep->qp_dead) {
+    if (ep->dp.qp_dead) {
       rc = -RRPC_ERDMA;
       break;
     }
     /* The close CDC is the last thing the peer may receive from us. */
-    if (ep->closed_sent) {
+    if (ep->dp.closed_sent) {
       rc = -RRPC_ECLOSE;
       break;
     }
     /* Two WRs (a wrapped write) plus one kept for a CDC. */
     if (sq_free(ep) < 3) {
-      ep->write_blocked = 1;
+      ep->dp.write_blocked = 1;
       rc = -EAGAIN;
       break;
     }
     struct rrpc__tx_plan plan;
-    if (rrpc__tx_window_plan(&ep->tx, bytes_in_pieces(data, max_sge), &plan) != 0) {
-      ep->write_blocked = 1;
+    if (rrpc__tx_window_plan(&ep->dp.tx, bytes_in_pieces(data, max_sge), &plan) != 0) {
+      ep->dp.write_blocked = 1;
       rrpc__rdma_count(RRPC_RDMA_CNT_BLOCKED, 1);
       rc = -EAGAIN;
       break;
@@ -388,18 +388,18 @@ struct ring_slice {
 /* Ring space [start, start+len) is free again. Under mu. */
 static void release_locked(rrpc__rdma_ep *ep, uint64_t start, uint32_t len) {
   uint64_t adv = 0;
-  if (rrpc__rx_reclaim_release(&ep->reclaim, start, start + len, &adv) != 0) {
+  if (rrpc__rx_reclaim_release(&ep->dp.reclaim, start, start + len, &adv) != 0) {
     RRPC_LOG(ERROR, "rdma: ring release [%llu, +%u) refused", (unsigned long long)start, len);
     return;
   }
-  if (adv > 0) rrpc__rx_window_on_release(&ep->rx, adv);
+  if (adv > 0) rrpc__rx_window_on_release(&ep->dp.rx, adv);
 }
 
 static void slice_release(struct rrpc__ep_deferred *d) {
   struct ring_slice *sl = (struct ring_slice *)d;
   rrpc__rdma_ep *ep = sl->ep;
   rrpc__ep_lock(ep);
-  ep->zc_outstanding -= sl->len;
+  ep->dp.zc_outstanding -= sl->len;
   release_locked(ep, sl->start, sl->len);
   maybe_ack_locked(ep);
   rrpc__ep_unlock(ep);
@@ -436,7 +436,7 @@ static int deliver_bytes(rrpc__rdma_ep *ep, uint64_t start, uint32_t n, int zero
     }
     free(sl);
     rrpc__ep_lock(ep);
-    ep->zc_outstanding -= n;
+    ep->dp.zc_outstanding -= n;
     rrpc__ep_unlock(ep);
     rrpc__ep_unref(ep);
   }
@@ -464,7 +464,7 @@ static int must_unpin(const rrpc_iobuf_ref *r, int pressed) {
 static int unpin_rbuf(rrpc__rdma_ep *ep) {
   rrpc_iobuf *rbuf = rrpc__socket_rbuf(ep->s);
   rrpc__ep_lock(ep);
-  int pressed = ep->rx.prod - ep->rx.cons >= ep->vb.ring_size / 2;
+  int pressed = ep->dp.rx.prod - ep->dp.rx.cons >= ep->vb.ring_size / 2;
   rrpc__ep_unlock(ep);
   int any = 0;
   for (size_t i = 0;; i++) {
@@ -525,14 +525,14 @@ static int on_data_recv(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int *got) {
   uint32_t imm = ntohl(wc->imm_data);
   int held = n > 0 && must_hold(ep);
   rrpc__ep_lock(ep);
-  uint64_t start = ep->rx.prod;
+  uint64_t start = ep->dp.rx.prod;
   int rc = (start % ep->vb.ring_size) + n <= ep->vb.ring_size ? 0 : -RRPC_EPARSE;
-  if (rc == 0) rc = rrpc__rx_window_on_recv(&ep->rx, n);
-  if (rc == 0) rc = rrpc__tx_window_on_ack(&ep->tx, imm);
-  if (rc == 0 && (imm & 0x80000000u)) ep->peer_asked = 1;
-  int zc = rc == 0 && !held && ep->opts->recv_zerocopy && n >= ep->opts->zerocopy_min_size && ep->zc_outstanding + n <= ep->vb.ring_size / ZC_MAX_SHARE_DIV;
+  if (rc == 0) rc = rrpc__rx_window_on_recv(&ep->dp.rx, n);
+  if (rc == 0) rc = rrpc__tx_window_on_ack(&ep->dp.tx, imm);
+  if (rc == 0 && (imm & 0x80000000u)) ep->dp.peer_asked = 1;
+  int zc = rc == 0 && !held && ep->opts->recv_zerocopy && n >= ep->opts->zerocopy_min_size && ep->dp.zc_outstanding + n <= ep->vb.ring_size / ZC_MAX_SHARE_DIV;
   if (zc) {
-    ep->zc_outstanding += n;
+    ep->dp.zc_outstanding += n;
     atomic_fetch_add(&ep->refs, 1); /* the slice's reference */
   }
   rrpc__ep_unlock(ep);
@@ -562,8 +562,8 @@ static int on_cdc_recv(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int *peer_clo
     return -RRPC_EPARSE;
   }
   rrpc__ep_lock(ep);
-  int rc = rrpc__rx_window_on_recv(&ep->rx, 0);
-  if (rc == 0) rc = rrpc__tx_window_on_ack(&ep->tx, ntohl(wc->imm_data));
+  int rc = rrpc__rx_window_on_recv(&ep->dp.rx, 0);
+  if (rc == 0) rc = rrpc__tx_window_on_ack(&ep->dp.tx, ntohl(wc->imm_data));
   rrpc__ep_unlock(ep);
   if (rc != 0) return rc;
   struct rrpc__cdc_msg m;
@@ -592,7 +592,7 @@ static int repost(rrpc__rdma_ep *ep, const uint64_t *ids, int n) {
   }
   if (ibv_post_recv(ep->vb.qp, wr, &bad) != 0) return -RRPC_ERDMA;
   rrpc__ep_lock(ep);
-  int rc = rrpc__rx_window_on_repost(&ep->rx, (uint32_t)n);
+  int rc = rrpc__rx_window_on_repost(&ep->dp.rx, (uint32_t)n);
   rrpc__ep_unlock(ep);
   return rc;
 }
@@ -603,7 +603,7 @@ static int wc_failed(rrpc__rdma_ep *ep, const struct ibv_wc *wc) {
     RRPC_LOG(WARNING, "rdma qpn=%u: completion error: %s (vendor 0x%x)", ep->vb.qp->qp_num,
              ibv_wc_status_str(wc->status), wc->vendor_err);
   rrpc__ep_lock(ep);
-  ep->qp_dead = 1;
+  ep->dp.qp_dead = 1;
   rrpc__ep_unlock(ep);
   return -RRPC_ERDMA;
 }
@@ -647,8 +647,8 @@ static int poll_send(rrpc__rdma_ep *ep, rrpc_iobuf *drop, int *any) {
       if (wc[i].status != IBV_WC_SUCCESS) return wc_failed(ep, &wc[i]);
       rrpc__ep_lock(ep);
       /* A signaled WR completes every WR posted before it (RC order). */
-      if (wc[i].wr_id > ep->wr_done) ep->wr_done = wc[i].wr_id;
-      inflight_reap(ep, ep->wr_done, drop);
+      if (wc[i].wr_id > ep->dp.wr_done) ep->dp.wr_done = wc[i].wr_id;
+      inflight_reap(ep, ep->dp.wr_done, drop);
       rrpc__ep_unlock(ep);
     }
   }
@@ -671,7 +671,7 @@ static void close_poll(rrpc__rdma_ep *ep) {
       rc = -RRPC_ERDMA;
   }
   rrpc__ep_lock(ep);
-  if (rc != 0) ep->qp_dead = 1;
+  if (rc != 0) ep->dp.qp_dead = 1;
   rrpc__dp_send_close_locked(ep);
   int done = rrpc__dp_close_done_locked(ep);
   rrpc__ep_unlock(ep);
@@ -718,8 +718,8 @@ void rrpc__dp_poll(rrpc__rdma_ep *ep) {
   rrpc__ep_lock(ep);
   rrpc__dp_send_close_locked(ep);
   maybe_ack_locked(ep);
-  if (ep->write_blocked && ep->state == EP_UP) {
-    ep->write_blocked = 0;
+  if (ep->dp.write_blocked && ep->state == EP_UP) {
+    ep->dp.write_blocked = 0;
     resume = 1;
   }
   rrpc__ep_unlock(ep);

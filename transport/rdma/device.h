@@ -104,6 +104,9 @@ typedef enum rrpc__rdma_counter {
   RRPC_RDMA_CNT_HS_REFUSED,
   RRPC_RDMA_CNT_PROTO_VIOLATION,
   RRPC_RDMA_CNT_CLOSE_UNCONFIRMED,
+  /* Gauges (registered bytes now; a release adds the two's complement). */
+  RRPC_RDMA_CNT_RING_BYTES,
+  RRPC_RDMA_CNT_SLOT_BYTES,
   RRPC_RDMA_CNT__COUNT
 } rrpc__rdma_counter;
 void rrpc__rdma_count(rrpc__rdma_counter c, uint64_t n);

@@ -67,11 +67,15 @@ static void hs_timer_cancel(rrpc__rdma_ep *ep) {
   ep->hs.timer = 0;
 }
 
+/* Registered bytes outside the pool (rrpc_rdma_stats ring_bytes, slot_bytes). */
+static size_t slots_len(const rrpc__rdma_ep *ep) { return (size_t)(ep->vb.rq_size + 1) * RRPC_EP_SLOT_SIZE; }
+
 static void ep_free(rrpc__rdma_ep *ep) {
-  if (ep->vb.ring_mr != NULL) ibv_dereg_mr(ep->vb.ring_mr);
+  if (ep->vb.ring_mr != NULL && ibv_dereg_mr(ep->vb.ring_mr) == 0)
+    rrpc__rdma_count(RRPC_RDMA_CNT_RING_BYTES, (uint64_t)0 - ep->vb.ring_size);
   free(ep->vb.ring);
-  rrpc__rx_reclaim_destroy(&ep->reclaim);
-  pthread_mutex_destroy(&ep->mu);
+  rrpc__rx_reclaim_destroy(&ep->dp.reclaim);
+  pthread_mutex_destroy(&ep->dp.mu);
   free(ep);
 }
 
@@ -86,7 +90,7 @@ static void on_async_event(void *arg, enum ibv_event_type ev) {
     RRPC_LOG(WARNING, "rdma qpn=%u: async event %s: failing the connection", ep->vb.qp ? ep->vb.qp->qp_num : 0,
              ibv_event_type_str(ev));
     rrpc__ep_lock(ep);
-    ep->qp_dead = 1;
+    ep->dp.qp_dead = 1;
     rrpc__ep_unlock(ep);
     if (ep->s != NULL) rrpc__socket_fail(ep->s, -RRPC_ERDMA);
   }
@@ -113,7 +117,7 @@ static void verbs_destroy(rrpc__rdma_ep *ep) {
   /* Nothing may post once the QP starts going away: a ring slice released
    * on another thread checks qp_dead under mu before it posts a CDC. */
   rrpc__ep_lock(ep);
-  ep->qp_dead = 1;
+  ep->dp.qp_dead = 1;
   rrpc__ep_unlock(ep);
   if (ep->vb.poller_added) {
     rrpc__loop_poller_del(ep->loop, on_poll, ep);
@@ -141,14 +145,15 @@ static void verbs_destroy(rrpc__rdma_ep *ep) {
   ep->vb.scq = ep->vb.rcq = NULL;
   if (ep->vb.cc != NULL) ibv_destroy_comp_channel(ep->vb.cc);
   ep->vb.cc = NULL;
-  if (ep->vb.slots_mr != NULL) ibv_dereg_mr(ep->vb.slots_mr);
+  if (ep->vb.slots_mr != NULL && ibv_dereg_mr(ep->vb.slots_mr) == 0)
+    rrpc__rdma_count(RRPC_RDMA_CNT_SLOT_BYTES, (uint64_t)0 - slots_len(ep));
   ep->vb.slots_mr = NULL;
   free(ep->vb.slots);
   ep->vb.slots = NULL;
   /* The QP is gone, so the device no longer reads what was in flight. */
   rrpc__dp_drop_inflight(ep);
-  free(ep->inflight);
-  ep->inflight = NULL;
+  free(ep->dp.inflight);
+  ep->dp.inflight = NULL;
 }
 
 static int create_queues(rrpc__rdma_ep *ep) {
@@ -194,6 +199,7 @@ static int ring_register(rrpc__rdma_ep *ep) {
   int access = IBV_ACCESS_LOCAL_WRITE | (ep->dev->mw_type2 ? IBV_ACCESS_MW_BIND : IBV_ACCESS_REMOTE_WRITE);
   ep->vb.ring_mr = ibv_reg_mr(pd, ep->vb.ring, ep->vb.ring_size, access);
   if (ep->vb.ring_mr == NULL) return -RRPC_ERDMAMEM;
+  rrpc__rdma_count(RRPC_RDMA_CNT_RING_BYTES, ep->vb.ring_size);
   ep->vb.ring_rkey = ep->vb.ring_mr->rkey;
   if (!ep->dev->mw_type2) return 0;
   ep->vb.ring_mw = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
@@ -212,7 +218,7 @@ static int ring_bind(rrpc__rdma_ep *ep) {
   if (ep->vb.ring_mw == NULL) return 0;
   struct ibv_send_wr wr, *bad;
   memset(&wr, 0, sizeof wr);
-  wr.wr_id = ep->wr_seq + 1;
+  wr.wr_id = ep->dp.wr_seq + 1;
   wr.opcode = IBV_WR_BIND_MW;
   wr.send_flags = IBV_SEND_SIGNALED;
   wr.bind_mw.mw = ep->vb.ring_mw;
@@ -223,7 +229,7 @@ static int ring_bind(rrpc__rdma_ep *ep) {
   wr.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE;
   int rc = ibv_post_send(ep->vb.qp, &wr, &bad);
   if (rc != 0) return -rc;
-  ep->wr_seq++;
+  ep->dp.wr_seq++;
   /* Type-2 binds leave storing the new key to the application. */
   ep->vb.ring_mw->rkey = ep->vb.ring_rkey;
   return 0;
@@ -247,14 +253,15 @@ static int create_memory(rrpc__rdma_ep *ep) {
                                         .len = ep->vb.ring_size};
   /* One slot per posted receive, plus one to send CDCs from when the
    * device cannot inline them. */
-  size_t slots = (size_t)(ep->vb.rq_size + 1) * RRPC_EP_SLOT_SIZE;
+  size_t slots = slots_len(ep);
   ep->vb.slots = calloc(1, slots);
   if (ep->vb.slots == NULL) return -ENOMEM;
   ep->vb.slots_mr = ibv_reg_mr(pd, ep->vb.slots, slots, IBV_ACCESS_LOCAL_WRITE);
   if (ep->vb.slots_mr == NULL) return -RRPC_ERDMAMEM;
-  ep->inflight = calloc(ep->vb.sq_size, sizeof *ep->inflight);
-  if (ep->inflight == NULL) return -ENOMEM;
-  for (uint32_t i = 0; i < ep->vb.sq_size; i++) rrpc__iobuf_init(&ep->inflight[i].buf);
+  rrpc__rdma_count(RRPC_RDMA_CNT_SLOT_BYTES, slots);
+  ep->dp.inflight = calloc(ep->vb.sq_size, sizeof *ep->dp.inflight);
+  if (ep->dp.inflight == NULL) return -ENOMEM;
+  for (uint32_t i = 0; i < ep->vb.sq_size; i++) rrpc__iobuf_init(&ep->dp.inflight[i].buf);
   return 0;
 }
 
@@ -348,8 +355,8 @@ static int qp_connect(rrpc__rdma_ep *ep) {
    * finite RNR retry). */
   uint32_t depth = 1u << p->rq_depth_log2;
   if (depth > RDMA_QUEUE_MAX) depth = RDMA_QUEUE_MAX;
-  rc = rrpc__tx_window_init(&ep->tx, (uint32_t)rrpc__clc_ring_size(p->ring_code), depth, 0);
-  if (rc == 0) rc = rrpc__rx_window_init(&ep->rx, ep->vb.ring_size, ep->vb.rq_size);
+  rc = rrpc__tx_window_init(&ep->dp.tx, (uint32_t)rrpc__clc_ring_size(p->ring_code), depth, 0);
+  if (rc == 0) rc = rrpc__rx_window_init(&ep->dp.rx, ep->vb.ring_size, ep->vb.rq_size);
   return rc;
 }
 
@@ -539,8 +546,8 @@ static int rdma_start(rrpc__socket *s, int is_client) {
   ep->my_psn = random_u32() & 0xffffff;
   do ep->my_token = random_u32();
   while (ep->my_token == 0);
-  pthread_mutex_init(&ep->mu, NULL);
-  rrpc__rx_reclaim_init(&ep->reclaim, 0, 0);
+  pthread_mutex_init(&ep->dp.mu, NULL);
+  rrpc__rx_reclaim_init(&ep->dp.reclaim, 0, 0);
   rrpc__socket_set_tstate(s, ep);
   rrpc__ep_hs_apply(ep, rrpc__hs_start(ep));
   return 0;
@@ -558,9 +565,9 @@ static void rdma_on_fail(rrpc__socket *s, int code) {
   if (ep == NULL) return;
   hs_timer_cancel(ep);
   rrpc__ep_lock(ep);
-  if (ep->state == EP_UP && !ep->qp_dead && !ep->closed_sent) {
-    ep->closed_sent = 1;
-    ep->close_flags = code == -RRPC_ECLOSE || code == -RRPC_ELOGOFF ? RRPC_CDC_CS_CLOSED : RRPC_CDC_CS_ABNORMAL;
+  if (ep->state == EP_UP && !ep->dp.qp_dead && !ep->dp.closed_sent) {
+    ep->dp.closed_sent = 1;
+    ep->dp.close_flags = code == -RRPC_ECLOSE || code == -RRPC_ELOGOFF ? RRPC_CDC_CS_CLOSED : RRPC_CDC_CS_ABNORMAL;
     rrpc__dp_send_close_locked(ep);
   }
   /* Under mu: a writer that checks the state (or closed_sent) under mu
@@ -569,9 +576,12 @@ static void rdma_on_fail(rrpc__socket *s, int code) {
   rrpc__ep_unlock(ep);
 }
 
+static void on_loop_stop(void *arg);
+
 void rrpc__ep_close_finish(rrpc__rdma_ep *ep) {
   if (ep->close_timer != 0) (void)rrpc__loop_timer_cancel(ep->loop, ep->close_timer);
   ep->close_timer = 0;
+  rrpc__loop_stop_hook_del(ep->loop, on_loop_stop, ep);
   verbs_destroy(ep);
   rrpc__ep_unref(ep); /* the socket's */
 }
@@ -581,6 +591,14 @@ static void on_close_timeout(void *arg) {
   ep->close_timer = 0;
   RRPC_LOG(WARNING, "rdma qpn=%u: the close CDC did not complete within %d ms: destroying the QP",
            ep->vb.qp ? ep->vb.qp->qp_num : 0, ep->opts->close_wait_ms);
+  rrpc__rdma_count(RRPC_RDMA_CNT_CLOSE_UNCONFIRMED, 1);
+  rrpc__ep_close_finish(ep);
+}
+
+/* The loop stops while the close CDC is still awaited: its timer would
+ * never fire nor its completion be seen, so release everything now. */
+static void on_loop_stop(void *arg) {
+  rrpc__rdma_ep *ep = arg;
   rrpc__rdma_count(RRPC_RDMA_CNT_CLOSE_UNCONFIRMED, 1);
   rrpc__ep_close_finish(ep);
 }
@@ -598,6 +616,12 @@ static int close_wait(rrpc__rdma_ep *ep) {
   if (done) return -1;
   uint64_t deadline = rrpc__now_us() + (uint64_t)ep->opts->close_wait_ms * 1000;
   if (rrpc__loop_timer_add(ep->loop, deadline, on_close_timeout, ep, &ep->close_timer) != 0) {
+    ep->close_timer = 0;
+    return -1;
+  }
+  /* A loop stopped meanwhile drops its timers: the hook then finishes. */
+  if (rrpc__loop_stop_hook_add(ep->loop, on_loop_stop, ep) != 0) {
+    (void)rrpc__loop_timer_cancel(ep->loop, ep->close_timer);
     ep->close_timer = 0;
     return -1;
   }

@@ -3,7 +3,8 @@
  * verbs resources and the transport ops, handshake.c the SMC-R CLC
  * handshake over the TCP connection, datapath.c the ring data path.
  *
- * Locking: `mu` guards the windows, the send queue and every post to the QP
+ * Locking: the data path (`dp`, struct rrpc__ep_dp) has its own lock,
+ * dp.mu, that guards the windows, the send queue and every post to the QP
  * (the writer may be any thread; acks arrive on the loop thread; ring blocks
  * are released on whatever thread drops them). Handshake state and the read
  * buffer belong to the socket's loop thread. Drop iobuf references after
@@ -14,7 +15,7 @@
  *
  * Fields are grouped by owner: `hs` (the handshake, loop thread), `vb` (verbs
  * resources, one create/destroy order in endpoint.c), what the handshake
- * agreed (read-only once UP), and the data path under `mu`.
+ * agreed (read-only once UP), and `dp` (the data path, under dp.mu).
  *
  * Lifetime: refcounted - one reference for the socket (dropped in the ops'
  * close) and one per zero-copy ring slice handed to the application, so the
@@ -94,6 +95,36 @@ struct rrpc__ep_verbs {
   uint32_t max_send_sge;
 };
 
+/* The data path: the windows, the cursors and the send queue's
+ * bookkeeping, under `mu` (take it with rrpc__ep_lock): the writer may be
+ * any thread, acks and completions arrive on the loop thread, ring slices
+ * are released on whatever thread drops them. Once the QP is connected,
+ * every field is read and written with mu held (before that, only the
+ * loop thread sets it up). datapath.c owns it; endpoint.c sets it up
+ * (windows, inflight ring, the window bind's WR) and marks the QP dead at
+ * teardown under mu; describe.c reads it through rrpc__dp_view only. */
+struct rrpc__ep_dp {
+  pthread_mutex_t mu;
+  struct rrpc__tx_window tx;
+  struct rrpc__rx_window rx;
+  struct rrpc__rx_reclaim reclaim;
+  uint64_t zc_outstanding; /* ring bytes handed out zero-copy, not yet released */
+  int peer_asked;          /* the peer's last data message asked for an ACK */
+  int write_blocked;       /* a write returned -EAGAIN; resume when room appears */
+  int qp_dead;             /* posting failed or the QP errored: post nothing more */
+  uint64_t wr_seq;         /* WRs posted so far */
+  uint64_t wr_done;        /* WRs known complete */
+  uint32_t unsignaled;
+  uint64_t unsignaled_bytes;
+  struct rrpc__ep_inflight *inflight; /* FIFO ring of sq_size entries */
+  uint32_t if_head, if_count;
+  uint16_t cdc_seq;      /* last CDC sequence number sent */
+  uint64_t cdc_slot_wr;  /* WR of the last CDC sent from the slot (not inline) */
+  int closed_sent;       /* the connection is closing: no writer posts any more */
+  uint8_t close_flags;   /* the close CDC's connection-state flags, 0 = none due */
+  uint64_t close_wr;     /* the WR that carried it, 0 while not posted yet */
+};
+
 typedef struct rrpc__rdma_ep {
   atomic_int refs;
   rrpc__socket *s; /* borrowed; NULL once the socket let go */
@@ -122,26 +153,7 @@ typedef struct rrpc__rdma_ep {
    * out of window. Stream offsets; loop thread. */
   uint64_t held_start, held_len;
 
-  /* --- under mu (take it with rrpc__ep_lock) --- */
-  pthread_mutex_t mu;
-  struct rrpc__tx_window tx;
-  struct rrpc__rx_window rx;
-  struct rrpc__rx_reclaim reclaim;
-  uint64_t zc_outstanding; /* ring bytes handed out zero-copy, not yet released */
-  int peer_asked;          /* the peer's last data message asked for an ACK */
-  int write_blocked;       /* a write returned -EAGAIN; resume when room appears */
-  int qp_dead;             /* posting failed or the QP errored: post nothing more */
-  uint64_t wr_seq;         /* WRs posted so far */
-  uint64_t wr_done;        /* WRs known complete */
-  uint32_t unsignaled;
-  uint64_t unsignaled_bytes;
-  struct rrpc__ep_inflight *inflight; /* FIFO ring of sq_size entries */
-  uint32_t if_head, if_count;
-  uint16_t cdc_seq;      /* last CDC sequence number sent */
-  uint64_t cdc_slot_wr;  /* WR of the last CDC sent from the slot (not inline) */
-  int closed_sent;       /* the connection is closing: no writer posts any more */
-  uint8_t close_flags;   /* the close CDC's connection-state flags, 0 = none due */
-  uint64_t close_wr;     /* the WR that carried it, 0 while not posted yet */
+  struct rrpc__ep_dp dp; /* the data path, under its own lock */
 } rrpc__rdma_ep;
 
 /* ---- ep_lock.c ---------------------------------------------------------- */

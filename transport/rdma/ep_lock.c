@@ -1,4 +1,4 @@
-/* ep_lock.c - the endpoint lock (ep->mu) and the rule that makes dropping a
+/* ep_lock.c - the endpoint lock (ep->dp.mu) and the rule that makes dropping a
  * ring slice under it harmless.
  *
  * A zero-copy ring slice's deleter takes the mu of the endpoint whose ring
@@ -18,7 +18,7 @@ static _Thread_local struct rrpc__ep_deferred *tls_head;
 static _Thread_local int tls_running; /* running the list: do not recurse */
 
 void rrpc__ep_lock(rrpc__rdma_ep *ep) {
-  pthread_mutex_lock(&ep->mu);
+  pthread_mutex_lock(&ep->dp.mu);
   tls_depth++;
 }
 
@@ -34,7 +34,7 @@ static void run_deferred(void) {
 }
 
 void rrpc__ep_unlock(rrpc__rdma_ep *ep) {
-  pthread_mutex_unlock(&ep->mu);
+  pthread_mutex_unlock(&ep->dp.mu);
   if (--tls_depth == 0 && tls_head != NULL && !tls_running) run_deferred();
 }
 

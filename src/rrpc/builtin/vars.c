@@ -75,6 +75,10 @@ static const struct {
     {"rrpc_rdma_blocked_on_window_total", "Times a sender waited for ring space or credits", 1,
      offsetof(rrpc_rdma_stats, blocked_on_window)},
     {"rrpc_rdma_pool_bytes", "Registered memory pool size (bytes)", 0, offsetof(rrpc_rdma_stats, pool_bytes)},
+    {"rrpc_rdma_ring_bytes", "Registered receive rings of connections (bytes)", 0,
+     offsetof(rrpc_rdma_stats, ring_bytes)},
+    {"rrpc_rdma_slot_bytes", "Registered CDC receive slots of connections (bytes)", 0,
+     offsetof(rrpc_rdma_stats, slot_bytes)},
 };
 
 /* ---- the list ------------------------------------------------------------------ */

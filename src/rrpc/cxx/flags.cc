@@ -60,6 +60,9 @@ DEFINE_uint64(rrpc_max_input_bytes, 1u << 30,
 DEFINE_int32(rrpc_socket_max_pending_requests, 1024,
              "Requests read from one server connection and not answered yet; at it the server "
              "stops reading that connection until half are answered");
+DEFINE_int32(rrpc_completion_handoff, 0,
+             "Client completions of one busy connection: at least this many from one read "
+             "(>= 2) and half run on another, sleeping process-wide loop; 0 = off (the default)");
 DEFINE_int32(rrpc_clc_sniff_timeout_ms, 2000,
              "A TCP server connection whose first bytes may be SMC-R CLC must complete the "
              "message within this time");
@@ -93,7 +96,8 @@ const bool g_validators_registered =
     gflags::RegisterFlagValidator(&FLAGS_rrpc_max_unwritten_bytes, rrpc::detail::FlagPositive64) &&
     gflags::RegisterFlagValidator(&FLAGS_rrpc_max_input_bytes, rrpc::detail::FlagPositive64) &&
     gflags::RegisterFlagValidator(&FLAGS_rrpc_clc_sniff_timeout_ms, rrpc::detail::FlagNonNegative) &&
-    gflags::RegisterFlagValidator(&FLAGS_rrpc_socket_max_pending_requests, rrpc::detail::FlagNonNegative);
+    gflags::RegisterFlagValidator(&FLAGS_rrpc_socket_max_pending_requests, rrpc::detail::FlagNonNegative) &&
+    gflags::RegisterFlagValidator(&FLAGS_rrpc_completion_handoff, rrpc::detail::FlagNonNegative);
 
 }  // namespace
 
@@ -146,6 +150,9 @@ void ApplyLoopFlags() {
   // By name: with brpc linked, its event_dispatcher_num (same meaning) rules.
   const int n =
       static_cast<int>(FlagInt64("event_dispatcher_num", kDefaultEventDispatcherNum));
+  // Only when set, so rrpc_set_completion_handoff from C stays in force.
+  if (FlagSet("rrpc_completion_handoff") && rrpc_set_completion_handoff(FLAGS_rrpc_completion_handoff) != 0)
+    LOG(WARNING) << "--rrpc_completion_handoff=" << FLAGS_rrpc_completion_handoff << " ignored (1 is refused)";
   int rc = rrpc_set_event_dispatcher_num(n);
   static std::once_flag warned;
   if (rc == -EBUSY && n != 0) {

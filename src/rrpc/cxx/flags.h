@@ -51,6 +51,7 @@ DECLARE_uint64(rrpc_max_unwritten_bytes);
 DECLARE_uint64(rrpc_max_input_bytes);
 DECLARE_int32(rrpc_clc_sniff_timeout_ms);
 DECLARE_int32(rrpc_socket_max_pending_requests);
+DECLARE_int32(rrpc_completion_handoff);
 DECLARE_bool(enable_metrics);
 DECLARE_uint64(builtin_max_request_bytes);
 DECLARE_uint64(builtin_max_connections_listed);

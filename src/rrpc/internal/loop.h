@@ -125,6 +125,16 @@ typedef void (*rrpc__poll_fn)(void *arg);
 int rrpc__loop_poller_add(rrpc__loop *loop, rrpc__poll_fn fn, void *arg);
 void rrpc__loop_poller_del(rrpc__loop *loop, rrpc__poll_fn fn, void *arg);
 
+/* ---- stop hooks -------------------------------------------------------------
+ * A stop hook runs once, on the loop thread, when the loop stops (after its
+ * last tasks, before rrpc__loop_stop returns), unless deleted before: for
+ * an owner that waits on the loop (a timer, a watcher) for something that
+ * must be released even if the loop goes first, such as a closed RDMA
+ * connection waiting for its close CDC. Loop thread only, for add and del;
+ * a hook may del itself or another. add: 0 or -ENOMEM. */
+int rrpc__loop_stop_hook_add(rrpc__loop *loop, rrpc__task_fn fn, void *arg);
+void rrpc__loop_stop_hook_del(rrpc__loop *loop, rrpc__task_fn fn, void *arg);
+
 /* ---- watchdog ----------------------------------------------------------------
  * rrpc__loop_watchdog_set - log (ERROR) and count every loop callback (task,
  * timer, fd watcher, poller) that ran longer than `blocked_us` (wall time)
