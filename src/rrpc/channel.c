@@ -36,6 +36,7 @@
 #include "rrpc/internal/socket.h"
 #include "rrpc/channel.h"
 #include "rrpc/errors.h"
+#include "rrpc/rdma.h"
 
 #define DEFAULT_TIMEOUT_MS 500
 #define DEFAULT_CONNECT_TIMEOUT_MS 200
@@ -771,7 +772,11 @@ int rrpc_channel_new(const char *addr, const rrpc_channel_options *opts, rrpc_ch
   int rc = rrpc__addr_parse_any(addr, &ch->addr);
   if (rc == 0 && rrpc__addr_is_any(&ch->addr)) rc = -EINVAL;
   /* A unix socket has no RDMA device behind it: it always speaks plain. */
-  if (rc == 0) rc = rrpc__transport_pick(ch->addr.ss.ss_family == AF_UNIX ? 0 : o.use_rdma, &ch->ops);
+  if (rc == 0 && o.rdma_dialect != 0 && o.rdma_dialect != RRPC_RDMA_DIALECT_IMM && o.rdma_dialect != RRPC_RDMA_DIALECT_BRPC)
+    rc = -EINVAL; /* RRPC_RDMA_DIALECT_CURSOR is not built */
+  if (rc == 0)
+    rc = rrpc__transport_pick(
+        ch->addr.ss.ss_family == AF_UNIX ? 0 : rrpc__transport_rdma_want(o.use_rdma, o.rdma_dialect), &ch->ops);
   if (rc == 0) rc = rrpc__loop_group_global(0, &ch->group);
   if (rc == 0) rc = rrpc__call_stats_new(&ch->stats);
   if (rc != 0) {
@@ -814,7 +819,8 @@ int rrpc_channel_new_lb(const char *naming_url, const char *lb, const rrpc_chann
   if (naming_url == NULL || out == NULL) return -EINVAL;
   rrpc_channel *ch = calloc(1, sizeof *ch);
   if (ch == NULL) return -ENOMEM;
-  int rc = rrpc__transport_pick(opts != NULL && opts->use_rdma, &ch->ops);
+  int rc = rrpc__transport_pick(opts != NULL ? rrpc__transport_rdma_want(opts->use_rdma, opts->rdma_dialect) : 0,
+                                &ch->ops);
   if (rc == 0) rc = rrpc__cluster_new(naming_url, lb, opts, &ch->cluster);
   if (rc != 0) {
     free(ch);

@@ -97,4 +97,5 @@ void rrpc_limit_stats_get(rrpc_limit_stats *out) {
   out->idle_closes = atomic_load(&counters[RRPC__LC_IDLE_CLOSES]);
   out->concurrency_rejects = atomic_load(&counters[RRPC__LC_CONCURRENCY_REJECTS]);
   out->logoff_rejects = atomic_load(&counters[RRPC__LC_LOGOFF_REJECTS]);
+  out->brpc_hello_errors = atomic_load(&counters[RRPC__LC_BRPC_HELLO_ERRORS]);
 }

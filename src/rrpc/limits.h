@@ -65,6 +65,8 @@ typedef struct rrpc_limit_stats {
   uint64_t idle_closes;              /* connections closed by a server's idle timeout */
   uint64_t concurrency_rejects;      /* requests refused with ELIMIT */
   uint64_t logoff_rejects;           /* requests refused with ELOGOFF (stopping) */
+  uint64_t brpc_hello_errors;        /* connections closed for a malformed brpc RDMA
+                                        hello or ACK (docs/from-brpc.md) */
 } rrpc_limit_stats;
 
 /* rrpc_limit_stats_get - a snapshot of the counters. Any thread. */

@@ -55,6 +55,18 @@ typedef struct rrpc_rdma_options {
                                       until its close CDC has left, at most this long (the
                                       peer then learns of the close through TCP only;
                                       counted in close_unconfirmed); 0 = 1000 */
+  int tcp_only_ttl_s;              /* rrpc_rdma_tcp_only_ttl_s: a server that closed the
+                                      connection during the RDMA handshake (it predates CLC,
+                                      e.g. brpc) is called again at once over plain TCP, and
+                                      reached over TCP only, with no handshake, for so many
+                                      seconds; 0 = 300; < 0 = never remembered (each new
+                                      connection tries RDMA, then TCP once) */
+  int dialect;                     /* rdma_dialect: what a client speaks (a server
+                                      understands every dialect built in):
+                                      RRPC_RDMA_DIALECT_AUTO (0, = IMM), _IMM (rrpc's CLC
+                                      handshake and write-with-immediate ring), _BRPC
+                                      (Apache brpc's hello v2 and SEND data path,
+                                      docs/from-brpc.md); _CURSOR is not built (-EINVAL) */
   size_t registered_max_size_mb;   /* rdma_registered_max_size_mb: everything rrpc registers
                                       (pinned) at once, pool + rings + CDC slots; a
                                       connection whose ring would pass it falls back to TCP
@@ -62,6 +74,13 @@ typedef struct rrpc_rdma_options {
                                       growing at it (-RRPC_EPOOL); 0 = 5120 (the pool's
                                       4096 + 1 GiB for rings) */
 } rrpc_rdma_options;
+
+enum {
+  RRPC_RDMA_DIALECT_AUTO = 0,
+  RRPC_RDMA_DIALECT_IMM = 1,
+  RRPC_RDMA_DIALECT_CURSOR = 2,
+  RRPC_RDMA_DIALECT_BRPC = 3,
+};
 
 /* rrpc_rdma_options_init - fill with the defaults spelled out above
  * (zeroing the struct gives the same behaviour). */

@@ -36,6 +36,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -101,6 +102,8 @@ struct rrpc__socket {
   struct sockaddr_storage peer;
   struct sockaddr_storage local;
   char peer_str[64]; /* "ip:port", formatted once: calls copy it per request */
+  socklen_t peer_len;     /* client sockets made by rrpc__socket_connect: */
+  int connect_timeout_ms; /* what a reconnect (rrpc__socket_reconnect) reuses */
   /* figures for the builtin pages */
   _Atomic uint64_t bytes_in, bytes_out;
   size_t rbuf_left;    /* rbuf length after the last on_data (loop thread) */
@@ -146,6 +149,8 @@ void rrpc__socket_switch_transport(rrpc__socket *s, const rrpc_transport_ops *op
   s->ops = ops;
   s->tstate = NULL;
 }
+
+void rrpc__socket_peer_addr(const rrpc__socket *s, struct sockaddr_storage *out) { *out = s->peer; }
 
 int rrpc__socket_local_addr(const rrpc__socket *s, struct sockaddr_storage *out) {
   *out = s->local;
@@ -672,6 +677,8 @@ static void attempt_timeout(void *arg) {
   attempt_failed(s, -ETIMEDOUT);
 }
 
+static void connect_fd(rrpc__socket *s);
+
 static void connect_attempt(rrpc__socket *s) {
   struct connect_plan *p = s->plan;
   int fd = socket(p->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -681,6 +688,13 @@ static void connect_attempt(rrpc__socket *s) {
   }
   s->fd = fd;
   s->watcher.fd = fd;
+  connect_fd(s);
+}
+
+/* Connect s->fd (a fresh non-blocking socket) as s->plan says. */
+static void connect_fd(rrpc__socket *s) {
+  struct connect_plan *p = s->plan;
+  int fd = s->fd;
   if (connect(fd, (const struct sockaddr *)&p->sa, p->salen) == 0) {
     int rc = rrpc__loop_watch_add(s->loop, &s->watcher);
     if (rc != 0) {
@@ -803,8 +817,46 @@ int rrpc__socket_connect(rrpc__loop *loop, const struct sockaddr *sa, socklen_t 
   s->plan->backoff_ms = CONNECT_BACKOFF_FIRST_MS;
   atomic_init(&s->fd_ready, 0);
   memcpy(&s->peer, sa, salen);
+  s->peer_len = salen;
+  s->connect_timeout_ms = s->plan->timeout_ms;
   addr_str(&s->peer, s->peer_str, sizeof s->peer_str);
   return socket_post_start(s, out);
+}
+
+/* The new TCP socket takes the old one's descriptor number (dup3), so
+ * s->fd never changes under a thread that reads it (rrpc__socket_fail
+ * shuts it down from any thread): the old connection is closed by that
+ * very call, and no other file can ever get its number meanwhile. */
+int rrpc__socket_reconnect(rrpc__socket *s, const rrpc_transport_ops *ops) {
+  if (!s->is_client || s->peer_len == 0 || s->plan != NULL || s->fd < 0) return -EINVAL;
+  struct connect_plan *p = calloc(1, sizeof *p);
+  if (p == NULL) return -ENOMEM;
+  int fd = socket(s->peer.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    free(p);
+    return -errno;
+  }
+  if (s->watching) {
+    rrpc__loop_watch_del(s->loop, &s->watcher);
+    s->watching = 0;
+  }
+  int rc = dup3(fd, s->fd, O_CLOEXEC) < 0 ? -errno : 0;
+  close(fd);
+  if (rc != 0) {
+    free(p);
+    return rc;
+  }
+  memcpy(&p->sa, &s->peer, s->peer_len);
+  p->salen = s->peer_len;
+  p->timeout_ms = s->connect_timeout_ms;
+  p->backoff_ms = CONNECT_BACKOFF_FIRST_MS;
+  s->plan = p;
+  s->ops = ops;
+  s->tstate = NULL;
+  s->started = 0;
+  rrpc_iobuf_clear(&s->rbuf);
+  connect_fd(s);
+  return 0;
 }
 
 int rrpc__socket_connected(const rrpc__socket *s) { return atomic_load(&s->fd_ready); }

@@ -85,9 +85,15 @@ typedef struct rrpc_transport_ops {
 
 /* ---- transport selection (transport/registry.c) -------------------------- */
 /* rrpc__transport_pick - ops for a new connection. want_rdma: 0 = TCP,
- * 1 = RDMA (with fallback to TCP inside the RDMA transport). 0, or
+ * 1 = RDMA (with fallback to TCP inside the RDMA transport) in the
+ * process's dialect, 1 + RRPC_RDMA_DIALECT_x = RDMA in that dialect
+ * (rrpc__transport_rdma_want). 0, or
  * -RRPC_ENORDMA when RDMA is asked for in a build without it. */
 int rrpc__transport_pick(int want_rdma, const rrpc_transport_ops **out);
+/* want_rdma for a channel's use_rdma and rdma_dialect options. */
+static inline int rrpc__transport_rdma_want(int use_rdma, int dialect) {
+  return !use_rdma ? 0 : dialect > 0 ? 1 + dialect : 1;
+}
 /* rrpc__transport_tcp - the plain TCP ops (for an RDMA transport that
  * falls back after its handshake). */
 const rrpc_transport_ops *rrpc__transport_tcp(void);
@@ -119,6 +125,7 @@ typedef struct rrpc__rdma_runtime_facts {
 int rrpc__rdma_runtime_facts_get(rrpc__rdma_runtime_facts *out);
 
 /* ---- what the core offers transports ------------------------------------- */
+struct sockaddr_storage;
 int rrpc__socket_fd(const rrpc__socket *s);
 rrpc__loop *rrpc__socket_loop(const rrpc__socket *s);
 /* The read buffer: append received bytes here (loop thread only). */
@@ -130,6 +137,15 @@ void *rrpc__socket_tstate(const rrpc__socket *s);
  * Loop thread, before ready. The old transport's close is NOT called: it
  * must release its state itself before switching. */
 void rrpc__socket_switch_transport(rrpc__socket *s, const rrpc_transport_ops *ops);
+/* rrpc__socket_reconnect - a client socket whose transport has not called
+ * ready yet drops its TCP connection and connects again to the same peer
+ * (one attempt, the socket's connect timeout), then starts with `ops`;
+ * queued writes wait for that transport's ready as before. For a server
+ * that closed the connection during an RDMA handshake it does not know.
+ * Loop thread. 0 (a failure later fails the socket), or a negative code. */
+int rrpc__socket_reconnect(rrpc__socket *s, const rrpc_transport_ops *ops);
+/* The peer's address (for a client, the one it connected to). */
+void rrpc__socket_peer_addr(const rrpc__socket *s, struct sockaddr_storage *out);
 /* Watch the TCP fd for EPOLLOUT as well (TCP transport's partial writes).
  * Any thread. */
 int rrpc__socket_want_writable(rrpc__socket *s, int on);

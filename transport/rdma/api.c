@@ -12,6 +12,7 @@
 #include "rrpc/errors.h"
 #include "rrpc/internal/log.h"
 #include "rrpc/rdma.h"
+#include "rrpc/transport.h"
 #include "transport/rdma/device.h"
 #include "transport/rdma/pool.h"
 
@@ -21,6 +22,7 @@ enum {
   DEFAULT_HANDSHAKE_MS = 2000,
   DEFAULT_MAX_HANDSHAKES = 64,
   DEFAULT_CLOSE_WAIT_MS = 1000,
+  DEFAULT_TCP_ONLY_TTL_S = 300,
   DEFAULT_POOL_INITIAL_MB = 64,
   DEFAULT_POOL_INCREASE_MB = 64,
   DEFAULT_POOL_MAX_MB = 4096,
@@ -58,6 +60,7 @@ void rrpc_rdma_options_init(rrpc_rdma_options *o) {
   o->max_handshakes = DEFAULT_MAX_HANDSHAKES;
   o->registered_max_size_mb = DEFAULT_REGISTERED_MAX_MB;
   o->close_wait_ms = DEFAULT_CLOSE_WAIT_MS;
+  o->tcp_only_ttl_s = DEFAULT_TCP_ONLY_TTL_S;
 }
 
 /* Smallest 16 KiB << n that holds `want` (the ring is indexed with a mask
@@ -78,7 +81,8 @@ static int options_normalize(const rrpc_rdma_options *in, rrpc_rdma_options *out
   if (in->port < 0 || in->port > 255 || in->gid_index_plus1 < 0 || in->sq_size < 0 ||
       in->sq_size > QUEUE_MAX || in->rq_size < 0 || in->rq_size > QUEUE_MAX ||
       in->handshake_timeout_ms < 0 || in->ring_size > RING_MAX || in->max_handshakes < 0 ||
-      in->close_wait_ms < 0)
+      in->close_wait_ms < 0 || (in->dialect != RRPC_RDMA_DIALECT_AUTO && in->dialect != RRPC_RDMA_DIALECT_IMM &&
+                                in->dialect != RRPC_RDMA_DIALECT_BRPC))
     return -EINVAL;
   device[0] = '\0';
   out->device = NULL;
@@ -103,6 +107,7 @@ static int options_normalize(const rrpc_rdma_options *in, rrpc_rdma_options *out
   if (out->zerocopy_min_size == 0) out->zerocopy_min_size = def.zerocopy_min_size;
   if (out->max_handshakes == 0) out->max_handshakes = def.max_handshakes;
   if (out->close_wait_ms == 0) out->close_wait_ms = def.close_wait_ms;
+  if (out->tcp_only_ttl_s == 0) out->tcp_only_ttl_s = def.tcp_only_ttl_s;
   if (out->registered_max_size_mb == 0) out->registered_max_size_mb = def.registered_max_size_mb;
   if (out->registered_max_size_mb > (SIZE_MAX >> 21)) return -EINVAL;
   out->use_polling = in->use_polling != 0;
@@ -257,10 +262,11 @@ void rrpc__rdma_note_fallback(uint32_t decline_code) {
   atomic_fetch_add_explicit(&g_counters[RRPC_RDMA_CNT_CONN_FALLBACK], 1, memory_order_relaxed);
   atomic_store_explicit(&g_fallback_reason, decline_code, memory_order_relaxed);
   if (first_sighting(decline_code))
-    RRPC_LOG(WARNING, "rdma: connection falls back to TCP, reason 0x%08x (further ones with this "
-             "reason are logged at DEBUG)", decline_code);
+    RRPC_LOG(WARNING, "rdma: connection falls back to TCP, reason 0x%08x %s (further ones with this "
+             "reason are logged at DEBUG)", decline_code, rrpc__transport_fallback_text(decline_code));
   else
-    RRPC_LOG(DEBUG, "rdma: connection falls back to TCP, reason 0x%08x", decline_code);
+    RRPC_LOG(DEBUG, "rdma: connection falls back to TCP, reason 0x%08x %s", decline_code,
+             rrpc__transport_fallback_text(decline_code));
 }
 
 static uint64_t load(rrpc__rdma_counter c) {

@@ -17,6 +17,9 @@
 #include "transport/rdma/endpoint.h"
 #include "transport/rdma/budget.h"
 #include "transport/clc_decline.h"
+#include "transport/fallback_codes.h"
+#include "transport/rdma/brpc_ep.h"
+#include "transport/rdma/tcp_only.h"
 #include "transport/rdma/rdma_transport.h"
 #include "transport/smc/cdc.h"
 
@@ -425,6 +428,47 @@ static void ep_fallback(rrpc__rdma_ep *ep, uint32_t code, int send) {
   if (!was_up) tcp->start(s, rrpc__socket_is_client(s));
 }
 
+/* The server closed the connection during the handshake without a word:
+ * it predates CLC (brpc, or anything that closes on bytes it does not
+ * know). Remember it as TCP-only and call it again over plain TCP, once:
+ * the queued calls go there. Loop thread. */
+static void hs_retry_over_tcp(rrpc__rdma_ep *ep) {
+  rrpc__socket *s = ep->s;
+  struct sockaddr_storage peer;
+  rrpc__socket_peer_addr(s, &peer);
+  rrpc__tcp_only_note(&peer, ep->opts->tcp_only_ttl_s, rrpc__now_us());
+  rrpc__rdma_note_fallback(RRPC_FB_PEER_CLOSED_HANDSHAKE);
+  rrpc__socket_note_fallback(s, RRPC_FB_PEER_CLOSED_HANDSHAKE);
+  trace_fallback(ep, RRPC_FB_PEER_CLOSED_HANDSHAKE);
+  hs_timer_cancel(ep);
+  rrpc__hs_slot_release(ep);
+  if (ep->opts->no_fallback) {
+    ep->state = EP_FAILED;
+    rrpc__socket_fail(s, -RRPC_EDECLINED);
+    return;
+  }
+  verbs_destroy(ep);
+  ep->s = NULL;
+  rrpc__ep_unref(ep);
+  int rc = rrpc__socket_reconnect(s, rrpc__transport_tcp());
+  if (rc != 0) rrpc__socket_fail(s, rc);
+}
+
+/* A client reaching a server remembered as TCP-only: plain TCP from the
+ * first byte (no Proposal, no Decline: such a server closes on either). */
+static int start_tcp_only(rrpc__socket *s) {
+  rrpc__rdma_note_fallback(RRPC_FB_PEER_TCP_ONLY);
+  rrpc__socket_note_fallback(s, RRPC_FB_PEER_TCP_ONLY);
+  rrpc__socket_switch_transport(s, rrpc__transport_tcp());
+  return rrpc__transport_tcp()->start(s, 1);
+}
+
+static int remembered_tcp_only(rrpc__socket *s) {
+  struct sockaddr_storage peer;
+  rrpc__socket_peer_addr(s, &peer);
+  return rrpc__tcp_only_check(&peer, rrpc__now_us());
+}
+
 /* ---- applying the handshake's outcomes -------------------------------------------- */
 
 static void on_hs_deadline(void *arg) {
@@ -470,16 +514,28 @@ static int hs_first_cdc(rrpc__rdma_ep *ep) {
   return rc;
 }
 
-/* A client that does not speak CLC: serve it as plain TCP, untouched. */
+/* A client that does not speak CLC: serve it as plain TCP - through the
+ * server-side sniff, which refuses a brpc RDMA hello it cannot serve
+ * (transport/tcp/brpc_sniff.c). */
 static void hs_plain_tcp(rrpc__rdma_ep *ep) {
   rrpc__socket *s = ep->s;
   hs_timer_cancel(ep);
   ep->s = NULL;
   rrpc__ep_unref(ep);
-  const rrpc_transport_ops *tcp = rrpc__transport_tcp();
+  const rrpc_transport_ops *tcp = rrpc__transport_tcp_default();
   rrpc__socket_switch_transport(s, tcp);
   tcp->start(s, 0);
   tcp->on_fd_event(s, EPOLLIN);
+}
+
+/* A brpc client with RDMA on: its dialect takes the connection over. */
+static void hs_brpc(rrpc__rdma_ep *ep) {
+  rrpc__socket *s = ep->s;
+  rrpc__rdma_dev *dev = ep->dev;
+  hs_timer_cancel(ep);
+  ep->s = NULL;
+  rrpc__ep_unref(ep);
+  rrpc__brpc_server_take(s, dev);
 }
 
 static void hs_fail(rrpc__rdma_ep *ep, int err) {
@@ -521,6 +577,8 @@ void rrpc__ep_hs_apply(rrpc__rdma_ep *ep, struct rrpc__hs_out o) {
     case RRPC_HS_FALLBACK: ep_fallback(ep, o.code, o.send_decline); return;
     case RRPC_HS_FAIL: hs_fail(ep, o.err); return;
     case RRPC_HS_PLAIN_TCP: hs_plain_tcp(ep); return;
+    case RRPC_HS_BRPC: hs_brpc(ep); return;
+    case RRPC_HS_RETRY_TCP: hs_retry_over_tcp(ep); return;
     }
     return;
   }
@@ -528,10 +586,20 @@ void rrpc__ep_hs_apply(rrpc__rdma_ep *ep, struct rrpc__hs_out o) {
 
 /* ---- the ops table ------------------------------------------------------------ */
 
-static int rdma_start(rrpc__socket *s, int is_client) {
+static int rdma_start_dialect(rrpc__socket *s, int is_client, int dialect) {
   const rrpc_rdma_options *opts = rrpc__rdma_options();
+  if (is_client && !opts->no_fallback && remembered_tcp_only(s)) return start_tcp_only(s);
   rrpc__rdma_dev *dev = NULL;
   int rc = rrpc__rdma_dev_get(&dev);
+  if (is_client && dialect == RRPC_RDMA_DIALECT_BRPC) {
+    /* brpc's client without a device sends no hello: plain TCP. */
+    if (rc == 0) return rrpc__brpc_client_start(s, dev);
+    if (opts->no_fallback) return -RRPC_ENODEV;
+    rrpc__rdma_note_fallback(RRPC_CLC_DECL_NOSMCDEV);
+    rrpc__socket_note_fallback(s, RRPC_CLC_DECL_NOSMCDEV);
+    rrpc__socket_switch_transport(s, rrpc__transport_tcp());
+    return rrpc__transport_tcp()->start(s, is_client);
+  }
   if (rc == 0) rc = rrpc__rdma_pool_start(dev);
   if (rc != 0) {
     if (opts->no_fallback) return -RRPC_ENODEV;
@@ -685,9 +753,30 @@ static void rdma_on_read_resumed(rrpc__socket *s) {
   if (ep != NULL && ep->state == EP_UP) rrpc__dp_resume_read(ep);
 }
 
+static int rdma_start(rrpc__socket *s, int is_client) {
+  return rdma_start_dialect(s, is_client, rrpc__rdma_options()->dialect);
+}
+
+/* A channel whose own options ask for brpc's dialect. */
+static int rdma_start_brpc(rrpc__socket *s, int is_client) {
+  return rdma_start_dialect(s, is_client, RRPC_RDMA_DIALECT_BRPC);
+}
+
 static const rrpc_transport_ops rdma_ops = {
     .name = "rdma",
     .start = rdma_start,
+    .write = rrpc__dp_write,
+    .on_fd_event = rdma_on_fd_event,
+    .on_fail = rdma_on_fail,
+    .close = rdma_close,
+    .describe = rdma_describe,
+    .is_rdma = rdma_is_rdma,
+    .facts = rrpc__rdma_conn_facts,
+    .on_read_resumed = rdma_on_read_resumed,
+};
+static const rrpc_transport_ops rdma_brpc_client_ops = {
+    .name = "rdma",
+    .start = rdma_start_brpc,
     .write = rrpc__dp_write,
     .on_fd_event = rdma_on_fd_event,
     .on_fail = rdma_on_fail,
@@ -707,4 +796,10 @@ int rrpc__rdma_transport_get(const rrpc_transport_ops **out) {
   if (rrpc__rdma_dev_get(&dev) == 0) (void)rrpc__rdma_pool_start(dev);
   *out = &rdma_ops;
   return 0;
+}
+
+int rrpc__rdma_transport_get_dialect(int dialect, const rrpc_transport_ops **out) {
+  int rc = rrpc__rdma_transport_get(out);
+  if (rc == 0 && dialect == RRPC_RDMA_DIALECT_BRPC) *out = &rdma_brpc_client_ops;
+  return rc;
 }

@@ -191,6 +191,8 @@ enum rrpc__hs_do {
   RRPC_HS_FALLBACK,  /* go on over TCP: code, send_decline */
   RRPC_HS_FAIL,      /* fail the connection with err */
   RRPC_HS_PLAIN_TCP, /* the client does not speak CLC: hand the fd to TCP */
+  RRPC_HS_BRPC,      /* the client opened with brpc's RDMA hello: hand it to brpc_ep.c */
+  RRPC_HS_RETRY_TCP, /* the server closed on our Proposal: reconnect over TCP, remember it */
 };
 struct rrpc__hs_out {
   enum rrpc__hs_do what;
@@ -221,6 +223,10 @@ struct rrpc__hs_out rrpc__hs_created(rrpc__rdma_ep *ep, int rc, const struct rrp
 struct rrpc__hs_out rrpc__hs_connected(rrpc__rdma_ep *ep, int rc, const struct rrpc__hs_local *l);
 /* Give back the handshake slot, if held (UP, fallback, close). Any thread. */
 void rrpc__hs_slot_release(rrpc__rdma_ep *ep);
+/* A slot of --rdma_max_concurrent_handshakes for another dialect's server
+ * handshake (brpc_ep.c): 0 or -EBUSY (counted); put gives it back. */
+int rrpc__hs_slot_try(int cap);
+void rrpc__hs_slot_put(void);
 /* endpoint.c: apply what the handshake decided (loop thread): create the
  * verbs resources, connect the QP, send a CLC message, come up, fall back
  * to TCP (a Decline if asked; or fail the socket when fallback is

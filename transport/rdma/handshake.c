@@ -36,6 +36,7 @@
 
 #include "rrpc/errors.h"
 #include "rrpc/internal/log.h"
+#include "transport/rdma/brpc_ep.h"
 #include "transport/rdma/endpoint.h"
 
 /* ---- outcomes --------------------------------------------------------------------- */
@@ -80,6 +81,19 @@ static int hs_slot_take(rrpc__rdma_ep *ep) {
   atomic_store(&ep->hs.slot, 1);
   return 0;
 }
+
+int rrpc__hs_slot_try(int cap) {
+  uint_fast64_t n = atomic_load(&g_hs_in_progress);
+  do {
+    if (n >= (uint64_t)cap) {
+      rrpc__rdma_count(RRPC_RDMA_CNT_HS_REFUSED, 1);
+      return -EBUSY;
+    }
+  } while (!atomic_compare_exchange_weak(&g_hs_in_progress, &n, n + 1));
+  return 0;
+}
+
+void rrpc__hs_slot_put(void) { atomic_fetch_sub(&g_hs_in_progress, 1); }
 
 void rrpc__hs_slot_release(rrpc__rdma_ep *ep) {
   if (atomic_exchange(&ep->hs.slot, 0)) atomic_fetch_sub(&g_hs_in_progress, 1);
@@ -240,6 +254,7 @@ static int server_sniff(rrpc__rdma_ep *ep) {
   ssize_t n = recv(rrpc__socket_fd(ep->s), buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
   if (n == 0) return -RRPC_ECLOSE;
   if (n < 0) return (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? 0 : -errno;
+  if (rrpc__brpc_hello_magic(buf, (size_t)n)) return 2; /* brpc's RDMA hello */
   struct rrpc__clc_hdr h;
   int rc = rrpc__clc_peek_header(buf, (size_t)n, &h);
   if (rc != 0 && rc != -EAGAIN) return -RRPC_EPARSE;
@@ -342,6 +357,10 @@ struct rrpc__hs_out rrpc__hs_on_readable(rrpc__rdma_ep *ep) {
   if (ep->state == EP_SERVER_WAIT_PROPOSAL && ep->hs.len == 0) {
     int rc = server_sniff(ep);
     if (rc == 0) return out_of(RRPC_HS_CONTINUE);
+    if (rc == 2) {
+      trace(ep, "first bytes are brpc's RDMA hello");
+      return out_of(RRPC_HS_BRPC);
+    }
     if (rc == -RRPC_EPARSE) {
       trace(ep, "first bytes are not CLC: plain TCP");
       return out_of(RRPC_HS_PLAIN_TCP);
@@ -357,6 +376,12 @@ struct rrpc__hs_out rrpc__hs_on_readable(rrpc__rdma_ep *ep) {
   struct rrpc__clc_msg m;
   int rc = read_clc(ep, &m);
   if (rc == 0) return (struct rrpc__hs_out){.what = RRPC_HS_CONTINUE, .arm = arm};
+  if ((rc == -RRPC_ECLOSE || rc == -ECONNRESET) && ep->state == EP_CLIENT_WAIT_ACCEPT && ep->hs.len == 0) {
+    /* Closed on our Proposal without a byte of answer: a server that
+     * predates CLC. TCP once more, and it is remembered. */
+    trace(ep, "the server closed on the Proposal: TCP");
+    return out_of(RRPC_HS_RETRY_TCP);
+  }
   if (rc < 0) {
     /* EOF, or bytes that are not CLC where CLC must come. */
     if (rc != -RRPC_ECLOSE) RRPC_LOG(WARNING, "rdma handshake in state %s: %s", rrpc__ep_state_name(ep->state),

@@ -9,5 +9,8 @@
 /* rrpc__rdma_transport_get - the RDMA ops (they fall back to TCP by
  * themselves). 0 or -RRPC_ENORDMA. */
 int rrpc__rdma_transport_get(const rrpc_transport_ops **out);
+/* The same, for clients of a channel that names its dialect
+ * (RRPC_RDMA_DIALECT_*; AUTO = the process's --rdma_dialect). */
+int rrpc__rdma_transport_get_dialect(int dialect, const rrpc_transport_ops **out);
 
 #endif /* RRPC_TRANSPORT_RDMA_RDMA_TRANSPORT_H */

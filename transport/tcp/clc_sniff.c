@@ -8,7 +8,9 @@
  * wake for them again at once, for ever) and looked at there; whatever is
  * not a CLC message is delivered to the protocol untouched. While the bytes
  * so far could still be the start of a CLC message, a deadline runs
- * (rrpc_limits.clc_sniff_timeout_ms): a peer that stops there is closed. */
+ * (rrpc_limits.clc_sniff_timeout_ms): a peer that stops there is closed.
+ * Bytes that are not CLC go through brpc_sniff.c next (a brpc client's
+ * RDMA hello), under the same deadline. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -23,6 +25,8 @@
 struct rrpc__tcp_sniff {
   rrpc__socket *s;
   rrpc__timer_id timer; /* 0 = no deadline armed; the timer holds a socket ref */
+  int brpc;             /* not CLC: looking for a brpc RDMA hello (brpc_sniff.c) */
+  int brpc_waiting_ack; /* brpc hello refused, its ACK awaited */
 };
 
 int rrpc__tcp_sniff_begin(rrpc__socket *s) {
@@ -51,8 +55,8 @@ static void sniff_deadline(void *arg) {
   rrpc__limit_count(RRPC__LC_CLC_SNIFF_TIMEOUTS);
   char peer[64];
   rrpc__socket_peer_str(s, peer, sizeof peer);
-  RRPC_LOG(WARNING, "closing connection from %s: its first bytes looked like SMC-R CLC and "
-           "did not complete within %d ms", peer, rrpc__limit_sniff_timeout_ms());
+  RRPC_LOG(WARNING, "closing connection from %s: its first bytes looked like an RDMA handshake "
+           "(SMC-R CLC or brpc's) and it did not complete within %d ms", peer, rrpc__limit_sniff_timeout_ms());
   rrpc__socket_fail(s, -ETIMEDOUT);
   rrpc__socket_unref(s);
 }
@@ -79,8 +83,16 @@ int rrpc__tcp_sniff_classify(const uint8_t *buf, size_t n, size_t *clc_len, int 
   return RRPC_SNIFF_CLC;
 }
 
+/* Not CLC: a brpc RDMA hello, or plain bytes. Shares the deadline. */
+static int sniff_brpc(struct rrpc__tcp_sniff *st) {
+  st->brpc = 1;
+  int rc = rrpc__tcp_brpc_sniff_check(st->s, &st->brpc_waiting_ack);
+  return rc == 0 ? arm_deadline(st) : rc;
+}
+
 int rrpc__tcp_sniff_check(rrpc__socket *s) {
   struct rrpc__tcp_sniff *st = rrpc__socket_tstate(s);
+  if (st->brpc) return sniff_brpc(st);
   rrpc_iobuf *rbuf = rrpc__socket_rbuf(s);
   uint8_t buf[RRPC_CLC_MAX_LEN];
   size_t n = rrpc_iobuf_copy_out(rbuf, 0, buf, sizeof buf), len = 0;
@@ -89,7 +101,7 @@ int rrpc__tcp_sniff_check(rrpc__socket *s) {
     case RRPC_SNIFF_WAIT:
       return arm_deadline(st); /* 0: wait */
     case RRPC_SNIFF_PLAIN:
-      return 1;
+      return sniff_brpc(st);
     default:
       break;
   }

@@ -29,4 +29,11 @@ int rrpc__tcp_sniff_begin(rrpc__socket *s);
 int rrpc__tcp_sniff_check(rrpc__socket *s);
 void rrpc__tcp_sniff_end(rrpc__socket *s);
 
+/* brpc_sniff.c: after the CLC check found no CLC message, the same for a
+ * brpc RDMA hello: refuse it with brpc's "won't do RDMA" hello, then read
+ * the client's 4-byte ACK (*waiting_ack, kept by the caller, says which).
+ * 1 when done (deliver what is left), 0 when more bytes are needed, or a
+ * negative code (a hard error: the socket must fail). Loop thread. */
+int rrpc__tcp_brpc_sniff_check(rrpc__socket *s, int *waiting_ack);
+
 #endif /* RRPC_TRANSPORT_TCP_TCP_INTERNAL_H */

@@ -16,6 +16,7 @@
 #include "rrpc/cxx/detail.h"
 #include "rrpc/cxx/flag_value.h"
 #include "rrpc/errors.h"
+#include "rrpc/rdma.h"
 
 namespace rrpc {
 
@@ -84,6 +85,11 @@ int Channel::Prepare(const char* what, const ChannelOptions* opts, rrpc_channel_
   }
   ChannelOptions o = opts ? *opts : ChannelOptions();
   if (o.use_rdma && detail::PrepareRdma() != 0) return -1;
+  if (!o.rdma_dialect.empty() && o.rdma_dialect != "imm" && o.rdma_dialect != "brpc") {
+    LOG(ERROR) << "rrpc::Channel::Init: rdma_dialect \"" << o.rdma_dialect << "\""
+               << (o.rdma_dialect == "cursor" ? ": not built into this rrpc" : ": unknown (imm or brpc)");
+    return -1;
+  }
   detail::ApplyLoopFlags();
   detail::ApplyObservabilityFlags();
   *c = rrpc_channel_options{};
@@ -91,6 +97,9 @@ int Channel::Prepare(const char* what, const ChannelOptions* opts, rrpc_channel_
   c->connect_timeout_ms = o.connect_timeout_ms > 0 ? o.connect_timeout_ms : 0;
   c->max_retry = o.max_retry > 0 ? o.max_retry : -1;
   c->use_rdma = o.use_rdma ? 1 : 0;
+  c->rdma_dialect = o.rdma_dialect == "brpc" ? RRPC_RDMA_DIALECT_BRPC
+                    : o.rdma_dialect == "imm" ? RRPC_RDMA_DIALECT_IMM
+                                              : 0;
   c->max_body_size = o.max_body_size;
   c->backup_request_ms = o.backup_request_ms > 0 ? o.backup_request_ms : 0;
   if (o.retry_policy != nullptr) {

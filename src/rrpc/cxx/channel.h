@@ -44,6 +44,9 @@ struct ChannelOptions {
   // RDMA through the SMC-R handshake (TCP fallback per --rdma_fallback). In a
   // build without RDMA, Init fails and logs how to build with it.
   bool use_rdma = false;
+  // With use_rdma: "imm" (rrpc's own) or "brpc" (Apache brpc's RDMA dialect,
+  // docs/from-brpc.md) for this channel's connections; "" = --rdma_dialect.
+  std::string rdma_dialect;
   // Per call; < 0 = no timeout (0 is taken the same way). Default 500.
   int32_t timeout_ms = 500;
   // Connect timeout; <= 0 = the default, 200.

@@ -40,6 +40,14 @@ DEFINE_int32(rdma_max_concurrent_handshakes, 64,
              "Proposals over it are declined and go on over TCP");
 DEFINE_int32(rdma_close_wait_ms, 1000,
              "How long a closed RDMA connection keeps its QP waiting for its close message to leave (ms)");
+DEFINE_int32(rrpc_rdma_tcp_only_ttl_s, 300,
+             "An RDMA client whose server closed the connection during the RDMA handshake (a "
+             "server that predates it, e.g. brpc) calls it again over TCP and reaches it over "
+             "TCP only for so many seconds; <= 0 = never remember");
+DEFINE_string(rdma_dialect, "auto",
+              "RDMA dialect of clients: auto (= imm), imm (rrpc's CLC handshake and "
+              "write-with-immediate ring), brpc (Apache brpc's RDMA hello and SEND data path); "
+              "servers understand both. cursor is not built into this rrpc");
 DEFINE_int32(usercode_pool_threads, 0,
              "Worker pool size of each Server; 0 = the CPU count, at least 4");
 DEFINE_bool(usercode_in_loop, false,
@@ -199,6 +207,17 @@ int PrepareRdma() {
     o.recv_zerocopy = FlagBool("rdma_recv_zerocopy", kDefaultRdmaRecvZerocopy) ? 1 : 0;
     o.max_handshakes = FLAGS_rdma_max_concurrent_handshakes;
     o.close_wait_ms = FLAGS_rdma_close_wait_ms;
+    o.tcp_only_ttl_s = FLAGS_rrpc_rdma_tcp_only_ttl_s != 0 ? FLAGS_rrpc_rdma_tcp_only_ttl_s : -1;
+    const std::string dialect = FLAGS_rdma_dialect;
+    if (dialect == "auto" || dialect.empty()) o.dialect = RRPC_RDMA_DIALECT_AUTO;
+    else if (dialect == "imm") o.dialect = RRPC_RDMA_DIALECT_IMM;
+    else if (dialect == "brpc") o.dialect = RRPC_RDMA_DIALECT_BRPC;
+    else {
+      LOG(ERROR) << "--rdma_dialect=" << dialect
+                 << (dialect == "cursor" ? ": the cursor dialect is not built into this rrpc"
+                                         : ": unknown (auto, imm or brpc)");
+      o.dialect = -1;  // refused below, with the rest
+    }
     init_rc = rrpc_rdma_global_init(&o);
     // Someone (the application, through the C API) started it first: their
     // settings stand, which is what they asked for.

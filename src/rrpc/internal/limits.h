@@ -44,6 +44,7 @@ typedef enum rrpc__limit_counter {
   RRPC__LC_IDLE_CLOSES,
   RRPC__LC_CONCURRENCY_REJECTS,
   RRPC__LC_LOGOFF_REJECTS,
+  RRPC__LC_BRPC_HELLO_ERRORS,
   RRPC__LC_COUNT
 } rrpc__limit_counter;
 void rrpc__limit_count(rrpc__limit_counter c);

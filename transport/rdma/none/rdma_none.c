@@ -11,6 +11,11 @@ int rrpc__rdma_transport_get(const rrpc_transport_ops **out) {
   return -RRPC_ENORDMA;
 }
 
+int rrpc__rdma_transport_get_dialect(int dialect, const rrpc_transport_ops **out) {
+  (void)dialect;
+  return rrpc__rdma_transport_get(out);
+}
+
 void rrpc_rdma_options_init(rrpc_rdma_options *o) { memset(o, 0, sizeof *o); }
 int rrpc_rdma_global_init(const rrpc_rdma_options *o) {
   (void)o;
