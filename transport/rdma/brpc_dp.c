@@ -17,6 +17,7 @@
 #include "rrpc/errors.h"
 #include "rrpc/internal/log.h"
 #include "transport/rdma/brpc_ep.h"
+#include "transport/rdma/budget.h"
 
 #define BDP_POLL_BATCH 32
 
@@ -39,6 +40,10 @@ int rrpc__bdp_init(rrpc__brpc_ep *ep) {
   ep->nslots = ep->local_cap;
   size_t rbytes = (size_t)ep->rq_size * RRPC_BRPC_RECV_BLOCK, sbytes = (size_t)ep->nslots * ep->slot_size;
   void *r = NULL, *w = NULL;
+  /* Under the process-wide registered cap, as the IMM dialect's ring. */
+  int brc = rrpc__rdma_budget_take(rbytes + sbytes);
+  if (brc != 0) return brc;
+  ep->budget = rbytes + sbytes;
   if (posix_memalign(&r, 4096, rbytes) != 0) return -ENOMEM;
   ep->recv_mem = r;
   if (posix_memalign(&w, 4096, sbytes) != 0) return -ENOMEM;

@@ -27,6 +27,7 @@
 #include "transport/clc_decline.h"
 #include "transport/fallback_codes.h"
 #include "transport/rdma/brpc_ep.h"
+#include "transport/rdma/budget.h"
 #include "transport/rdma/endpoint.h"
 
 static const rrpc_transport_ops brpc_ops;
@@ -75,6 +76,8 @@ static void verbs_destroy(rrpc__brpc_ep *ep) {
   free(ep->recv_mem);
   free(ep->send_mem);
   ep->recv_mem = ep->send_mem = NULL;
+  rrpc__rdma_budget_give(ep->budget);
+  ep->budget = 0;
 }
 
 static void ep_free(rrpc__brpc_ep *ep) {

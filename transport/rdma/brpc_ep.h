@@ -64,6 +64,7 @@ typedef struct rrpc__brpc_ep {
   int cc_watching, qp_watched;
   uint32_t sq_size, rq_size;
   char *recv_mem, *send_mem;
+  size_t budget; /* their bytes, taken from the registered cap (budget.h) */
   struct ibv_mr *recv_mr, *send_mr;
   uint32_t slot_size, nslots; /* send slots: nslots x slot_size */
 
