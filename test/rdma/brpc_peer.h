@@ -1,16 +1,18 @@
-// brpc_peer.h - an independent brpc-dialect RDMA peer (client role), written
+// brpc_peer.h - an independent brpc-dialect RDMA peer (client and server
+// roles), written
 // from specs/brpc-rdma-facts.md sections 1, 2 and 6 only: raw libibverbs,
 // POSIX sockets and libprotobuf (test/rpc_meta.proto). It includes nothing
 // of rrpc, so a rule that rrpc's brpc dialect gets wrong the same way on both
 // of its own ends (a field's byte order, the immediate's meaning, PSN/MTU,
 // the reserved receives, the solicited flag) fails against this peer.
 // What it checks of the other side, besides the bytes coming back:
-//  - the server's hello is a valid v2 hello (40 B, versions 2/1, sizes);
-//  - the server never sends more data WRs than the credits it holds
+//  - the other side's hello is a valid v2 hello (40 B, versions 2/1, sizes),
+//    and a client's ACK says RDMA;
+//  - the other side never sends more data WRs than the credits it holds
 //    (min(its sq, our rq) - 3, returned through our immediates) and never
 //    returns more credits than we used; a WR over our block size would be a
 //    local length error, an unposted receive an RNR failure (rnr_retry 0);
-//  - the receive CQ is armed solicited-only, as brpc's is, so a server that
+//  - the receive CQ is armed solicited-only, as brpc's is, so a sender that
 //    does not set SOLICITED on the last WR of a message stalls this peer.
 // Test code only.
 #ifndef RRPC_TEST_RDMA_BRPC_PEER_H
@@ -109,27 +111,63 @@ inline bool read_all(int fd, void *p, size_t n) {
   return true;
 }
 
-// A baidu_std response, reassembled from the received byte stream.
-struct Response {
+// A baidu_std packet, reassembled from the received byte stream.
+struct Packet {
   brpc::policy::RpcMeta meta;
   std::string message, attachment;
 };
 
-class Client {
+using Response = Packet;
+
+class Peer {
  public:
   std::string error;             // why the last step failed
-  Hello server_hello;            // as received
+  Hello peer_hello;              // as received
   uint64_t data_wrs_sent = 0, data_wrs_received = 0, pure_acks_sent = 0, pure_acks_received = 0;
 
-  ~Client() { close_all(); }
+  ~Peer() { close_all(); }
 
   // TCP connect, hellos, QP bring-up, ACK=1. dev: device name ("" = first).
   bool connect(const std::string &dev, const std::string &ip, int port) {
-    return open_device(dev) && create_qp() && tcp_connect(ip, port) && exchange_hellos() && bring_up() &&
-           send_ack();
+    return open_device(dev) && create_qp() && tcp_connect(ip, port) && send_hello() && read_hello() &&
+           bring_up() && send_ack();
   }
 
-  // One baidu_std request, SEND_WITH_IMM in WRs of at most the server's
+  // Server role, section 1's order: read the client's hello, bring the QP
+  // up with all receives posted, only then send our hello, then the ACK.
+  bool accept(const std::string &dev, int listen_fd) {
+    if (!open_device(dev) || !create_qp()) return false;
+    pollfd p = {listen_fd, POLLIN, 0};
+    if (poll(&p, 1, kWaitMs) != 1) return fail("no client connected");
+    fd_ = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd_ < 0) return fail("accept");
+    timeval tv = {kWaitMs / 1000, 0};
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (!read_hello() || !bring_up() || !send_hello()) return false;
+    uint8_t ack[4];
+    if (!read_all(fd_, ack, 4)) return fail("read ACK");
+    return (get32(ack) & 1) != 0 || fail("client's ACK says no RDMA");
+  }
+
+  // Server role: answers `calls` baidu_std requests, echoing the message
+  // and the attachment under the request's correlation id.
+  bool serve(int calls) {
+    for (int i = 0; i < calls; i++) {
+      Packet rq;
+      if (!read_packet(&rq)) return false;
+      if (!rq.meta.has_request()) return fail("request without request meta");
+      brpc::policy::RpcMeta meta;
+      meta.mutable_response()->set_error_code(0);
+      meta.set_correlation_id(rq.meta.correlation_id());
+      if (!send_message(packet(meta, rq.message, rq.attachment))) return false;
+      requests_served++;
+    }
+    return true;
+  }
+
+  uint64_t requests_served = 0;
+
+  // One baidu_std request, SEND_WITH_IMM in WRs of at most the other side's
   // block size; then waits for the response with the same correlation id.
   bool call(const std::string &service, const std::string &method, const std::string &message,
             const std::string &attachment, int64_t cid, Response *out) {
@@ -137,6 +175,13 @@ class Client {
     meta.mutable_request()->set_service_name(service);
     meta.mutable_request()->set_method_name(method);
     meta.set_correlation_id(cid);
+    if (!send_message(packet(meta, message, attachment)) || !read_packet(out)) return false;
+    return out->meta.correlation_id() == cid || fail("packet: correlation id");
+  }
+
+ private:
+  // Section 6: PRPC | body_size | meta_size, RpcMeta, message, attachment.
+  static std::string packet(brpc::policy::RpcMeta meta, const std::string &message, const std::string &attachment) {
     if (!attachment.empty()) meta.set_attachment_size((int32_t)attachment.size());
     std::string m = meta.SerializeAsString();
     std::string pkt(12, '\0');
@@ -146,10 +191,9 @@ class Client {
     pkt += m;
     pkt += message;
     pkt += attachment;
-    return send_message(pkt) && read_response(cid, out);
+    return pkt;
   }
 
- private:
   ibv_context *ctx_ = nullptr;
   ibv_pd *pd_ = nullptr;
   ibv_comp_channel *chan_ = nullptr;
@@ -165,7 +209,7 @@ class Client {
   int local_cap_ = 0, remote_cap_ = 0;
   int sq_window_ = 0, rq_window_ = 0, imm_window_ = kReserved;
   uint32_t pending_credits_ = 0;
-  int server_credits_ = 0; // data WRs the server may still send us
+  int peer_credits_ = 0; // data WRs the other side may still send us
   int since_solicited_wrs_ = 0;
   uint64_t since_solicited_bytes_ = 0;
   uint32_t credits_since_solicited_ = 0;
@@ -249,22 +293,28 @@ class Client {
     return true;
   }
 
-  bool exchange_hellos() {
+  bool send_hello() {
     uint8_t h[40];
     encode_hello(mine_, h);
-    if (!write_all(fd_, h, sizeof h)) return fail("send hello");
-    if (!read_all(fd_, h, sizeof h)) return fail("read server hello");
-    if (!decode_hello(h, &server_hello)) return fail("server hello: bad magic");
-    if (server_hello.msg_len > 40) { // drain what we do not know
-      std::string extra(server_hello.msg_len - 40u, '\0');
-      if (server_hello.msg_len > 4096 || !read_all(fd_, &extra[0], extra.size())) return fail("hello length");
+    return write_all(fd_, h, sizeof h) || fail("send hello");
+  }
+
+  // Reads and checks the other side's hello; sizes windows and send slots.
+  bool read_hello() {
+    uint8_t h[40];
+    if (!read_all(fd_, h, sizeof h)) return fail("read hello");
+    Hello &ph = peer_hello; // the other side's
+    if (!decode_hello(h, &ph)) return fail("hello: bad magic");
+    if (ph.msg_len > 40) { // drain what we do not know
+      std::string extra(ph.msg_len - 40u, '\0');
+      if (ph.msg_len > 4096 || !read_all(fd_, &extra[0], extra.size())) return fail("hello length");
     }
-    if (!hello_valid(server_hello)) return fail("server hello not valid (fell back?)");
-    local_cap_ = std::min<int>(kSq, server_hello.rq) - kReserved;
-    remote_cap_ = std::min<int>(kRq, server_hello.sq) - kReserved;
+    if (!hello_valid(ph)) return fail("hello not valid (fell back?)");
+    local_cap_ = std::min<int>(kSq, ph.rq) - kReserved;
+    remote_cap_ = std::min<int>(kRq, ph.sq) - kReserved;
     sq_window_ = rq_window_ = local_cap_;
-    server_credits_ = remote_cap_;
-    size_t slot = server_hello.block_size;
+    peer_credits_ = remote_cap_;
+    size_t slot = ph.block_size;
     sbuf_.assign((size_t)local_cap_ * slot, 0);
     if (!(smr_ = ibv_reg_mr(pd_, sbuf_.data(), sbuf_.size(), IBV_ACCESS_LOCAL_WRITE))) return fail("reg sbuf");
     for (int i = local_cap_ - 1; i >= 0; i--) free_slots_.push_back(i);
@@ -294,15 +344,16 @@ class Client {
     a = {};
     a.qp_state = IBV_QPS_RTR;
     a.path_mtu = IBV_MTU_1024;
-    a.dest_qp_num = server_hello.qp_num;
+    const Hello &ph = peer_hello; // the other side's
+    a.dest_qp_num = ph.qp_num;
     a.rq_psn = 0;
     a.max_dest_rd_atomic = 0;
     a.min_rnr_timer = 0;
     a.ah_attr.is_global = 1;
-    memcpy(a.ah_attr.grh.dgid.raw, server_hello.gid, 16);
+    memcpy(a.ah_attr.grh.dgid.raw, ph.gid, 16);
     a.ah_attr.grh.sgid_index = (uint8_t)gid_index_;
     a.ah_attr.grh.hop_limit = 16;
-    a.ah_attr.dlid = server_hello.lid;
+    a.ah_attr.dlid = ph.lid;
     a.ah_attr.port_num = port_;
     if (ibv_modify_qp(qp_, &a,
                       IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
@@ -335,7 +386,7 @@ class Client {
   }
 
   bool send_message(const std::string &pkt) {
-    size_t max = server_hello.block_size;
+    size_t max = peer_hello.block_size;
     for (size_t off = 0; off < pkt.size();) {
       while (sq_window_ == 0 || rq_window_ == 0)
         if (!progress(true)) return fail("send window stalled: " + error);
@@ -361,7 +412,7 @@ class Client {
         wr.send_flags |= IBV_SEND_SOLICITED;
         since_solicited_wrs_ = 0, since_solicited_bytes_ = 0, credits_since_solicited_ = 0;
       }
-      server_credits_ += (int)pending_credits_; // what we report, the server may use again
+      peer_credits_ += (int)pending_credits_; // what we report, the other side may use again
       pending_credits_ = 0;
       if (ibv_post_send(qp_, &wr, &bad) != 0) return fail("ibv_post_send");
       data_wrs_sent++;
@@ -388,11 +439,11 @@ class Client {
     if (wc.status != IBV_WC_SUCCESS) return fail(std::string("recv completion: ") + ibv_wc_status_str(wc.status));
     if (wc.opcode != IBV_WC_RECV || !(wc.wc_flags & IBV_WC_WITH_IMM)) return fail("receive without immediate");
     rq_window_ += (int)ntohl(wc.imm_data);
-    if (rq_window_ > local_cap_) return fail("server returned more credits than we used");
+    if (rq_window_ > local_cap_) return fail("the other side returned more credits than we used");
     if (wc.byte_len == 0) { // a pure ACK: one reserved entry, no credit
       pure_acks_received++;
     } else {
-      if (--server_credits_ < 0) return fail("server sent a data WR without a credit");
+      if (--peer_credits_ < 0) return fail("the other side sent a data WR without a credit");
       stream_.append(rbuf_.data() + wc.wr_id * kBlock, wc.byte_len);
       pending_credits_++;
       data_wrs_received++;
@@ -431,11 +482,11 @@ class Client {
   }
 
   // Our credits go back: piggybacked on data WRs, or in a pure ACK once
-  // more than remote_cap/2 are pending. What we report, the server may
+  // more than remote_cap/2 are pending. What we report, the other side may
   // use again.
   bool report_credits() {
     if (pending_credits_ > (uint32_t)remote_cap_ / 2 && imm_window_ > 0) {
-      server_credits_ += (int)pending_credits_;
+      peer_credits_ += (int)pending_credits_;
       return send_pure_ack();
     }
     return true;
@@ -460,22 +511,21 @@ class Client {
     return true;
   }
 
-  bool read_response(int64_t cid, Response *out) {
+  bool read_packet(Packet *out) {
     for (;;) {
       if (stream_.size() >= 12) {
         const uint8_t *h = reinterpret_cast<const uint8_t *>(stream_.data());
-        if (memcmp(h, "PRPC", 4) != 0) return fail("response: bad magic");
+        if (memcmp(h, "PRPC", 4) != 0) return fail("packet: bad magic");
         uint32_t body = get32(h + 4), msize = get32(h + 8);
-        if (msize > body) return fail("response: meta larger than body");
+        if (msize > body) return fail("packet: meta larger than body");
         if (stream_.size() >= 12 + (size_t)body) {
-          if (!out->meta.ParseFromArray(stream_.data() + 12, (int)msize)) return fail("response: meta");
+          if (!out->meta.ParseFromArray(stream_.data() + 12, (int)msize)) return fail("packet: meta");
           size_t att = out->meta.has_attachment_size() ? (size_t)out->meta.attachment_size() : 0;
-          if (att > body - msize) return fail("response: attachment_size over the body");
+          if (att > body - msize) return fail("packet: attachment_size over the body");
           out->message.assign(stream_, 12 + msize, body - msize - att);
           out->attachment.assign(stream_, 12 + body - att, att);
           stream_.erase(0, 12 + (size_t)body);
-          // Credits still pending ride on the next call's first WR.
-          return out->meta.correlation_id() == cid || fail("response: correlation id");
+          return true; // credits still pending ride on the next message's first WR
         }
       }
       if (!progress(true)) return false;
