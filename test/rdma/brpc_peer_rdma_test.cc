@@ -94,11 +94,6 @@ TEST(BrpcPeer, RrpcClientInBrpcDialectCallsIndependentServer) {
   ASSERT_EQ(0, getsockname(lfd, reinterpret_cast<sockaddr *>(&sa), &len));
   int port = ntohs(sa.sin_port);
 
-  brpc_peer::Peer peer;
-  bool served = false;
-  const int calls = (int)(sizeof kSizes / sizeof kSizes[0]);
-  std::thread t([&] { served = peer.accept(device_name(), lfd) && peer.serve(calls); });
-
   rrpc_channel_options co = {};
   co.use_rdma = 1;
   co.rdma_dialect = RRPC_RDMA_DIALECT_BRPC;
@@ -107,6 +102,11 @@ TEST(BrpcPeer, RrpcClientInBrpcDialectCallsIndependentServer) {
   co.max_retry = 0;
   rrpc_channel *ch = nullptr;
   ASSERT_EQ(0, rrpc_channel_new((addr + ":" + std::to_string(port)).c_str(), &co, &ch));
+  // The channel connects on the first call; the peer accepts in its thread.
+  brpc_peer::Peer peer;
+  bool served = false;
+  const int calls = (int)(sizeof kSizes / sizeof kSizes[0]);
+  std::thread t([&] { served = peer.accept(device_name(), lfd) && peer.serve(calls); });
   rrpc_rdma_stats s0;
   rrpc_rdma_get_stats(&s0);
   uint64_t total = 0;
@@ -143,6 +143,7 @@ TEST(BrpcPeer, RrpcClientInBrpcDialectCallsIndependentServer) {
          (unsigned long long)peer.pure_acks_received);
   EXPECT_GE(s1.bytes_written - s0.bytes_written, total);
   EXPECT_GE(s1.bytes_received - s0.bytes_received, total);
+  EXPECT_EQ(s0.connections_rdma + 1, s1.connections_rdma); // the channel's one connection
   EXPECT_EQ(s0.cdc_sent, s1.cdc_sent);
   EXPECT_EQ(uint64_t(calls), peer.requests_served);
   rrpc_channel_free(ch);
