@@ -37,8 +37,8 @@
 
 namespace brpc_peer {
 
-constexpr uint32_t kBlock = 8192;          // our receive block
-constexpr uint32_t kRecvPayload = kBlock - 32; // what the hello announces
+// brpc's defaults: 8 KiB blocks (announced as block - 32), SQ and RQ 128.
+constexpr uint32_t kRecvPayload = 8192 - 32;
 constexpr uint16_t kSq = 128, kRq = 128;
 constexpr int kReserved = 3;               // RESERVED_WR_NUM, for pure ACKs
 constexpr int kWaitMs = 15000;             // a stall longer than this is a failure
@@ -125,7 +125,14 @@ class Peer {
   Hello peer_hello;              // as received
   uint64_t data_wrs_sent = 0, data_wrs_received = 0, pure_acks_sent = 0, pure_acks_received = 0;
 
+  // sq, rq and recv_payload (the block_size we announce) as brpc's
+  // rdma_sq_size, rdma_rq_size and block type would set them.
+  explicit Peer(uint16_t sq = kSq, uint16_t rq = kRq, uint32_t recv_payload = kRecvPayload)
+      : sq_(sq), rq_(rq), payload_(recv_payload) {}
+  Peer(const Peer &) = delete;
+  Peer &operator=(const Peer &) = delete;
   ~Peer() { close_all(); }
+  uint32_t recv_payload() const { return payload_; }
 
   // TCP connect, hellos, QP bring-up, ACK=1. dev: device name ("" = first).
   bool connect(const std::string &dev, const std::string &ip, int port) {
@@ -194,6 +201,8 @@ class Peer {
     return pkt;
   }
 
+  const uint16_t sq_, rq_;
+  const uint32_t payload_;
   ibv_context *ctx_ = nullptr;
   ibv_pd *pd_ = nullptr;
   ibv_comp_channel *chan_ = nullptr;
@@ -260,23 +269,23 @@ class Peer {
 
   bool create_qp() {
     if (!(pd_ = ibv_alloc_pd(ctx_)) || !(chan_ = ibv_create_comp_channel(ctx_))) return fail("pd/channel");
-    if (!(scq_ = ibv_create_cq(ctx_, kSq + kReserved + 8, nullptr, chan_, 0)) ||
-        !(rcq_ = ibv_create_cq(ctx_, kRq + 8, nullptr, chan_, 0)))
+    if (!(scq_ = ibv_create_cq(ctx_, sq_ + kReserved + 8, nullptr, chan_, 0)) ||
+        !(rcq_ = ibv_create_cq(ctx_, rq_ + 8, nullptr, chan_, 0)))
       return fail("ibv_create_cq");
     ibv_qp_init_attr ia = {};
     ia.send_cq = scq_;
     ia.recv_cq = rcq_;
     ia.qp_type = IBV_QPT_RC;
-    ia.cap.max_send_wr = kSq;
-    ia.cap.max_recv_wr = kRq;
+    ia.cap.max_send_wr = sq_;
+    ia.cap.max_recv_wr = rq_;
     ia.cap.max_send_sge = 1;
     ia.cap.max_recv_sge = 1;
     if (!(qp_ = ibv_create_qp(pd_, &ia))) return fail("ibv_create_qp");
-    rbuf_.assign((size_t)kRq * kBlock, 0);
+    rbuf_.assign((size_t)rq_ * payload_, 0);
     if (!(rmr_ = ibv_reg_mr(pd_, rbuf_.data(), rbuf_.size(), IBV_ACCESS_LOCAL_WRITE))) return fail("reg rbuf");
-    mine_.block_size = kRecvPayload;
-    mine_.sq = kSq;
-    mine_.rq = kRq;
+    mine_.block_size = payload_;
+    mine_.sq = sq_;
+    mine_.rq = rq_;
     mine_.qp_num = qp_->qp_num;
     return true;
   }
@@ -310,8 +319,8 @@ class Peer {
       if (ph.msg_len > 4096 || !read_all(fd_, &extra[0], extra.size())) return fail("hello length");
     }
     if (!hello_valid(ph)) return fail("hello not valid (fell back?)");
-    local_cap_ = std::min<int>(kSq, ph.rq) - kReserved;
-    remote_cap_ = std::min<int>(kRq, ph.sq) - kReserved;
+    local_cap_ = std::min<int>(sq_, ph.rq) - kReserved;
+    remote_cap_ = std::min<int>(rq_, ph.sq) - kReserved;
     sq_window_ = rq_window_ = local_cap_;
     peer_credits_ = remote_cap_;
     size_t slot = ph.block_size;
@@ -322,7 +331,7 @@ class Peer {
   }
 
   bool post_recv(int i) {
-    ibv_sge sg = {(uint64_t)(uintptr_t)(rbuf_.data() + (size_t)i * kBlock), kRecvPayload, rmr_->lkey};
+    ibv_sge sg = {(uint64_t)(uintptr_t)(rbuf_.data() + (size_t)i * payload_), payload_, rmr_->lkey};
     ibv_recv_wr wr = {}, *bad;
     wr.wr_id = (uint64_t)i;
     wr.sg_list = &sg;
@@ -339,7 +348,7 @@ class Peer {
     a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
     if (ibv_modify_qp(qp_, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
       return fail("to INIT");
-    for (int i = 0; i < kRq; i++)
+    for (int i = 0; i < rq_; i++)
       if (!post_recv(i)) return false;
     a = {};
     a.qp_state = IBV_QPS_RTR;
@@ -444,7 +453,7 @@ class Peer {
       pure_acks_received++;
     } else {
       if (--peer_credits_ < 0) return fail("the other side sent a data WR without a credit");
-      stream_.append(rbuf_.data() + wc.wr_id * kBlock, wc.byte_len);
+      stream_.append(rbuf_.data() + wc.wr_id * payload_, wc.byte_len);
       pending_credits_++;
       data_wrs_received++;
     }

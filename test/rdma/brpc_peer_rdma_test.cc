@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "rrpc/rrpc.h"
 #include "test/common/test_util.h"
@@ -30,9 +31,12 @@ std::string device_name() {
   return d ? d : "";
 }
 
-const size_t kSizes[] = {0, 1, 8191, 8193, size_t{1} << 20, size_t{16} << 20};
+const std::vector<size_t> kSizes = {0, 1, 8191, 8193, size_t{1} << 20, size_t{16} << 20};
+// For a peer with 1 KiB blocks: its block's edges, and many WRs per message.
+const std::vector<size_t> kSmallBlockSizes = {0, 1, 1023, 1025, 8193, size_t{1} << 20};
 
-TEST(BrpcPeer, IndependentClientCallsRrpcServerOverRdma) {
+// The peer as client calls an rrpc server with use_rdma.
+void peer_calls_rrpc_server(brpc_peer::Peer &peer, const std::vector<size_t> &sizes) {
   ASSERT_EQ(1, rrpc_rdma_available()) << "needs an RDMA device";
   rrpc_server_options so = {};
   so.use_rdma = 1;
@@ -47,12 +51,11 @@ TEST(BrpcPeer, IndependentClientCallsRrpcServerOverRdma) {
   rrpc_rdma_get_stats(&s0);
   uint64_t total = 0;
   {
-    brpc_peer::Peer peer;
     ASSERT_TRUE(peer.connect(device_name(), addr, port)) << peer.error;
     const brpc_peer::Hello &h = peer.peer_hello;
     printf("server hello: block %u sq %u rq %u lid %u qp %u\n", h.block_size, h.sq, h.rq, h.lid, h.qp_num);
     int64_t cid = 1;
-    for (size_t size : kSizes) {
+    for (size_t size : sizes) {
       std::string att = rrpc_test::pattern(size, static_cast<unsigned>(size) + 7);
       brpc_peer::Response r;
       ASSERT_TRUE(peer.call("test.Echo", "Echo", "hello", att, cid++, &r)) << size << ": " << peer.error;
@@ -64,7 +67,7 @@ TEST(BrpcPeer, IndependentClientCallsRrpcServerOverRdma) {
     printf("peer: data WRs sent %llu received %llu, pure ACKs sent %llu received %llu\n",
            (unsigned long long)peer.data_wrs_sent, (unsigned long long)peer.data_wrs_received,
            (unsigned long long)peer.pure_acks_sent, (unsigned long long)peer.pure_acks_received);
-    EXPECT_GE(peer.data_wrs_received, total / h.block_size);
+    EXPECT_GE(peer.data_wrs_received, total / peer.recv_payload());
   }
   rrpc_rdma_stats s1;
   rrpc_rdma_get_stats(&s1);
@@ -81,7 +84,8 @@ TEST(BrpcPeer, IndependentClientCallsRrpcServerOverRdma) {
   rrpc_server_free(server);
 }
 
-TEST(BrpcPeer, RrpcClientInBrpcDialectCallsIndependentServer) {
+// An rrpc client in brpc dialect calls the peer as server.
+void rrpc_client_calls_peer(brpc_peer::Peer &peer, const std::vector<size_t> &sizes) {
   ASSERT_EQ(1, rrpc_rdma_available()) << "needs an RDMA device";
   std::string addr = rrpc_test::rdma_test_addr();
   int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -103,14 +107,13 @@ TEST(BrpcPeer, RrpcClientInBrpcDialectCallsIndependentServer) {
   rrpc_channel *ch = nullptr;
   ASSERT_EQ(0, rrpc_channel_new((addr + ":" + std::to_string(port)).c_str(), &co, &ch));
   // The channel connects on the first call; the peer accepts in its thread.
-  brpc_peer::Peer peer;
   bool served = false;
-  const int calls = (int)(sizeof kSizes / sizeof kSizes[0]);
+  const int calls = (int)sizes.size();
   std::thread t([&] { served = peer.accept(device_name(), lfd) && peer.serve(calls); });
   rrpc_rdma_stats s0;
   rrpc_rdma_get_stats(&s0);
   uint64_t total = 0;
-  for (size_t size : kSizes) {
+  for (size_t size : sizes) {
     std::string att = rrpc_test::pattern(size, static_cast<unsigned>(size) + 11);
     rrpc_controller *c;
     rrpc_controller_new(&c);
@@ -147,6 +150,28 @@ TEST(BrpcPeer, RrpcClientInBrpcDialectCallsIndependentServer) {
   EXPECT_EQ(s0.cdc_sent, s1.cdc_sent);
   EXPECT_EQ(uint64_t(calls), peer.requests_served);
   rrpc_channel_free(ch);
+}
+
+TEST(BrpcPeer, IndependentClientCallsRrpcServerOverRdma) {
+  brpc_peer::Peer peer; // brpc's defaults
+  peer_calls_rrpc_server(peer, kSizes);
+}
+
+TEST(BrpcPeer, RrpcClientInBrpcDialectCallsIndependentServer) {
+  brpc_peer::Peer peer;
+  rrpc_client_calls_peer(peer, kSizes);
+}
+
+// The smallest valid SQ/RQ (16: windows of 13) and 1 KiB blocks: rrpc must
+// size its windows from the peer's hello and cut WRs to the peer's block,
+// or the peer sees a credit overrun, an RNR or a length error.
+TEST(BrpcPeer, SmallPeerWindowsAndBlocksBothWays) {
+  {
+    brpc_peer::Peer peer(16, 16, 1024);
+    peer_calls_rrpc_server(peer, kSmallBlockSizes);
+  }
+  brpc_peer::Peer peer(16, 16, 1024);
+  rrpc_client_calls_peer(peer, kSmallBlockSizes);
 }
 
 } // namespace
