@@ -85,6 +85,31 @@ TEST_F(CxxRpcTest, SyncEcho) {
   }
 }
 
+// The server reuses a finished call's request and response messages for
+// the next call of the method: nothing of one call may show in the next.
+TEST_F(CxxRpcTest, ReusedCallsStartWithEmptyMessages) {
+  cxxtest::EchoService_Stub stub(&channel_);
+  for (int i = 0; i < 6; i++) {
+    rrpc::Controller cntl;
+    EchoRequest req;
+    EchoResponse resp;
+    req.set_message("m" + std::to_string(i));
+    if (i % 2 == 0) req.set_payload("payload of call " + std::to_string(i));
+    if (i % 3 == 1) req.set_fail_code(rrpc::EREQUEST);
+    stub.Echo(&cntl, &req, &resp, nullptr);
+    if (i % 3 == 1) {
+      EXPECT_TRUE(cntl.Failed()) << i;
+      continue;
+    }
+    ASSERT_FALSE(cntl.Failed()) << i << ": " << cntl.ErrorText();
+    EXPECT_EQ(req.message(), resp.message());
+    EXPECT_EQ(req.has_payload(), resp.has_payload()) << "call " << i << " saw an earlier call's payload";
+    if (req.has_payload()) {
+      EXPECT_EQ(req.payload(), resp.payload());
+    }
+  }
+}
+
 TEST_F(CxxRpcTest, EmptyRequestAndResponseMessages) {
   cxxtest::EchoService_Stub stub(&channel_);
   rrpc::Controller cntl;

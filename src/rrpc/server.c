@@ -101,9 +101,8 @@ struct rrpc_server {
   /* Calls handed to handlers and not yet responded: raised before the
    * state is read, both sequentially consistent, so a call that saw the
    * server running is counted before a shutdown that stores STOPPING reads
-   * the count (no lock per call); lowered without mu, and the one that
-   * reaches 0 takes mu to signal cv, so a waiter that saw it above 0 under
-   * mu is woken. */
+   * the count (no lock when a call starts); lowered under mu (call_release),
+   * and the one that reaches 0 signals cv. */
   _Atomic size_t live_calls;
   int listener_closed;
   rrpc__gate gate;   /* max_concurrency */
@@ -317,14 +316,12 @@ static void call_release(rrpc_server_call *call) {
   rrpc__socket *sock = call->sock;
   call_recycle(c, call);
   conn_unref(c, sock); /* may free the call with its connection */
-  /* Only a stopping server waits for the count (drain_until, free): it
-   * stores the state before it reads the count, both sequentially
-   * consistent, so a call that reads RUNNING here left a 0 it will see. */
-  if (atomic_fetch_sub(&srv->live_calls, 1) == 1 && atomic_load(&srv->state) != SRV_RUNNING) {
-    pthread_mutex_lock(&srv->mu);
-    pthread_cond_broadcast(&srv->cv);
-    pthread_mutex_unlock(&srv->mu);
-  }
+  /* Lowered under mu: rrpc_server_free frees the server as soon as it
+   * sees 0 under mu, so nothing here may touch it after that (lowering it
+   * first and locking after, as before, could lock a freed mutex). */
+  pthread_mutex_lock(&srv->mu);
+  if (atomic_fetch_sub(&srv->live_calls, 1) == 1) pthread_cond_broadcast(&srv->cv);
+  pthread_mutex_unlock(&srv->mu);
 }
 
 static void overcrowded(rrpc_server_call *call) {

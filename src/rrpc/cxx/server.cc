@@ -12,8 +12,10 @@
 
 #include <cerrno>
 #include <exception>
+#include <mutex>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "rrpc/cxx/controller.h"
 #include "rrpc/cxx/detail.h"
@@ -86,11 +88,21 @@ ServerOptions::ServerOptions()
 
 // What the C server borrows as a handler's arg: one protobuf method.
 struct Server::Method {
+  Method(Server* srv, google::protobuf::Service* svc, const google::protobuf::MethodDescriptor* d,
+         const google::protobuf::Message* req, const google::protobuf::Message* resp)
+      : server(srv), service(svc), md(d), request_prototype(req), response_prototype(resp) {}
   Server* server;
   google::protobuf::Service* service;
   const google::protobuf::MethodDescriptor* md;
   const google::protobuf::Message* request_prototype;   // borrowed from the service
   const google::protobuf::Message* response_prototype;  // borrowed from the service
+  // Finished calls of this method with their request and response
+  // messages, reused by the next calls (no allocation of the call and its
+  // two messages per call). At most kSpareCalls; freed with the method.
+  static constexpr size_t kSpareCalls = 64;
+  std::mutex spare_mu;
+  std::vector<detail::ServerCall*> spare;
+  ~Method();
 };
 
 namespace detail {
@@ -115,12 +127,61 @@ struct ServerCall final : google::protobuf::Closure {
     if (!abandoned) method->server->CallEnded();
   }
 
+  // A spare call of the method taken for the C call `c`: as if new.
+  void Reuse(rrpc_server_call* c) {
+    call = c;
+    cntl.~Controller();  // borrowed: touches neither the old C call nor c
+    new (&cntl) Controller(Controller::Borrow{}, rrpc_server_call_controller(c));
+    request->Clear();
+    response->Clear();
+    refs.store(2);
+    responded.store(false);
+    abandoned = false;
+    method->server->active_calls_.fetch_add(1);
+  }
+
+  static ServerCall* TakeSpare(Server::Method* m) {
+    std::lock_guard<std::mutex> lk(m->spare_mu);
+    if (m->spare.empty()) return nullptr;
+    ServerCall* sc = m->spare.back();
+    m->spare.pop_back();
+    return sc;
+  }
+
+  // The last reference went: back to the method's spares, or freed. An
+  // abandoned call is not counted any more and is freed as before.
+  void Release() {
+    if (abandoned) {
+      delete this;
+      return;
+    }
+    Server::Method* m = method;
+    bool kept = false;
+    try {
+      std::lock_guard<std::mutex> lk(m->spare_mu);
+      if (m->spare.size() < Server::Method::kSpareCalls) {
+        m->spare.push_back(this);
+        kept = true;
+      }
+    } catch (...) {  // push_back's allocation
+    }
+    if (!kept) {
+      delete this;  // counts the end itself
+      return;
+    }
+    // Not `this` any more: another call may be using it already. Last:
+    // after this the server may be destroyed.
+    m->server->CallEnded();
+  }
+
   // The C handler (rrpc_handler_fn). Runs on a loop or pool thread.
   static void Handle(void* arg, rrpc_server_call* c) {
     auto* m = static_cast<Server::Method*>(arg);
     ServerCall* sc = nullptr;
     try {
-      sc = new ServerCall(m, c);
+      sc = TakeSpare(m);
+      if (sc != nullptr) sc->Reuse(c);
+      else sc = new ServerCall(m, c);
     } catch (...) {
       rrpc_controller_set_failed(rrpc_server_call_controller(c), RRPC_EINTERNAL,
                                  "out of memory");
@@ -212,7 +273,7 @@ struct ServerCall final : google::protobuf::Closure {
   }
 
   void Unref() {
-    if (refs.fetch_sub(1) == 1) delete this;
+    if (refs.fetch_sub(1) == 1) Release();
   }
 
   Server::Method* method;
@@ -226,6 +287,14 @@ struct ServerCall final : google::protobuf::Closure {
 };
 
 }  // namespace detail
+
+// Spares are finished calls: freed without counting an end again.
+Server::Method::~Method() {
+  for (detail::ServerCall* sc : spare) {
+    sc->abandoned = true;
+    delete sc;
+  }
+}
 
 // ---- server ----------------------------------------------------------------------
 
@@ -258,8 +327,8 @@ int Server::AddService(google::protobuf::Service* service, ServiceOwnership owne
   services_.push_back({service, ownership});
   for (int i = 0; i < sd->method_count(); i++) {
     const google::protobuf::MethodDescriptor* md = sd->method(i);
-    methods_.push_back(std::unique_ptr<Method>(new Method{
-        this, service, md, &service->GetRequestPrototype(md), &service->GetResponsePrototype(md)}));
+    methods_.push_back(std::unique_ptr<Method>(new Method(
+        this, service, md, &service->GetRequestPrototype(md), &service->GetResponsePrototype(md))));
   }
   return 0;
 }
