@@ -1,6 +1,6 @@
 // legacy_peer_rdma_test.cc - RDMA peers that speak neither rrpc's CLC nor
 // the other's RDMA hello (issue 8, item 3 and "both sides fall back"):
-//  - an rrpc RDMA client calls a server that closes the connection on the
+//  - an rrpc RDMA client (rrpc's dialect, or brpc's) calls a server that closes the connection on the
 //    first bytes it does not understand (brpc <= 1.17 in TCP mode, or a
 //    brpc server given a CLC Proposal): the client calls again over plain
 //    TCP once, the call succeeds, and the server is remembered as TCP-only
@@ -117,6 +117,7 @@ class LegacyFront {
   }
   int port() const { return port_; }
   int clc_closes() const { return clc_closes_.load(); }
+  int hello_closes() const { return hello_closes_.load(); }
   int relayed() const { return relayed_.load(); }
 
  private:
@@ -141,6 +142,11 @@ class LegacyFront {
       close(fd);
       return;
     }
+    if (first == 'R') { // "RDMA"/"RDM3": brpc's RDMA hello, which it does not know either
+      hello_closes_++;
+      close(fd);
+      return;
+    }
     int b = tcp_connect(backend_);
     if (b >= 0 && write(b, &first, 1) == 1) {
       relayed_++;
@@ -151,14 +157,15 @@ class LegacyFront {
   }
   int backend_, lfd_ = -1, port_ = 0;
   std::atomic<bool> stop_{false};
-  std::atomic<int> clc_closes_{0}, relayed_{0};
+  std::atomic<int> clc_closes_{0}, hello_closes_{0}, relayed_{0};
   std::thread acceptor_;
   std::vector<std::thread> conns_; // joined at the end (a few per test)
 };
 
-rrpc_channel *open_channel(int port) {
+rrpc_channel *open_channel(int port, int dialect = 0) {
   rrpc_channel_options o = {};
   o.use_rdma = 1;
+  o.rdma_dialect = dialect;
   o.timeout_ms = 30000;
   o.connect_timeout_ms = 5000;
   std::string addr = rdma_test_addr() + ":" + std::to_string(port);
@@ -222,6 +229,43 @@ TEST(LegacyPeer, ServerThatClosesOnTheProposalIsCalledOverTcpAndRemembered) {
     EXPECT_EQ(2, front.relayed());
     EXPECT_EQ(RRPC_FB_PEER_TCP_ONLY, s2.fallback_last_reason);
     EXPECT_EQ(s1.connections_rdma, s2.connections_rdma);
+    rrpc_channel_free(ch2);
+  }
+  rrpc_server_free(backend);
+}
+
+// The same server reached by an rrpc client in brpc's dialect: it closes on
+// the hello, and the client goes on over TCP (before: every call ECLOSE).
+TEST(LegacyPeer, ServerThatClosesOnTheBrpcHelloIsCalledOverTcpAndRemembered) {
+  ASSERT_EQ(1, rrpc_rdma_available()) << "needs an RDMA device";
+  int backend_port = 0;
+  rrpc_server *backend = start_server(0, &backend_port);
+  ASSERT_NE(nullptr, backend);
+  {
+    LegacyFront front(backend_port);
+    rrpc_rdma_stats s0 = rdma_stats();
+    rrpc_channel *ch = open_channel(front.port(), RRPC_RDMA_DIALECT_BRPC);
+    ASSERT_NE(nullptr, ch);
+    for (size_t size : {size_t{0}, size_t{8193}, size_t{1} << 20}) {
+      int used = -1;
+      EXPECT_EQ(0, echo_call(ch, size, &used)) << size;
+      EXPECT_EQ(0, used);
+    }
+    rrpc_rdma_stats s1 = rdma_stats();
+    EXPECT_EQ(1, front.hello_closes()); // one hello, then TCP
+    EXPECT_EQ(0, front.clc_closes());
+    EXPECT_EQ(s0.connections_fallback + 1, s1.connections_fallback);
+    EXPECT_EQ(RRPC_FB_PEER_CLOSED_HANDSHAKE, s1.fallback_last_reason);
+    rrpc_channel_free(ch);
+
+    rrpc_channel *ch2 = open_channel(front.port(), RRPC_RDMA_DIALECT_BRPC);
+    ASSERT_NE(nullptr, ch2);
+    int used = -1;
+    EXPECT_EQ(0, echo_call(ch2, 100, &used));
+    rrpc_rdma_stats s2 = rdma_stats();
+    EXPECT_EQ(1, front.hello_closes()); // remembered: no second hello
+    EXPECT_EQ(2, front.relayed());
+    EXPECT_EQ(RRPC_FB_PEER_TCP_ONLY, s2.fallback_last_reason);
     rrpc_channel_free(ch2);
   }
   rrpc_server_free(backend);

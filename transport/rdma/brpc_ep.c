@@ -29,6 +29,7 @@
 #include "transport/rdma/brpc_ep.h"
 #include "transport/rdma/budget.h"
 #include "transport/rdma/endpoint.h"
+#include "transport/rdma/tcp_only.h"
 
 static const rrpc_transport_ops brpc_ops;
 
@@ -287,6 +288,28 @@ static void to_tcp(rrpc__brpc_ep *ep, uint32_t reason) {
   if (!rrpc__socket_is_client(s)) tcp->on_fd_event(s, EPOLLIN);
 }
 
+/* The server closed the connection on our hello without a byte of answer:
+ * it speaks neither dialect (brpc <= 1.17 in TCP mode, anything that
+ * closes on bytes it does not know). As after a CLC Proposal: remember it
+ * as TCP-only and call it again over plain TCP, once; the queued calls go
+ * there. Loop thread. */
+static void retry_over_tcp(rrpc__brpc_ep *ep) {
+  rrpc__socket *s = ep->s;
+  struct sockaddr_storage peer;
+  rrpc__socket_peer_addr(s, &peer);
+  rrpc__tcp_only_note(&peer, ep->opts->tcp_only_ttl_s, rrpc__now_us());
+  rrpc__rdma_note_fallback(RRPC_FB_PEER_CLOSED_HANDSHAKE);
+  rrpc__socket_note_fallback(s, RRPC_FB_PEER_CLOSED_HANDSHAKE);
+  if (ep->opts->no_fallback) {
+    hard_fail(ep, -RRPC_EDECLINED, "the server closed on the hello");
+    return;
+  }
+  ep->s = NULL;
+  ep_free(ep);
+  int rc = rrpc__socket_reconnect(s, rrpc__transport_tcp());
+  if (rc != 0) rrpc__socket_fail(s, rc);
+}
+
 static void up(rrpc__brpc_ep *ep) {
   cancel_timer(ep);
   slot_put(ep);
@@ -401,7 +424,9 @@ static void brpc_on_fd_event(rrpc__socket *s, uint32_t events) {
   case BEP_CLIENT_WAIT_HELLO:
   case BEP_SERVER_WAIT_HELLO:
     rc = read_hello(ep);
-    if (rc < 0) hard_fail(ep, rc, "reading the hello");
+    if ((rc == -RRPC_ECLOSE || rc == -ECONNRESET) && ep->state == BEP_CLIENT_WAIT_HELLO && ep->hs_len == 0)
+      retry_over_tcp(ep);
+    else if (rc < 0) hard_fail(ep, rc, "reading the hello");
     else if (rc > 0 && ep->state == BEP_CLIENT_WAIT_HELLO) client_on_hello(ep);
     else if (rc > 0) server_on_hello(ep);
     return;
