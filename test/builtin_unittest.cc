@@ -25,7 +25,13 @@
 #include <string>
 
 #include "rrpc/rrpc.h"
+#include "test/common/hostile.h"
 #include "test/common/test_util.h"
+
+extern "C" {
+#include "transport/clc_decline.h"
+#include "transport/smc/clc.h"
+}
 
 namespace {
 
@@ -253,10 +259,20 @@ TEST_F(Builtin, FallbackShowsItsDeclineReason) {
   int rc = rrpc_channel_new(("127.0.0.1:" + std::to_string(port_)).c_str(), &o, &rch);
   if (rc == -RRPC_ENORDMA) GTEST_SKIP() << "a build without RDMA";
   ASSERT_EQ(0, rc);
-  // This server offers no RDMA: whichever side declines, both fall back.
+  // This server offers no RDMA and this host has no device: the client
+  // falls back before sending a byte (no Decline: a server that speaks
+  // neither would close on it), counted process-wide.
   ASSERT_EQ(0, call(rch, "Echo"));
-  std::string conns = curl(port_, "/connections");
-  EXPECT_NE("", line_with(conns, {"server", "TCP", "0x0303000", "no SMC"})) << conns;
+  // A peer that does decline (a Linux SMC client without a device): the
+  // server shows the Decline's reason on the connection.
+  int fd = rrpc_test::raw_connect(port_);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(0, rrpc__clc_send_decline(fd, RRPC_CLC_DECL_NOSMCDEV));
+  std::string conns;
+  EXPECT_TRUE(rrpc_test::wait_until([&] {
+    conns = curl(port_, "/connections");
+    return line_with(conns, {"server", "TCP", "0x0303000", "no SMC"}) != "";
+  }, 5000)) << conns;
   std::string json = curl(port_, "/connections?format=json");
   bool code_seen = false;
   for (size_t at = json.find("\"fallback_code\":"); at != std::string::npos;
@@ -265,6 +281,7 @@ TEST_F(Builtin, FallbackShowsItsDeclineReason) {
     code_seen = code_seen || code == 0x03030000 || code == 0x03030002;
   }
   EXPECT_TRUE(code_seen) << json;
+  close(fd);
   std::string vars = curl(port_, "/vars?prefix=rrpc_fallbacks_by_reason_total");
   EXPECT_NE(std::string::npos, vars.find("no SMC")) << vars;
   rrpc_channel_free(rch);

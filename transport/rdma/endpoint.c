@@ -606,8 +606,10 @@ static int rdma_start_dialect(rrpc__socket *s, int is_client, int dialect) {
     rrpc__rdma_note_fallback(RRPC_CLC_DECL_NOSMCDEV);
     rrpc__socket_note_fallback(s, RRPC_CLC_DECL_NOSMCDEV);
     if (is_client) {
-      /* Say so, as a Linux SMC client without a device does, then speak TCP. */
-      (void)rrpc__clc_send_decline(rrpc__socket_fd(s), RRPC_CLC_DECL_NOSMCDEV);
+      /* Plain TCP from the first byte, as brpc's client without a device
+       * does. A Linux SMC client says so with a Decline, but only after the
+       * TCP handshake's SMC option told it the server speaks CLC; we cannot
+       * know that, and a server that does not (brpc) closes on a Decline. */
       rrpc__socket_switch_transport(s, rrpc__transport_tcp());
       return rrpc__transport_tcp()->start(s, is_client);
     }
