@@ -29,7 +29,6 @@
 #include "transport/rdma/brpc_ep.h"
 #include "transport/rdma/budget.h"
 #include "transport/rdma/endpoint.h"
-#include "transport/rdma/tcp_only.h"
 
 static const rrpc_transport_ops brpc_ops;
 
@@ -295,11 +294,7 @@ static void to_tcp(rrpc__brpc_ep *ep, uint32_t reason) {
  * there. Loop thread. */
 static void retry_over_tcp(rrpc__brpc_ep *ep) {
   rrpc__socket *s = ep->s;
-  struct sockaddr_storage peer;
-  rrpc__socket_peer_addr(s, &peer);
-  rrpc__tcp_only_note(&peer, ep->opts->tcp_only_ttl_s, rrpc__now_us());
-  rrpc__rdma_note_fallback(RRPC_FB_PEER_CLOSED_HANDSHAKE);
-  rrpc__socket_note_fallback(s, RRPC_FB_PEER_CLOSED_HANDSHAKE);
+  rrpc__rdma_note_closed_on_handshake(s, ep->opts->tcp_only_ttl_s);
   if (ep->opts->no_fallback) {
     hard_fail(ep, -RRPC_EDECLINED, "the server closed on the hello");
     return;

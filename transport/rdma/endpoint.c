@@ -432,13 +432,17 @@ static void ep_fallback(rrpc__rdma_ep *ep, uint32_t code, int send) {
  * it predates CLC (brpc, or anything that closes on bytes it does not
  * know). Remember it as TCP-only and call it again over plain TCP, once:
  * the queued calls go there. Loop thread. */
-static void hs_retry_over_tcp(rrpc__rdma_ep *ep) {
-  rrpc__socket *s = ep->s;
+void rrpc__rdma_note_closed_on_handshake(rrpc__socket *s, int ttl_s) {
   struct sockaddr_storage peer;
   rrpc__socket_peer_addr(s, &peer);
-  rrpc__tcp_only_note(&peer, ep->opts->tcp_only_ttl_s, rrpc__now_us());
+  rrpc__tcp_only_note(&peer, ttl_s, rrpc__now_us());
   rrpc__rdma_note_fallback(RRPC_FB_PEER_CLOSED_HANDSHAKE);
   rrpc__socket_note_fallback(s, RRPC_FB_PEER_CLOSED_HANDSHAKE);
+}
+
+static void hs_retry_over_tcp(rrpc__rdma_ep *ep) {
+  rrpc__socket *s = ep->s;
+  rrpc__rdma_note_closed_on_handshake(s, ep->opts->tcp_only_ttl_s);
   trace_fallback(ep, RRPC_FB_PEER_CLOSED_HANDSHAKE);
   hs_timer_cancel(ep);
   rrpc__hs_slot_release(ep);

@@ -263,5 +263,9 @@ void rrpc__dp_drop_inflight(rrpc__rdma_ep *ep);
 /* ---- describe.c --------------------------------------------------------- */
 /* The transport's facts op (QPN, rings, window, credits). Loop thread. */
 void rrpc__rdma_conn_facts(const rrpc__socket *s, rrpc__conn_facts *out);
+/* A server closed the connection on a client's first handshake bytes (CLC
+ * Proposal or brpc hello) without a byte of answer: remember it as TCP-only
+ * for `ttl_s` and count the fallback. Both dialects; loop thread. */
+void rrpc__rdma_note_closed_on_handshake(rrpc__socket *s, int ttl_s);
 
 #endif /* RRPC_TRANSPORT_RDMA_ENDPOINT_H */
