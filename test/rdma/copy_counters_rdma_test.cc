@@ -9,13 +9,11 @@
 // server and a client child of this binary (RRPC_TEST_ROLE) with the case's
 // options (RRPC_COPY_MODE); the client reads the server's counters over a
 // plain TCP channel, which moves none of the RDMA counters.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -24,8 +22,13 @@
 
 #include "rrpc/rrpc.h"
 #include "test/common/test_util.h"
+#include "test/rdma/rdma_test_util.h"
 #include "test/rdma/tsan_suppressions.h"
 
+using rrpc_rdma_test::echo;
+using rrpc_rdma_test::echo_handler;
+using rrpc_rdma_test::http_get;
+using rrpc_rdma_test::open_channel;
 using rrpc_test::rdma_test_addr;
 
 namespace {
@@ -64,12 +67,6 @@ std::string copies_text(const Copies &c) {
   return buf;
 }
 
-void echo_handler(void *, rrpc_server_call *call) {
-  rrpc_controller *c = rrpc_server_call_controller(call);
-  rrpc_iobuf_append_iobuf(rrpc_controller_response_attachment(c), rrpc_controller_request_attachment(c));
-  rrpc_server_call_respond(call, rrpc_server_call_request(call));
-}
-
 // The server's counters as text (asked over TCP: no RDMA counter moves).
 void stats_handler(void *, rrpc_server_call *call) {
   std::string s = copies_text(own_copies());
@@ -80,61 +77,43 @@ void stats_handler(void *, rrpc_server_call *call) {
   rrpc_iobuf_free(out);
 }
 
-rrpc_channel *open_channel(int port, int use_rdma) {
-  rrpc_channel_options o = {};
-  o.use_rdma = use_rdma;
-  o.timeout_ms = 60000;
-  o.connect_timeout_ms = 5000;
-  rrpc_channel *ch = nullptr;
-  rrpc_channel_new((rdma_test_addr() + ":" + std::to_string(port)).c_str(), &o, &ch);
-  return ch;
-}
-
-// One call; *ratt gets the response attachment. rc, or -9999 when the body
-// did not come back as sent.
-int call(rrpc_channel *ch, const char *service, const char *method, const std::string &body,
-         const std::string &att, std::string *resp, std::string *ratt, int *used_rdma) {
-  rrpc_controller *c;
-  rrpc_controller_new(&c);
-  rrpc_iobuf *rq, *rs;
-  rrpc_iobuf_new(&rq);
-  rrpc_iobuf_new(&rs);
-  rrpc_iobuf_append(rq, body.data(), body.size());
-  rrpc_iobuf_append(rrpc_controller_request_attachment(c), att.data(), att.size());
-  int rc = rrpc_channel_call(ch, service, method, c, rq, rs, nullptr, nullptr);
-  if (resp) *resp = rrpc_test::iobuf_string(rs);
-  if (ratt) *ratt = rrpc_test::iobuf_string(rrpc_controller_response_attachment(c));
-  if (used_rdma) *used_rdma = rrpc_controller_used_rdma(c);
-  rrpc_iobuf_free(rq);
-  rrpc_iobuf_free(rs);
-  rrpc_controller_free(c);
-  return rc;
-}
-
 bool parse(const std::string &s, Copies *c) {
   return sscanf(s.c_str(), "%" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64, &c->send, &c->recv, &c->written,
                 &c->received) == 4;
+}
+
+// The server's counters, asked over the TCP channel.
+int server_copies(rrpc_channel *tcp, Copies *out) {
+  rrpc_controller *c;
+  rrpc_controller_new(&c);
+  rrpc_iobuf *rs;
+  rrpc_iobuf_new(&rs);
+  int rc = rrpc_channel_call(tcp, "test.Stats", "Get", c, nullptr, rs, nullptr, nullptr);
+  std::string text = rrpc_test::iobuf_string(rs);
+  rrpc_iobuf_free(rs);
+  rrpc_controller_free(c);
+  return rc != 0 ? rc : parse(text, out) ? 0 : -EPROTO;
 }
 
 // The client child: a small warm-up call (the connection is up and RDMA),
 // then the one 1 MiB echo between two snapshots of both sides' counters.
 // Prints "ok <client 4> <server 4>" or "FAIL why".
 void run_client(int port) {
-  rrpc_channel *ch = open_channel(port, 1), *tcp = open_channel(port, 0);
-  std::string resp, ratt, s0, s1;
+  rrpc_channel *ch = open_channel(port, 1, 60000), *tcp = open_channel(port, 0, 60000);
+  std::string ratt;
   int used = 0;
-  if (!ch || !tcp || call(ch, "test.Echo", "Echo", "warm", "", &resp, nullptr, &used) != 0 || !used) {
+  if (!ch || !tcp || echo(ch, "warm", "", nullptr, &used) != 0 || !used) {
     printf("FAIL warm-up call (used_rdma=%d)\n", used);
     return;
   }
   std::string att = rrpc_test::pattern(kAttachment, 12);
   Copies c0, c1, sv0, sv1;
-  int rc = call(tcp, "test.Stats", "Get", "", "", &s0, nullptr, nullptr);
+  int rc = server_copies(tcp, &sv0);
   c0 = own_copies();
-  rc = rc ? rc : call(ch, "test.Echo", "Echo", "x", att, &resp, &ratt, &used);
+  rc = rc ? rc : echo(ch, "x", att, &ratt, &used);
   c1 = own_copies();
-  rc = rc ? rc : call(tcp, "test.Stats", "Get", "", "", &s1, nullptr, nullptr);
-  if (rc != 0 || !used || resp != "x" || ratt != att || !parse(s0, &sv0) || !parse(s1, &sv1)) {
+  rc = rc ? rc : server_copies(tcp, &sv1);
+  if (rc != 0 || !used || ratt != att) {
     printf("FAIL echo rc=%d used_rdma=%d intact=%d\n", rc, used, ratt == att);
     return;
   }
@@ -174,27 +153,6 @@ struct Result {
   long long vars_recv = -1, vars_send = -1;  // the server's /vars rows after the echo
 };
 
-// The body of an HTTP GET of `path` on the server's port (builtin pages).
-std::string http_get(int port, const std::string &path) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(port);
-  inet_pton(AF_INET, rdma_test_addr().c_str(), &sa.sin_addr);
-  timeval tv{10, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  std::string all;
-  if (connect(fd, reinterpret_cast<sockaddr *>(&sa), sizeof sa) == 0) {
-    std::string req = "GET " + path + " HTTP/1.1\r\nHost: t\r\n\r\n";
-    send(fd, req.data(), req.size(), MSG_NOSIGNAL);
-    char buf[65536];
-    ssize_t n;
-    while ((n = recv(fd, buf, sizeof buf, 0)) > 0) all.append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
-  size_t he = all.find("\r\n\r\n");
-  return he == std::string::npos ? "" : all.substr(he + 4);
-}
 
 // The value of a /vars row "name{device=...} : V", or -1.
 long long vars_value(int port, const std::string &name) {
