@@ -355,7 +355,7 @@ enum { CUT_BATCH = 32 };
 static int cut_some(struct conn *cn, rrpc_iobuf *rbuf, rrpc__baidu_msg *msgs, int *rc) {
   int n = 0;
   *rc = 0;
-  while (n < CUT_BATCH) {
+  while (n < CUT_BATCH && rrpc_iobuf_length(rbuf) > 0) { /* an empty buffer: the usual end */
     rrpc__baidu_msg *msg = &msgs[n];
     int r = rrpc__baidu_cut(rbuf, cn->ch->max_body, msg); /* initialises msg, whatever it returns */
     if (r == 0) break;
