@@ -299,20 +299,23 @@ static int post_write(rrpc__rdma_ep *ep, rrpc_iobuf *seg, uint32_t off, uint32_t
   int sig = want_signal(ep, len, !inl && pins_ring);
   wr.send_flags = (inl ? IBV_SEND_INLINE : 0) | (solicited ? IBV_SEND_SOLICITED : 0) |
                   (sig ? IBV_SEND_SIGNALED : 0);
+  /* Counted before the post: once posted, the peer may see the bytes (and
+   * read our stats) before this thread runs again. A failed post takes them
+   * back (the connection is dead then). */
+  rrpc__rdma_count(RRPC_RDMA_CNT_BYTES_WRITTEN, len);
+  if (inl) rrpc__rdma_count(RRPC_RDMA_CNT_COPIED_SEND, len); /* the provider copies inline data */
   int rc = ibv_post_send(ep->vb.qp, &wr, &bad);
   if (rc != 0) {
+    rrpc__rdma_count(RRPC_RDMA_CNT_BYTES_WRITTEN, -(uint64_t)len);
+    if (inl) rrpc__rdma_count(RRPC_RDMA_CNT_COPIED_SEND, -(uint64_t)len);
     ep->dp.qp_dead = 1;
     RRPC_LOG(WARNING, "rdma qpn=%u: ibv_post_send: %s", ep->vb.qp->qp_num, rrpc_strerror(-rc));
     return -RRPC_ERDMA;
   }
   ep->dp.wr_seq++;
-  if (inl) {
-    (void)rrpc_iobuf_move(drop, seg); /* copied at post time; on failure the caller drops seg */
-    rrpc__rdma_count(RRPC_RDMA_CNT_COPIED_SEND, len);
-  }
+  if (inl) (void)rrpc_iobuf_move(drop, seg); /* copied at post time; on failure the caller drops seg */
   else inflight_push(ep, ep->dp.wr_seq, seg);
   rrpc__rdma_count(RRPC_RDMA_CNT_WRITES, 1);
-  rrpc__rdma_count(RRPC_RDMA_CNT_BYTES_WRITTEN, len);
   if (solicited) rrpc__rdma_count(RRPC_RDMA_CNT_SOLICITED, 1);
   return 0;
 }
