@@ -35,7 +35,8 @@ struct rrpc__rdma_cqs {
   rrpc__loop *loop;
   rrpc__rdma_dev *dev;
   int polling;
-  int refs; /* members + running polls; under g_mu */
+  int refs; /* members + a poll that dispatches; under g_mu */
+  atomic_uint pending; /* leavers' reservations not freed yet (a fast "none") */
   struct ibv_comp_channel *cc;
   rrpc__watcher watch;
   int watching, poller_added;
@@ -136,6 +137,7 @@ static void release_pending(rrpc__rdma_cqs *c) {
     p->pend_s -= p->snap_s;
     p->used_r -= p->snap_r;
     p->pend_r -= p->snap_r;
+    atomic_fetch_sub_explicit(&c->pending, p->snap_s + p->snap_r, memory_order_relaxed);
     p->snap_s = p->snap_r = 0;
   }
 }
@@ -208,14 +210,23 @@ void rrpc__cqs_remove(struct rrpc__cq_member *m) {
 
 /* Drain one CQ, dispatching each completion to its member; members seen
  * the first time in this poll are referenced and put on *touched. 1 if any. */
+static void cqs_ref(rrpc__rdma_cqs *c);
+
 static int drain(rrpc__rdma_cqs *c, struct ibv_cq *cq, int is_send, struct rrpc__cq_member **touched,
-                 rrpc_iobuf *drop) {
+                 rrpc_iobuf *drop, int *held) {
   struct ibv_wc wc[WC_BATCH];
   int any = 0;
   for (;;) {
     int n = ibv_poll_cq(cq, WC_BATCH, wc);
     if (n <= 0) return any; /* < 0: nothing to tell a member; the next poll tries again */
     any = 1;
+    /* A completion's handling may end the last member (a fallback at the
+     * first CDC), an `after` may close it: the set outlives this poll.
+     * Idle rounds (busy polling) take no lock for it. */
+    if (!*held) {
+      cqs_ref(c);
+      *held = 1;
+    }
     for (int i = 0; i < n; i++) {
       pthread_mutex_lock(&c->mu);
       struct rrpc__cq_member *m = find_locked(c, wc[i].qp_num);
@@ -234,47 +245,48 @@ static int drain(rrpc__rdma_cqs *c, struct ibv_cq *cq, int is_send, struct rrpc_
   }
 }
 
-static int drain_all(rrpc__rdma_cqs *c, struct rrpc__cq_member **touched, rrpc_iobuf *drop) {
+static int drain_all(rrpc__rdma_cqs *c, struct rrpc__cq_member **touched, rrpc_iobuf *drop, int *held) {
   int any = 0;
   /* Pairs are only added on this thread, at the head: a walk is stable. */
   for (struct rrpc__cq_pair *p = c->pairs; p != NULL; p = p->next) {
-    any |= drain(c, p->rcq, 0, touched, drop);
-    any |= drain(c, p->scq, 1, touched, drop);
+    any |= drain(c, p->rcq, 0, touched, drop, held);
+    any |= drain(c, p->scq, 1, touched, drop, held);
   }
   return any;
 }
 
-static void cqs_unref(rrpc__rdma_cqs *c);
+static void unref_ex(rrpc__rdma_cqs *c, int in_own_callback);
 
-/* Pending reservations as of now (new pairs start with none). */
-static void snapshot(rrpc__rdma_cqs *c) {
+/* Pending reservations as of now (new pairs start with none). 1 if any. */
+static int snapshot(rrpc__rdma_cqs *c) {
+  if (atomic_load_explicit(&c->pending, memory_order_relaxed) == 0) return 0;
   pthread_mutex_lock(&c->mu);
   for (struct rrpc__cq_pair *p = c->pairs; p != NULL; p = p->next) {
     p->snap_s = p->pend_s;
     p->snap_r = p->pend_r;
   }
   pthread_mutex_unlock(&c->mu);
+  return 1;
 }
 
 static void cqs_poll(rrpc__rdma_cqs *c) {
-  pthread_mutex_lock(&g_mu);
-  c->refs++; /* an `after` may close the last member */
-  pthread_mutex_unlock(&g_mu);
-  snapshot(c);
+  int snapped = snapshot(c), held = 0;
   struct rrpc__cq_member *touched = NULL;
   rrpc_iobuf drop;
   rrpc__iobuf_init(&drop);
   for (int rounds = 0;;) {
-    if (drain_all(c, &touched, &drop)) continue;
+    if (drain_all(c, &touched, &drop, &held)) continue;
     if (c->polling || rounds++ > 0) break;
     /* Re-arm, then look once more: a completion that landed between the
      * last poll and the arm raises no event. */
     for (struct rrpc__cq_pair *p = c->pairs; p != NULL; p = p->next)
       if (arm(p) != 0) RRPC_LOG(ERROR, "rdma: cannot re-arm a shared CQ");
   }
-  pthread_mutex_lock(&c->mu);
-  release_pending(c);
-  pthread_mutex_unlock(&c->mu);
+  if (snapped) {
+    pthread_mutex_lock(&c->mu);
+    release_pending(c);
+    pthread_mutex_unlock(&c->mu);
+  }
   rrpc__iobuf_destroy(&drop); /* may release ring slices: no lock held */
   while (touched != NULL) {
     struct rrpc__cq_member *m = touched;
@@ -285,7 +297,7 @@ static void cqs_poll(rrpc__rdma_cqs *c) {
     ops->after(user);
     ops->unref(user); /* m may be gone after this */
   }
-  cqs_unref(c);
+  if (held) unref_ex(c, !c->polling); /* a poller may delete itself at once */
 }
 
 static void on_cc_event(rrpc__watcher *w, uint32_t events) {
@@ -321,7 +333,18 @@ static void cqs_destroy(rrpc__rdma_cqs *c) {
   atomic_fetch_sub_explicit(&g_sets_n, 1, memory_order_relaxed);
 }
 
-static void cqs_unref(rrpc__rdma_cqs *c) {
+static void cqs_ref(rrpc__rdma_cqs *c) {
+  pthread_mutex_lock(&g_mu);
+  c->refs++;
+  pthread_mutex_unlock(&g_mu);
+}
+
+static void destroy_task(void *arg) { cqs_destroy(arg); }
+
+/* Drop a reference; the last one destroys the set. From inside the set's
+ * own watcher callback (a poll), the loop still reads the watcher after
+ * the callback returns: destroy once this round's fd phase is over. */
+static void unref_ex(rrpc__rdma_cqs *c, int in_own_callback) {
   pthread_mutex_lock(&g_mu);
   int last = --c->refs == 0;
   if (last) {
@@ -333,8 +356,12 @@ static void cqs_unref(rrpc__rdma_cqs *c) {
     }
   }
   pthread_mutex_unlock(&g_mu);
-  if (last) cqs_destroy(c);
+  if (!last) return;
+  if (in_own_callback && rrpc__loop_defer(c->loop, destroy_task, c) == 0) return;
+  cqs_destroy(c);
 }
+
+static void cqs_unref(rrpc__rdma_cqs *c) { unref_ex(c, 0); }
 
 static int cqs_watch(rrpc__rdma_cqs *c) {
   if (c->polling) {
@@ -427,6 +454,7 @@ void rrpc__cqs_leave(struct rrpc__cq_member *m) {
    * stays until the next poll has drained them. */
   m->pair->pend_s += m->sq;
   m->pair->pend_r += m->rq;
+  atomic_fetch_add_explicit(&c->pending, m->sq + m->rq, memory_order_relaxed);
   pthread_mutex_unlock(&c->mu);
   m->cqs = NULL;
   m->pair = NULL;
