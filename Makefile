@@ -203,7 +203,7 @@ test: tests tools
 
 # The RDMA suite, the live Wireshark check and the idle_conns smoke, in one VM boot (or on a real port).
 test-rdma: $(RDMA_TESTS) examples tools $(BUILD)/bench/idle_conns
-	tools/run-rdma-tests $(RDMA_TESTS) test/tshark/live-capture.sh test/rdma/idle-conns-smoke.sh
+	tools/run-rdma-tests $(RDMA_TESTS) test/tshark/live-capture.sh test/rdma/idle-conns-smoke.sh test/rdma/thousand-conns.sh
 
 # The RDMA test binaries alone, for `make TSAN=1 test-rdma-tsan` (the RDMA
 # tests under ThreadSanitizer, one VM boot; a race report fails the binary).

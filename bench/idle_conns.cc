@@ -20,6 +20,16 @@
 // server prefixed "s_", of the client "c_". Exit status 0 only if all N
 // calls succeeded over RDMA. --server=ip:port measures against a server
 // started separately with --role=server (then the s_ fields are its).
+//
+// Two modes after the setup (issue 12's other "Done when" points):
+// --traffic_seconds=S runs S one-second waves; in each a fresh random
+// --traffic_percent of the connections make back-to-back echo calls of
+// --traffic_min_size..--traffic_max_size bytes (log-uniform), each answer
+// checked byte for byte; the traffic_* fields say sent/answered/failed and
+// whether any connection was set up again (test/rdma/thousand-conns.sh).
+// --idle_probe_seconds=N, on one more connection: the first 64 B call after
+// N idle seconds vs warm calls, and the first second of 1 MiB calls after N
+// idle seconds vs warm seconds (idle_probe lines with the ratios).
 #include <fcntl.h>
 #include <gflags/gflags.h>
 #include <signal.h>
@@ -29,13 +39,17 @@
 #include <unistd.h>
 #include <dirent.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <random>
 #include <set>
 #include <sstream>
 #include <string>
@@ -58,6 +72,19 @@ DEFINE_int32(hold_seconds, 0, "after reporting, keep the connections open this l
              "them with rrpc_stat or `rdma resource show`)");
 DEFINE_int32(max_seconds, 300, "bound on the setup phase: past it no more connections are opened "
              "and the run reports how far it got (stopped=time)");
+DEFINE_bool(list_resources, true, "count QPs/CQs/MRs/PDs with `rdma resource show` (seconds per "
+            "thousand connections under emulation; false: those fields are -1)");
+DEFINE_int32(traffic_seconds, 0, "after setup, this many one-second waves: in each, a fresh random "
+             "--traffic_percent of the connections make back-to-back checked echo calls");
+DEFINE_int32(traffic_percent, 10, "share of the connections that carry traffic in each wave");
+DEFINE_int32(traffic_min_size, 64, "smallest request of the traffic waves (bytes)");
+DEFINE_int32(traffic_max_size, 256 * 1024, "largest request of the traffic waves (bytes; sizes are "
+             "log-uniform in between)");
+DEFINE_uint64(traffic_seed, 0, "seed of the waves' choices (0: from the clock; printed)");
+DEFINE_int32(idle_probe_seconds, 0, "after setup, on one more connection: warm 64 B latency and "
+             "1 MiB throughput, then this many seconds idle, then the first call's latency and the "
+             "first second's throughput, and their ratios to the warm ones");
+DEFINE_int32(idle_probe_rounds, 3, "idle periods of --idle_probe_seconds, one after the other");
 
 namespace {
 
@@ -140,7 +167,7 @@ Metrics measure() {
   m["fds"] = count_fds();
   m["maps"] = count_lines("/proc/self/maps");
   std::set<long> tids = own_tids();
-  for (const char *k : {"qp", "cq", "mr", "pd"}) m[k] = rdma_res_count(k, tids);
+  for (const char *k : {"qp", "cq", "mr", "pd"}) m[k] = FLAGS_list_resources ? rdma_res_count(k, tids) : -1;
   m["res_src"] = m["qp"] >= 0 ? 1 : 0;  // 1: rdma tool, 0: none
   rrpc_rdma_stats st;
   if (rrpc_rdma_get_stats(&st) == 0) {
@@ -227,6 +254,9 @@ void echo_handler(void *, rrpc_server_call *call) {
   rrpc_server_call_respond(call, rrpc_server_call_request(call));
 }
 
+// Takes the request, answers nothing: one-way throughput (--idle_probe_seconds).
+void sink_handler(void *, rrpc_server_call *call) { rrpc_server_call_respond(call, nullptr); }
+
 // Measures this (the server) process: runs on a pool thread, so the popen of
 // the rdma tool blocks no loop.
 void report_handler(void *, rrpc_server_call *call) {
@@ -255,7 +285,9 @@ rrpc_server *start_server() {
   if (rrpc_server_new(&so, &s) != 0) return nullptr;
   rrpc_server_add_method(s, "idle.Bench", "Echo", echo_handler, nullptr);
   rrpc_server_add_method(s, "idle.Bench", "Report", report_handler, nullptr);
+  rrpc_server_add_method(s, "idle.Bench", "Sink", sink_handler, nullptr);
   rrpc_server_set_method_mode(s, "idle.Bench", "Echo", RRPC_RUN_IN_LOOP);
+  rrpc_server_set_method_mode(s, "idle.Bench", "Sink", RRPC_RUN_IN_LOOP);
   std::string addr = FLAGS_listen.empty() ? default_host() : FLAGS_listen;
   if (addr.find(':') == std::string::npos) addr += ":0";
   int rc = rrpc_server_start(s, addr.c_str());
@@ -351,6 +383,240 @@ std::string fmt(double v) {
   return b;
 }
 
+// ---- traffic waves (--traffic_seconds) --------------------------------------------------------
+
+// Requests are slices of one random buffer at a per-call offset, so each
+// echoed response is checked against the slice it must equal, no copy kept.
+constexpr size_t kTrafficOffsets = 4096;
+
+struct Traffic {
+  std::string bytes;
+  std::atomic<long long> sent{0};
+  long long answered = 0, failed = 0, corrupt = 0, not_rdma = 0, bytes_sent = 0;  // driver thread only
+  std::string first_error;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<struct TrafficCall *> done;  // completed calls for the driver, under mu
+};
+
+// One connection's call in flight; reissued by the driver until its wave ends.
+struct TrafficCall {
+  Traffic *t = nullptr;
+  rrpc_channel *ch = nullptr;
+  Call call;
+  rrpc_iobuf *req = nullptr;
+  size_t off = 0, len = 0;
+  TrafficCall() { rrpc_iobuf_new(&req); }
+  ~TrafficCall() { rrpc_iobuf_free(req); }
+};
+
+// Loop thread: only hands the call to the driver (nothing here may block).
+void traffic_done(void *arg, rrpc_controller *) {
+  TrafficCall *c = static_cast<TrafficCall *>(arg);
+  std::lock_guard<std::mutex> g(c->t->mu);
+  c->t->done.push_back(c);
+  c->t->cv.notify_one();
+}
+
+size_t traffic_size(std::mt19937_64 &rng) {
+  double lo = std::log((double)FLAGS_traffic_min_size), hi = std::log((double)FLAGS_traffic_max_size);
+  double v = std::exp(std::uniform_real_distribution<double>(lo, hi)(rng));
+  size_t n = (size_t)std::llround(v);
+  return std::min<size_t>(std::max<size_t>(n, (size_t)FLAGS_traffic_min_size), (size_t)FLAGS_traffic_max_size);
+}
+
+int traffic_issue(TrafficCall *c, std::mt19937_64 &rng) {
+  c->len = traffic_size(rng);
+  c->off = (size_t)(rng() % kTrafficOffsets);
+  rrpc_iobuf_clear(c->req);
+  rrpc_iobuf_append(c->req, c->t->bytes.data() + c->off, c->len);
+  rrpc_controller_reset(c->call.cntl);
+  rrpc_iobuf_clear(c->call.resp);
+  rrpc_controller_set_timeout_ms(c->call.cntl, FLAGS_call_timeout_ms);
+  c->t->sent++;
+  c->t->bytes_sent += (long long)c->len;
+  int rc = rrpc_channel_call(c->ch, "idle.Bench", "Echo", c->call.cntl, c->req, c->call.resp, traffic_done, c);
+  if (rc != 0) c->t->failed++;  // refused up front: done never runs
+  return rc;
+}
+
+// Driver thread: the verdict on one completed call.
+void traffic_check(TrafficCall *c) {
+  Traffic *t = c->t;
+  if (rrpc_controller_failed(c->call.cntl)) {
+    t->failed++;
+    if (t->first_error.empty()) t->first_error = rrpc_controller_error_text(c->call.cntl);
+  } else if (!rrpc_controller_used_rdma(c->call.cntl)) {
+    t->not_rdma++;
+  } else if (rrpc_iobuf_length(c->call.resp) != c->len ||
+             c->call.text().compare(0, c->len, t->bytes, c->off, c->len) != 0) {
+    t->corrupt++;
+  } else {
+    t->answered++;
+  }
+}
+
+// One wave: `picked` connections call back to back until `end`; returns
+// once every call came back, or false when one did not within twice the
+// call timeout (then the calls still out keep their memory: we exit soon).
+bool traffic_wave(Traffic *t, const std::vector<rrpc_channel *> &picked, Clock::time_point end,
+                  std::mt19937_64 &rng) {
+  std::vector<TrafficCall *> calls;
+  for (rrpc_channel *ch : picked) {
+    TrafficCall *c = new TrafficCall;
+    c->t = t;
+    c->ch = ch;
+    calls.push_back(c);
+  }
+  size_t active = 0;
+  for (TrafficCall *c : calls) active += traffic_issue(c, rng) == 0;
+  auto bound = std::chrono::milliseconds(2 * FLAGS_call_timeout_ms);
+  while (active > 0) {
+    std::vector<TrafficCall *> ready;
+    {
+      std::unique_lock<std::mutex> g(t->mu);
+      if (!t->cv.wait_for(g, bound, [&] { return !t->done.empty(); })) return false;
+      ready.swap(t->done);
+    }
+    for (TrafficCall *c : ready) {
+      traffic_check(c);
+      if (Clock::now() >= end || traffic_issue(c, rng) != 0) active--;
+    }
+  }
+  for (TrafficCall *c : calls) delete c;
+  return true;
+}
+
+// The waves; their key=value fields for the report line. *ok is false when
+// any call was lost, failed, fell back to TCP or came back wrong, or when a
+// connection was set up again (no reconnect hides a failure).
+std::string run_traffic(const std::vector<rrpc_channel *> &chans, bool *ok) {
+  uint64_t seed = FLAGS_traffic_seed ? FLAGS_traffic_seed : (uint64_t)Clock::now().time_since_epoch().count();
+  std::mt19937_64 rng(seed);
+  Traffic t;
+  t.bytes.resize((size_t)FLAGS_traffic_max_size + kTrafficOffsets);
+  for (char &b : t.bytes) b = (char)(rng() & 0xff);
+  size_t per_wave = std::max<size_t>(1, chans.size() * (size_t)FLAGS_traffic_percent / 100);
+  std::vector<size_t> idx(chans.size());
+  for (size_t i = 0; i < idx.size(); i++) idx[i] = i;
+  std::set<size_t> touched;
+  rrpc_rdma_stats before, after;
+  rrpc_rdma_get_stats(&before);
+  auto t0 = Clock::now();
+  bool finished = !chans.empty();
+  int waves = 0;
+  for (; finished && waves < FLAGS_traffic_seconds; waves++) {
+    for (size_t i = 0; i < per_wave; i++) std::swap(idx[i], idx[i + rng() % (idx.size() - i)]);
+    std::vector<rrpc_channel *> picked;
+    for (size_t i = 0; i < per_wave; i++) {
+      picked.push_back(chans[idx[i]]);
+      touched.insert(idx[i]);
+    }
+    finished = traffic_wave(&t, picked, t0 + std::chrono::seconds(waves + 1), rng);
+  }
+  double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  rrpc_rdma_get_stats(&after);
+  long long reconnects = (long long)(after.connections_rdma + after.connections_fallback) -
+                         (long long)(before.connections_rdma + before.connections_fallback);
+  *ok = finished && t.sent.load() == t.answered && t.failed == 0 && t.corrupt == 0 && t.not_rdma == 0 &&
+        reconnects == 0;
+  std::string e = t.first_error;
+  for (char &x : e) x = (x == ' ' ? '_' : x);
+  return " traffic_waves=" + std::to_string(waves) + " traffic_conns_per_wave=" + std::to_string(per_wave) +
+         " traffic_conns_touched=" + std::to_string(touched.size()) + " traffic_s=" + fmt(secs) +
+         " traffic_sent=" + std::to_string(t.sent.load()) + " traffic_answered=" + std::to_string(t.answered) +
+         " traffic_failed=" + std::to_string(t.failed) + " traffic_corrupt=" + std::to_string(t.corrupt) +
+         " traffic_not_rdma=" + std::to_string(t.not_rdma) + " traffic_reconnects=" + std::to_string(reconnects) +
+         " traffic_mib=" + fmt((double)t.bytes_sent / (1 << 20)) + " traffic_seed=" + std::to_string(seed) +
+         " traffic_stalled=" + (finished ? "0" : "1") + (e.empty() ? "" : " traffic_first_error=" + e) +
+         " traffic_ok=" + (*ok ? "1" : "0");
+}
+
+// ---- a busy connection after idle (--idle_probe_seconds) ------------------------------------
+
+// Microseconds of one synchronous call of `req` to `method`; -1 on failure.
+double timed_call(rrpc_channel *ch, const char *method, const rrpc_iobuf *req, Call *c) {
+  rrpc_controller_reset(c->cntl);
+  rrpc_iobuf_clear(c->resp);
+  rrpc_controller_set_timeout_ms(c->cntl, FLAGS_call_timeout_ms);
+  auto t0 = Clock::now();
+  int rc = rrpc_channel_call(ch, "idle.Bench", method, c->cntl, req, c->resp, nullptr, nullptr);
+  double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+  return rc == 0 && rrpc_controller_used_rdma(c->cntl) ? us : -1;
+}
+
+// MiB/s of back-to-back 1 MiB requests for one second; -1 on failure.
+double one_second_mib_s(rrpc_channel *ch, const rrpc_iobuf *mib, Call *c) {
+  auto t0 = Clock::now(), end = t0 + std::chrono::seconds(1);
+  long long n = 0;
+  while (Clock::now() < end) {
+    if (timed_call(ch, "Sink", mib, c) < 0) return -1;
+    n++;
+  }
+  return (double)n / std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return -1;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Median latency (us) of 50 64 B calls, after 10 not counted; -1 on failure.
+double warm_latency_us(rrpc_channel *ch, const rrpc_iobuf *small, Call *c) {
+  std::vector<double> v;
+  for (int i = 0; i < 60; i++) {
+    double us = timed_call(ch, "Echo", small, c);
+    if (us < 0) return -1;
+    if (i >= 10) v.push_back(us);
+  }
+  return median(v);
+}
+
+// Per round: after an idle period, the first 64 B call's latency; after
+// another, the first second's 1 MiB throughput. Each against the warm
+// figure taken just before and just after it (their mean), so that a host
+// whose load drifts during the round moves the reference too. One
+// "idle_probe" line per round and a summary with the medians.
+bool run_idle_probe(const std::string &addr) {
+  rrpc_channel *ch = new_channel(addr);
+  Call c;
+  rrpc_iobuf *small = nullptr, *mib = nullptr;
+  rrpc_iobuf_new(&small);
+  rrpc_iobuf_new(&mib);
+  std::string s64(64, 'p'), s1m(size_t{1} << 20, 'm');
+  rrpc_iobuf_append(small, s64.data(), s64.size());
+  rrpc_iobuf_append(mib, s1m.data(), s1m.size());
+  bool ok = ch && timed_call(ch, "Echo", small, &c) >= 0;
+  std::vector<double> lat_ratio, tput_ratio;
+  auto idle = [] { std::this_thread::sleep_for(std::chrono::seconds(FLAGS_idle_probe_seconds)); };  // measured
+  for (int r = 0; ok && r < FLAGS_idle_probe_rounds; r++) {
+    double lat_before = warm_latency_us(ch, small, &c);
+    idle();
+    double first_us = timed_call(ch, "Echo", small, &c);
+    double lat_after = warm_latency_us(ch, small, &c);
+    double mib_before = one_second_mib_s(ch, mib, &c);
+    idle();
+    double first_mib = one_second_mib_s(ch, mib, &c);
+    double mib_after = one_second_mib_s(ch, mib, &c);
+    ok = lat_before > 0 && first_us > 0 && lat_after > 0 && mib_before > 0 && first_mib > 0 && mib_after > 0;
+    double warm_us = (lat_before + lat_after) / 2, warm_mib = (mib_before + mib_after) / 2;
+    lat_ratio.push_back(ok ? first_us / warm_us : -1);
+    tput_ratio.push_back(ok ? first_mib / warm_mib : -1);
+    printf("idle_probe round=%d idle_s=%d warm_lat_us=%.1f/%.1f first_lat_us=%.1f lat_ratio=%.2f "
+           "warm_mib_s=%.1f/%.1f first_second_mib_s=%.1f tput_ratio=%.2f\n",
+           r, FLAGS_idle_probe_seconds, lat_before, lat_after, first_us, lat_ratio.back(), mib_before, mib_after,
+           first_mib, tput_ratio.back());
+    fflush(stdout);
+  }
+  printf("idle_probe_summary idle_s=%d rounds=%zu median_lat_ratio=%.2f median_tput_ratio=%.2f ok=%d\n",
+         FLAGS_idle_probe_seconds, lat_ratio.size(), median(lat_ratio), median(tput_ratio), ok ? 1 : 0);
+  fflush(stdout);
+  rrpc_iobuf_free(small);
+  rrpc_iobuf_free(mib);
+  return ok;
+}
+
 // The line: settings, setup time, both sides' totals and per-connection deltas.
 std::string report_line(const Setup &st, double secs, const Metrics &sb, const Metrics &sa,
                         const Metrics &cb, const Metrics &ca) {
@@ -409,12 +675,17 @@ int run_client(const std::string &addr) {
   }
   Metrics sa = parse(c.text());
   sa["measure_ms"] = (long long)std::chrono::duration<double, std::milli>(Clock::now() - m0).count();
-  printf("%s\n", report_line(st, secs, sb, sa, cb, ca).c_str());
+  bool setup_ok = st.ok.load() == FLAGS_n && st.rdma.load() == FLAGS_n;
+  bool traffic_ok = true, probe_ok = true;
+  std::string traffic;
+  if (setup_ok && FLAGS_traffic_seconds > 0) traffic = run_traffic(st.chans, &traffic_ok);
+  printf("%s%s\n", report_line(st, secs, sb, sa, cb, ca).c_str(), traffic.c_str());
   fflush(stdout);
+  if (setup_ok && FLAGS_idle_probe_seconds > 0) probe_ok = run_idle_probe(addr);
   if (FLAGS_hold_seconds > 0) std::this_thread::sleep_for(std::chrono::seconds(FLAGS_hold_seconds));
   // No teardown: closing N connections is not what is measured, and the
   // kernel releases every QP and MR at exit.
-  return (st.ok.load() == FLAGS_n && st.rdma.load() == FLAGS_n) ? 0 : 1;
+  return setup_ok && traffic_ok && probe_ok ? 0 : 1;
 }
 
 // Forks the server before any thread exists; returns its "ip:port" and the
@@ -468,6 +739,13 @@ int main(int argc, char **argv) {
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   if (FLAGS_n < 0 || FLAGS_concurrency < 1) {
     fprintf(stderr, "idle_conns: --n must be >= 0 and --concurrency >= 1\n");
+    return 2;
+  }
+  if (FLAGS_traffic_percent < 1 || FLAGS_traffic_percent > 100 || FLAGS_traffic_min_size < 1 ||
+      FLAGS_traffic_min_size > FLAGS_traffic_max_size || FLAGS_idle_probe_seconds < 0 ||
+      FLAGS_idle_probe_rounds < 1) {
+    fprintf(stderr, "idle_conns: --traffic_percent is 1..100, 1 <= --traffic_min_size <= "
+            "--traffic_max_size, --idle_probe_rounds >= 1\n");
     return 2;
   }
   raise_limits(FLAGS_n);

@@ -657,6 +657,54 @@ TEST(BaiduPack, AllocatorFailureLeavesOutputUnchanged) {
   EXPECT_EQ(4 + RRPC_BAIDU_HEADER_SIZE + rrpc__rpc_meta_size(&m) + 7, out.size());
 }
 
+// Packed into an empty output (the channel's and server's case): a small
+// payload is copied behind the meta in the header's block (one piece less),
+// a payload over the copy limit and the attachment stay shared, the bytes
+// are those of a hand-built frame either way; a failure leaves it empty.
+TEST(BaiduPack, SmallPayloadIsCopiedIntoTheHeaderBlockLargeOneShared) {
+  std::string svc = "example.EchoService", method = "Echo";
+  for (size_t n : {size_t(1), size_t(128), size_t(129), size_t(5000)}) {
+    rrpc__rpc_meta m = RequestMeta(svc, method, 7);
+    std::string payload = Pattern(n, 4), att = Pattern(64, 5);
+    Buf pay, at, out;
+    pay.add(payload);
+    at.add(att);
+    ASSERT_EQ(0, rrpc__baidu_pack(&out.b, &m, &pay.b, &at.b));
+    RpcMeta pb;
+    pb.mutable_request()->set_service_name(svc);
+    pb.mutable_request()->set_method_name(method);
+    pb.mutable_request()->set_log_id(77);
+    pb.set_correlation_id(7);
+    pb.set_attachment_size(64);
+    EXPECT_EQ(CxxFrame(pb, payload, att), out.str()) << n;
+    const void *pay_data, *att_data, *d;
+    size_t len;
+    void *region;
+    ASSERT_EQ(0, rrpc_iobuf_piece(&pay.b, 0, &pay_data, &len, &region));
+    ASSERT_EQ(0, rrpc_iobuf_piece(&at.b, 0, &att_data, &len, &region));
+    bool pay_shared = false, att_shared = false;
+    for (size_t i = 0; i < rrpc_iobuf_piece_count(&out.b); i++) {
+      ASSERT_EQ(0, rrpc_iobuf_piece(&out.b, i, &d, &len, &region));
+      pay_shared |= d == pay_data;
+      att_shared |= d == att_data;
+    }
+    EXPECT_EQ(n > 128, pay_shared) << n;
+    EXPECT_TRUE(att_shared) << n;
+    EXPECT_EQ(n > 128 ? 3u : 2u, rrpc_iobuf_piece_count(&out.b)) << n;
+    EXPECT_EQ(payload, pay.str());
+  }
+  rrpc__rpc_meta m = RequestMeta(svc, method, 1);
+  Buf out, pay;
+  pay.add("payload");
+  rrpc_block_allocator failing = {"failing", FailAlloc, NoFree, nullptr};
+  rrpc_block_allocator_set(&failing);
+  int rc = rrpc__baidu_pack(&out.b, &m, &pay.b, nullptr);
+  rrpc_block_allocator_set(nullptr);
+  EXPECT_EQ(-ENOMEM, rc);
+  EXPECT_EQ(0u, out.size());
+  EXPECT_EQ(0u, rrpc_iobuf_piece_count(&out.b));
+}
+
 // ---- frames: cut -------------------------------------------------------------
 
 struct Expected {

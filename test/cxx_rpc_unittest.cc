@@ -153,6 +153,61 @@ TEST_F(CxxRpcTest, AsyncEchoRunsDoneOnceAfterParsing) {
   }
 }
 
+// An async call's records live in its Controller (C and C++) and are reused
+// by the next call on it: a chain of calls on one Controller, each issued
+// from the previous one's done, every third failing in the handler, sees
+// each response and error as its own (nothing left over from the call
+// before); a done may then delete its Controller (ASan would catch a touch
+// after that).
+TEST_F(CxxRpcTest, AsyncCallsReuseTheirControllerAndDoneMayDeleteIt) {
+  constexpr int kCalls = 60;
+  struct Chain {
+    cxxtest::EchoService_Stub* stub;
+    std::unique_ptr<rrpc::Controller> cntl{new rrpc::Controller};
+    EchoRequest req;
+    EchoResponse resp;
+    int issued = 0;
+    std::vector<std::string> seen;  // "ok:<message>" or "err:<code>:<text>"
+    Latch* latch;
+    void Issue() {
+      cntl->Reset();
+      req.Clear();
+      resp.Clear();
+      req.set_message("chain " + std::to_string(issued));
+      if (issued % 3 == 2) {
+        req.set_fail_code(rrpc::EINTERNAL);
+        req.set_fail_text("no " + std::to_string(issued));
+      }
+      issued++;
+      stub->Echo(cntl.get(), &req, &resp, google::protobuf::NewCallback(this, &Chain::Done));
+    }
+    void Done() {
+      seen.push_back(cntl->Failed() ? "err:" + std::to_string(cntl->ErrorCode()) + ":" + cntl->ErrorText()
+                                    : "ok:" + resp.message());
+      if (issued < kCalls) {
+        Issue();
+        return;
+      }
+      cntl.reset();  // the last done deletes the Controller that carried it
+      latch->CountDown();
+    }
+  };
+  cxxtest::EchoService_Stub stub(&channel_);
+  Latch latch(1);
+  Chain chain;
+  chain.stub = &stub;
+  chain.latch = &latch;
+  chain.Issue();
+  latch.Wait();
+  ASSERT_EQ(static_cast<size_t>(kCalls), chain.seen.size());
+  for (int i = 0; i < kCalls; i++) {
+    std::string want = i % 3 == 2 ? "err:" + std::to_string(rrpc::EINTERNAL) + ":no " + std::to_string(i)
+                                  : "ok:chain " + std::to_string(i);
+    EXPECT_EQ(want, chain.seen[i]) << "call " << i;
+  }
+  EXPECT_EQ(nullptr, chain.cntl.get());
+}
+
 // Attachments of many sizes in both directions, checked byte by byte on
 // both sides.
 TEST_F(CxxRpcTest, AttachmentsBothWays) {

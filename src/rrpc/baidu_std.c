@@ -11,6 +11,9 @@
 
 static const uint8_t k_magic[4] = {'P', 'R', 'P', 'C'};
 
+/* Payloads up to this size are copied into the header's block by pack. */
+#define PACK_COPY_MAX 128
+
 static uint32_t load_be32(const uint8_t *p) {
   return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
 }
@@ -148,11 +151,19 @@ int rrpc__baidu_pack(rrpc_iobuf *out, rrpc__rpc_meta *meta, const rrpc_iobuf *pa
   body_len = meta_len + pay_len + att_len;
   head_len = RRPC_BAIDU_HEADER_SIZE + meta_len;
 
+  /* A small payload (a typical protobuf message) is copied behind the meta
+   * in the header's block: cheaper than sharing its block (a ref, an atomic
+   * pair, an iovec). Attachments are always shared (sending never copies). */
+  size_t copied = pay_len <= PACK_COPY_MAX ? pay_len : 0;
+
   /* Build the frame aside and move it into `out` last, so that a failure
-   * anywhere leaves `out` as it was. The header and meta are encoded
+   * anywhere leaves `out` as it was - or straight in an empty `out`, which
+   * a failure simply empties again. The header and meta are encoded
    * straight into block memory: no staging buffer. */
+  int direct = rrpc_iobuf_length(out) == 0;
+  rrpc_iobuf *f = direct ? out : &frame;
   rrpc__iobuf_init(&frame);
-  rc = rrpc__iobuf_reserve(&frame, head_len, &space, &space_len);
+  rc = rrpc__iobuf_reserve(f, head_len + copied, &space, &space_len);
   if (rc < 0)
     goto done;
   p = space;
@@ -160,18 +171,21 @@ int rrpc__baidu_pack(rrpc_iobuf *out, rrpc__rpc_meta *meta, const rrpc_iobuf *pa
   store_be32(p + 4, (uint32_t)body_len);
   store_be32(p + 8, (uint32_t)meta_len);
   rrpc__rpc_meta_encode(&m, p + RRPC_BAIDU_HEADER_SIZE);
-  rrpc__iobuf_commit(&frame, head_len);
-  if (pay_len > 0 && (rc = rrpc_iobuf_append_iobuf(&frame, payload)) < 0)
+  if (copied > 0)
+    rrpc_iobuf_copy_out(payload, 0, p + head_len, copied);
+  rrpc__iobuf_commit(f, head_len + copied);
+  if (pay_len > copied && (rc = rrpc_iobuf_append_iobuf(f, payload)) < 0)
     goto done;
-  if (att_len > 0 && (rc = rrpc_iobuf_append_iobuf(&frame, attachment)) < 0)
+  if (att_len > 0 && (rc = rrpc_iobuf_append_iobuf(f, attachment)) < 0)
     goto done;
-  rc = rrpc_iobuf_move(out, &frame);
-  if (rc < 0)
+  if (!direct && (rc = rrpc_iobuf_move(out, &frame)) < 0)
     goto done;
   meta->has = m.has;
   meta->attachment_size = m.attachment_size;
 
 done:
+  if (rc < 0 && direct)
+    rrpc_iobuf_clear(out);
   rrpc__iobuf_destroy(&frame);
   return rc;
 }

@@ -105,6 +105,9 @@ struct rrpc_channel {
 
 static const rrpc__socket_handler client_handler;
 
+_Static_assert(sizeof(struct call) <= RRPC__CALL_SPACE, "struct call must fit in rrpc_controller.call_space");
+_Static_assert(_Alignof(struct call) <= 16, "rrpc_controller.call_space is 16-byte aligned");
+
 /* Every channel's late responses, for the metrics pages (channels come and
  * go; the process total stays). */
 static _Atomic uint64_t g_late_responses;
@@ -152,9 +155,10 @@ static void notify(struct call *c) {
     futex_wake_all(&c->state);
     return;
   }
+  /* An async call lives in its controller (rrpc_channel_call): read what
+   * is needed first, since `done` may start the next call on it or free it. */
   rrpc_call_done done = c->done;
   void *arg = c->arg;
-  free(c);
   done(arg, cntl);
 }
 
@@ -351,7 +355,7 @@ enum { CUT_BATCH = 32 };
 static int cut_some(struct conn *cn, rrpc_iobuf *rbuf, rrpc__baidu_msg *msgs, int *rc) {
   int n = 0;
   *rc = 0;
-  while (n < CUT_BATCH) {
+  while (n < CUT_BATCH && rrpc_iobuf_length(rbuf) > 0) { /* an empty buffer: the usual end */
     rrpc__baidu_msg *msg = &msgs[n];
     int r = rrpc__baidu_cut(rbuf, cn->ch->max_body, msg); /* initialises msg, whatever it returns */
     if (r == 0) break;
@@ -716,12 +720,12 @@ int rrpc_channel_call(rrpc_channel *ch, const char *service, const char *method,
     return rrpc__cluster_call(ch->cluster, service, method, cntl, request, response, done, arg);
   int32_t timeout_ms = cntl->timeout_ms != 0 ? cntl->timeout_ms : ch->timeout_ms;
 
+  /* A sync call's record lives on this frame; an async one's in the
+   * controller, which carries one call at a time and outlives it (no
+   * malloc/free per call, and no free on the loop of memory allocated by
+   * the caller's thread). */
   struct call local;
-  struct call *c = &local;
-  if (done != NULL) {
-    c = malloc(sizeof *c);
-    if (c == NULL) return -ENOMEM;
-  }
+  struct call *c = done != NULL ? (struct call *)(void *)cntl->call_space : &local;
   memset(c, 0, sizeof *c);
   atomic_init(&c->state, 0);
   rrpc__controller_call_begin(cntl);

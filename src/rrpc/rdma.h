@@ -130,6 +130,11 @@ typedef struct rrpc_rdma_stats {
   uint64_t slot_bytes;            /* connections' CDC receive slots */
   uint64_t registered_cap_refused; /* registrations refused by registered_max_size_mb (a
                                       connection that fell back, a pool region not added) */
+  /* Payload bytes rrpc copied, per direction (0 where the data path is
+   * zero-copy): */
+  uint64_t bytes_copied_send;     /* into registered memory to send them: bounce copies of blocks
+                                     outside it, inline sends, brpc-dialect send slots */
+  uint64_t bytes_copied_recv;     /* out of a receive ring or block into iobuf blocks */
 } rrpc_rdma_stats;
 /* rrpc_rdma_get_stats - copy the counters. 0 or -RRPC_ENORDMA. */
 int rrpc_rdma_get_stats(rrpc_rdma_stats *out);

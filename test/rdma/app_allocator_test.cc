@@ -15,6 +15,7 @@
 
 #include "rrpc/rrpc.h"
 #include "test/common/test_util.h"
+#include "test/rdma/rdma_test_util.h"
 
 namespace {
 
@@ -32,9 +33,7 @@ void app_free(void *, void *data, size_t, void *) { free(data); }
 
 const rrpc_block_allocator kAppAllocator = {"app", app_alloc, app_free, nullptr};
 
-void echo_handler(void *, rrpc_server_call *call) {
-  rrpc_server_call_respond(call, rrpc_server_call_request(call));
-}
+using rrpc_rdma_test::echo_handler;
 
 TEST(AppAllocator, StaysInPlaceAndConnectionsFallBackToTcp) {
   rrpc_block_allocator_set(&kAppAllocator);

@@ -18,36 +18,14 @@
 #include "rrpc/rrpc.h"
 #include "test/rdma/tsan_suppressions.h"
 #include "test/common/test_util.h"
+#include "test/rdma/rdma_test_util.h"
 
 using rrpc_test::rdma_test_addr;
 
 namespace {
 
-void echo_handler(void *, rrpc_server_call *call) {
-  rrpc_server_call_respond(call, rrpc_server_call_request(call));
-}
-
-// GET path; the body, read to the server's FIN (bounded by SO_RCVTIMEO).
-std::string get(int port, const std::string &path) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(port);
-  inet_pton(AF_INET, rdma_test_addr().c_str(), &sa.sin_addr);
-  timeval tv{10, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  std::string all;
-  if (connect(fd, reinterpret_cast<sockaddr *>(&sa), sizeof sa) == 0) {
-    std::string req = "GET " + path + " HTTP/1.1\r\nHost: t\r\n\r\n";
-    send(fd, req.data(), req.size(), MSG_NOSIGNAL);
-    char buf[65536];
-    ssize_t n;
-    while ((n = recv(fd, buf, sizeof buf, 0)) > 0) all.append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
-  size_t he = all.find("\r\n\r\n");
-  return he == std::string::npos ? "" : all.substr(he + 4);
-}
+using rrpc_rdma_test::echo_handler;
+using rrpc_rdma_test::http_get;
 
 // The first integer after "key": in a JSON text, or -1.
 long long json_num(const std::string &json, const std::string &key) {
@@ -106,7 +84,7 @@ TEST(BuiltinRdma, RdmaConnectionShowsQpnWindowAndCredits) {
     rrpc_controller_free(c);
   }
 
-  std::string conns = get(port, "/connections?format=json");
+  std::string conns = http_get(port, "/connections?format=json");
   size_t at = conns.find("\"transport\":\"RDMA\"");
   ASSERT_NE(std::string::npos, at) << conns;
   size_t b = conns.rfind('{', at), e = conns.find('}', at);
@@ -127,14 +105,14 @@ TEST(BuiltinRdma, RdmaConnectionShowsQpnWindowAndCredits) {
   EXPECT_GT(json_num(row, "bytes_in"), 0) << row;
   EXPECT_NE(std::string::npos, row.find("\"state\":\"UP\"")) << row;
 
-  std::string rdma = get(port, "/rdma?format=json");
+  std::string rdma = http_get(port, "/rdma?format=json");
   EXPECT_EQ(1, json_num(rdma, "device_open")) << rdma;
   EXPECT_GE(json_num(rdma, "rdma_connections"), 1) << rdma;
   EXPECT_NE(std::string::npos, rdma.find("\"gids\":[{\"device\":")) << rdma;
   EXPECT_GT(json_num(rdma, "pool_bytes"), 0) << rdma;
 
   // Counters moved with the calls.
-  std::string vars = get(port, "/vars?prefix=rrpc_rdma_writes_total");
+  std::string vars = http_get(port, "/vars?prefix=rrpc_rdma_writes_total");
   size_t w = vars.find("rrpc_rdma_writes_total{device=\"");
   size_t colon = vars.find("} : ", w);
   ASSERT_TRUE(w != std::string::npos && colon != std::string::npos) << vars;

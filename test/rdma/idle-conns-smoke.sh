@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test/rdma/idle-conns-smoke.sh - keeps bench/idle_conns (issue 12's measuring tool) working:
 # 20 idle RDMA connections with default settings, every call over RDMA (the tool's exit status),
-# and a full key=value line with both sides' per-connection figures. Checks no cost figure:
+# and a full key=value line with both sides' per-connection figures; then one short round of its
+# --idle_probe_seconds mode. Checks no cost figure:
 # those are measurements for docs/performance.md, not limits. Needs real verbs: run by
 # tools/run-rdma-tests (make test-rdma) inside the VM, or on a host with an RDMA port.
 set -u -o pipefail
@@ -22,4 +23,9 @@ for side in s c; do
     case $line in *" ${side}_per_conn_$k="*) ;; *) echo "FAIL: no ${side}_per_conn_$k"; exit 1 ;; esac
   done
 done
+# The busy-after-idle mode (--idle_probe_seconds) keeps working: one short round, its summary.
+probe=$(timeout -k 5 60 "$BIN" --n=1 --list_resources=false --idle_probe_seconds=1 --idle_probe_rounds=1 |
+  grep '^idle_probe_summary ')
+echo "$probe"
+case " $probe " in *" ok=1 "*) ;; *) echo "FAIL: the idle probe did not finish (ok=1)"; exit 1 ;; esac
 echo "PASS idle-conns-smoke"

@@ -13,6 +13,7 @@
 
 #include "rrpc/rrpc.h"
 #include "test/common/test_util.h"
+#include "test/rdma/rdma_test_util.h"
 
 namespace {
 
@@ -22,9 +23,7 @@ const size_t kRing = 512 * 1024;
 // connection's two endpoints do not.
 const size_t kCapMb = 3;
 
-void echo_handler(void *, rrpc_server_call *call) {
-  rrpc_server_call_respond(call, rrpc_server_call_request(call));
-}
+using rrpc_rdma_test::echo_handler;
 
 rrpc_rdma_stats stats() {
   rrpc_rdma_stats st;
@@ -43,19 +42,7 @@ rrpc_channel *open_channel(const std::string &target) {
 
 // One echo; returns the call's code, *used_rdma whether RDMA carried it.
 int echo(rrpc_channel *ch, const std::string &body, int *used_rdma) {
-  rrpc_controller *c;
-  rrpc_iobuf *rq, *rs;
-  rrpc_controller_new(&c);
-  rrpc_iobuf_new(&rq);
-  rrpc_iobuf_new(&rs);
-  rrpc_iobuf_append(rq, body.data(), body.size());
-  int rc = rrpc_channel_call(ch, "test.Echo", "Echo", c, rq, rs, nullptr, nullptr);
-  if (rc == 0 && rrpc_test::iobuf_string(rs) != body) rc = -1;
-  *used_rdma = rrpc_controller_used_rdma(c);
-  rrpc_iobuf_free(rq);
-  rrpc_iobuf_free(rs);
-  rrpc_controller_free(c);
-  return rc;
+  return rrpc_rdma_test::echo(ch, body, "", nullptr, used_rdma);
 }
 
 TEST(RegisteredCap, ConnectionOverTheCapFallsBackWithTheReasonCountedOthersKeepWorking) {

@@ -22,17 +22,14 @@
 
 #include "rrpc/rrpc.h"
 #include "test/common/test_util.h"
+#include "test/rdma/rdma_test_util.h"
 #include "test/rdma/tsan_suppressions.h"
 
 using rrpc_test::rdma_test_addr;
 
 namespace {
 
-uint64_t now_ms() {
-  return (uint64_t)std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+using rrpc_rdma_test::now_ms;
 
 // Drops the iobufs handed to it on its own thread, when told to.
 struct Dropper {

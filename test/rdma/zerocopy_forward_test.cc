@@ -10,17 +10,14 @@
 
 #include "rrpc/rrpc.h"
 #include "test/common/test_util.h"
+#include "test/rdma/rdma_test_util.h"
 #include "test/rdma/tsan_suppressions.h"
 
 using rrpc_test::rdma_test_addr;
 
 namespace {
 
-void echo_handler(void *, rrpc_server_call *call) {
-  rrpc_controller *c = rrpc_server_call_controller(call);
-  rrpc_iobuf_append_iobuf(rrpc_controller_response_attachment(c), rrpc_controller_request_attachment(c));
-  rrpc_server_call_respond(call, rrpc_server_call_request(call));
-}
+using rrpc_rdma_test::echo_handler;
 
 // The proxy: the request attachment, shared (not copied), goes to the
 // backend; the backend's answer comes back.

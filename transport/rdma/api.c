@@ -295,5 +295,7 @@ int rrpc_rdma_get_stats(rrpc_rdma_stats *out) {
   out->ring_bytes = load(RRPC_RDMA_CNT_RING_BYTES);
   out->slot_bytes = load(RRPC_RDMA_CNT_SLOT_BYTES);
   out->registered_cap_refused = load(RRPC_RDMA_CNT_OVER_REGISTERED_CAP);
+  out->bytes_copied_send = load(RRPC_RDMA_CNT_COPIED_SEND);
+  out->bytes_copied_recv = load(RRPC_RDMA_CNT_COPIED_RECV);
   return 0;
 }

@@ -148,6 +148,7 @@ int rrpc__bdp_write(rrpc__socket *s, rrpc_iobuf *data) {
     if (rc == 0) {
       rrpc_iobuf_pop_front(data, n);
       sent += n;
+      rrpc__rdma_count(RRPC_RDMA_CNT_COPIED_SEND, n); /* copied into the slot above */
     }
   }
   pthread_mutex_unlock(&ep->mu);
@@ -190,6 +191,7 @@ static int poll_recv(rrpc__brpc_ep *ep, int *delivered, int *resume) {
         return -1;
       }
       bytes += wc[i].byte_len;
+      rrpc__rdma_count(RRPC_RDMA_CNT_COPIED_RECV, wc[i].byte_len);
       reposted++;
       *delivered = 1;
     }

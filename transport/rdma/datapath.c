@@ -217,6 +217,7 @@ static int bounce_block(const char *p, uint32_t len, rrpc_block **out) {
     return rc;
   }
   memcpy(data, p, len);
+  rrpc__rdma_count(RRPC_RDMA_CNT_COPIED_SEND, len);
   rc = rrpc__block_new_user(data, len, a->region, bounce_free, a, out);
   if (rc != 0) bounce_free(data, a);
   return rc;
@@ -303,7 +304,10 @@ static int post_write(rrpc__rdma_ep *ep, rrpc_iobuf *seg, uint32_t off, uint32_t
     return -RRPC_ERDMA;
   }
   ep->dp.wr_seq++;
-  if (inl) (void)rrpc_iobuf_move(drop, seg); /* copied at post time; on failure the caller drops seg */
+  if (inl) {
+    (void)rrpc_iobuf_move(drop, seg); /* copied at post time; on failure the caller drops seg */
+    rrpc__rdma_count(RRPC_RDMA_CNT_COPIED_SEND, len);
+  }
   else inflight_push(ep, ep->dp.wr_seq, seg);
   rrpc__rdma_count(RRPC_RDMA_CNT_WRITES, 1);
   rrpc__rdma_count(RRPC_RDMA_CNT_BYTES_WRITTEN, len);
@@ -439,6 +443,7 @@ static int deliver_bytes(rrpc__rdma_ep *ep, uint64_t start, uint32_t n, int zero
     rrpc__ep_unref(ep);
   }
   int rc = rrpc_iobuf_append(rbuf, p, n);
+  if (rc == 0) rrpc__rdma_count(RRPC_RDMA_CNT_COPIED_RECV, n);
   rrpc__ep_lock(ep);
   release_locked(ep, start, n);
   rrpc__ep_unlock(ep);
@@ -477,8 +482,10 @@ static int unpin_rbuf(rrpc__rdma_ep *ep) {
   for (size_t i = 0; rc == 0; i++) {
     const rrpc_iobuf_ref *r = rrpc__iobuf_ref_at(rbuf, i);
     if (r == NULL) break;
-    rc = must_unpin(r, pressed) ? rrpc_iobuf_append(&copy, r->block->data + r->off, r->len)
-                                : rrpc__iobuf_append_block(&copy, r->block, r->off, r->len);
+    int unpin = must_unpin(r, pressed);
+    rc = unpin ? rrpc_iobuf_append(&copy, r->block->data + r->off, r->len)
+               : rrpc__iobuf_append_block(&copy, r->block, r->off, r->len);
+    if (rc == 0 && unpin) rrpc__rdma_count(RRPC_RDMA_CNT_COPIED_RECV, r->len);
   }
   if (rc == 0) {
     rrpc_iobuf_clear(rbuf); /* drops the read buffer's references: space may come back */

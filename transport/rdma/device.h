@@ -106,6 +106,8 @@ typedef enum rrpc__rdma_counter {
   RRPC_RDMA_CNT_PROTO_VIOLATION,
   RRPC_RDMA_CNT_CLOSE_UNCONFIRMED,
   RRPC_RDMA_CNT_OVER_REGISTERED_CAP,
+  RRPC_RDMA_CNT_COPIED_SEND, /* payload bytes the CPU copied to send them */
+  RRPC_RDMA_CNT_COPIED_RECV, /* payload bytes copied out of receive memory */
   /* Gauges (registered bytes now; a release adds the two's complement). */
   RRPC_RDMA_CNT_RING_BYTES,
   RRPC_RDMA_CNT_SLOT_BYTES,

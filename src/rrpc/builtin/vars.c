@@ -82,6 +82,11 @@ static const struct {
     {"rrpc_rdma_registered_cap_refused_total",
      "Registrations refused by --rdma_registered_max_size_mb (fallbacks, pool regions)", 1,
      offsetof(rrpc_rdma_stats, registered_cap_refused)},
+    {"rrpc_rdma_bytes_copied_send_total",
+     "Payload bytes copied to send them (bounces into registered memory, inline sends)", 1,
+     offsetof(rrpc_rdma_stats, bytes_copied_send)},
+    {"rrpc_rdma_bytes_copied_recv_total", "Payload bytes copied out of receive rings and blocks", 1,
+     offsetof(rrpc_rdma_stats, bytes_copied_recv)},
 };
 
 /* ---- the list ------------------------------------------------------------------ */

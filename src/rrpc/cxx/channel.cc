@@ -169,14 +169,27 @@ void RunDone(google::protobuf::Closure* done) {
   }
 }
 
-// One async call in flight: owned by the C call from CallMethod until the
-// callback, which frees it before running the user's done.
+}  // namespace
+
+namespace detail {
+
+// One async call in flight. Owned by its Controller (Controller::async_),
+// which carries one call at a time: made on its first async call, reused by
+// the next ones, deleted with the Controller.
 struct AsyncCall {
-  Controller* cntl;                     // borrowed from the caller
+  Controller* cntl;                     // the owner
   google::protobuf::Message* response;  // borrowed from the caller
   google::protobuf::Closure* done;      // borrowed; runs once
-  IOBuf response_bytes;                 // owned
+  IOBuf response_bytes;                 // owned; empty between calls
 };
+
+void DeleteAsyncCall(AsyncCall* call) { delete call; }
+
+}  // namespace detail
+
+namespace {
+
+using detail::AsyncCall;
 
 // The C completion: runs exactly once on a loop thread. Nothing may unwind
 // into C from here.
@@ -189,8 +202,10 @@ void OnAsyncDone(void* arg, rrpc_controller* /*c*/) {
   } catch (...) {
     call->cntl->SetFailed(ERESPONSE, "parsing the response threw");
   }
+  // The record stays with the controller; `done` may reuse or delete both.
   google::protobuf::Closure* done = call->done;
-  delete call;
+  call->done = nullptr;
+  call->response_bytes.clear();
   RunDone(done);
 }
 
@@ -240,14 +255,17 @@ void Channel::CallMethod(const google::protobuf::MethodDescriptor* method,
     return;
   }
 
-  auto* call = new AsyncCall{cntl, response, done, IOBuf()};
+  if (cntl->async_ == nullptr) cntl->async_ = new AsyncCall{cntl, nullptr, nullptr, IOBuf()};
+  AsyncCall* call = cntl->async_;
+  call->response = response;
+  call->done = done;
   int rc = rrpc_channel_call(ch_, service, name, cntl->c_controller(), req,
                              response ? call->response_bytes.c_iobuf() : nullptr, OnAsyncDone,
                              call);
   rrpc_iobuf_clear(req);
   if (rc != 0) {
     // The C channel refused the call outright, so its callback will not run.
-    delete call;
+    call->done = nullptr;
     if (!cntl->Failed()) cntl->SetFailed(-rc, "%s", rrpc_strerror(rc));
     RunDone(done);
   }

@@ -32,6 +32,7 @@ Controller::~Controller() {
   // A server-side closure that was never run (the call object went away
   // without responding) still must run once.
   RunCancelCallback();
+  detail::DeleteAsyncCall(async_);
   if (owned_) rrpc_controller_free(c_);
 }
 

@@ -24,6 +24,8 @@ namespace rrpc {
 
 namespace detail {
 struct ServerCall;
+struct AsyncCall;
+void DeleteAsyncCall(AsyncCall* call);
 }  // namespace detail
 
 class Controller : public google::protobuf::RpcController {
@@ -107,6 +109,7 @@ class Controller : public google::protobuf::RpcController {
 
  private:
   friend struct detail::ServerCall;
+  friend class Channel;
   struct Borrow {};
   // Server side: borrows the call's C controller.
   Controller(Borrow, rrpc_controller* c);
@@ -118,6 +121,10 @@ class Controller : public google::protobuf::RpcController {
   IOBuf request_attachment_;
   IOBuf response_attachment_;
   google::protobuf::Closure* cancel_callback_ = nullptr;
+  // Client side: the record of an async call (Channel::CallMethod), made on
+  // this controller's first async call and reused by the next ones (one call
+  // at a time), so an async call allocates nothing per call.
+  detail::AsyncCall* async_ = nullptr;
 };
 
 // brpc-style positive error codes, for SetFailed/ErrorCode comparisons

@@ -10,6 +10,7 @@
 #include "rrpc/controller.h"
 
 #define RRPC_ERROR_TEXT_MAX 512
+#define RRPC__CALL_SPACE 128
 
 struct rrpc_controller {
   int error_code; /* 0 or negative */
@@ -41,6 +42,11 @@ struct rrpc_controller {
    * does not zero 600 bytes it never reads. */
   char remote[80];
   char error_text[RRPC_ERROR_TEXT_MAX + 1];
+  /* Room for the channel's record of the async call in flight on this
+   * controller (channel.c's struct call), so an async call allocates
+   * nothing: a controller carries one call at a time, and the record is
+   * not touched once the call's done starts. Never initialised here. */
+  _Alignas(16) unsigned char call_space[RRPC__CALL_SPACE];
 };
 
 /* Embedded controllers. */

@@ -41,7 +41,9 @@ typedef struct rrpc_iobuf_ref {
   uint32_t len;
 } rrpc_iobuf_ref;
 
-#define RRPC_IOBUF_INLINE_REFS 2
+/* 4: a request frame (header+meta, payload, attachment) fits without a
+ * heap array, so a call neither mallocs one nor frees the write queue's. */
+#define RRPC_IOBUF_INLINE_REFS 4
 
 struct rrpc_iobuf {
   rrpc_iobuf_ref *refs; /* points at inline_refs until it grows */

@@ -1,0 +1,99 @@
+// rdma_test_util.h - scaffolding the RDMA test binaries share: an echo
+// method, a channel to a test server, one checked echo call,
+// a raw HTTP GET of a builtin page and a millisecond clock. Header-only so
+// every binary of test/rdma/ (each its own program, see the Makefile and
+// BUILD) takes it without another library. Tests with needs of their own
+// (other handlers, hostile peers) keep their own helpers.
+#ifndef RRPC_TEST_RDMA_RDMA_TEST_UTIL_H
+#define RRPC_TEST_RDMA_RDMA_TEST_UTIL_H
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "rrpc/rrpc.h"
+#include "test/common/test_util.h"
+
+namespace rrpc_rdma_test {
+
+// test.Echo/Echo: answers with the request and the request attachment.
+inline void echo_handler(void *, rrpc_server_call *call) {
+  rrpc_controller *c = rrpc_server_call_controller(call);
+  rrpc_iobuf_append_iobuf(rrpc_controller_response_attachment(c), rrpc_controller_request_attachment(c));
+  rrpc_server_call_respond(call, rrpc_server_call_request(call));
+}
+
+// A channel to rdma_test_addr():port; nullptr on failure.
+inline rrpc_channel *open_channel(int port, int use_rdma, int timeout_ms = 10000) {
+  rrpc_channel_options o = {};
+  o.use_rdma = use_rdma;
+  o.timeout_ms = timeout_ms;
+  o.connect_timeout_ms = 5000;
+  rrpc_channel *ch = nullptr;
+  std::string target = rrpc_test::rdma_test_addr() + ":" + std::to_string(port);
+  return rrpc_channel_new(target.c_str(), &o, &ch) == 0 ? ch : nullptr;
+}
+
+// One synchronous call of service.method with `body` and attachment `att`.
+// The call's code (-9999 when the echoed body is not `body`); the response
+// attachment, used_rdma and error text where asked for.
+inline int echo(rrpc_channel *ch, const std::string &body, const std::string &att = "",
+                std::string *ratt = nullptr, int *used_rdma = nullptr, std::string *err = nullptr,
+                const char *service = "test.Echo", const char *method = "Echo") {
+  rrpc_controller *c;
+  rrpc_controller_new(&c);
+  rrpc_iobuf *rq, *rs;
+  rrpc_iobuf_new(&rq);
+  rrpc_iobuf_new(&rs);
+  rrpc_iobuf_append(rq, body.data(), body.size());
+  rrpc_iobuf_append(rrpc_controller_request_attachment(c), att.data(), att.size());
+  int rc = rrpc_channel_call(ch, service, method, c, rq, rs, nullptr, nullptr);
+  if (rc == 0 && rrpc_test::iobuf_string(rs) != body) rc = -9999;
+  if (ratt) *ratt = rrpc_test::iobuf_string(rrpc_controller_response_attachment(c));
+  if (used_rdma) *used_rdma = rrpc_controller_used_rdma(c);
+  if (err) *err = rrpc_controller_error_text(c);
+  rrpc_iobuf_free(rq);
+  rrpc_iobuf_free(rs);
+  rrpc_controller_free(c);
+  return rc;
+}
+
+// GET path on rdma_test_addr():port; the body, read to the server's FIN
+// (bounded by a 10 s SO_RCVTIMEO), or "".
+inline std::string http_get(int port, const std::string &path) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, rrpc_test::rdma_test_addr().c_str(), &sa.sin_addr);
+  timeval tv{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  std::string all;
+  if (connect(fd, reinterpret_cast<sockaddr *>(&sa), sizeof sa) == 0) {
+    std::string req = "GET " + path + " HTTP/1.1\r\nHost: t\r\n\r\n";
+    send(fd, req.data(), req.size(), MSG_NOSIGNAL);
+    char buf[65536];
+    ssize_t n;
+    while ((n = recv(fd, buf, sizeof buf, 0)) > 0) all.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  size_t he = all.find("\r\n\r\n");
+  return he == std::string::npos ? "" : all.substr(he + 4);
+}
+
+// Milliseconds of the monotonic clock.
+inline uint64_t now_ms() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+}  // namespace rrpc_rdma_test
+
+#endif  // RRPC_TEST_RDMA_RDMA_TEST_UTIL_H
