@@ -241,14 +241,16 @@ TEST_F(CopyCounters, RecvZeroCopyWithDefaultRingStillCopiesEveryReceivedByte) {
 
 // --rdma_recv_zerocopy with an 8 MiB ring (a quarter holds the message):
 // the attachment is received without a copy. The client copies nothing; the
-// server copies one 16 KiB piece of the request, a WRITE below
-// --rdma_zerocopy_min_size (64 KiB). Nothing is cut by the window: no
-// inline piece, no send copy.
+// server copies only request pieces whose WRITE was below
+// --rdma_zerocopy_min_size (64 KiB): how the client's sender cut the 1 MiB
+// depends on when its completions came back (16 KiB and 8 KiB both seen),
+// so the bound is "less than one zero-copy-sized piece", not an exact
+// figure. Nothing is cut by the window: no inline piece, no send copy.
 TEST_F(CopyCounters, RecvZeroCopyWithBigRingCopiesNoAttachmentByte) {
   Result r = run_case("zc-big-ring");
   expect_echo_went_over_rdma(r);
   EXPECT_EQ(0u, r.client.recv);
-  EXPECT_EQ(16384u, r.server.recv);
+  EXPECT_LT(r.server.recv, 64u * 1024);
   EXPECT_EQ(0u, r.client.send);
   EXPECT_EQ(0u, r.server.send);
 }

@@ -144,18 +144,22 @@ int rrpc__bdp_write(rrpc__socket *s, rrpc_iobuf *data) {
     uint32_t n = len < ep->slot_size ? (uint32_t)len : ep->slot_size;
     char *slot = ep->send_mem + (size_t)(ep->slot_head % ep->nslots) * ep->slot_size;
     rrpc_iobuf_copy_out(data, 0, slot, n);
+    /* Counted before the post: once posted, the peer may see the bytes (and
+     * read our stats) before this thread runs again. A failed post takes
+     * them back (the connection is dead then). */
+    rrpc__rdma_count(RRPC_RDMA_CNT_BYTES_WRITTEN, n);
+    rrpc__rdma_count(RRPC_RDMA_CNT_COPIED_SEND, n); /* copied into the slot above */
     rc = post_data_locked(ep, n, n == len);
     if (rc == 0) {
       rrpc_iobuf_pop_front(data, n);
       sent += n;
-      rrpc__rdma_count(RRPC_RDMA_CNT_COPIED_SEND, n); /* copied into the slot above */
+    } else {
+      rrpc__rdma_count(RRPC_RDMA_CNT_BYTES_WRITTEN, -(uint64_t)n);
+      rrpc__rdma_count(RRPC_RDMA_CNT_COPIED_SEND, -(uint64_t)n);
     }
   }
   pthread_mutex_unlock(&ep->mu);
-  if (sent > 0) {
-    rrpc__rdma_count(RRPC_RDMA_CNT_BYTES_WRITTEN, sent);
-    rrpc__rdma_count(RRPC_RDMA_CNT_WRITES, 1);
-  }
+  if (sent > 0) rrpc__rdma_count(RRPC_RDMA_CNT_WRITES, 1);
   return rc;
 }
 
