@@ -32,8 +32,6 @@
  * blocks and send-queue slots come back in time. */
 #define SIGNAL_BYTES (1u << 20)
 
-#define WC_BATCH 32
-
 static void on_slice_released(void *data, void *arg);
 
 /* The one test for "a zero-copy slice of a receive ring" - of this
@@ -589,20 +587,15 @@ static int on_cdc_recv(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int *peer_clo
   return 0;
 }
 
-/* Repost the receives that completed (their slots are free again). */
-static int repost(rrpc__rdma_ep *ep, const uint64_t *ids, int n) {
-  struct ibv_sge sge[WC_BATCH];
-  struct ibv_recv_wr wr[WC_BATCH], *bad;
-  for (int i = 0; i < n; i++) {
-    sge[i] = (struct ibv_sge){.addr = (uintptr_t)(ep->vb.slots + ids[i] * RRPC_EP_SLOT_SIZE),
-                              .length = RRPC_EP_SLOT_SIZE,
-                              .lkey = ep->vb.slots_mr->lkey};
-    wr[i] = (struct ibv_recv_wr){.wr_id = ids[i], .sg_list = &sge[i], .num_sge = 1,
-                                 .next = i + 1 < n ? &wr[i + 1] : NULL};
-  }
-  if (ibv_post_recv(ep->vb.qp, wr, &bad) != 0) return -RRPC_ERDMA;
+/* Repost the receive that completed (its slot is free again). */
+static int repost(rrpc__rdma_ep *ep, uint64_t id) {
+  struct ibv_sge sge = {.addr = (uintptr_t)(ep->vb.slots + id * RRPC_EP_SLOT_SIZE),
+                        .length = RRPC_EP_SLOT_SIZE,
+                        .lkey = ep->vb.slots_mr->lkey};
+  struct ibv_recv_wr wr = {.wr_id = id, .sg_list = &sge, .num_sge = 1}, *bad;
+  if (ibv_post_recv(ep->vb.qp, &wr, &bad) != 0) return -RRPC_ERDMA;
   rrpc__ep_lock(ep);
-  int rc = rrpc__rx_window_on_repost(&ep->dp.rx, (uint32_t)n);
+  int rc = rrpc__rx_window_on_repost(&ep->dp.rx, 1);
   rrpc__ep_unlock(ep);
   return rc;
 }
@@ -618,102 +611,64 @@ static int wc_failed(rrpc__rdma_ep *ep, const struct ibv_wc *wc) {
   return -RRPC_ERDMA;
 }
 
-/* Drain the receive CQ. Returns 0 or a code that fails the socket. */
-static int poll_recv(rrpc__rdma_ep *ep, int *got, int *peer_closed, int *any) {
-  struct ibv_wc wc[WC_BATCH];
-  uint64_t ids[WC_BATCH];
-  for (;;) {
-    int n = ibv_poll_cq(ep->vb.rcq, WC_BATCH, wc);
-    if (n < 0) return -RRPC_ERDMA;
-    if (n == 0) return 0;
-    *any = 1;
-    rrpc__rdma_count(RRPC_RDMA_CNT_COMPLETIONS, (uint64_t)n);
-    int nrepost = 0;
-    for (int i = 0; i < n; i++) {
-      if (wc[i].status != IBV_WC_SUCCESS) return wc_failed(ep, &wc[i]);
-      int rc;
-      if (wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM) rc = on_data_recv(ep, &wc[i], got);
-      else if (wc[i].opcode == IBV_WC_RECV) rc = on_cdc_recv(ep, &wc[i], peer_closed);
-      else rc = -RRPC_EPARSE;
-      if (rc == -RRPC_EPARSE) rrpc__rdma_count(RRPC_RDMA_CNT_PROTO_VIOLATION, 1);
-      if (rc != 0) return rc;
-      ids[nrepost++] = wc[i].wr_id;
-    }
-    int rc = repost(ep, ids, nrepost);
-    if (rc != 0) return rc;
-  }
+/* One receive completion: data in the ring, or a CDC in a slot. */
+static int on_recv_wc(rrpc__rdma_ep *ep, const struct ibv_wc *wc) {
+  int rc;
+  if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) rc = on_data_recv(ep, wc, &ep->pl.got);
+  else if (wc->opcode == IBV_WC_RECV) rc = on_cdc_recv(ep, wc, &ep->pl.peer_closed);
+  else rc = -RRPC_EPARSE;
+  if (rc == -RRPC_EPARSE) rrpc__rdma_count(RRPC_RDMA_CNT_PROTO_VIOLATION, 1);
+  /* The first CDC may have ended the handshake in a fallback: no QP then. */
+  if (rc == 0 && ep->vb.qp != NULL) rc = repost(ep, wc->wr_id);
+  return rc;
 }
 
-/* Drain the send CQ: free send-queue slots and the blocks they held. */
-static int poll_send(rrpc__rdma_ep *ep, rrpc_iobuf *drop, int *any) {
-  struct ibv_wc wc[WC_BATCH];
-  for (;;) {
-    int n = ibv_poll_cq(ep->vb.scq, WC_BATCH, wc);
-    if (n < 0) return -RRPC_ERDMA;
-    if (n == 0) return 0;
-    *any = 1;
-    rrpc__rdma_count(RRPC_RDMA_CNT_COMPLETIONS, (uint64_t)n);
-    for (int i = 0; i < n; i++) {
-      if (wc[i].status != IBV_WC_SUCCESS) return wc_failed(ep, &wc[i]);
-      rrpc__ep_lock(ep);
-      /* A signaled WR completes every WR posted before it (RC order). */
-      if (wc[i].wr_id > ep->dp.wr_done) ep->dp.wr_done = wc[i].wr_id;
-      inflight_reap(ep, ep->dp.wr_done, drop);
-      rrpc__ep_unlock(ep);
-    }
+/* One send completion: it frees send-queue slots and the blocks they held. */
+static void on_send_wc(rrpc__rdma_ep *ep, const struct ibv_wc *wc, rrpc_iobuf *drop) {
+  rrpc__ep_lock(ep);
+  /* A signaled WR completes every WR posted before it (RC order). */
+  if (wc->wr_id > ep->dp.wr_done) ep->dp.wr_done = wc->wr_id;
+  inflight_reap(ep, ep->dp.wr_done, drop);
+  rrpc__ep_unlock(ep);
+}
+
+void rrpc__dp_on_wc(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int is_send, rrpc_iobuf *drop) {
+  rrpc__rdma_count(RRPC_RDMA_CNT_COMPLETIONS, 1);
+  /* After an error this poll, the rest (flushes) change nothing. */
+  if (ep->vb.qp == NULL || ep->pl.rc != 0) return;
+  if (wc->status != IBV_WC_SUCCESS) {
+    ep->pl.rc = wc_failed(ep, wc);
+    return;
   }
+  if (is_send) on_send_wc(ep, wc, drop);
+  /* The socket let go: received messages are dropped unread. */
+  else if (ep->s != NULL) ep->pl.rc = on_recv_wc(ep, wc);
 }
 
 /* The socket let go and the connection waits for its close CDC to leave:
- * reap send completions (received messages are dropped unread), post the
- * close if it was still due, and finish once it completed. Loop thread. */
-static void close_poll(rrpc__rdma_ep *ep) {
-  rrpc_iobuf drop;
-  rrpc__iobuf_init(&drop);
-  struct ibv_wc wc[WC_BATCH];
-  int any = 0, rc = 0;
-  for (int round = 0; round < 2 && rc == 0; round++) {
-    while (ibv_poll_cq(ep->vb.rcq, WC_BATCH, wc) > 0) continue;
-    rc = poll_send(ep, &drop, &any);
-    /* Re-arm, then look once more (see rrpc__dp_poll). */
-    if (rc == 0 && round == 0 && !ep->vb.polling &&
-        (ibv_req_notify_cq(ep->vb.rcq, 1) || ibv_req_notify_cq(ep->vb.scq, 0)))
-      rc = -RRPC_ERDMA;
-  }
+ * post the close if it was still due, and finish once it completed. */
+static void close_after(rrpc__rdma_ep *ep) {
   rrpc__ep_lock(ep);
-  if (rc != 0) ep->dp.qp_dead = 1;
+  if (ep->pl.rc != 0) ep->dp.qp_dead = 1;
+  ep->pl.rc = 0;
   rrpc__dp_send_close_locked(ep);
   int done = rrpc__dp_close_done_locked(ep);
   rrpc__ep_unlock(ep);
-  rrpc__iobuf_destroy(&drop);
-  if (done) rrpc__ep_close_finish(ep); /* may free ep */
+  if (done) rrpc__ep_close_finish(ep); /* may drop the socket's reference */
 }
 
-void rrpc__dp_poll(rrpc__rdma_ep *ep) {
-  if (ep->vb.qp == NULL) return;
-  if (ep->s == NULL) {
-    close_poll(ep);
+void rrpc__dp_after(rrpc__rdma_ep *ep) {
+  int got = ep->pl.got, peer_closed = ep->pl.peer_closed, rc = ep->pl.rc;
+  ep->pl.got = ep->pl.peer_closed = 0;
+  if (ep->vb.qp == NULL) {
+    ep->pl.rc = 0;
     return;
   }
-  int got = 0, peer_closed = 0, rc = 0, rounds = 0;
-  rrpc_iobuf drop;
-  rrpc__iobuf_init(&drop);
-  for (;;) {
-    int any = 0;
-    rc = poll_recv(ep, &got, &peer_closed, &any);
-    if (rc == 0) rc = poll_send(ep, &drop, &any);
-    if (rc != 0 || ep->vb.polling) break;
-    if (!any) {
-      if (rounds++ > 0) break;
-      /* Re-arm, then look once more: a completion that landed between the
-       * last poll and the arm raises no event. */
-      if (ibv_req_notify_cq(ep->vb.rcq, 1) || ibv_req_notify_cq(ep->vb.scq, 0)) {
-        rc = -RRPC_ERDMA;
-        break;
-      }
-    }
+  if (ep->s == NULL) {
+    close_after(ep);
+    return;
   }
-  rrpc__iobuf_destroy(&drop);
+  ep->pl.rc = 0;
   if (got) rrpc__socket_deliver(ep->s);
   if (rc == 0 && ep->opts->recv_zerocopy && !rrpc__socket_failed(ep->s)) rc = unpin_rbuf(ep);
   if (rc != 0) {

@@ -575,6 +575,7 @@ int rrpc__rdma_dev_open(const char *name, int port, rrpc__rdma_dev **out) {
     goto fail_impl;
   }
   d->pub.max_sge = da.max_sge;
+  d->pub.max_cqe = da.max_cqe;
   d->pub.mw_type2 = (da.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B) != 0 ||
                     (da.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2A) != 0;
   if (!d->pub.mw_type2)

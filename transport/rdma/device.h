@@ -25,6 +25,7 @@ typedef struct rrpc__rdma_dev {
   uint16_t lid;
   uint32_t max_inline;    /* what a QP of this device accepts; 0 if none */
   int max_sge;
+  int max_cqe;            /* entries a CQ may have (shared CQs grow up to it) */
   int mw_type2;           /* type-2 memory windows: rings are bound to one QP */
   char name[64];
   uint8_t mac[6];         /* of the RoCE netdev (for CLC), zero if unknown */

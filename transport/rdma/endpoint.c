@@ -3,7 +3,6 @@
  * with the peer's CLC parameters, and falling back to TCP. The handshake
  * itself is in handshake.c, the data path in datapath.c. */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,21 +100,15 @@ static void on_async_event(void *arg, enum ibv_event_type ev) {
   }
 }
 
-static void on_cc_event(rrpc__watcher *w, uint32_t events) {
-  (void)events;
-  rrpc__rdma_ep *ep = w->arg;
-  struct ibv_cq *cq;
-  void *ctx;
-  /* The channel fd is non-blocking: take every pending event, ack each. */
-  while (ibv_get_cq_event(ep->vb.cc, &cq, &ctx) == 0) {
-    ibv_ack_cq_events(cq, 1);
-    rrpc__rdma_count(RRPC_RDMA_CNT_WAKEUPS, 1);
-  }
-  rrpc__dp_poll(ep);
+/* The loop's shared CQs call these (cqs.h). */
+static void cq_on_wc(void *user, const struct ibv_wc *wc, int is_send, rrpc_iobuf *drop) {
+  rrpc__dp_on_wc(user, wc, is_send, drop);
 }
-
-/* --rdma_use_polling: the loop runs this every round instead of sleeping. */
-static void on_poll(void *arg) { rrpc__dp_poll(arg); }
+static void cq_after(void *user) { rrpc__dp_after(user); }
+static void cq_ref(void *user) { atomic_fetch_add(&((rrpc__rdma_ep *)user)->refs, 1); }
+static void cq_unref(void *user) { rrpc__ep_unref(user); }
+static const struct rrpc__cq_user_ops cq_ops = {
+    .on_wc = cq_on_wc, .after = cq_after, .ref = cq_ref, .unref = cq_unref};
 
 /* Undo verbs_create, in reverse. Safe on a partial creation. */
 static void verbs_destroy(rrpc__rdma_ep *ep) {
@@ -124,14 +117,8 @@ static void verbs_destroy(rrpc__rdma_ep *ep) {
   rrpc__ep_lock(ep);
   ep->dp.qp_dead = 1;
   rrpc__ep_unlock(ep);
-  if (ep->vb.poller_added) {
-    rrpc__loop_poller_del(ep->loop, on_poll, ep);
-    ep->vb.poller_added = 0;
-  }
-  if (ep->vb.cc_watching) {
-    rrpc__loop_watch_del(ep->loop, &ep->vb.cc_watch);
-    ep->vb.cc_watching = 0;
-  }
+  /* Its completions still queued in the shared CQs go nowhere now. */
+  rrpc__cqs_remove(&ep->vb.cqm);
   if (ep->vb.qp_watched) {
     rrpc__rdma_dev_unwatch_qp(ep->dev, ep->vb.qp->qp_num);
     ep->vb.qp_watched = 0;
@@ -145,11 +132,7 @@ static void verbs_destroy(rrpc__rdma_ep *ep) {
   ep->vb.ring_mw = NULL;
   if (ep->vb.qp != NULL) ibv_destroy_qp(ep->vb.qp);
   ep->vb.qp = NULL;
-  if (ep->vb.scq != NULL) ibv_destroy_cq(ep->vb.scq);
-  if (ep->vb.rcq != NULL) ibv_destroy_cq(ep->vb.rcq);
-  ep->vb.scq = ep->vb.rcq = NULL;
-  if (ep->vb.cc != NULL) ibv_destroy_comp_channel(ep->vb.cc);
-  ep->vb.cc = NULL;
+  rrpc__cqs_leave(&ep->vb.cqm); /* after the QP: its CQs may go with it */
   if (ep->vb.slots_mr != NULL && ibv_dereg_mr(ep->vb.slots_mr) == 0)
     rrpc__rdma_count(RRPC_RDMA_CNT_SLOT_BYTES, (uint64_t)0 - slots_len(ep));
   ep->vb.slots_mr = NULL;
@@ -162,21 +145,15 @@ static void verbs_destroy(rrpc__rdma_ep *ep) {
 }
 
 static int create_queues(rrpc__rdma_ep *ep) {
-  struct ibv_context *ctx = ep->dev->ctx;
+  /* The loop's shared CQs, with room for this QP's completions. */
+  int rc = rrpc__cqs_join(ep->loop, ep->dev, ep->vb.polling, ep->vb.sq_size, ep->vb.rq_size, ep, &cq_ops,
+                          &ep->vb.cqm);
+  if (rc != 0) return rc;
   errno = 0; /* verbs calls that fail without setting it report RRPC_ERDMA */
-  if (!ep->vb.polling) {
-    ep->vb.cc = ibv_create_comp_channel(ctx);
-    if (ep->vb.cc == NULL) return errno ? -errno : -RRPC_ERDMA; /* EMFILE: out of fds */
-    int fl = fcntl(ep->vb.cc->fd, F_GETFL);
-    if (fl < 0 || fcntl(ep->vb.cc->fd, F_SETFL, fl | O_NONBLOCK) < 0) return -errno;
-  }
-  ep->vb.scq = ibv_create_cq(ctx, (int)ep->vb.sq_size, ep, ep->vb.cc, 0);
-  ep->vb.rcq = ibv_create_cq(ctx, (int)ep->vb.rq_size, ep, ep->vb.cc, 0);
-  if (ep->vb.scq == NULL || ep->vb.rcq == NULL) return errno ? -errno : -RRPC_ERDMA;
   struct ibv_qp_init_attr qa;
   memset(&qa, 0, sizeof qa);
-  qa.send_cq = ep->vb.scq;
-  qa.recv_cq = ep->vb.rcq;
+  qa.send_cq = ep->vb.cqm.scq;
+  qa.recv_cq = ep->vb.cqm.rcq;
   qa.qp_type = IBV_QPT_RC;
   qa.cap.max_send_wr = ep->vb.sq_size;
   qa.cap.max_recv_wr = ep->vb.rq_size;
@@ -192,7 +169,7 @@ static int create_queues(rrpc__rdma_ep *ep) {
   a.pkey_index = 0;
   a.port_num = ep->dev->port;
   a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-  int rc = ibv_modify_qp(ep->vb.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+  rc = ibv_modify_qp(ep->vb.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
   return rc ? -rc : 0;
 }
 
@@ -295,18 +272,7 @@ static int verbs_create(rrpc__rdma_ep *ep) {
   int rc = create_queues(ep);
   if (rc == 0) rc = create_memory(ep);
   if (rc == 0) rc = post_all_receives(ep);
-  if (rc == 0 && !ep->vb.polling) {
-    rc = ibv_req_notify_cq(ep->vb.rcq, 1) || ibv_req_notify_cq(ep->vb.scq, 0) ? -RRPC_ERDMA : 0;
-    if (rc == 0) {
-      ep->vb.cc_watch = (rrpc__watcher){.fd = ep->vb.cc->fd, .events = EPOLLIN, .cb = on_cc_event, .arg = ep};
-      rc = rrpc__loop_watch_add(ep->loop, &ep->vb.cc_watch);
-      ep->vb.cc_watching = rc == 0;
-    }
-  }
-  if (rc == 0 && ep->vb.polling) {
-    rc = rrpc__loop_poller_add(ep->loop, on_poll, ep);
-    ep->vb.poller_added = rc == 0;
-  }
+  if (rc == 0) rc = rrpc__cqs_add(&ep->vb.cqm, ep->vb.qp->qp_num);
   if (rc == 0) {
     rc = rrpc__rdma_dev_watch_qp(ep->dev, ep->vb.qp->qp_num, on_async_event, ep);
     ep->vb.qp_watched = rc == 0;

@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "rrpc/transport.h"
+#include "transport/rdma/cqs.h"
 #include "transport/rdma/device.h"
 #include "transport/rdma/pool.h"
 #include "transport/smc/clc.h"
@@ -74,14 +75,10 @@ struct rrpc__ep_hs {
 /* Verbs resources: created by rrpc__ep_verbs_create and destroyed in the
  * reverse order by endpoint.c (loop thread); the data path uses them. */
 struct rrpc__ep_verbs {
-  struct ibv_comp_channel *cc;
-  struct ibv_cq *scq, *rcq;
+  struct rrpc__cq_member cqm; /* in the loop's shared CQs (cqs.h) */
   struct ibv_qp *qp;
-  rrpc__watcher cc_watch;
-  int cc_watching;
   int qp_watched;
   int polling; /* busy-poll on the loop instead of completion events */
-  int poller_added;
   /* my receive ring (the peer writes into it) and the CDC slots */
   char *ring;
   uint32_t ring_size;
@@ -126,6 +123,14 @@ struct rrpc__ep_dp {
   uint64_t close_wr;     /* the WR that carried it, 0 while not posted yet */
 };
 
+/* What the shared poll gathered for one endpoint, handled once per poll
+ * (rrpc__dp_after). Loop thread. */
+struct rrpc__ep_poll {
+  int got;         /* bytes went into the read buffer */
+  int peer_closed; /* a CDC said the peer closed */
+  int rc;          /* the first error: fails the socket */
+};
+
 typedef struct rrpc__rdma_ep {
   atomic_int refs;
   rrpc__socket *s; /* borrowed; NULL once the socket let go */
@@ -154,7 +159,8 @@ typedef struct rrpc__rdma_ep {
    * out of window. Stream offsets; loop thread. */
   uint64_t held_start, held_len;
 
-  struct rrpc__ep_dp dp; /* the data path, under its own lock */
+  struct rrpc__ep_poll pl; /* the shared poll's, loop thread */
+  struct rrpc__ep_dp dp;   /* the data path, under its own lock */
 } rrpc__rdma_ep;
 
 /* ---- ep_lock.c ---------------------------------------------------------- */
@@ -238,8 +244,10 @@ void rrpc__ep_hs_apply(rrpc__rdma_ep *ep, struct rrpc__hs_out o);
 int rrpc__dp_write(rrpc__socket *s, rrpc_iobuf *data);
 /* The socket's reading goes on: hand it what was held back. Loop thread. */
 void rrpc__dp_resume_read(rrpc__rdma_ep *ep);
-/* Drain both CQs (and re-arm them in event mode). Loop thread. */
-void rrpc__dp_poll(rrpc__rdma_ep *ep);
+/* The shared CQs' callbacks (cqs.h): one completion of this endpoint's
+ * QP, then, once per poll, what it adds up to. Loop thread. */
+void rrpc__dp_on_wc(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int is_send, rrpc_iobuf *drop);
+void rrpc__dp_after(rrpc__rdma_ep *ep);
 /* Send a CDC (SEND_WITH_IMM, carrying the owed ACK) with conn_flags; under
  * mu. 0 or a negative code. */
 int rrpc__dp_send_cdc_locked(rrpc__rdma_ep *ep, uint8_t conn_flags, int solicited);
