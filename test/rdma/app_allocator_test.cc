@@ -33,23 +33,12 @@ void app_free(void *, void *data, size_t, void *) { free(data); }
 
 const rrpc_block_allocator kAppAllocator = {"app", app_alloc, app_free, nullptr};
 
-using rrpc_rdma_test::echo_handler;
-
 TEST(AppAllocator, StaysInPlaceAndConnectionsFallBackToTcp) {
   rrpc_block_allocator_set(&kAppAllocator);
-  std::string addr = rrpc_test::rdma_test_addr();
-
-  rrpc_server_options so = {};
-  so.use_rdma = 1;
-  rrpc_server *s = nullptr;
-  ASSERT_EQ(0, rrpc_server_new(&so, &s));
-  ASSERT_EQ(0, rrpc_server_add_method(s, "test.Echo", "Echo", echo_handler, nullptr));
-  ASSERT_EQ(0, rrpc_server_start(s, (addr + ":0").c_str()));
-  rrpc_channel_options co = {};
-  co.use_rdma = 1;
-  co.timeout_ms = 10000;
-  rrpc_channel *ch = nullptr;
-  ASSERT_EQ(0, rrpc_channel_new((addr + ":" + std::to_string(rrpc_server_port(s))).c_str(), &co, &ch));
+  rrpc_server *s = rrpc_rdma_test::start_echo_server();
+  ASSERT_NE(nullptr, s);
+  rrpc_channel *ch = rrpc_rdma_test::open_channel(rrpc_server_port(s), 1);
+  ASSERT_NE(nullptr, ch);
 
   for (int i = 0; i < 3; i++) {
     rrpc_controller *c;

@@ -1,5 +1,5 @@
 // rdma_test_util.h - scaffolding the RDMA test binaries share: an echo
-// method, a channel to a test server, one checked echo call,
+// method and a server with it, a channel to a test server, one checked echo call,
 // a raw HTTP GET of a builtin page and a millisecond clock. Header-only so
 // every binary of test/rdma/ (each its own program, see the Makefile and
 // BUILD) takes it without another library. Tests with needs of their own
@@ -27,6 +27,21 @@ inline void echo_handler(void *, rrpc_server_call *call) {
   rrpc_controller *c = rrpc_server_call_controller(call);
   rrpc_iobuf_append_iobuf(rrpc_controller_response_attachment(c), rrpc_controller_request_attachment(c));
   rrpc_server_call_respond(call, rrpc_server_call_request(call));
+}
+
+// A server with use_rdma on rdma_test_addr():0 whose test.Echo/Echo is `fn`
+// (echo_handler unless said); started, or nullptr on failure.
+inline rrpc_server *start_echo_server(rrpc_handler_fn fn = echo_handler) {
+  rrpc_server_options so = {};
+  so.use_rdma = 1;
+  rrpc_server *s = nullptr;
+  if (rrpc_server_new(&so, &s) != 0) return nullptr;
+  if (rrpc_server_add_method(s, "test.Echo", "Echo", fn, nullptr) != 0 ||
+      rrpc_server_start(s, (rrpc_test::rdma_test_addr() + ":0").c_str()) != 0) {
+    rrpc_server_free(s);
+    return nullptr;
+  }
+  return s;
 }
 
 // A channel to rdma_test_addr():port; nullptr on failure.

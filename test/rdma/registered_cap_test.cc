@@ -23,21 +23,10 @@ const size_t kRing = 512 * 1024;
 // connection's two endpoints do not.
 const size_t kCapMb = 3;
 
-using rrpc_rdma_test::echo_handler;
-
 rrpc_rdma_stats stats() {
   rrpc_rdma_stats st;
   EXPECT_EQ(0, rrpc_rdma_get_stats(&st));
   return st;
-}
-
-rrpc_channel *open_channel(const std::string &target) {
-  rrpc_channel_options co = {};
-  co.use_rdma = 1;
-  co.timeout_ms = 10000;
-  rrpc_channel *ch = nullptr;
-  EXPECT_EQ(0, rrpc_channel_new(target.c_str(), &co, &ch));
-  return ch;
 }
 
 // One echo; returns the call's code, *used_rdma whether RDMA carried it.
@@ -55,16 +44,12 @@ TEST(RegisteredCap, ConnectionOverTheCapFallsBackWithTheReasonCountedOthersKeepW
   o.registered_max_size_mb = kCapMb;
   ASSERT_EQ(0, rrpc_rdma_global_init(&o));
 
-  std::string addr = rrpc_test::rdma_test_addr();
-  rrpc_server_options so = {};
-  so.use_rdma = 1;
-  rrpc_server *s = nullptr;
-  ASSERT_EQ(0, rrpc_server_new(&so, &s));
-  ASSERT_EQ(0, rrpc_server_add_method(s, "test.Echo", "Echo", echo_handler, nullptr));
-  ASSERT_EQ(0, rrpc_server_start(s, (addr + ":0").c_str()));
-  std::string target = addr + ":" + std::to_string(rrpc_server_port(s));
+  rrpc_server *s = rrpc_rdma_test::start_echo_server();
+  ASSERT_NE(nullptr, s);
+  int port = rrpc_server_port(s);
 
-  rrpc_channel *first = open_channel(target);
+  rrpc_channel *first = rrpc_rdma_test::open_channel(port, 1);
+  ASSERT_NE(nullptr, first);
   int used = 0;
   ASSERT_EQ(0, echo(first, "first", &used));
   ASSERT_EQ(1, used) << "the first connection fits under the cap";
@@ -72,7 +57,8 @@ TEST(RegisteredCap, ConnectionOverTheCapFallsBackWithTheReasonCountedOthersKeepW
   uint64_t registered = before.pool_bytes + before.ring_bytes + before.slot_bytes;
   EXPECT_LE(registered, uint64_t{kCapMb} << 20);
 
-  rrpc_channel *second = open_channel(target);
+  rrpc_channel *second = rrpc_rdma_test::open_channel(port, 1);
+  ASSERT_NE(nullptr, second);
   for (int i = 0; i < 3; i++) {
     EXPECT_EQ(0, echo(second, "second " + std::to_string(i), &used));
     EXPECT_EQ(0, used) << "the second connection would pass the cap: TCP";

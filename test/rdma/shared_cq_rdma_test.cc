@@ -15,10 +15,8 @@
 
 #include "rrpc/rrpc.h"
 #include "test/common/test_util.h"
+#include "test/rdma/rdma_test_util.h"
 #include "transport/rdma/cqs.h"
-
-using rrpc_test::iobuf_string;
-using rrpc_test::rdma_test_addr;
 
 namespace {
 
@@ -31,51 +29,24 @@ int open_fds() {
   return n;
 }
 
-void echo(void *, rrpc_server_call *call) {
-  rrpc_controller *c = rrpc_server_call_controller(call);
-  rrpc_iobuf_append_iobuf(rrpc_controller_response_attachment(c), rrpc_controller_request_attachment(c));
-  rrpc_server_call_respond(call, rrpc_server_call_request(call));
-}
-
-rrpc_channel *open_channel(const std::string &addr) {
-  rrpc_channel_options o = {};
-  o.use_rdma = 1;
-  o.timeout_ms = 30000;
-  o.connect_timeout_ms = 5000;
-  rrpc_channel *ch = nullptr;
-  return rrpc_channel_new(addr.c_str(), &o, &ch) == 0 ? ch : nullptr;
-}
+rrpc_channel *open_channel(int port) { return rrpc_rdma_test::open_channel(port, 1, 30000); }
 
 // One echo call with `att` attached; 1 when it came back whole over RDMA.
 int echo_call(rrpc_channel *ch, const std::string &req, const std::string &att) {
-  rrpc_controller *c;
-  rrpc_controller_new(&c);
-  rrpc_iobuf *rq, *rs;
-  rrpc_iobuf_new(&rq);
-  rrpc_iobuf_new(&rs);
-  rrpc_iobuf_append(rq, req.data(), req.size());
-  rrpc_iobuf_append(rrpc_controller_request_attachment(c), att.data(), att.size());
-  int rc = rrpc_channel_call(ch, "test.Echo", "Echo", c, rq, rs, nullptr, nullptr);
-  int ok = rc == 0 && iobuf_string(rs) == req && iobuf_string(rrpc_controller_response_attachment(c)) == att &&
-           rrpc_controller_used_rdma(c);
-  rrpc_iobuf_free(rq);
-  rrpc_iobuf_free(rs);
-  rrpc_controller_free(c);
-  return ok;
+  std::string ratt;
+  int used = 0;
+  return rrpc_rdma_test::echo(ch, req, att, &ratt, &used) == 0 && ratt == att && used;
 }
 
 class SharedCq : public ::testing::Test {
  protected:
   void SetUp() override {
-    rrpc_server_options so = {};
-    so.use_rdma = 1;
-    ASSERT_EQ(rrpc_server_new(&so, &srv_), 0);
-    rrpc_server_add_method(srv_, "test.Echo", "Echo", echo, nullptr);
-    ASSERT_EQ(rrpc_server_start(srv_, (rdma_test_addr() + ":0").c_str()), 0);
-    addr_ = rdma_test_addr() + ":" + std::to_string(rrpc_server_port(srv_));
+    srv_ = rrpc_rdma_test::start_echo_server();
+    ASSERT_NE(srv_, nullptr);
+    port_ = rrpc_server_port(srv_);
     // The device, the pool and one connection's worth of shared CQs exist
     // before anything is counted.
-    rrpc_channel *warm = open_channel(addr_);
+    rrpc_channel *warm = open_channel(port_);
     ASSERT_NE(warm, nullptr);
     ASSERT_EQ(echo_call(warm, "warm", ""), 1);
     warm_ = warm;
@@ -89,7 +60,7 @@ class SharedCq : public ::testing::Test {
   }
   rrpc_server *srv_ = nullptr;
   rrpc_channel *warm_ = nullptr;
-  std::string addr_;
+  int port_ = 0;
 };
 
 // 48 connections, both ends in this process: each adds its two TCP
@@ -104,7 +75,7 @@ TEST_F(SharedCq, OneFdPerConnectionAndCqsGrowWithTheConnections) {
   std::vector<rrpc_channel *> chs;
   int ok = 0;
   for (int i = 0; i < kConns; i++) {
-    chs.push_back(open_channel(addr_));
+    chs.push_back(open_channel(port_));
     ASSERT_NE(chs.back(), nullptr);
     ok += echo_call(chs.back(), std::to_string(i), std::string(100 + i * 37, (char)('a' + i % 26)));
   }
@@ -136,7 +107,7 @@ TEST_F(SharedCq, ConnectionsClosingMidTrafficLeaveTheOthersAlone) {
     std::vector<int> oks(kPerRound, 0);
     for (int i = 0; i < kPerRound; i++) {
       ts.emplace_back([&, i] {
-        rrpc_channel *ch = open_channel(addr_);
+        rrpc_channel *ch = open_channel(port_);
         if (ch == nullptr) return;
         for (int k = 0; k < 3; k++) oks[(size_t)i] += echo_call(ch, "r" + std::to_string(k), std::string(20000, 'q'));
         rrpc_channel_free(ch);  // its QPs go now, both ends
