@@ -73,6 +73,10 @@ typedef struct rrpc_rdma_options {
                                       (counted in registered_cap_refused), the pool stops
                                       growing at it (-RRPC_EPOOL); 0 = 5120 (the pool's
                                       4096 + 1 GiB for rings) */
+  int bg_queue_max;                /* rdma_bg_queue_max: verbs teardown jobs (QP destroy,
+                                      window dealloc, deregistration) queued for the
+                                      background verbs thread at once; over it a job runs on
+                                      the closing loop (counted in bg_jobs_inline); 0 = 4096 */
 } rrpc_rdma_options;
 
 enum {
@@ -135,6 +139,11 @@ typedef struct rrpc_rdma_stats {
   uint64_t bytes_copied_send;     /* into registered memory to send them: bounce copies of blocks
                                      outside it, inline sends, brpc-dialect send slots */
   uint64_t bytes_copied_recv;     /* out of a receive ring or block into iobuf blocks */
+  /* The background verbs thread (teardown off the loops): */
+  uint64_t bg_jobs_queued;        /* jobs handed to it */
+  uint64_t bg_jobs_done;          /* of those, finished (queued - done = its queue now) */
+  uint64_t bg_jobs_inline;        /* jobs run on the submitting thread: queue full, no thread */
+  uint64_t bg_queue_max_depth;    /* the deepest its queue has been */
 } rrpc_rdma_stats;
 /* rrpc_rdma_get_stats - copy the counters. 0 or -RRPC_ENORDMA. */
 int rrpc_rdma_get_stats(rrpc_rdma_stats *out);

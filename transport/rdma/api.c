@@ -15,6 +15,7 @@
 #include "rrpc/transport.h"
 #include "transport/rdma/device.h"
 #include "transport/rdma/pool.h"
+#include "transport/rdma/verbs_bg.h"
 
 enum {
   DEFAULT_PORT = 1,
@@ -27,6 +28,7 @@ enum {
   DEFAULT_POOL_INCREASE_MB = 64,
   DEFAULT_POOL_MAX_MB = 4096,
   DEFAULT_REGISTERED_MAX_MB = 4096 + 1024,
+  DEFAULT_BG_QUEUE_MAX = 4096,
   DEVICE_NAME_MAX = 64, /* rrpc__rdma_dev.name */
   QUEUE_MAX = 65535,    /* sq/rq depths travel in 16 bits in brpc-like tools */
 };
@@ -61,6 +63,7 @@ void rrpc_rdma_options_init(rrpc_rdma_options *o) {
   o->registered_max_size_mb = DEFAULT_REGISTERED_MAX_MB;
   o->close_wait_ms = DEFAULT_CLOSE_WAIT_MS;
   o->tcp_only_ttl_s = DEFAULT_TCP_ONLY_TTL_S;
+  o->bg_queue_max = DEFAULT_BG_QUEUE_MAX;
 }
 
 /* Smallest 16 KiB << n that holds `want` (the ring is indexed with a mask
@@ -81,7 +84,7 @@ static int options_normalize(const rrpc_rdma_options *in, rrpc_rdma_options *out
   if (in->port < 0 || in->port > 255 || in->gid_index_plus1 < 0 || in->sq_size < 0 ||
       in->sq_size > QUEUE_MAX || in->rq_size < 0 || in->rq_size > QUEUE_MAX ||
       in->handshake_timeout_ms < 0 || in->ring_size > RING_MAX || in->max_handshakes < 0 ||
-      in->close_wait_ms < 0 || (in->dialect != RRPC_RDMA_DIALECT_AUTO && in->dialect != RRPC_RDMA_DIALECT_IMM &&
+      in->close_wait_ms < 0 || in->bg_queue_max < 0 || (in->dialect != RRPC_RDMA_DIALECT_AUTO && in->dialect != RRPC_RDMA_DIALECT_IMM &&
                                 in->dialect != RRPC_RDMA_DIALECT_BRPC))
     return -EINVAL;
   device[0] = '\0';
@@ -108,6 +111,7 @@ static int options_normalize(const rrpc_rdma_options *in, rrpc_rdma_options *out
   if (out->max_handshakes == 0) out->max_handshakes = def.max_handshakes;
   if (out->close_wait_ms == 0) out->close_wait_ms = def.close_wait_ms;
   if (out->tcp_only_ttl_s == 0) out->tcp_only_ttl_s = def.tcp_only_ttl_s;
+  if (out->bg_queue_max == 0) out->bg_queue_max = def.bg_queue_max;
   if (out->registered_max_size_mb == 0) out->registered_max_size_mb = def.registered_max_size_mb;
   if (out->registered_max_size_mb > (SIZE_MAX >> 21)) return -EINVAL;
   out->use_polling = in->use_polling != 0;
@@ -297,5 +301,11 @@ int rrpc_rdma_get_stats(rrpc_rdma_stats *out) {
   out->registered_cap_refused = load(RRPC_RDMA_CNT_OVER_REGISTERED_CAP);
   out->bytes_copied_send = load(RRPC_RDMA_CNT_COPIED_SEND);
   out->bytes_copied_recv = load(RRPC_RDMA_CNT_COPIED_RECV);
+  struct rrpc__verbs_bg_stats bg;
+  rrpc__verbs_bg_stats(&bg);
+  out->bg_jobs_queued = bg.queued;
+  out->bg_jobs_done = bg.done;
+  out->bg_jobs_inline = bg.inline_run;
+  out->bg_queue_max_depth = bg.max_depth;
   return 0;
 }

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -14,6 +15,7 @@
 #include "rrpc/errors.h"
 #include "rrpc/internal/iobuf.h"
 #include "rrpc/internal/log.h"
+#include "transport/rdma/verbs_bg.h"
 
 enum {
   CQ_FIRST = 256, /* entries of a new pair's CQs at least: grown by doubling */
@@ -36,6 +38,10 @@ struct rrpc__rdma_cqs {
   rrpc__rdma_dev *dev;
   int polling;
   int refs; /* members + a poll that dispatches; under g_mu */
+  int dying;  /* refs reached 0 once: its destruction is under way; under g_mu */
+  int orphan; /* the loop stopped before it could take the set off: the stop hook frees it */
+  int hooked; /* set_on_loop_stop is registered */
+  struct rrpc__bg_job free_job;
   atomic_uint pending; /* leavers' reservations not freed yet (a fast "none") */
   struct ibv_comp_channel *cc;
   rrpc__watcher watch;
@@ -318,9 +324,9 @@ static void on_poll(void *arg) { cqs_poll(arg); }
 
 /* ---- sets: create, find, destroy ------------------------------------------------ */
 
-static void cqs_destroy(rrpc__rdma_cqs *c) {
-  if (c->poller_added) rrpc__loop_poller_del(c->loop, on_poll, c);
-  if (c->watching) rrpc__loop_watch_del(c->loop, &c->watch);
+/* The verbs half of destroying a set (its CQs and channel: tens of ms under
+ * TCG), once nothing of the loop refers to it. Any thread. */
+static void cqs_free(rrpc__rdma_cqs *c) {
   while (c->pairs != NULL) {
     struct rrpc__cq_pair *p = c->pairs;
     c->pairs = p->next;
@@ -333,6 +339,40 @@ static void cqs_destroy(rrpc__rdma_cqs *c) {
   atomic_fetch_sub_explicit(&g_sets_n, 1, memory_order_relaxed);
 }
 
+static void free_job(struct rrpc__bg_job *j) {
+  cqs_free((rrpc__rdma_cqs *)((char *)j - offsetof(rrpc__rdma_cqs, free_job)));
+}
+
+static void set_on_loop_stop(void *arg);
+
+/* Take the set off its loop (loop thread, or the thread that stopped it),
+ * then free it: on the background verbs thread from a loop thread. */
+static void cqs_destroy(rrpc__rdma_cqs *c) {
+  if (c->poller_added) rrpc__loop_poller_del(c->loop, on_poll, c);
+  if (c->watching) rrpc__loop_watch_del(c->loop, &c->watch);
+  if (c->hooked) rrpc__loop_stop_hook_del(c->loop, set_on_loop_stop, c);
+  if (!rrpc__loop_in_thread(c->loop)) {
+    cqs_free(c);
+    return;
+  }
+  c->free_job.fn = free_job;
+  rrpc__verbs_bg_submit(&c->free_job);
+}
+
+/* The loop stops. Teardown jobs of its connections still queued on the
+ * background thread refer to this set and may post to the loop: let them
+ * finish while the loop still exists. A set they left for good while the
+ * loop could no longer take tasks (orphan) is freed here. */
+static void set_on_loop_stop(void *arg) {
+  rrpc__rdma_cqs *c = arg;
+  if (rrpc__verbs_bg_drain(30000) != 0)
+    RRPC_LOG(ERROR, "rdma: a stopping loop waited 30 s for the background verbs thread");
+  pthread_mutex_lock(&g_mu);
+  int orphan = c->orphan;
+  pthread_mutex_unlock(&g_mu);
+  if (orphan) cqs_free(c);
+}
+
 static void cqs_ref(rrpc__rdma_cqs *c) {
   pthread_mutex_lock(&g_mu);
   c->refs++;
@@ -341,13 +381,17 @@ static void cqs_ref(rrpc__rdma_cqs *c) {
 
 static void destroy_task(void *arg) { cqs_destroy(arg); }
 
-/* Drop a reference; the last one destroys the set. From inside the set's
- * own watcher callback (a poll), the loop still reads the watcher after
- * the callback returns: destroy once this round's fd phase is over. */
+/* Drop a reference; the last one destroys the set (once: a poll that ran
+ * meanwhile may take and drop one more). From inside the set's own watcher
+ * callback (a poll), the loop still reads the watcher after the callback
+ * returns: destroy once this round's fd phase is over. From the background
+ * thread (a connection's teardown left last), the loop takes it off itself;
+ * a loop already stopping leaves it to the set's stop hook. */
 static void unref_ex(rrpc__rdma_cqs *c, int in_own_callback) {
   pthread_mutex_lock(&g_mu);
-  int last = --c->refs == 0;
+  int last = --c->refs == 0 && !c->dying;
   if (last) {
+    c->dying = 1;
     for (struct rrpc__rdma_cqs **pp = &g_sets; *pp != NULL; pp = &(*pp)->next) {
       if (*pp == c) {
         *pp = c->next;
@@ -358,6 +402,13 @@ static void unref_ex(rrpc__rdma_cqs *c, int in_own_callback) {
   pthread_mutex_unlock(&g_mu);
   if (!last) return;
   if (in_own_callback && rrpc__loop_defer(c->loop, destroy_task, c) == 0) return;
+  if (rrpc__verbs_bg_on_thread()) {
+    if (rrpc__loop_post(c->loop, destroy_task, c) == 0) return;
+    pthread_mutex_lock(&g_mu);
+    c->orphan = 1;
+    pthread_mutex_unlock(&g_mu);
+    return;
+  }
   cqs_destroy(c);
 }
 
@@ -391,6 +442,10 @@ static int cqs_new(rrpc__loop *loop, rrpc__rdma_dev *dev, int polling, rrpc__rdm
   c->nbuckets = TABLE_MIN;
   c->table = calloc(c->nbuckets, sizeof *c->table);
   int rc = c->table == NULL ? -ENOMEM : cqs_watch(c);
+  if (rc == 0) {
+    rc = rrpc__loop_stop_hook_add(loop, set_on_loop_stop, c);
+    c->hooked = rc == 0;
+  }
   if (rc != 0) {
     cqs_destroy(c);
     return rc;

@@ -103,12 +103,6 @@ void rrpc__dp_view(rrpc__rdma_ep *ep, struct rrpc__dp_view *out) {
   rrpc__ep_unlock(ep);
 }
 
-void rrpc__dp_drop_inflight(rrpc__rdma_ep *ep) {
-  if (ep->dp.inflight == NULL) return;
-  for (uint32_t i = 0; i < ep->vb.sq_size; i++) rrpc__iobuf_destroy(&ep->dp.inflight[i].buf);
-  ep->dp.if_count = 0;
-}
-
 /* ---- CDC ---------------------------------------------------------------------- */
 
 int rrpc__dp_send_cdc_locked(rrpc__rdma_ep *ep, uint8_t conn_flags, int solicited) {

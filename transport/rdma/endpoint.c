@@ -110,8 +110,37 @@ static void cq_unref(void *user) { rrpc__ep_unref(user); }
 static const struct rrpc__cq_user_ops cq_ops = {
     .on_wc = cq_on_wc, .after = cq_after, .ref = cq_ref, .unref = cq_unref};
 
-/* Undo verbs_create, in reverse. Safe on a partial creation. */
-static void verbs_destroy(rrpc__rdma_ep *ep) {
+/* The background half of verbs_destroy (or inline, see there): what was
+ * detached, destroyed in the one order that works. Any thread. */
+static void teardown_run(struct rrpc__ep_teardown *t) {
+  /* Remote access to the ring ends with the connection, even while
+   * zero-copy slices keep the ring's memory. Deallocated once, never
+   * invalidated (a second invalidation crashes rxe 6.1), and before the
+   * QP: a window bound to a QP holds it, and rxe's destroy_qp then waits
+   * ~50 s for that reference. */
+  if (t->mw != NULL) ibv_dealloc_mw(t->mw);
+  if (t->qp != NULL) ibv_destroy_qp(t->qp);
+  /* After the QP: its completions may still sit in the shared CQs, whose
+   * reservation for them ends with the next drain after this. */
+  rrpc__cqs_leave(&t->cqm);
+  if (t->slots_mr != NULL && ibv_dereg_mr(t->slots_mr) == 0)
+    rrpc__rdma_count(RRPC_RDMA_CNT_SLOT_BYTES, (uint64_t)0 - t->slots_len);
+  free(t->slots);
+  /* The QP is gone, so the device no longer reads what was in flight. */
+  if (t->inflight != NULL)
+    for (uint32_t i = 0; i < t->n_inflight; i++) rrpc__iobuf_destroy(&t->inflight[i].buf);
+  free(t->inflight);
+  rrpc__ep_unref(t->ep); /* the last one frees the ring here, off the loop */
+}
+
+static void teardown_job(struct rrpc__bg_job *j) { teardown_run((struct rrpc__ep_teardown *)j); }
+
+/* Undo verbs_create. Safe on a partial creation and twice. On the loop
+ * thread the connection is only detached here (nothing can post or be
+ * dispatched to it any more) and the verbs calls, slow in rxe, run on the
+ * background verbs thread; elsewhere (a stopping loop, its stop hooks)
+ * they run at once, as the loop will not be there to hear back. */
+static void verbs_destroy_ex(rrpc__rdma_ep *ep, int offload) {
   /* Nothing may post once the QP starts going away: a ring slice released
    * on another thread checks qp_dead under mu before it posts a CDC. */
   rrpc__ep_lock(ep);
@@ -123,26 +152,43 @@ static void verbs_destroy(rrpc__rdma_ep *ep) {
     rrpc__rdma_dev_unwatch_qp(ep->dev, ep->vb.qp->qp_num);
     ep->vb.qp_watched = 0;
   }
-  /* Remote access to the ring ends with the connection, even while
-   * zero-copy slices keep the ring's memory. Deallocated once, never
-   * invalidated (a second invalidation crashes rxe 6.1), and before the
-   * QP: a window bound to a QP holds it, and rxe's destroy_qp then waits
-   * ~50 s for that reference. */
-  if (ep->vb.ring_mw != NULL) ibv_dealloc_mw(ep->vb.ring_mw);
-  ep->vb.ring_mw = NULL;
-  if (ep->vb.qp != NULL) ibv_destroy_qp(ep->vb.qp);
+  struct rrpc__ep_teardown d;
+  memset(&d, 0, sizeof d);
+  rrpc__ep_lock(ep);
+  d.qp = ep->vb.qp;
   ep->vb.qp = NULL;
-  rrpc__cqs_leave(&ep->vb.cqm); /* after the QP: its CQs may go with it */
-  if (ep->vb.slots_mr != NULL && ibv_dereg_mr(ep->vb.slots_mr) == 0)
-    rrpc__rdma_count(RRPC_RDMA_CNT_SLOT_BYTES, (uint64_t)0 - slots_len(ep));
-  ep->vb.slots_mr = NULL;
-  free(ep->vb.slots);
-  ep->vb.slots = NULL;
-  /* The QP is gone, so the device no longer reads what was in flight. */
-  rrpc__dp_drop_inflight(ep);
-  free(ep->dp.inflight);
+  d.inflight = ep->dp.inflight;
+  d.n_inflight = ep->vb.sq_size;
   ep->dp.inflight = NULL;
+  ep->dp.if_count = 0;
+  rrpc__ep_unlock(ep);
+  d.mw = ep->vb.ring_mw;
+  ep->vb.ring_mw = NULL;
+  d.cqm = ep->vb.cqm;
+  memset(&ep->vb.cqm, 0, sizeof ep->vb.cqm);
+  d.slots_mr = ep->vb.slots_mr;
+  d.slots_len = slots_len(ep);
+  ep->vb.slots_mr = NULL;
+  d.slots = ep->vb.slots;
+  ep->vb.slots = NULL;
+  if (d.qp == NULL && d.mw == NULL && d.cqm.cqs == NULL && d.slots_mr == NULL && d.slots == NULL &&
+      d.inflight == NULL)
+    return; /* nothing was created, or it is already on its way */
+  atomic_fetch_add_explicit(&ep->refs, 1, memory_order_relaxed);
+  d.ep = ep;
+  if (!offload || ep->td_used) {
+    teardown_run(&d);
+    return;
+  }
+  /* The job lives in the endpoint (no allocation that could fail here),
+   * which its reference keeps alive until the job ran. */
+  ep->td_used = 1;
+  ep->td = d;
+  ep->td.job.fn = teardown_job;
+  rrpc__verbs_bg_submit(&ep->td.job);
 }
+
+static void verbs_destroy(rrpc__rdma_ep *ep) { verbs_destroy_ex(ep, rrpc__loop_in_thread(ep->loop)); }
 
 static int create_queues(rrpc__rdma_ep *ep) {
   /* The loop's shared CQs, with room for this QP's completions. */
@@ -634,13 +680,15 @@ static void rdma_on_fail(rrpc__socket *s, int code) {
 
 static void on_loop_stop(void *arg);
 
-void rrpc__ep_close_finish(rrpc__rdma_ep *ep) {
+static void close_finish_ex(rrpc__rdma_ep *ep, int offload) {
   if (ep->close_timer != 0) (void)rrpc__loop_timer_cancel(ep->loop, ep->close_timer);
   ep->close_timer = 0;
   rrpc__loop_stop_hook_del(ep->loop, on_loop_stop, ep);
-  verbs_destroy(ep);
+  verbs_destroy_ex(ep, offload);
   rrpc__ep_unref(ep); /* the socket's */
 }
+
+void rrpc__ep_close_finish(rrpc__rdma_ep *ep) { close_finish_ex(ep, rrpc__loop_in_thread(ep->loop)); }
 
 static void on_close_timeout(void *arg) {
   rrpc__rdma_ep *ep = arg;
@@ -656,7 +704,7 @@ static void on_close_timeout(void *arg) {
 static void on_loop_stop(void *arg) {
   rrpc__rdma_ep *ep = arg;
   rrpc__rdma_count(RRPC_RDMA_CNT_CLOSE_UNCONFIRMED, 1);
-  rrpc__ep_close_finish(ep);
+  close_finish_ex(ep, 0); /* the stopping loop cannot hear back: at once */
 }
 
 /* Keep the QP until the close CDC has left (its completion, seen by the

@@ -32,6 +32,7 @@
 #include "transport/rdma/cqs.h"
 #include "transport/rdma/device.h"
 #include "transport/rdma/pool.h"
+#include "transport/rdma/verbs_bg.h"
 #include "transport/smc/clc.h"
 #include "transport/rdma/wire/rx_reclaim.h"
 #include "transport/rdma/wire/window.h"
@@ -91,6 +92,25 @@ struct rrpc__ep_verbs {
   struct ibv_mr *slots_mr;
   uint32_t rq_size, sq_size;
   uint32_t max_send_sge;
+};
+
+/* A closing connection's verbs objects, detached on its loop (out of the
+ * shared CQs' dispatch table first, so late completions are dropped and
+ * counted) and destroyed on the background verbs thread (verbs_bg.h) in the
+ * order verbs_destroy always used. Holds a reference on the endpoint, so the
+ * ring is deregistered (and its budget given back) there too unless a
+ * zero-copy slice still holds it. Used once per endpoint. */
+struct rrpc__ep_teardown {
+  struct rrpc__bg_job job;
+  struct rrpc__rdma_ep *ep;
+  struct ibv_mw *mw;
+  struct ibv_qp *qp;
+  struct rrpc__cq_member cqm; /* a copy: removed from the table, left after the QP */
+  struct ibv_mr *slots_mr;
+  char *slots;
+  size_t slots_len;
+  struct rrpc__ep_inflight *inflight; /* n entries, released after the QP is gone */
+  uint32_t n_inflight;
 };
 
 /* The data path: the windows, the cursors and the send queue's
@@ -153,6 +173,8 @@ typedef struct rrpc__rdma_ep {
 
   struct rrpc__ep_hs hs;    /* handshake.c's, on the loop thread */
   struct rrpc__ep_verbs vb; /* endpoint.c creates and destroys them, in one order */
+  struct rrpc__ep_teardown td; /* endpoint.c: vb handed to the background thread */
+  int td_used;                 /* td was submitted (loop thread) */
 
   /* Received ring bytes not handed to the socket while its reading is
    * paused (back-pressure): they keep their ring space, so the peer runs
@@ -265,8 +287,6 @@ struct rrpc__dp_view {
   int write_blocked, peer_asked;
 };
 void rrpc__dp_view(rrpc__rdma_ep *ep, struct rrpc__dp_view *out);
-/* Release everything the send queue still holds (after the QP is gone). */
-void rrpc__dp_drop_inflight(rrpc__rdma_ep *ep);
 
 /* ---- describe.c --------------------------------------------------------- */
 /* The transport's facts op (QPN, rings, window, credits). Loop thread. */
