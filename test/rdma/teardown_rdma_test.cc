@@ -251,4 +251,54 @@ TEST(RdmaTeardown, VerbsTeardownRunsOffTheLoop) {
   rrpc_server_free(srv);
 }
 
+
+// A new connection's QP, ring and slots are made on the background verbs
+// thread, not on the loop: while that thread is held, a new channel's
+// first call waits in the handshake (its creation job queued), and another
+// connection on the same loops keeps answering; once the thread runs, the
+// new connection comes up over RDMA.
+TEST(RdmaTeardown, VerbsSetupRunsOffTheLoop) {
+  rrpc_server *srv = rrpc_rdma_test::start_echo_server();
+  ASSERT_NE(srv, nullptr);
+  int port = rrpc_server_port(srv);
+  rrpc_channel *b = rrpc_rdma_test::open_channel(port, 1);
+  ASSERT_NE(b, nullptr);
+  int rdma_b = 0;
+  ASSERT_EQ(rrpc_rdma_test::echo(b, "b", "", nullptr, &rdma_b), 0);
+  if (!rdma_b) GTEST_SKIP() << "no RDMA connection (no device?)";
+  rrpc_channel *a = rrpc_rdma_test::open_channel(port, 1);
+  ASSERT_NE(a, nullptr);
+  std::atomic<int> a_rc{1}, a_rdma{0};
+  std::thread caller;
+  {
+    BgGate gate;
+    ASSERT_TRUE(gate.entered);
+    rrpc_rdma_stats s1 = stats();
+    caller = std::thread([&] {
+      int r = 0;
+      a_rc = rrpc_rdma_test::echo(a, "a", "", nullptr, &r);
+      a_rdma = r;
+    });
+    // The client's creation job is queued behind the gate.
+    uint64_t deadline = now_ms() + 10000;
+    while (stats().bg_jobs_queued < s1.bg_jobs_queued + 1 && now_ms() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polling a condition, bounded
+    rrpc_rdma_stats s2 = stats();
+    EXPECT_GE(s2.bg_jobs_queued - s1.bg_jobs_queued, 1u) << "the new connection's verbs setup was not queued";
+    EXPECT_EQ(s2.bg_jobs_inline, s1.bg_jobs_inline);
+    EXPECT_EQ(a_rc.load(), 1) << "the call finished while its connection could not have been made";
+    // The loops are free meanwhile.
+    ASSERT_EQ(rrpc_rdma_test::echo(b, "b2", "", nullptr, &rdma_b), 0);
+    EXPECT_TRUE(rdma_b);
+    gate.release();
+  }
+  caller.join();
+  EXPECT_EQ(a_rc.load(), 0);
+  EXPECT_TRUE(a_rdma.load()) << "the connection made off the loop carries RDMA";
+  rrpc_channel_free(a);
+  rrpc_channel_free(b);
+  rrpc_server_stop(srv);
+  rrpc_server_free(srv);
+}
+
 }  // namespace

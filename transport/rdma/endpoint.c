@@ -190,55 +190,6 @@ static void verbs_destroy_ex(rrpc__rdma_ep *ep, int offload) {
 
 static void verbs_destroy(rrpc__rdma_ep *ep) { verbs_destroy_ex(ep, rrpc__loop_in_thread(ep->loop)); }
 
-static int create_queues(rrpc__rdma_ep *ep) {
-  /* The loop's shared CQs, with room for this QP's completions. */
-  int rc = rrpc__cqs_join(ep->loop, ep->dev, ep->vb.polling, ep->vb.sq_size, ep->vb.rq_size, ep, &cq_ops,
-                          &ep->vb.cqm);
-  if (rc != 0) return rc;
-  errno = 0; /* verbs calls that fail without setting it report RRPC_ERDMA */
-  struct ibv_qp_init_attr qa;
-  memset(&qa, 0, sizeof qa);
-  qa.send_cq = ep->vb.cqm.scq;
-  qa.recv_cq = ep->vb.cqm.rcq;
-  qa.qp_type = IBV_QPT_RC;
-  qa.cap.max_send_wr = ep->vb.sq_size;
-  qa.cap.max_recv_wr = ep->vb.rq_size;
-  qa.cap.max_send_sge = ep->dev->max_sge < RDMA_MAX_SEND_SGE ? (uint32_t)ep->dev->max_sge : RDMA_MAX_SEND_SGE;
-  qa.cap.max_recv_sge = 1;
-  qa.cap.max_inline_data = ep->dev->max_inline;
-  ep->vb.qp = ibv_create_qp(ep->dev->pd, &qa);
-  if (ep->vb.qp == NULL) return errno ? -errno : -RRPC_ERDMA;
-  ep->vb.max_send_sge = qa.cap.max_send_sge; /* what the device granted */
-  struct ibv_qp_attr a;
-  memset(&a, 0, sizeof a);
-  a.qp_state = IBV_QPS_INIT;
-  a.pkey_index = 0;
-  a.port_num = ep->dev->port;
-  a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-  rc = ibv_modify_qp(ep->vb.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
-  return rc ? -rc : 0;
-}
-
-/* Register the ring so that only this connection's QP can write it: the
- * MR itself gets no remote access, a type-2 window over it does, bound to
- * the QP once it is connected (ring_bind). Without windows on the device,
- * the old way: the MR is remotely writable through the shared PD. */
-static int ring_register(rrpc__rdma_ep *ep) {
-  struct ibv_pd *pd = ep->dev->pd;
-  int access = IBV_ACCESS_LOCAL_WRITE | (ep->dev->mw_type2 ? IBV_ACCESS_MW_BIND : IBV_ACCESS_REMOTE_WRITE);
-  errno = 0;
-  ep->vb.ring_mr = ibv_reg_mr(pd, ep->vb.ring, ep->vb.ring_size, access);
-  if (ep->vb.ring_mr == NULL) return errno ? -errno : -RRPC_ERDMAMEM; /* ENOMEM: ulimit -l */
-  rrpc__rdma_count(RRPC_RDMA_CNT_RING_BYTES, ep->vb.ring_size);
-  ep->vb.ring_rkey = ep->vb.ring_mr->rkey;
-  if (!ep->dev->mw_type2) return 0;
-  ep->vb.ring_mw = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
-  if (ep->vb.ring_mw == NULL) return -RRPC_ERDMAMEM;
-  /* The key the bind will give the window; announced before the bind. */
-  ep->vb.ring_rkey = ibv_inc_rkey(ep->vb.ring_mw->rkey);
-  return 0;
-}
-
 /* Bind the ring's window to our (connected) QP: from now on only the peer
  * at the other end of this QP can write the ring. Posted before anything
  * that lets the peer write (the server's first CDC, the client's Confirm),
@@ -265,72 +216,186 @@ static int ring_bind(rrpc__rdma_ep *ep) {
   return 0;
 }
 
-static int create_memory(rrpc__rdma_ep *ep) {
+/* ---- creation, on the background verbs thread ------------------------------------
+ * The handshake's CREATE step: the loop joins its shared CQs (cheap, and
+ * the set belongs to the loop), then the background thread creates the QP,
+ * registers the ring and the slots and posts the receives into a bundle of
+ * its own (ep->cj), and the loop installs it and goes on with the handshake
+ * (created_task). Nothing of it touches ep->vb before that. */
+
+static int create_qp(const rrpc__rdma_ep *ep, struct rrpc__ep_verbs *vb) {
+  errno = 0; /* verbs calls that fail without setting it report RRPC_ERDMA */
+  struct ibv_qp_init_attr qa;
+  memset(&qa, 0, sizeof qa);
+  qa.send_cq = vb->cqm.scq;
+  qa.recv_cq = vb->cqm.rcq;
+  qa.qp_type = IBV_QPT_RC;
+  qa.cap.max_send_wr = vb->sq_size;
+  qa.cap.max_recv_wr = vb->rq_size;
+  qa.cap.max_send_sge = ep->dev->max_sge < RDMA_MAX_SEND_SGE ? (uint32_t)ep->dev->max_sge : RDMA_MAX_SEND_SGE;
+  qa.cap.max_recv_sge = 1;
+  qa.cap.max_inline_data = ep->dev->max_inline;
+  vb->qp = ibv_create_qp(ep->dev->pd, &qa);
+  if (vb->qp == NULL) return errno ? -errno : -RRPC_ERDMA;
+  vb->max_send_sge = qa.cap.max_send_sge; /* what the device granted */
+  struct ibv_qp_attr a;
+  memset(&a, 0, sizeof a);
+  a.qp_state = IBV_QPS_INIT;
+  a.pkey_index = 0;
+  a.port_num = ep->dev->port;
+  a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+  int rc = ibv_modify_qp(vb->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+  return rc ? -rc : 0;
+}
+
+/* Register the ring so that only this connection's QP can write it: the
+ * MR itself gets no remote access, a type-2 window over it does, bound to
+ * the QP once it is connected (ring_bind). Without windows on the device,
+ * the old way: the MR is remotely writable through the shared PD. */
+static int ring_register(const rrpc__rdma_ep *ep, struct rrpc__ep_verbs *vb) {
   struct ibv_pd *pd = ep->dev->pd;
-  /* Ring and slots count against the process-wide registered cap; over it
-   * the handshake falls back to TCP (counted), other connections untouched.
-   * Given back when the ring is freed (it may outlive the slots). */
-  size_t need = ep->vb.ring_size + slots_len(ep);
-  int rc = rrpc__rdma_budget_take(need);
-  if (rc != 0) return rc;
-  ep->vb.budget = need;
-  void *ring = NULL;
-  if (posix_memalign(&ring, 4096, ep->vb.ring_size) != 0) return -ENOMEM;
-  /* A peer can make us deliver any ring bytes it reports in an immediate,
-   * wherever it really wrote: nothing of an earlier owner of this memory
-   * may be there. */
-  memset(ring, 0, ep->vb.ring_size);
-  ep->vb.ring = ring;
-  rc = ring_register(ep);
-  if (rc != 0) return rc;
-  ep->vb.ring_region = (rrpc__rdma_region){.magic = RRPC_RDMA_REGION_MAGIC,
-                                        .lkey = ep->vb.ring_mr->lkey,
-                                        .mr = ep->vb.ring_mr,
-                                        .base = ep->vb.ring,
-                                        .len = ep->vb.ring_size};
-  /* One slot per posted receive, plus one to send CDCs from when the
-   * device cannot inline them. */
-  size_t slots = slots_len(ep);
-  ep->vb.slots = calloc(1, slots);
-  if (ep->vb.slots == NULL) return -ENOMEM;
-  ep->vb.slots_mr = ibv_reg_mr(pd, ep->vb.slots, slots, IBV_ACCESS_LOCAL_WRITE);
-  if (ep->vb.slots_mr == NULL) return errno ? -errno : -RRPC_ERDMAMEM;
-  rrpc__rdma_count(RRPC_RDMA_CNT_SLOT_BYTES, slots);
-  ep->dp.inflight = calloc(ep->vb.sq_size, sizeof *ep->dp.inflight);
-  if (ep->dp.inflight == NULL) return -ENOMEM;
-  for (uint32_t i = 0; i < ep->vb.sq_size; i++) rrpc__iobuf_init(&ep->dp.inflight[i].buf);
+  int access = IBV_ACCESS_LOCAL_WRITE | (ep->dev->mw_type2 ? IBV_ACCESS_MW_BIND : IBV_ACCESS_REMOTE_WRITE);
+  errno = 0;
+  vb->ring_mr = ibv_reg_mr(pd, vb->ring, vb->ring_size, access);
+  if (vb->ring_mr == NULL) return errno ? -errno : -RRPC_ERDMAMEM; /* ENOMEM: ulimit -l */
+  rrpc__rdma_count(RRPC_RDMA_CNT_RING_BYTES, vb->ring_size);
+  vb->ring_rkey = vb->ring_mr->rkey;
+  if (!ep->dev->mw_type2) return 0;
+  vb->ring_mw = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+  if (vb->ring_mw == NULL) return -RRPC_ERDMAMEM;
+  /* The key the bind will give the window; announced before the bind. */
+  vb->ring_rkey = ibv_inc_rkey(vb->ring_mw->rkey);
   return 0;
 }
 
-static int post_all_receives(rrpc__rdma_ep *ep) {
-  for (uint32_t i = 0; i < ep->vb.rq_size; i++) {
-    struct ibv_sge sge = {.addr = (uintptr_t)(ep->vb.slots + (size_t)i * RRPC_EP_SLOT_SIZE),
+static int create_memory(const rrpc__rdma_ep *ep, struct rrpc__ep_create *c) {
+  struct rrpc__ep_verbs *vb = &c->vb;
+  /* Ring and slots count against the process-wide registered cap; over it
+   * the handshake falls back to TCP (counted), other connections untouched.
+   * Given back when the ring is freed (it may outlive the slots). */
+  size_t need = vb->ring_size + slots_len(ep);
+  int rc = rrpc__rdma_budget_take(need);
+  if (rc != 0) return rc;
+  vb->budget = need;
+  void *ring = NULL;
+  if (posix_memalign(&ring, 4096, vb->ring_size) != 0) return -ENOMEM;
+  /* A peer can make us deliver any ring bytes it reports in an immediate,
+   * wherever it really wrote: nothing of an earlier owner of this memory
+   * may be there. */
+  memset(ring, 0, vb->ring_size);
+  vb->ring = ring;
+  rc = ring_register(ep, vb);
+  if (rc != 0) return rc;
+  vb->ring_region = (rrpc__rdma_region){.magic = RRPC_RDMA_REGION_MAGIC,
+                                        .lkey = vb->ring_mr->lkey,
+                                        .mr = vb->ring_mr,
+                                        .base = vb->ring,
+                                        .len = vb->ring_size};
+  /* One slot per posted receive, plus one to send CDCs from when the
+   * device cannot inline them. */
+  size_t slots = slots_len(ep);
+  vb->slots = calloc(1, slots);
+  if (vb->slots == NULL) return -ENOMEM;
+  errno = 0;
+  vb->slots_mr = ibv_reg_mr(ep->dev->pd, vb->slots, slots, IBV_ACCESS_LOCAL_WRITE);
+  if (vb->slots_mr == NULL) return errno ? -errno : -RRPC_ERDMAMEM;
+  rrpc__rdma_count(RRPC_RDMA_CNT_SLOT_BYTES, slots);
+  c->inflight = calloc(vb->sq_size, sizeof *c->inflight);
+  if (c->inflight == NULL) return -ENOMEM;
+  for (uint32_t i = 0; i < vb->sq_size; i++) rrpc__iobuf_init(&c->inflight[i].buf);
+  return 0;
+}
+
+static int post_all_receives(struct rrpc__ep_verbs *vb) {
+  for (uint32_t i = 0; i < vb->rq_size; i++) {
+    struct ibv_sge sge = {.addr = (uintptr_t)(vb->slots + (size_t)i * RRPC_EP_SLOT_SIZE),
                           .length = RRPC_EP_SLOT_SIZE,
-                          .lkey = ep->vb.slots_mr->lkey};
+                          .lkey = vb->slots_mr->lkey};
     struct ibv_recv_wr wr = {.wr_id = i, .sg_list = &sge, .num_sge = 1}, *bad;
-    int rc = ibv_post_recv(ep->vb.qp, &wr, &bad);
+    int rc = ibv_post_recv(vb->qp, &wr, &bad);
     if (rc) return -rc;
   }
   return 0;
 }
 
-static int verbs_create(rrpc__rdma_ep *ep) {
-  int rc = create_queues(ep);
-  if (rc == 0) rc = create_memory(ep);
-  if (rc == 0) rc = post_all_receives(ep);
+/* The loop could not take the bundle back (it is stopping): free all of
+ * it here. Background thread. */
+static void create_abandon(rrpc__rdma_ep *ep, struct rrpc__ep_create *c) {
+  struct rrpc__ep_verbs *vb = &c->vb;
+  struct rrpc__ep_teardown t = {.ep = ep,
+                                .mw = vb->ring_mw,
+                                .qp = vb->qp,
+                                .cqm = vb->cqm,
+                                .slots_mr = vb->slots_mr,
+                                .slots = vb->slots,
+                                .slots_len = slots_len(ep),
+                                .inflight = c->inflight,
+                                .n_inflight = vb->sq_size};
+  teardown_run(&t); /* drops the job's reference; the ring is not the endpoint's: */
+  if (vb->ring_mr != NULL && ibv_dereg_mr(vb->ring_mr) == 0)
+    rrpc__rdma_count(RRPC_RDMA_CNT_RING_BYTES, (uint64_t)0 - vb->ring_size);
+  free(vb->ring);
+  rrpc__rdma_budget_give(vb->budget);
+}
+
+static void created_task(void *arg);
+
+static void create_job(struct rrpc__bg_job *j) {
+  struct rrpc__ep_create *c = (struct rrpc__ep_create *)j;
+  rrpc__rdma_ep *ep = c->ep;
+  int rc = create_qp(ep, &c->vb);
+  if (rc == 0) rc = create_memory(ep, c);
+  if (rc == 0) rc = post_all_receives(&c->vb);
+  c->rc = rc;
+  if (rrpc__loop_post(ep->loop, created_task, ep) != 0) create_abandon(ep, c);
+}
+
+/* CREATE: join the loop's shared CQs here, create the rest on the
+ * background thread. 0 when under way (created_task goes on), or the
+ * join's error. Loop thread. */
+static int create_start(rrpc__rdma_ep *ep) {
+  struct rrpc__ep_create *c = &ep->cj;
+  memset(c, 0, sizeof *c);
+  c->vb.polling = ep->vb.polling;
+  c->vb.sq_size = ep->vb.sq_size;
+  c->vb.rq_size = ep->vb.rq_size;
+  c->vb.ring_size = ep->vb.ring_size;
+  /* The loop's shared CQs, with room for this QP's completions. */
+  int rc = rrpc__cqs_join(ep->loop, ep->dev, c->vb.polling, c->vb.sq_size, c->vb.rq_size, ep, &cq_ops,
+                          &c->vb.cqm);
+  if (rc != 0) return rc;
+  ep->creating = 1;
+  ep->cj_used = 1;
+  c->ep = ep;
+  c->job.fn = create_job;
+  atomic_fetch_add_explicit(&ep->refs, 1, memory_order_relaxed);
+  rrpc__verbs_bg_submit(&c->job);
+  return 0;
+}
+
+static void log_create_failure(int rc) {
+  /* The cause, with what to do about it: the peer only learns "no memory". */
+  RRPC_LOG(WARNING, "rdma: cannot create the connection's verbs resources: %s%s", rrpc_strerror(rc),
+           rc == -RRPC_EPOOL                 ? " (--rdma_registered_max_size_mb reached: pool + rings + slots)"
+           : rc == -ENOMEM || rc == -EPERM ? " (check ulimit -l)"
+           : rc == -EMFILE || rc == -ENFILE ? " (out of file descriptors)"
+                                            : "");
+}
+
+/* The bundle is ready (or failed): install it into vb (the only place
+ * that moves it there, on the loop) and route the QP's completions and
+ * events to this endpoint. 0 or the creation's error (vb then holds what
+ * was made, for verbs_destroy). */
+static int create_install(rrpc__rdma_ep *ep) {
+  struct rrpc__ep_create *c = &ep->cj;
+  ep->creating = 0;
+  ep->vb = c->vb;
+  ep->dp.inflight = c->inflight;
+  int rc = c->rc;
   if (rc == 0) rc = rrpc__cqs_add(&ep->vb.cqm, ep->vb.qp->qp_num);
   if (rc == 0) {
     rc = rrpc__rdma_dev_watch_qp(ep->dev, ep->vb.qp->qp_num, on_async_event, ep);
     ep->vb.qp_watched = rc == 0;
-  }
-  if (rc != 0) {
-    /* The cause, with what to do about it: the peer only learns "no memory". */
-    RRPC_LOG(WARNING, "rdma: cannot create the connection's verbs resources: %s%s", rrpc_strerror(rc),
-             rc == -RRPC_EPOOL                 ? " (--rdma_registered_max_size_mb reached: pool + rings + slots)"
-             : rc == -ENOMEM || rc == -EPERM ? " (check ulimit -l)"
-             : rc == -EMFILE || rc == -ENFILE ? " (out of file descriptors)"
-                                              : "");
-    verbs_destroy(ep);
   }
   return rc;
 }
@@ -567,7 +632,14 @@ void rrpc__ep_hs_apply(rrpc__rdma_ep *ep, struct rrpc__hs_out o) {
     switch (o.what) {
     case RRPC_HS_CONTINUE: return;
     case RRPC_HS_CREATE:
-      rc = verbs_create(ep);
+      if (ep->cj_used) {
+        /* A second Proposal while the first one's resources are made. */
+        o = (struct rrpc__hs_out){.what = RRPC_HS_FALLBACK, .code = RRPC_CLC_DECL_SYNCERR, .send_decline = 1};
+        continue;
+      }
+      rc = create_start(ep);
+      if (rc == 0) return; /* created_task goes on */
+      log_create_failure(rc);
       hs_local(ep, &l);
       o = rrpc__hs_created(ep, rc, &l);
       continue;
@@ -598,6 +670,26 @@ void rrpc__ep_hs_apply(rrpc__rdma_ep *ep, struct rrpc__hs_out o) {
     }
     return;
   }
+}
+
+/* The background thread made (or failed to make) the CREATE step's
+ * resources: install them and go on with the handshake, or tear them down
+ * if the connection went (closed, fell back, failed) meanwhile. */
+static void created_task(void *arg) {
+  rrpc__rdma_ep *ep = arg;
+  int rc = create_install(ep);
+  if (ep->s == NULL || ep->state == EP_FAILED) {
+    verbs_destroy(ep);
+  } else {
+    if (rc != 0) {
+      log_create_failure(rc);
+      verbs_destroy(ep);
+    }
+    struct rrpc__hs_local l;
+    hs_local(ep, &l);
+    rrpc__ep_hs_apply(ep, rrpc__hs_created(ep, rc, &l));
+  }
+  rrpc__ep_unref(ep); /* the job's */
 }
 
 /* ---- the ops table ------------------------------------------------------------ */

@@ -113,6 +113,20 @@ struct rrpc__ep_teardown {
   uint32_t n_inflight;
 };
 
+/* The verbs resources of a handshake's CREATE step, made on the background
+ * verbs thread (the loop only joins the shared CQs): the QP in INIT with
+ * its receives posted, the ring registered and cleared, the slots. The loop
+ * installs them into vb when the job is done (endpoint.c), or tears them
+ * down if the connection went meanwhile. Holds a reference on the endpoint
+ * while under way. Used once per endpoint. */
+struct rrpc__ep_create {
+  struct rrpc__bg_job job;
+  struct rrpc__rdma_ep *ep;
+  struct rrpc__ep_verbs vb;
+  struct rrpc__ep_inflight *inflight;
+  int rc; /* 0 or the first failing step's code (cause kept: EMFILE, ENOMEM, EPOOL) */
+};
+
 /* The data path: the windows, the cursors and the send queue's
  * bookkeeping, under `mu` (take it with rrpc__ep_lock): the writer may be
  * any thread, acks and completions arrive on the loop thread, ring slices
@@ -175,6 +189,9 @@ typedef struct rrpc__rdma_ep {
   struct rrpc__ep_verbs vb; /* endpoint.c creates and destroys them, in one order */
   struct rrpc__ep_teardown td; /* endpoint.c: vb handed to the background thread */
   int td_used;                 /* td was submitted (loop thread) */
+  struct rrpc__ep_create cj;   /* endpoint.c: vb being made off the loop */
+  int creating;                /* cj is under way (loop thread) */
+  int cj_used;                 /* cj was submitted (loop thread) */
 
   /* Received ring bytes not handed to the socket while its reading is
    * paused (back-pressure): they keep their ring space, so the peer runs
