@@ -49,6 +49,48 @@ static void slot_put(rrpc__brpc_ep *ep) {
   ep->holds_slot = 0;
 }
 
+/* What verbs_destroy hands to the background verbs thread (verbs_bg.h):
+ * the connection's own CQs, channel, QP and registered blocks. */
+struct bep_teardown {
+  struct rrpc__bg_job job;
+  int heap; /* freed by the job */
+  struct ibv_qp *qp;
+  struct ibv_cq *scq, *rcq;
+  struct ibv_comp_channel *cc;
+  struct ibv_mr *recv_mr, *send_mr;
+  char *recv_mem, *send_mem;
+  uint64_t recv_bytes, send_bytes;
+  size_t budget;
+};
+
+/* In the order the verbs need: the QP before its CQs, those before their
+ * channel, the memory once nothing can reach it. Any thread. */
+static void bep_teardown_run(struct bep_teardown *t) {
+  if (t->qp != NULL) ibv_destroy_qp(t->qp);
+  if (t->scq != NULL) ibv_destroy_cq(t->scq);
+  if (t->rcq != NULL) ibv_destroy_cq(t->rcq);
+  if (t->cc != NULL) ibv_destroy_comp_channel(t->cc);
+  if (t->recv_mr != NULL) {
+    ibv_dereg_mr(t->recv_mr);
+    rrpc__rdma_count(RRPC_RDMA_CNT_RING_BYTES, (uint64_t)0 - t->recv_bytes);
+  }
+  if (t->send_mr != NULL) {
+    ibv_dereg_mr(t->send_mr);
+    rrpc__rdma_count(RRPC_RDMA_CNT_SLOT_BYTES, (uint64_t)0 - t->send_bytes);
+  }
+  free(t->recv_mem);
+  free(t->send_mem);
+  rrpc__rdma_budget_give(t->budget);
+  if (t->heap) free(t);
+}
+
+static void bep_teardown_job(struct rrpc__bg_job *j) { bep_teardown_run((struct bep_teardown *)j); }
+
+/* Detach the connection here (nothing posts any more, no event reaches
+ * it), then destroy its verbs objects: on the background verbs thread from
+ * a loop thread (under TCG a teardown costs the caller hundreds of ms),
+ * at once elsewhere (a stopping loop's thread) or without memory for the
+ * job. Safe twice. */
 static void verbs_destroy(rrpc__brpc_ep *ep) {
   pthread_mutex_lock(&ep->mu);
   ep->dead = 1;
@@ -57,27 +99,37 @@ static void verbs_destroy(rrpc__brpc_ep *ep) {
   ep->cc_watching = 0;
   if (ep->qp_watched) rrpc__rdma_dev_unwatch_qp(ep->dev, ep->qp->qp_num);
   ep->qp_watched = 0;
-  if (ep->qp != NULL) ibv_destroy_qp(ep->qp);
-  if (ep->scq != NULL) ibv_destroy_cq(ep->scq);
-  if (ep->rcq != NULL) ibv_destroy_cq(ep->rcq);
-  if (ep->cc != NULL) ibv_destroy_comp_channel(ep->cc);
+  struct bep_teardown local, *t = NULL;
+  int offload = rrpc__loop_in_thread(ep->loop);
+  if (offload) t = calloc(1, sizeof *t);
+  if (t != NULL) t->heap = 1;
+  else {
+    memset(&local, 0, sizeof local);
+    t = &local;
+  }
+  t->qp = ep->qp;
+  t->scq = ep->scq;
+  t->rcq = ep->rcq;
+  t->cc = ep->cc;
+  t->recv_mr = ep->recv_mr;
+  t->send_mr = ep->send_mr;
+  t->recv_mem = ep->recv_mem;
+  t->send_mem = ep->send_mem;
+  t->recv_bytes = (uint64_t)ep->rq_size * RRPC_BRPC_RECV_BLOCK;
+  t->send_bytes = (uint64_t)ep->nslots * ep->slot_size;
+  t->budget = ep->budget;
   ep->qp = NULL;
   ep->scq = ep->rcq = NULL;
   ep->cc = NULL;
-  if (ep->recv_mr != NULL) {
-    ibv_dereg_mr(ep->recv_mr);
-    rrpc__rdma_count(RRPC_RDMA_CNT_RING_BYTES, (uint64_t)0 - (uint64_t)ep->rq_size * RRPC_BRPC_RECV_BLOCK);
-  }
-  if (ep->send_mr != NULL) {
-    ibv_dereg_mr(ep->send_mr);
-    rrpc__rdma_count(RRPC_RDMA_CNT_SLOT_BYTES, (uint64_t)0 - (uint64_t)ep->nslots * ep->slot_size);
-  }
   ep->recv_mr = ep->send_mr = NULL;
-  free(ep->recv_mem);
-  free(ep->send_mem);
   ep->recv_mem = ep->send_mem = NULL;
-  rrpc__rdma_budget_give(ep->budget);
   ep->budget = 0;
+  if (t->heap) {
+    t->job.fn = bep_teardown_job;
+    rrpc__verbs_bg_submit(&t->job);
+  } else {
+    bep_teardown_run(t);
+  }
 }
 
 static void ep_free(rrpc__brpc_ep *ep) {
