@@ -25,6 +25,7 @@
 #include "test/common/test_util.h"
 #include "test/rdma/rdma_test_util.h"
 #include "test/rdma/tsan_suppressions.h"
+#include "transport/rdma/cqs.h"
 #include "transport/rdma/verbs_bg.h"
 
 using rrpc_test::rdma_test_addr;
@@ -155,9 +156,8 @@ TEST(RdmaTeardown, SlicesReleasedOnOtherThreadsWhileConnectionsClose) {
   server_dropper.release_now();
 }
 
-
-// Holds the background verbs thread in a job of its own until opened, so
-// that what a close hands it stays visibly queued (verbs_bg.h).
+// Holds a background verbs thread (a lane, verbs_bg.h) in a job of its own
+// until opened, so that what is handed to it stays visibly queued.
 struct BgGate {
   struct Job {
     rrpc__bg_job job;  // first: the thread calls back with its address
@@ -166,7 +166,7 @@ struct BgGate {
   std::mutex mu;
   std::condition_variable cv;
   bool open = false, entered = false;
-  BgGate() {
+  explicit BgGate(int lane) {
     j.gate = this;
     j.job.fn = [](rrpc__bg_job *job) {
       BgGate *g = reinterpret_cast<Job *>(job)->gate;
@@ -175,7 +175,7 @@ struct BgGate {
       g->cv.notify_all();
       g->cv.wait(l, [g] { return g->open; });
     };
-    rrpc__verbs_bg_submit(&j.job);
+    rrpc__verbs_bg_submit_lane(lane, &j.job);
     std::unique_lock<std::mutex> l(mu);
     cv.wait_for(l, std::chrono::seconds(10), [this] { return entered; });
   }
@@ -196,6 +196,21 @@ rrpc_rdma_stats stats() {
   return s;
 }
 
+// Connections of an earlier test still closing (close CDC waits, queued
+// teardowns) would move the registered-bytes counters: wait until none is
+// a member of any shared CQ set and the background threads ran dry.
+void settle() {
+  uint64_t deadline = now_ms() + 10000;
+  struct rrpc__cqs_stats c;
+  do {
+    ASSERT_EQ(rrpc__verbs_bg_drain(10000), 0);
+    rrpc__cqs_stats(&c);
+    if (c.members == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polling a condition, bounded
+  } while (now_ms() < deadline);
+  ASSERT_EQ(c.members, 0u) << "connections of an earlier test never finished closing";
+}
+
 // Closing an RDMA connection detaches it on the loop and leaves the QP
 // destroy, window dealloc and deregistration to the background thread:
 // while that thread is held, both ends of a closed connection are gone
@@ -203,6 +218,7 @@ rrpc_rdma_stats stats() {
 // their rings are still registered; once it runs, they are deregistered
 // and the registered-bytes counters come back.
 TEST(RdmaTeardown, VerbsTeardownRunsOffTheLoop) {
+  settle();
   rrpc_server *srv = rrpc_rdma_test::start_echo_server();
   ASSERT_NE(srv, nullptr);
   int port = rrpc_server_port(srv);
@@ -216,7 +232,7 @@ TEST(RdmaTeardown, VerbsTeardownRunsOffTheLoop) {
   if (!rdma_a || !rdma_b) GTEST_SKIP() << "no RDMA connection (no device?)";
   rrpc_rdma_stats s0 = stats();
   {
-    BgGate gate;
+    BgGate gate(RRPC_BG_TEARDOWN);
     ASSERT_TRUE(gate.entered);
     rrpc_rdma_stats s1 = stats();
     rrpc_channel_free(a);
@@ -271,7 +287,7 @@ TEST(RdmaTeardown, VerbsSetupRunsOffTheLoop) {
   std::atomic<int> a_rc{1}, a_rdma{0};
   std::thread caller;
   {
-    BgGate gate;
+    BgGate gate(RRPC_BG_SETUP);
     ASSERT_TRUE(gate.entered);
     rrpc_rdma_stats s1 = stats();
     caller = std::thread([&] {

@@ -331,11 +331,19 @@ static void create_abandon(rrpc__rdma_ep *ep, struct rrpc__ep_create *c) {
                                 .slots_len = slots_len(ep),
                                 .inflight = c->inflight,
                                 .n_inflight = vb->sq_size};
-  teardown_run(&t); /* drops the job's reference; the ring is not the endpoint's: */
-  if (vb->ring_mr != NULL && ibv_dereg_mr(vb->ring_mr) == 0)
-    rrpc__rdma_count(RRPC_RDMA_CNT_RING_BYTES, (uint64_t)0 - vb->ring_size);
-  free(vb->ring);
-  rrpc__rdma_budget_give(vb->budget);
+  /* The ring is not the endpoint's yet: ep_free would not see it. Its
+   * window goes first (teardown_run), so the ring's MR is released after
+   * the window over it, as in ep_free; the copies are taken before the
+   * job's reference, which may be the last, is dropped. */
+  struct ibv_mr *ring_mr = vb->ring_mr;
+  char *ring = vb->ring;
+  uint32_t ring_size = vb->ring_size;
+  size_t budget = vb->budget;
+  teardown_run(&t); /* drops the job's reference */
+  if (ring_mr != NULL && ibv_dereg_mr(ring_mr) == 0)
+    rrpc__rdma_count(RRPC_RDMA_CNT_RING_BYTES, (uint64_t)0 - ring_size);
+  free(ring);
+  rrpc__rdma_budget_give(budget);
 }
 
 static void created_task(void *arg);
@@ -369,7 +377,7 @@ static int create_start(rrpc__rdma_ep *ep) {
   c->ep = ep;
   c->job.fn = create_job;
   atomic_fetch_add_explicit(&ep->refs, 1, memory_order_relaxed);
-  rrpc__verbs_bg_submit(&c->job);
+  rrpc__verbs_bg_submit_lane(RRPC_BG_SETUP, &c->job);
   return 0;
 }
 

@@ -1,7 +1,7 @@
-/* verbs_bg.c - the background verbs thread (verbs_bg.h): a FIFO of
- * embedded jobs, bounded by --rdma_bg_queue_max, one thread per process,
- * started on first use, drained (bounded) at exit and restarted after a
- * fork (the child has no such thread). */
+/* verbs_bg.c - the background verbs threads (verbs_bg.h): two FIFOs of
+ * embedded jobs (setup, teardown), bounded together by --rdma_bg_queue_max,
+ * one thread each per process, started on first use, drained (bounded) at
+ * exit and restarted after a fork (the child has no such threads). */
 #include "transport/rdma/verbs_bg.h"
 
 #include <errno.h>
@@ -18,12 +18,19 @@
 #define BG_EXIT_DRAIN_MS 10000
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t g_work = PTHREAD_COND_INITIALIZER; /* a job was queued */
 static pthread_cond_t g_idle = PTHREAD_COND_INITIALIZER; /* a job finished */
-static struct rrpc__bg_job *g_head, *g_tail;
-static int g_started;   /* the thread runs (in this process) */
+/* Two lanes, one thread each: a new connection's setup waits for other
+ * setups only, never behind a teardown (hundreds of ms each under TCG). */
+struct lane {
+  pthread_cond_t work; /* a job was queued */
+  struct rrpc__bg_job *head, *tail;
+  int started; /* its thread runs (in this process) */
+  uint64_t queued, done; /* under g_mu */
+};
+static struct lane g_lanes[RRPC_BG_LANES] = {
+    {.work = PTHREAD_COND_INITIALIZER}, {.work = PTHREAD_COND_INITIALIZER}};
 static int g_start_failed;
-static uint64_t g_queued, g_done, g_max_depth; /* under g_mu */
+static uint64_t g_max_depth; /* under g_mu */
 static _Atomic uint64_t g_inline;
 static _Thread_local int tls_on_bg;
 
@@ -33,18 +40,18 @@ static size_t queue_max(void) {
 }
 
 static void *bg_main(void *arg) {
-  (void)arg;
+  struct lane *l = arg;
   tls_on_bg = 1;
   pthread_mutex_lock(&g_mu);
   for (;;) {
-    while (g_head == NULL) pthread_cond_wait(&g_work, &g_mu);
-    struct rrpc__bg_job *j = g_head;
-    g_head = j->next;
-    if (g_head == NULL) g_tail = NULL;
+    while (l->head == NULL) pthread_cond_wait(&l->work, &g_mu);
+    struct rrpc__bg_job *j = l->head;
+    l->head = j->next;
+    if (l->head == NULL) l->tail = NULL;
     pthread_mutex_unlock(&g_mu);
     j->fn(j); /* may free j: not touched afterwards */
     pthread_mutex_lock(&g_mu);
-    g_done++;
+    l->done++;
     pthread_cond_broadcast(&g_idle);
   }
   return NULL;
@@ -52,32 +59,40 @@ static void *bg_main(void *arg) {
 
 static void exit_drain(void) {
   if (rrpc__verbs_bg_drain(BG_EXIT_DRAIN_MS) != 0)
-    RRPC_LOG(WARNING, "rdma: background verbs thread still busy at exit after %d ms", BG_EXIT_DRAIN_MS);
+    RRPC_LOG(WARNING, "rdma: background verbs threads still busy at exit after %d ms", BG_EXIT_DRAIN_MS);
 }
 
-/* The child of a fork has the parent's queue but not its thread: start
- * afresh (jobs queued at the fork belong to the parent's thread). */
+/* The child of a fork has the parent's queues but not their threads:
+ * start afresh (jobs queued at the fork belong to the parent's threads). */
 static void after_fork_child(void) {
   pthread_mutex_init(&g_mu, NULL);
-  pthread_cond_init(&g_work, NULL);
   pthread_cond_init(&g_idle, NULL);
-  g_head = g_tail = NULL;
-  g_started = 0;
-  g_queued = g_done = 0;
+  for (int i = 0; i < RRPC_BG_LANES; i++) {
+    pthread_cond_init(&g_lanes[i].work, NULL);
+    g_lanes[i].head = g_lanes[i].tail = NULL;
+    g_lanes[i].started = 0;
+    g_lanes[i].queued = g_lanes[i].done = 0;
+  }
+}
+
+static uint64_t depth_locked(void) {
+  uint64_t d = 0;
+  for (int i = 0; i < RRPC_BG_LANES; i++) d += g_lanes[i].queued - g_lanes[i].done;
+  return d;
 }
 
 /* Under g_mu. 0 or the pthread error. */
-static int start_locked(void) {
-  if (g_started) return 0;
+static int start_locked(struct lane *l) {
+  if (l->started) return 0;
   if (g_start_failed) return -EAGAIN;
   pthread_t t;
-  int rc = pthread_create(&t, NULL, bg_main, NULL);
+  int rc = pthread_create(&t, NULL, bg_main, l);
   if (rc != 0) {
     g_start_failed = 1;
-    RRPC_LOG(WARNING, "rdma: cannot start the background verbs thread (%d): verbs teardown runs inline", rc);
+    RRPC_LOG(WARNING, "rdma: cannot start a background verbs thread (%d): verbs work runs inline", rc);
     return -rc;
   }
-  pthread_setname_np(t, "rrpc_verbs_bg");
+  pthread_setname_np(t, l == &g_lanes[RRPC_BG_SETUP] ? "rrpc_verbs_new" : "rrpc_verbs_bg");
   pthread_detach(t);
   static int hooks;
   if (!hooks) {
@@ -85,21 +100,23 @@ static int start_locked(void) {
     pthread_atfork(NULL, NULL, after_fork_child);
     atexit(exit_drain);
   }
-  g_started = 1;
+  l->started = 1;
   return 0;
 }
 
-void rrpc__verbs_bg_submit(struct rrpc__bg_job *job) {
+void rrpc__verbs_bg_submit_lane(int lane, struct rrpc__bg_job *job) {
+  struct lane *l = &g_lanes[lane == RRPC_BG_SETUP ? RRPC_BG_SETUP : RRPC_BG_TEARDOWN];
   job->next = NULL;
   pthread_mutex_lock(&g_mu);
-  int ok = !tls_on_bg && g_queued - g_done < queue_max() && start_locked() == 0;
+  int ok = !tls_on_bg && depth_locked() < queue_max() && start_locked(l) == 0;
   if (ok) {
-    if (g_tail != NULL) g_tail->next = job;
-    else g_head = job;
-    g_tail = job;
-    g_queued++;
-    if (g_queued - g_done > g_max_depth) g_max_depth = g_queued - g_done;
-    pthread_cond_signal(&g_work);
+    if (l->tail != NULL) l->tail->next = job;
+    else l->head = job;
+    l->tail = job;
+    l->queued++;
+    uint64_t d = depth_locked();
+    if (d > g_max_depth) g_max_depth = d;
+    pthread_cond_signal(&l->work);
   }
   pthread_mutex_unlock(&g_mu);
   if (ok) return;
@@ -109,7 +126,15 @@ void rrpc__verbs_bg_submit(struct rrpc__bg_job *job) {
   job->fn(job);
 }
 
+void rrpc__verbs_bg_submit(struct rrpc__bg_job *job) { rrpc__verbs_bg_submit_lane(RRPC_BG_TEARDOWN, job); }
+
 int rrpc__verbs_bg_on_thread(void) { return tls_on_bg; }
+
+static int lanes_done_locked(const uint64_t target[RRPC_BG_LANES]) {
+  for (int i = 0; i < RRPC_BG_LANES; i++)
+    if (g_lanes[i].started && g_lanes[i].done < target[i]) return 0;
+  return 1;
+}
 
 int rrpc__verbs_bg_drain(int timeout_ms) {
   if (tls_on_bg) return 0;
@@ -122,19 +147,20 @@ int rrpc__verbs_bg_drain(int timeout_ms) {
     dl.tv_nsec -= 1000000000L;
   }
   pthread_mutex_lock(&g_mu);
-  uint64_t target = g_queued; /* what was submitted before this call */
+  uint64_t target[RRPC_BG_LANES]; /* what was submitted before this call */
+  for (int i = 0; i < RRPC_BG_LANES; i++) target[i] = g_lanes[i].queued;
   int rc = 0;
-  while (g_started && g_done < target && rc == 0) rc = pthread_cond_timedwait(&g_idle, &g_mu, &dl);
-  int left = g_started && g_done < target;
+  while (!lanes_done_locked(target) && rc == 0) rc = pthread_cond_timedwait(&g_idle, &g_mu, &dl);
+  int done = lanes_done_locked(target);
   pthread_mutex_unlock(&g_mu);
-  return left ? -ETIMEDOUT : 0;
+  return done ? 0 : -ETIMEDOUT;
 }
 
 void rrpc__verbs_bg_stats(struct rrpc__verbs_bg_stats *out) {
   pthread_mutex_lock(&g_mu);
-  out->queued = g_queued;
-  out->done = g_done;
-  out->depth = g_queued - g_done;
+  out->queued = g_lanes[0].queued + g_lanes[1].queued;
+  out->done = g_lanes[0].done + g_lanes[1].done;
+  out->depth = depth_locked();
   out->max_depth = g_max_depth;
   pthread_mutex_unlock(&g_mu);
   out->inline_run = atomic_load_explicit(&g_inline, memory_order_relaxed);

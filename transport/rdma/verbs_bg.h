@@ -1,7 +1,8 @@
-/* transport/rdma/verbs_bg.h - private to the RDMA transport: one background
- * thread per process for verbs work that must not run on a loop thread
- * (destroying a QP, deallocating a window, deregistering memory: under
- * QEMU's TCG a single close cost 0.3 - 0.7 s of guest CPU in rxe).
+/* transport/rdma/verbs_bg.h - private to the RDMA transport: background
+ * threads (one for setup, one for teardown, per process) for verbs work that
+ * must not run on a loop thread (creating or destroying a QP, registering or
+ * deregistering memory: under QEMU's TCG a single close cost 0.3 - 0.7 s of
+ * guest CPU in rxe).
  *
  * Jobs are embedded in what they release (no allocation on the way in), run
  * in submission order, one at a time. The queue is bounded
@@ -23,15 +24,19 @@ struct rrpc__bg_job {
   void (*fn)(struct rrpc__bg_job *job);
 };
 
-/* Run job->fn(job) on the background thread, or here at once when the
- * queue is full or the thread cannot start. Any thread. */
+/* Run job->fn(job) on the lane's background thread, or here at once when
+ * the queues are full or the thread cannot start. Any thread. Setup jobs
+ * (a new connection's QP and ring) have a thread of their own, so they
+ * never wait behind teardowns; rrpc__verbs_bg_submit is the teardown lane. */
+enum { RRPC_BG_SETUP = 0, RRPC_BG_TEARDOWN = 1, RRPC_BG_LANES = 2 };
+void rrpc__verbs_bg_submit_lane(int lane, struct rrpc__bg_job *job);
 void rrpc__verbs_bg_submit(struct rrpc__bg_job *job);
 
-/* Wait until every job submitted so far has run, at most timeout_ms.
- * 0, or -ETIMEDOUT. Returns at once on the background thread itself. */
+/* Wait until every job submitted so far (both lanes) has run, at most
+ * timeout_ms. 0, or -ETIMEDOUT. Returns at once on a background thread. */
 int rrpc__verbs_bg_drain(int timeout_ms);
 
-/* 1 on the background thread (a job may need to know where it runs). */
+/* 1 on a background thread (a job may need to know where it runs). */
 int rrpc__verbs_bg_on_thread(void);
 
 /* Process-wide, for rrpc_rdma_get_stats and tests. */
