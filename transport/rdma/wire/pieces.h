@@ -243,7 +243,8 @@ struct rrpc__prx_action {
  * rrpc__prx_grant_failed. Retire rule: the first full piece is still held
  * and the sender is short (nothing granted left to write, or a WANT
  * unanswered, or a later full piece is released), within retired_max
- * (else retire_refused counts and the stream waits for the application).
+ * (else the stream waits for the application; retire_refused counts the
+ * polls that found the cap in the way).
  * Grant rule: nothing granted or full at all (the sender would have no
  * space and none coming back: the idle piece, piece_min, flag IDLE), or a
  * WANT or a retired-while-held piece not yet covered, within ring_max and
