@@ -549,6 +549,56 @@ TEST(PiecesModel, HeldSlicesDoNotStallTheStream) {
   pm_free_all(&m);
 }
 
+// Mid-stream, a hostile receiver replays a GRANT the sender already took (as
+// is, then with the next sequence number) and a hostile sender replays a
+// HANDBACK: the sequence check refuses the first, the lists the others,
+// each with the side's state unchanged; the honest stream then goes on.
+TEST(PiecesModel, HostileReplaysRefused) {
+  static pm m;
+  rrpc__prx_cfg c = Cfg(64 * K, 256 * K, 4 * K, 16 * K);
+  pm_init(&m, &c, 9000);
+  ASSERT_EQ(1, pm_receiver_poll(&m, nullptr));  // the idle piece's GRANT
+  pm_item grant = m.r2s.it[m.r2s.head];
+  pm_deliver_r2s(&m);
+  m.submitted = 3000;
+  pm_write(&m, 4);
+  rrpc__grant_msg g;
+  ASSERT_EQ(0, rrpc__grant_decode(grant.msg, sizeof(grant.msg), &g));
+  rrpc__ptx before = m.tx;
+  rrpc__ctl_seq seq_before = m.sseq;
+  EXPECT_EQ(-RRPC_EPARSE, rrpc__ctl_seq_check(&m.sseq, g.seq));  // a replay as is
+  EXPECT_EQ(0, memcmp(&seq_before, &m.sseq, sizeof(seq_before)));
+  g.seq = (uint16_t)(m.sseq.in + 1);                  // forged to look new
+  EXPECT_EQ(-RRPC_EPARSE, rrpc__ptx_on_ctl(&m.tx, &g));  // the id is live
+  before.n.violations = m.tx.n.violations;
+  EXPECT_EQ(0, memcmp(&before, &m.tx, sizeof(before)));
+  // The sender hands a piece back for idleness; the same HANDBACK again.
+  while (m.s2r.n > 0) pm_deliver_s2r(&m, nullptr, 0);
+  m.submitted = m.written;
+  rrpc__grant_msg w = Ctl(RRPC_GRANT_T_WANT, 0, 8 * K);
+  uint16_t fid;
+  ASSERT_EQ(0, rrpc__prx_on_ctl(&m.rx, &w, &fid));
+  while (pm_receiver_poll(&m, nullptr)) {
+  }
+  while (m.r2s.n > 0) pm_deliver_r2s(&m);
+  pm_sender_idle(&m);
+  ASSERT_GT(m.s2r.n, 0u);
+  pm_item hb = m.s2r.it[m.s2r.head];
+  pm_deliver_s2r(&m, nullptr, 0);
+  rrpc__grant_msg h;
+  ASSERT_EQ(0, rrpc__grant_decode(hb.msg, sizeof(hb.msg), &h));
+  ASSERT_EQ(RRPC_GRANT_T_HANDBACK, h.type);
+  rrpc__prx rbefore = m.rx;
+  EXPECT_EQ(-RRPC_EPARSE, rrpc__prx_on_ctl(&m.rx, &h, &fid));  // no longer writable
+  rbefore.n.violations = m.rx.n.violations;
+  EXPECT_EQ(0, memcmp(&rbefore, &m.rx, sizeof(rbefore)));
+  // The honest run goes on to the end and to the idle floor.
+  m.submitted += 100 * K;
+  pm_drain(&m);
+  pm_idle(&m);
+  pm_free_all(&m);
+}
+
 // Every way the schedule can end leaves the idle floor: one idle piece per
 // direction; with the receive slots the doc assumes under an SRQ
 // (16 x 64 B) that is 5 KiB, under the 6.5 KiB goal.
