@@ -176,7 +176,7 @@ struct rrpc__prx {
   uint8_t idle;         /* shrink: released full pieces are retired, not returned */
   struct {
     uint64_t grants, grant_bytes, returns, retires_held, retires_shrink, handbacks, wants,
-        frees, retire_refused, grant_refused, violations;
+        frees, retire_refused, grant_refused, table_full, violations;
   } n;
 };
 
@@ -248,7 +248,8 @@ struct rrpc__prx_action {
  * Grant rule: nothing granted or full at all (the sender would have no
  * space and none coming back: the idle piece, piece_min, flag IDLE), or a
  * WANT or a retired-while-held piece not yet covered, within ring_max and
- * RRPC_PIECES_MAX; the size grows with what is granted already (a power of
+ * RRPC_PIECES_MAX and RRPC_PIECES_SLOTS (else table_full counts the poll);
+ * the size grows with what is granted already (a power of
  * two >= max(wanted, granted), within piece_min..piece_max). Returns 1 if
  * a is filled, 0 if nothing is due. */
 int rrpc__prx_poll(struct rrpc__prx *rx, struct rrpc__prx_action *a);

@@ -207,7 +207,6 @@ static int free_slot(const struct rrpc__prx *rx) {
 /* The size of the next grant, 0 if none is due or none fits. */
 static uint32_t grant_len(const struct rrpc__prx *rx, uint8_t *flags) {
   *flags = 0;
-  if (rx->ng + rx->nf >= RRPC_PIECES_MAX || free_slot(rx) < 0) return 0;
   if (rx->ng == 0 && rx->nf == 0) {
     *flags = RRPC_GRANT_F_IDLE;
     return rx->granted + rx->cfg.piece_min <= rx->cfg.ring_max ? rx->cfg.piece_min : 0;
@@ -226,6 +225,10 @@ int rrpc__prx_poll(struct rrpc__prx *rx, struct rrpc__prx_action *a) {
   uint8_t flags;
   uint32_t len = grant_len(rx, &flags);
   if (len == 0) return 0;
+  if (rx->ng + rx->nf >= RRPC_PIECES_MAX || free_slot(rx) < 0) {
+    rx->n.table_full++; /* retired pieces the application holds fill the table */
+    return 0;
+  }
   memset(a, 0, sizeof(*a));
   a->act = RRPC_PRX_ACT_GRANT;
   a->grant_len = len;
