@@ -599,6 +599,39 @@ TEST(PiecesModel, HostileReplaysRefused) {
   pm_free_all(&m);
 }
 
+// A connection that went idle gets its whole ring back within one round
+// trip once 1 MiB is pending: the first writes go into the idle piece at
+// once (no round trip for a small call), the WANT they raise is answered
+// by piece_max pieces up to the cap.
+TEST(PiecesModel, BusyAfterIdleGrowsInOneRoundTrip) {
+  static pm m;
+  rrpc__prx_cfg c = Cfg(1024 * K, 4096 * K, 4 * K, 256 * K);
+  pm_init(&m, &c, 64);
+  pm_src s;
+  memset(&s, 0, sizeof(s));
+  s.rng = 3;
+  for (int i = 0; i < 2000; i++) pm_step(&m, &s);
+  pm_drain(&m);
+  pm_idle(&m);
+  ASSERT_EQ(4u * K, m.tx.granted);
+  m.submitted += 1024 * K;
+  int round_trips = 0;
+  // All it asked for: the ring less the idle piece it was writing.
+  while (m.tx.granted + c.piece_min < c.ring_max && round_trips < 10) {
+    pm_write(&m, RRPC_PTX_SEGS_MAX);  // the idle piece, then a WANT
+    while (m.s2r.n > 0) pm_deliver_s2r(&m, nullptr, 0);
+    while (pm_receiver_poll(&m, nullptr)) {
+    }
+    pm_ack(&m);
+    while (m.r2s.n > 0) pm_deliver_r2s(&m);
+    round_trips++;
+  }
+  EXPECT_EQ(1, round_trips);
+  EXPECT_GE(m.tx.granted, c.ring_max - c.piece_min);
+  pm_drain(&m);
+  pm_free_all(&m);
+}
+
 // Every way the schedule can end leaves the idle floor: one idle piece per
 // direction; with the receive slots the doc assumes under an SRQ
 // (16 x 64 B) that is 5 KiB, under the 6.5 KiB goal.

@@ -201,6 +201,8 @@ static void pm_write(struct pm *m, uint32_t max_segs) {
   }
   PM_CHECK(rrpc__ptx_commit(&m->tx, &plan) == 0, "commit of a fresh plan");
   PM_CHECK(rrpc__ptx_commit(&m->tx, &plan) == -EINVAL, "a plan committed twice");
+  /* Still short after what went: ask now, not after the next stall. */
+  if (rrpc__ptx_want(&m->tx, pending - plan.len, &g)) pm_send_ctl_s(m, &g);
 }
 
 static void pm_sender_idle(struct pm *m) {

@@ -121,7 +121,9 @@ int rrpc__ptx_on_ctl(struct rrpc__ptx *tx, const struct rrpc__grant_msg *m);
  * -RRPC_EPARSE if fewer than k are full (tx unchanged). */
 int rrpc__ptx_on_returns(struct rrpc__ptx *tx, uint32_t k);
 
-/* rrpc__ptx_want - whether to ask for more space now: pending bytes exceed
+/* rrpc__ptx_want - call after every plan with the bytes still pending (also
+ * when the plan wrote some: a large message asks while its first bytes go
+ * out). Whether to ask for more space now: pending bytes exceed
  * the space, no WANT is unanswered and the grants are below the peer's cap.
  * If so, fills m (type, bytes short, at most max_granted; the caller sets
  * seq and token), records the
@@ -275,7 +277,8 @@ uint32_t rrpc__prx_returns_owed(const struct rrpc__prx *rx);
 int rrpc__prx_returns_due(const struct rrpc__prx *rx);
 
 /* rrpc__prx_take_returns - returns for the immediate being built: at most
- * 255 of those owed, now writable again (state GRANTED, written 0). */
+ * 255 of those owed, now writable again (state GRANTED, written 0); their
+ * bytes count against what a WANT still asks for. */
 uint8_t rrpc__prx_take_returns(struct rrpc__prx *rx);
 
 #ifdef __cplusplus

@@ -142,6 +142,9 @@ uint8_t rrpc__prx_take_returns(struct rrpc__prx *rx) {
   if (k > RRPC_EIMM_RETURNS_MAX) k = RRPC_EIMM_RETURNS_MAX;
   for (uint32_t i = 0; i < k; i++) {
     struct rrpc__prx_piece *p = &rx->p[rx->f[0] - 1];
+    /* A returned piece covers that much of what the sender was short by
+     * (its space did not count full pieces). */
+    rx->want -= rx->want < p->len ? rx->want : p->len;
     p->state = RRPC_PRX_GRANTED;
     p->written = p->released = 0;
     rx->g[rx->ng++] = rx->f[0];
@@ -150,7 +153,6 @@ uint8_t rrpc__prx_take_returns(struct rrpc__prx *rx) {
   if (k > 0) {
     rx->n.returns += k;
     rx->want_pending = 0;
-    rx->want = 0; /* the sender asks again if it is still short */
   }
   return (uint8_t)k;
 }
