@@ -77,6 +77,9 @@ typedef struct rrpc_rdma_options {
                                       window dealloc, deregistration) queued for the
                                       background verbs thread at once; over it a job runs on
                                       the closing loop (counted in bg_jobs_inline); 0 = 4096 */
+  int bg_setup_threads;            /* rdma_bg_setup_threads: threads that make new connections'
+                                      QPs and rings (a burst of handshakes is served this many
+                                      at a time); 0 = the online CPUs, at least 2, at most 8 */
 } rrpc_rdma_options;
 
 enum {

@@ -95,6 +95,8 @@ TEST(RdmaTeardown, SlicesReleasedOnOtherThreadsWhileConnectionsClose) {
   ro.recv_zerocopy = 1;
   ro.zerocopy_min_size = 16 * 1024;
   ro.ring_size = 1u << 20;
+  // One setup thread, so that VerbsSetupRunsOffTheLoop's gate holds them all.
+  ro.bg_setup_threads = 1;
   ASSERT_EQ(rrpc_rdma_global_init(&ro), 0);
   Dropper server_dropper, client_dropper;
   g_server_dropper = &server_dropper;

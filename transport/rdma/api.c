@@ -84,7 +84,7 @@ static int options_normalize(const rrpc_rdma_options *in, rrpc_rdma_options *out
   if (in->port < 0 || in->port > 255 || in->gid_index_plus1 < 0 || in->sq_size < 0 ||
       in->sq_size > QUEUE_MAX || in->rq_size < 0 || in->rq_size > QUEUE_MAX ||
       in->handshake_timeout_ms < 0 || in->ring_size > RING_MAX || in->max_handshakes < 0 ||
-      in->close_wait_ms < 0 || in->bg_queue_max < 0 || (in->dialect != RRPC_RDMA_DIALECT_AUTO && in->dialect != RRPC_RDMA_DIALECT_IMM &&
+      in->close_wait_ms < 0 || in->bg_queue_max < 0 || in->bg_setup_threads < 0 || in->bg_setup_threads > 64 || (in->dialect != RRPC_RDMA_DIALECT_AUTO && in->dialect != RRPC_RDMA_DIALECT_IMM &&
                                 in->dialect != RRPC_RDMA_DIALECT_BRPC))
     return -EINVAL;
   device[0] = '\0';

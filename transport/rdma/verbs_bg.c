@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "rrpc/internal/log.h"
 #include "transport/rdma/device.h"
@@ -81,19 +82,33 @@ static uint64_t depth_locked(void) {
   return d;
 }
 
-/* Under g_mu. 0 or the pthread error. */
+/* Setup threads: a burst of handshakes is served this many at a time
+ * (--rdma_bg_setup_threads; the loops did it this parallel before). */
+static int setup_threads(void) {
+  int n = rrpc__rdma_options()->bg_setup_threads;
+  if (n > 0) return n;
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  return cpus < 2 ? 2 : cpus > 8 ? 8 : (int)cpus;
+}
+
+/* Under g_mu. 0 or the pthread error (with one thread running, enough). */
 static int start_locked(struct lane *l) {
   if (l->started) return 0;
   if (g_start_failed) return -EAGAIN;
-  pthread_t t;
-  int rc = pthread_create(&t, NULL, bg_main, l);
-  if (rc != 0) {
+  int n = l == &g_lanes[RRPC_BG_SETUP] ? setup_threads() : 1, up = 0, rc = 0;
+  for (int i = 0; i < n; i++) {
+    pthread_t t;
+    rc = pthread_create(&t, NULL, bg_main, l);
+    if (rc != 0) break;
+    pthread_setname_np(t, l == &g_lanes[RRPC_BG_SETUP] ? "rrpc_verbs_new" : "rrpc_verbs_bg");
+    pthread_detach(t);
+    up++;
+  }
+  if (up == 0) {
     g_start_failed = 1;
     RRPC_LOG(WARNING, "rdma: cannot start a background verbs thread (%d): verbs work runs inline", rc);
     return -rc;
   }
-  pthread_setname_np(t, l == &g_lanes[RRPC_BG_SETUP] ? "rrpc_verbs_new" : "rrpc_verbs_bg");
-  pthread_detach(t);
   static int hooks;
   if (!hooks) {
     hooks = 1;

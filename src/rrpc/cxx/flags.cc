@@ -43,6 +43,9 @@ DEFINE_int32(rdma_close_wait_ms, 1000,
 DEFINE_int32(rdma_bg_queue_max, 4096,
              "Verbs teardown jobs (QP destroy, deregistration) queued for the background verbs thread at "
              "once; over it a job runs on the closing loop (counted)");
+DEFINE_int32(rdma_bg_setup_threads, 0,
+             "Threads that make new RDMA connections' QPs and rings off the loops (0 = the online CPUs, "
+             "at least 2, at most 8)");
 DEFINE_int32(rrpc_rdma_tcp_only_ttl_s, 300,
              "An RDMA client whose server closed the connection during the RDMA handshake (a "
              "server that predates it, e.g. brpc) calls it again over TCP and reaches it over "
@@ -106,6 +109,7 @@ const bool g_validators_registered =
     gflags::RegisterFlagValidator(&FLAGS_rdma_handshake_timeout_ms, rrpc::detail::FlagNonNegative) &&
     gflags::RegisterFlagValidator(&FLAGS_rdma_close_wait_ms, rrpc::detail::FlagNonNegative) &&
     gflags::RegisterFlagValidator(&FLAGS_rdma_bg_queue_max, rrpc::detail::FlagNonNegative) &&
+    gflags::RegisterFlagValidator(&FLAGS_rdma_bg_setup_threads, rrpc::detail::FlagNonNegative) &&
     gflags::RegisterFlagValidator(&FLAGS_usercode_pool_threads, rrpc::detail::FlagNonNegative) &&
     gflags::RegisterFlagValidator(&FLAGS_usercode_queue_max, rrpc::detail::FlagNonNegative) &&
     gflags::RegisterFlagValidator(&FLAGS_rrpc_max_concurrency, rrpc::detail::FlagNonNegative) &&
@@ -212,6 +216,7 @@ int PrepareRdma() {
     o.max_handshakes = FLAGS_rdma_max_concurrent_handshakes;
     o.close_wait_ms = FLAGS_rdma_close_wait_ms;
     o.bg_queue_max = FLAGS_rdma_bg_queue_max;
+    o.bg_setup_threads = FLAGS_rdma_bg_setup_threads;
     o.tcp_only_ttl_s = FLAGS_rrpc_rdma_tcp_only_ttl_s != 0 ? FLAGS_rrpc_rdma_tcp_only_ttl_s : -1;
     const std::string dialect = FLAGS_rdma_dialect;
     if (dialect == "auto" || dialect.empty()) o.dialect = RRPC_RDMA_DIALECT_AUTO;

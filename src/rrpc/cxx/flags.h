@@ -41,6 +41,7 @@ DECLARE_bool(rdma_fallback);
 DECLARE_int32(rdma_handshake_timeout_ms);
 DECLARE_int32(rdma_close_wait_ms);
 DECLARE_int32(rdma_bg_queue_max);
+DECLARE_int32(rdma_bg_setup_threads);
 DECLARE_int32(rrpc_rdma_tcp_only_ttl_s);
 DECLARE_string(rdma_dialect);
 DECLARE_int32(usercode_pool_threads);
