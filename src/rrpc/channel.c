@@ -138,7 +138,8 @@ static void finish(struct call *c, int code, const char *text) {
   if (c->held != NULL) conn_release(c->held); /* pooled: back to the pool; short: closed */
   c->held = NULL;
   rrpc__controller_call_end(cntl); /* no cancel may reach `c` after this */
-  cntl->latency_us = (int64_t)rrpc__now_us() - cntl->start_us;
+  /* A decided call's latency was taken with its read's batch (decide). */
+  if (!cntl->responded) cntl->latency_us = (int64_t)rrpc__now_us() - cntl->start_us;
   if (code != 0) rrpc__controller_fail(cntl, code, text, text ? strlen(text) : 0);
   rrpc__call_stats_end(c->stats, cntl->latency_us, cntl->error_code);
 }
@@ -320,12 +321,16 @@ static void complete_batch(struct conn *cn, struct call *head, int n) {
 }
 
 /* Decide the call a response answers, taken out of the pending map by the
- * caller: timer cancelled, outcome in its controller. */
-static void decide(struct conn *cn, struct call *c, rrpc__baidu_msg *msg) {
+ * caller: timer cancelled, outcome in its controller. `read_us`: when the
+ * read that brought the response was cut (one clock read per read: the
+ * call's latency ends when its answer arrived, not when the completions
+ * queued before it in the batch are done). */
+static void decide(struct conn *cn, struct call *c, rrpc__baidu_msg *msg, uint64_t read_us) {
   if (c->timer != 0) rrpc__loop_timer_cancel(cn->loop, c->timer);
   rrpc_controller *cntl = c->cntl;
   cntl->used_rdma = rrpc__socket_is_rdma(cn->sock);
   cntl->responded = 1;
+  cntl->latency_us = (int64_t)read_us - cntl->start_us;
   const rrpc__rpc_meta *m = &msg->meta;
   if ((m->has & RRPC_META_HAS_ERROR_CODE) && m->error_code != 0) {
     size_t n = m->error_text.len > RRPC_ERROR_TEXT_MAX ? RRPC_ERROR_TEXT_MAX : m->error_text.len;
@@ -384,8 +389,10 @@ static int client_on_data(void *owner, rrpc__socket *sock, rrpc_iobuf *rbuf) {
   int total = 0, rc = 0;
   rrpc__baidu_msg msgs[CUT_BATCH];
   struct call *calls[CUT_BATCH];
+  uint64_t read_us = 0;
   for (;;) {
     int n = cut_some(cn, rbuf, msgs, &rc);
+    if (n > 0 && read_us == 0) read_us = rrpc__now_us();
     pthread_mutex_lock(&cn->mu);
     for (int i = 0; i < n; i++) calls[i] = rrpc__idmap_take(&cn->pending, (uint64_t)msgs[i].meta.correlation_id);
     pthread_mutex_unlock(&cn->mu);
@@ -396,7 +403,7 @@ static int client_on_data(void *owner, rrpc__socket *sock, rrpc_iobuf *rbuf) {
         atomic_fetch_add_explicit(&cn->ch->late_responses, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&g_late_responses, 1, memory_order_relaxed);
       } else {
-        decide(cn, c, &msgs[i]);
+        decide(cn, c, &msgs[i], read_us);
         c->next_done = NULL;
         *tail = c;
         tail = &c->next_done;

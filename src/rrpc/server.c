@@ -306,6 +306,22 @@ static void call_recycle(struct sconn *c, rrpc_server_call *call) {
                                                   memory_order_relaxed));
 }
 
+/* The last call is lowered under mu: rrpc_server_free frees the server as
+ * soon as it sees 0 under mu, so nothing may touch it after that (lowering
+ * it first and locking after could lock a freed mutex). Any other call is
+ * lowered without the lock: another call still counted keeps the count
+ * above 0, and this thread touches nothing of the server after its
+ * compare-and-swap. (The lock per call was contended by the pool's
+ * workers at saturation.) */
+static void live_calls_lower(rrpc_server *srv) {
+  size_t n = atomic_load(&srv->live_calls);
+  while (n > 1)
+    if (atomic_compare_exchange_weak(&srv->live_calls, &n, n - 1)) return;
+  pthread_mutex_lock(&srv->mu);
+  if (atomic_fetch_sub(&srv->live_calls, 1) == 1) pthread_cond_broadcast(&srv->cv);
+  pthread_mutex_unlock(&srv->mu);
+}
+
 static void call_release(rrpc_server_call *call) {
   rrpc_server *srv = call->srv;
   struct sconn *c = call->conn;
@@ -316,12 +332,7 @@ static void call_release(rrpc_server_call *call) {
   rrpc__socket *sock = call->sock;
   call_recycle(c, call);
   conn_unref(c, sock); /* may free the call with its connection */
-  /* Lowered under mu: rrpc_server_free frees the server as soon as it
-   * sees 0 under mu, so nothing here may touch it after that (lowering it
-   * first and locking after, as before, could lock a freed mutex). */
-  pthread_mutex_lock(&srv->mu);
-  if (atomic_fetch_sub(&srv->live_calls, 1) == 1) pthread_cond_broadcast(&srv->cv);
-  pthread_mutex_unlock(&srv->mu);
+  live_calls_lower(srv);
 }
 
 static void overcrowded(rrpc_server_call *call) {
@@ -424,6 +435,9 @@ static int admit(rrpc_server *srv, rrpc_server_call *call, int stopping) {
 struct batch {
   rrpc__work *head, *tail;
   int n;
+  /* When the read's first request was cut: every request of the read was
+   * received then (one clock read per read, not per request). 0: not yet. */
+  uint64_t read_us;
 };
 
 static void batch_add(struct batch *b, rrpc_server_call *call) {
@@ -451,7 +465,8 @@ static int handle_request(struct sconn *c, rrpc__socket *sock, rrpc__baidu_msg *
   call->cid = msg->meta.correlation_id;
   rrpc__iobuf_init(&call->request);
   rrpc__controller_init(&call->cntl);
-  call->cntl.start_us = (int64_t)rrpc__now_us();
+  if (b->read_us == 0) b->read_us = rrpc__now_us();
+  call->cntl.start_us = (int64_t)b->read_us;
   call->cntl.log_id = msg->meta.log_id;
   /* The caller's deadline, from when its request was read (brpc counts
    * from the same point); handlers read it as rrpc_controller_remaining_ms.
@@ -515,7 +530,7 @@ static int server_on_data(void *owner, rrpc__socket *sock, rrpc_iobuf *rbuf) {
     c->proto = http == 1 ? PROTO_HTTP : PROTO_BAIDU;
   }
   if (c->proto == PROTO_HTTP) return rrpc__builtin_on_data(&c->http, c->srv, sock, rbuf);
-  struct batch b = {NULL, NULL, 0};
+  struct batch b = {NULL, NULL, 0, 0};
   int rc;
   for (;;) {
     /* Back-pressure: requests wait in the buffer while responses pile up. */
