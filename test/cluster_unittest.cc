@@ -24,6 +24,13 @@
 #include <thread>
 #include <vector>
 
+// The attempt controller's cancel spin lock, which one test holds: the
+// internal layout, read from C++ (std::atomic<int> is laid out as C's
+// atomic_int).
+using std::atomic_int;
+#define _Alignas(n) alignas(n)
+#include "rrpc/internal/controller.h"
+#undef _Alignas
 #include "rrpc/internal/murmur3.h"
 #include "rrpc/internal/naming.h"
 #include "rrpc/rrpc.h"
@@ -746,6 +753,48 @@ TEST(ClusterCancel, EndsAnAsyncCallAtOnceAndDropsTheLateAnswer) {
          (long long)us.back());
   EXPECT_LT(us[us.size() / 2], 20000);
   rrpc_channel_free(ch);
+}
+
+// The test hook of cluster_call.c (a weak symbol there): the controller of
+// the attempt launched last.
+std::atomic<rrpc_controller *> g_last_attempt{nullptr};
+}  // namespace
+extern "C" void rrpc__cluster_attempt_launched_hook(rrpc_controller *attempt_cntl) {
+  g_last_attempt.store(attempt_cntl);
+}
+namespace {
+
+// A thread preempted while it holds an attempt's cancel lock (issuing or
+// ending that attempt) must not keep a cancel from ending the whole call.
+// Before, the cancel task spun on each attempt's lock with the call's mutex
+// held, so the call ended only when the holder ran again (145 ms seen under
+// load); here the test holds the lock itself, for longer than the wait.
+TEST(ClusterCancel, EndsTheCallWhileAnAttemptsCancelLockIsHeld) {
+  Cluster cl(1);
+  cl.srv[0]->hold = true;
+  rrpc_channel_options o = fast_opts();
+  rrpc_channel *ch;
+  ASSERT_EQ(0, rrpc_channel_new_lb(cl.list().c_str(), "rr", &o, &ch));
+  rrpc_controller *c;
+  rrpc_controller_new(&c);
+  AsyncDone d;
+  g_last_attempt.store(nullptr);
+  ASSERT_EQ(0, rrpc_channel_call(ch, "test.EchoService", "Hold", c, nullptr, nullptr, AsyncDone::fn, &d));
+  ASSERT_TRUE(cl.srv[0]->wait_held(1, 5000));
+  rrpc_controller *at = g_last_attempt.load();
+  ASSERT_NE(nullptr, at);
+  int unlocked = 0;
+  ASSERT_TRUE(at->cancel_lock.compare_exchange_strong(unlocked, 1));  // held, as by a preempted thread
+  rrpc_controller_cancel(c);
+  bool ended = d.wait(1000);
+  at->cancel_lock.store(0);  // the holder runs again
+  EXPECT_TRUE(ended) << "the cancel waited for the attempt's lock";
+  ASSERT_TRUE(d.wait(5000));
+  EXPECT_EQ(-ECANCELED, d.code);
+  EXPECT_EQ(1, d.runs);
+  cl.srv[0]->release();
+  rrpc_channel_free(ch);
+  rrpc_controller_free(c);
 }
 
 TEST(ClusterCancel, EndsASyncCallFromAnotherThread) {

@@ -297,6 +297,73 @@ TEST_F(RpcTest, TimeoutThenLateResponseIsDropped) {
   EXPECT_EQ("x", resp);
 }
 
+// Calls with a timeout share their connection's deadline list and one loop
+// timer (channel.c, "deadlines"); a call whose deadline is earlier than the
+// list's tail keeps a timer of its own. Whichever way, each call that gets
+// no answer fails with ERPCTIMEDOUT at its own deadline: not before it
+// (latency >= timeout) and not at some other call's (well before the next
+// longer timeout here). The upper bound is loose for a loaded CI machine.
+TEST_F(RpcTest, MixedTimeoutsOnOneConnectionEachEndAtTheirOwnDeadline) {
+  const int timeouts_ms[] = {400, 100, 300, 50, 200, 200, 600, 150};
+  const int n = (int)(sizeof timeouts_ms / sizeof timeouts_ms[0]);
+  AsyncBatch b(n);
+  for (int i = 0; i < n; i++) {
+    rrpc_controller_set_timeout_ms(b.calls[(size_t)i].cntl, timeouts_ms[i]);
+    ASSERT_EQ(0, b.issue(channel_, "Hold", i));
+  }
+  {
+    std::unique_lock<std::mutex> g(b.st.mu);
+    bool all = b.st.cv.wait_for(g, std::chrono::seconds(10), [&] { return b.st.done == n; });
+    if (!all) {
+      g.unlock();
+      release_held();  // lets the destructor's wait end
+      FAIL() << "calls left without a timeout";
+    }
+  }
+  for (int i = 0; i < n; i++) {
+    rrpc_controller *c = b.calls[(size_t)i].cntl;
+    EXPECT_EQ(-RRPC_ERPCTIMEDOUT, rrpc_controller_error_code(c)) << i;
+    EXPECT_EQ(1, b.st.times_called[(size_t)i]) << i;
+    EXPECT_GE(rrpc_controller_latency_us(c), (int64_t)timeouts_ms[i] * 1000) << i;
+    EXPECT_LT(rrpc_controller_latency_us(c), (int64_t)(timeouts_ms[i] + 250) * 1000) << i;
+  }
+}
+
+// The list's timer is armed for the first call's deadline and fires early
+// once that call is answered: it must re-arm for the next call on the list
+// (which then ends at its own deadline, not never), and a later call with a
+// shorter timeout than the armed one must not wait for it.
+TEST_F(RpcTest, DeadlineTimerRearmsAfterItsCallWasAnswered) {
+  std::string resp;
+  ASSERT_EQ(0, call("Echo", "a", "", &resp, nullptr, 50));  // arms the timer at +50 ms
+  AsyncBatch b(2);
+  rrpc_controller_set_timeout_ms(b.calls[0].cntl, 300);  // on the list, after the armed deadline
+  ASSERT_EQ(0, b.issue(channel_, "Hold", 0));
+  rrpc_controller_set_timeout_ms(b.calls[1].cntl, 5000);
+  ASSERT_EQ(0, b.issue(channel_, "Hold", 1));
+  {
+    std::unique_lock<std::mutex> g(b.st.mu);
+    bool first = b.st.cv.wait_for(g, std::chrono::seconds(3), [&] { return b.st.done >= 1; });
+    if (!first) {
+      g.unlock();
+      release_held();
+      FAIL() << "the 300 ms call did not time out";
+    }
+  }
+  EXPECT_EQ(-RRPC_ERPCTIMEDOUT, rrpc_controller_error_code(b.calls[0].cntl));
+  EXPECT_GE(rrpc_controller_latency_us(b.calls[0].cntl), 300000);
+  EXPECT_EQ(0, b.st.times_called[1]);  // its deadline is seconds away
+  // A shorter timeout than the one now armed (5 s): a timer of its own.
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(-RRPC_ERPCTIMEDOUT, call("Hold", "", "", nullptr, nullptr, 80));
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GE(ms, 80);
+  EXPECT_LT(ms, 2000);
+  release_held();  // answers the 5 s call
+  b.wait_all();
+  EXPECT_EQ(1, b.st.times_called[1]);
+}
+
 TEST_F(RpcTest, ServerStopFailsPendingCallsOnce) {
   const int n = 8;
   AsyncBatch b(n);

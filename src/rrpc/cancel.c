@@ -16,3 +16,15 @@ void rrpc_controller_cancel(rrpc_controller *c) {
 }
 
 int rrpc_controller_is_canceled(const rrpc_controller *c) { return c->error_code == -ECANCELED; }
+
+int rrpc__controller_try_cancel(rrpc_controller *c) {
+  if (atomic_exchange_explicit(&c->cancel_lock, 1, memory_order_acquire) != 0) return -EBUSY;
+  int expect = RRPC__CANCEL_IN_CALL;
+  if (atomic_compare_exchange_strong_explicit(&c->cancel_state, &expect,
+                                              RRPC__CANCEL_IN_CALL | RRPC__CANCEL_CANCELED,
+                                              memory_order_acq_rel, memory_order_acquire) &&
+      c->cancel_fn != NULL)
+    c->cancel_fn(c->cancel_arg);
+  rrpc__cancel_unlock(c);
+  return 0;
+}

@@ -52,7 +52,10 @@ struct call {
   rrpc_iobuf *response;
   rrpc_call_done done;
   void *arg;
-  rrpc__timer_id timer;
+  rrpc__timer_id timer;    /* its own loop timer, or 0: on the connection's deadline list */
+  uint64_t deadline_us;    /* on the deadline list: when it times out */
+  struct call *dl_prev, *dl_next; /* the deadline list, under the connection's mu */
+  int on_dl;
   rrpc__call_stats *stats; /* the channel's; outlives every call */
   struct conn *held; /* pooled/short: this call's own connection (a reference) */
   /* sync calls: the caller sleeps on `state` (futex word) */
@@ -68,6 +71,12 @@ struct conn {
   rrpc__loop *loop;
   pthread_mutex_t mu;
   rrpc__idmap pending; /* cid -> struct call */
+  /* Calls with a timeout, in deadline order (under mu): one loop timer per
+   * connection (dl_timer, armed at or before the head's deadline while the
+   * list is not empty) instead of a timer added and cancelled per call. */
+  struct call *dl_head, *dl_tail;
+  rrpc__timer_id dl_timer; /* 0: not armed */
+  uint64_t dl_armed_for;
   int closed;
   char peer[80];
   struct conn *live_prev, *live_next; /* ch->live, under ch->mu */
@@ -138,7 +147,8 @@ static void finish(struct call *c, int code, const char *text) {
   if (c->held != NULL) conn_release(c->held); /* pooled: back to the pool; short: closed */
   c->held = NULL;
   rrpc__controller_call_end(cntl); /* no cancel may reach `c` after this */
-  cntl->latency_us = (int64_t)rrpc__now_us() - cntl->start_us;
+  /* A decided call's latency was taken with its read's batch (decide). */
+  if (!cntl->responded) cntl->latency_us = (int64_t)rrpc__now_us() - cntl->start_us;
   if (code != 0) rrpc__controller_fail(cntl, code, text, text ? strlen(text) : 0);
   rrpc__call_stats_end(c->stats, cntl->latency_us, cntl->error_code);
 }
@@ -199,13 +209,131 @@ static void conn_unref(struct conn *cn) {
   free(cn);
 }
 
+/* ---- deadlines -------------------------------------------------------------
+ * A call with a timeout goes on its connection's deadline list when its
+ * deadline is not earlier than the list's tail (the usual case: calls on
+ * one channel share a timeout and are issued in order), and the list's one
+ * loop timer fires for the head. Ending a call early only unlinks it,
+ * under the lock that takes it out of the pending map anyway: no timer
+ * heap and no loop lock per call (the add/cancel pair was ~330
+ * instructions per call). The timer may fire early for a head that has
+ * gone; it then re-arms for the new head. A call that would land elsewhere
+ * (an earlier deadline than the tail's, which a shorter timeout or a
+ * caller preempted between its clock read and its enrolment gives) keeps a
+ * loop timer of its own, as before. */
+
+static void dl_unlink_locked(struct conn *cn, struct call *c) {
+  if (!c->on_dl) return;
+  if (c->dl_prev) c->dl_prev->dl_next = c->dl_next;
+  else cn->dl_head = c->dl_next;
+  if (c->dl_next) c->dl_next->dl_prev = c->dl_prev;
+  else cn->dl_tail = c->dl_prev;
+  c->on_dl = 0;
+}
+
+/* Under mu: the call answering cid, out of the pending map and the list. */
+static struct call *take_locked(struct conn *cn, uint64_t cid) {
+  struct call *c = rrpc__idmap_take(&cn->pending, cid);
+  if (c != NULL) dl_unlink_locked(cn, c);
+  return c;
+}
+
+/* A call out of the map: its own timer (if it has one) goes too. On the
+ * connection's loop thread, or from a thread whose cancel the timer's
+ * callback tolerates (it finds the call gone from the map). */
+static void drop_timer(struct conn *cn, struct call *c) {
+  if (c->timer != 0) rrpc__loop_timer_cancel(cn->loop, c->timer);
+}
+
+static void timeout_call(struct conn *cn, struct call *c);
+static void dl_on_timer(void *arg);
+
+/* Under mu: arm the list's timer for `deadline` (it holds a reference). */
+static int dl_arm_locked(struct conn *cn, uint64_t deadline) {
+  atomic_fetch_add(&cn->refs, 1);
+  int rc = rrpc__loop_timer_add(cn->loop, deadline, dl_on_timer, cn, &cn->dl_timer);
+  if (rc != 0) {
+    atomic_fetch_sub(&cn->refs, 1); /* the caller holds one too: not the last */
+    cn->dl_timer = 0;
+    return rc;
+  }
+  cn->dl_armed_for = deadline;
+  return 0;
+}
+
+/* Under mu: put c on the list if it fits there (see above): 1 if it did,
+ * 0 if it needs a timer of its own, or a negative code. */
+static int dl_add_locked(struct conn *cn, struct call *c, uint64_t deadline) {
+  if (cn->dl_tail != NULL ? deadline < cn->dl_tail->deadline_us
+                          : cn->dl_timer != 0 && deadline < cn->dl_armed_for)
+    return 0;
+  if (cn->dl_timer == 0) {
+    int rc = dl_arm_locked(cn, deadline);
+    if (rc != 0) return rc;
+  }
+  c->deadline_us = deadline;
+  c->dl_next = NULL;
+  c->dl_prev = cn->dl_tail;
+  if (cn->dl_tail) cn->dl_tail->dl_next = c;
+  else cn->dl_head = c;
+  cn->dl_tail = c;
+  c->on_dl = 1;
+  return 1;
+}
+
+/* The list's timer (loop thread): time out what is due, re-arm for the rest. */
+static void dl_on_timer(void *arg) {
+  struct conn *cn = arg;
+  uint64_t now = rrpc__now_us();
+  struct call *due = NULL, **tail = &due;
+  pthread_mutex_lock(&cn->mu);
+  cn->dl_timer = 0;
+  while (cn->dl_head != NULL && cn->dl_head->deadline_us <= now) {
+    struct call *c = take_locked(cn, cn->dl_head->cid);
+    c->next_done = NULL;
+    *tail = c;
+    tail = &c->next_done;
+  }
+  if (cn->dl_head != NULL && dl_arm_locked(cn, cn->dl_head->deadline_us) != 0) {
+    /* No timer (out of memory): the rest time out now rather than never. */
+    while (cn->dl_head != NULL) {
+      struct call *c = take_locked(cn, cn->dl_head->cid);
+      c->next_done = NULL;
+      *tail = c;
+      tail = &c->next_done;
+    }
+  }
+  pthread_mutex_unlock(&cn->mu);
+  while (due != NULL) {
+    struct call *next = due->next_done;
+    timeout_call(cn, due);
+    due = next;
+  }
+  conn_unref(cn); /* the timer's reference */
+}
+
+/* Loop thread, at close: the list's timer goes (the list is empty now). */
+static void dl_disarm(struct conn *cn) {
+  pthread_mutex_lock(&cn->mu);
+  rrpc__timer_id t = cn->dl_timer;
+  int dropped = t != 0 && rrpc__loop_timer_cancel(cn->loop, t) == 0;
+  if (dropped) cn->dl_timer = 0;
+  pthread_mutex_unlock(&cn->mu);
+  if (dropped) conn_unref(cn); /* the timer's reference; the caller holds another */
+}
+
 static void on_timeout(void *arg) {
   struct call *c = arg;
   struct conn *cn = c->conn;
   pthread_mutex_lock(&cn->mu);
-  struct call *mine = rrpc__idmap_take(&cn->pending, c->cid);
+  struct call *mine = take_locked(cn, c->cid);
   pthread_mutex_unlock(&cn->mu);
   if (mine == NULL) return;
+  timeout_call(cn, c);
+}
+
+/* A call out of the map whose deadline passed. */
+static void timeout_call(struct conn *cn, struct call *c) {
   char text[160];
   snprintf(text, sizeof text, "RPC to %s timed out after %lld ms", cn->peer,
            (long long)(rrpc__now_us() - (uint64_t)c->cntl->start_us) / 1000);
@@ -320,12 +448,16 @@ static void complete_batch(struct conn *cn, struct call *head, int n) {
 }
 
 /* Decide the call a response answers, taken out of the pending map by the
- * caller: timer cancelled, outcome in its controller. */
-static void decide(struct conn *cn, struct call *c, rrpc__baidu_msg *msg) {
-  if (c->timer != 0) rrpc__loop_timer_cancel(cn->loop, c->timer);
+ * caller: timer cancelled, outcome in its controller. `read_us`: when the
+ * read that brought the response was cut (one clock read per read: the
+ * call's latency ends when its answer arrived, not when the completions
+ * queued before it in the batch are done). */
+static void decide(struct conn *cn, struct call *c, rrpc__baidu_msg *msg, uint64_t read_us) {
+  drop_timer(cn, c);
   rrpc_controller *cntl = c->cntl;
   cntl->used_rdma = rrpc__socket_is_rdma(cn->sock);
   cntl->responded = 1;
+  cntl->latency_us = (int64_t)read_us - cntl->start_us;
   const rrpc__rpc_meta *m = &msg->meta;
   if ((m->has & RRPC_META_HAS_ERROR_CODE) && m->error_code != 0) {
     size_t n = m->error_text.len > RRPC_ERROR_TEXT_MAX ? RRPC_ERROR_TEXT_MAX : m->error_text.len;
@@ -384,10 +516,12 @@ static int client_on_data(void *owner, rrpc__socket *sock, rrpc_iobuf *rbuf) {
   int total = 0, rc = 0;
   rrpc__baidu_msg msgs[CUT_BATCH];
   struct call *calls[CUT_BATCH];
+  uint64_t read_us = 0;
   for (;;) {
     int n = cut_some(cn, rbuf, msgs, &rc);
+    if (n > 0 && read_us == 0) read_us = rrpc__now_us();
     pthread_mutex_lock(&cn->mu);
-    for (int i = 0; i < n; i++) calls[i] = rrpc__idmap_take(&cn->pending, (uint64_t)msgs[i].meta.correlation_id);
+    for (int i = 0; i < n; i++) calls[i] = take_locked(cn, (uint64_t)msgs[i].meta.correlation_id);
     pthread_mutex_unlock(&cn->mu);
     for (int i = 0; i < n; i++) {
       struct call *c = calls[i];
@@ -396,7 +530,7 @@ static int client_on_data(void *owner, rrpc__socket *sock, rrpc_iobuf *rbuf) {
         atomic_fetch_add_explicit(&cn->ch->late_responses, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&g_late_responses, 1, memory_order_relaxed);
       } else {
-        decide(cn, c, &msgs[i]);
+        decide(cn, c, &msgs[i], read_us);
         c->next_done = NULL;
         *tail = c;
         tail = &c->next_done;
@@ -434,11 +568,13 @@ static void client_on_close(void *owner, rrpc__socket *sock, int code) {
   for (;;) {
     pthread_mutex_lock(&cn->mu);
     struct call *c = rrpc__idmap_take_any(&cn->pending);
+    if (c != NULL) dl_unlink_locked(cn, c);
     pthread_mutex_unlock(&cn->mu);
     if (c == NULL) break;
-    if (c->timer != 0) rrpc__loop_timer_cancel(cn->loop, c->timer);
+    drop_timer(cn, c);
     complete(c, call_code, text);
   }
+  dl_disarm(cn);
   pthread_mutex_lock(&ch->mu);
   int was_current = ch->conn == cn;
   if (was_current) ch->conn = NULL;
@@ -603,7 +739,9 @@ static int enroll(struct conn *cn, struct call *c, int32_t timeout_ms) {
   int rc = rrpc__idmap_put(&cn->pending, c->cid, c);
   if (rc == 0 && timeout_ms > 0) {
     uint64_t deadline = (uint64_t)c->cntl->start_us + (uint64_t)timeout_ms * 1000u;
-    rc = rrpc__loop_timer_add(cn->loop, deadline, on_timeout, c, &c->timer);
+    rc = dl_add_locked(cn, c, deadline);
+    if (rc == 0) rc = rrpc__loop_timer_add(cn->loop, deadline, on_timeout, c, &c->timer);
+    else if (rc == 1) rc = 0;
     if (rc != 0) rrpc__idmap_take(&cn->pending, c->cid);
   }
   pthread_mutex_unlock(&cn->mu);
@@ -616,10 +754,10 @@ static int enroll(struct conn *cn, struct call *c, int32_t timeout_ms) {
  * on the loop, never inside the call. */
 static void fail_refused(struct conn *cn, struct call *c, int code) {
   pthread_mutex_lock(&cn->mu);
-  struct call *mine = rrpc__idmap_take(&cn->pending, c->cid);
+  struct call *mine = take_locked(cn, c->cid);
   pthread_mutex_unlock(&cn->mu);
   if (mine == NULL) return;
-  if (c->timer != 0) rrpc__loop_timer_cancel(cn->loop, c->timer);
+  drop_timer(cn, c);
   char text[160];
   snprintf(text, sizeof text, "cannot send to %s: %s", cn->peer, rrpc_strerror(code));
   fail_unsent(cn->ch, c, code, text);
@@ -638,11 +776,11 @@ static void cancel_task(void *arg) {
   struct cancel_req *r = arg;
   struct conn *cn = r->cn;
   pthread_mutex_lock(&cn->mu);
-  struct call *c = rrpc__idmap_take(&cn->pending, r->cid);
+  struct call *c = take_locked(cn, r->cid);
   pthread_mutex_unlock(&cn->mu);
   free(r);
   if (c != NULL) {
-    if (c->timer != 0) rrpc__loop_timer_cancel(cn->loop, c->timer);
+    drop_timer(cn, c);
     complete(c, -ECANCELED, "the call was canceled");
   }
   conn_unref(cn);

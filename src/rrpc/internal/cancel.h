@@ -74,4 +74,9 @@ static inline void rrpc__controller_call_end(rrpc_controller *c) {
   rrpc__cancel_unlock(c);
 }
 
+/* rrpc__controller_try_cancel - rrpc_controller_cancel unless the cancel
+ * lock is held (-EBUSY, nothing done): for a loop thread, which must not
+ * wait for a holder that may have been preempted. 0 once it ran. */
+int rrpc__controller_try_cancel(rrpc_controller *c);
+
 #endif /* RRPC_INTERNAL_CANCEL_H */
