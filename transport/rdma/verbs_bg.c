@@ -1,7 +1,10 @@
 /* verbs_bg.c - the background verbs threads (verbs_bg.h): two FIFOs of
  * embedded jobs (setup, teardown), bounded together by --rdma_bg_queue_max,
- * one thread each per process, started on first use, drained (bounded) at
- * exit and restarted after a fork (the child has no such threads). */
+ * per process --rdma_bg_setup_threads threads for setup and one for
+ * teardown, started on first use, drained (bounded) at exit and restarted
+ * after a fork (the child has no such threads). A drain waits until each
+ * lane has finished as many jobs as were queued before it; with several
+ * setup threads that is a count, not those very jobs. */
 #include "transport/rdma/verbs_bg.h"
 
 #include <errno.h>
