@@ -16,43 +16,18 @@
 # after it. Needs tshark and text2pcap. Exit status 0 = pass.
 set -eu
 
-root=$(cd "$(dirname "$0")/../.." && pwd)
-cd "$root"
-keep=""
-if [ "${1:-}" = "--keep" ]; then keep=${2:?--keep needs a directory}; fi
-
-for tool in tshark text2pcap; do
-  if ! command -v "$tool" >/dev/null 2>&1; then
-    echo "tshark elastic check: $tool not found (apt-get install tshark wireshark-common)" >&2
-    exit 2
-  fi
-done
-
-build=${BUILD:-build}
-${MAKE:-make} -s "$build/test/rdma_grant_unittest" >/dev/null
-
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT INT TERM
-RRPC_GRANT_TSHARK_OUT="$tmp/msgs.txt" "$build/test/rdma_grant_unittest" \
-  --gtest_filter='GrantTshark.*' >"$tmp/gtest.log" 2>&1 || {
-  cat "$tmp/gtest.log" >&2
-  echo "tshark elastic check: the encoder test failed" >&2
-  exit 1
-}
+TSHARK_CHECK="tshark elastic check"
+. "$(dirname "$0")/lib.sh"
+tshark_start "$@"
+tshark_export rdma_grant_unittest RRPC_GRANT_TSHARK_OUT 'GrantTshark.*' "$tmp/msgs.txt"
 
 # "<name> <dir> <hex>" -> text2pcap input: BTH (opcode 5, MigReq, P_Key
 # 0xffff, QP 0x11, AckReq, PSN = line number), immediate 0, the message,
 # ICRC 0.
-awk '{
-  hex = sprintf("0540ffff00000011800000%02x", NR) "00000000" $3 "00000000";
+awk "$TSHARK_AWK_DUMP"'
+{
   print "I";
-  n = length(hex) / 2;
-  for (i = 0; i < n; i += 16) {
-    line = sprintf("%06x ", i);
-    for (j = i; j < i + 16 && j < n; j++) line = line " " substr(hex, 2 * j + 1, 2);
-    print line;
-  }
-  print "";
+  dump(sprintf("0540ffff00000011800000%02x", NR) "00000000" $3 "00000000");
 }' "$tmp/msgs.txt" >"$tmp/msgs.dump"
 text2pcap -q -D -u 50000,4791 -4 10.77.0.2,10.77.0.1 "$tmp/msgs.dump" "$tmp/rrpc-elastic.pcap" \
   >"$tmp/text2pcap.log" 2>&1 || { cat "$tmp/text2pcap.log" >&2; exit 1; }
@@ -88,11 +63,7 @@ while IFS="$(printf '\t')" read -r protos llc; do
   line=$((line + 1))
 done <"$tmp/fields.txt"
 [ "$line" -eq 6 ] || { echo "FAIL: $((line - 1)) frames decoded, want 5" >&2; fail=1; }
-if grep -qiE 'malformed|expert info' "$tmp/decode.txt"; then
-  echo "FAIL: tshark reports malformed packets or expert errors:" >&2
-  grep -iE 'malformed|expert info' "$tmp/decode.txt" >&2
-  fail=1
-fi
+tshark_no_malformed "$tmp/decode.txt"
 grep -qF "Opcode: Reliable Connection (RC) - SEND Only with Immediate (5)" "$tmp/decode.txt" ||
   { echo "FAIL: the packets are not RC SEND with immediate" >&2; fail=1; }
 

@@ -14,41 +14,17 @@
 # tshark, wireshark-common). Exit status 0 = pass.
 set -eu
 
-root=$(cd "$(dirname "$0")/../.." && pwd)
-cd "$root"
-keep=""
-if [ "${1:-}" = "--keep" ]; then keep=${2:?--keep needs a directory}; fi
-
-for tool in tshark text2pcap; do
-  if ! command -v "$tool" >/dev/null 2>&1; then
-    echo "tshark check: $tool not found (apt-get install tshark wireshark-common)" >&2
-    exit 2
-  fi
-done
-
-build=${BUILD:-build}
-${MAKE:-make} -s "$build/test/smc_clc_unittest" >/dev/null
-
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT INT TERM
-RRPC_CLC_TSHARK_OUT="$tmp/clc.txt" "$build/test/smc_clc_unittest" \
-  --gtest_filter='ClcTshark.*' >"$tmp/gtest.log" 2>&1 || {
-  cat "$tmp/gtest.log" >&2
-  echo "tshark check: the encoder test failed" >&2
-  exit 1
-}
+TSHARK_CHECK="tshark check"
+. "$(dirname "$0")/lib.sh"
+tshark_start "$@"
+tshark_export smc_clc_unittest RRPC_CLC_TSHARK_OUT 'ClcTshark.*' "$tmp/clc.txt"
 
 # "<name> <c2s|s2c> <hex>" -> text2pcap input: a direction mark (I = client
 # to server with the addresses below), then offset + 16 bytes per line.
-awk '{
+awk "$TSHARK_AWK_DUMP"'
+{
   print ($2 == "c2s") ? "I" : "O";
-  n = length($3) / 2;
-  for (i = 0; i < n; i += 16) {
-    line = sprintf("%06x ", i);
-    for (j = i; j < i + 16 && j < n; j++) line = line " " substr($3, 2 * j + 1, 2);
-    print line;
-  }
-  print "";
+  dump($3);
 }' "$tmp/clc.txt" >"$tmp/clc.dump"
 text2pcap -q -D -T 40000,45001 -4 10.77.0.2,10.77.0.1 "$tmp/clc.dump" "$tmp/rrpc-clc.pcap" \
   >"$tmp/text2pcap.log" 2>&1 || { cat "$tmp/text2pcap.log" >&2; exit 1; }
@@ -78,11 +54,7 @@ fi
 for s in SMC-R-Proposal SMC-R-Accept SMC-R-Confirm SMC-Decline; do
   grep -q "\[$s\]" "$tmp/summary.txt" || { echo "FAIL: no frame shown as [$s]" >&2; fail=1; }
 done
-if grep -qiE 'malformed|expert info' "$tmp/decode.txt"; then
-  echo "FAIL: tshark reports malformed packets or expert errors:" >&2
-  grep -iE 'malformed|expert info' "$tmp/decode.txt" >&2
-  fail=1
-fi
+tshark_no_malformed "$tmp/decode.txt"
 
 # The fields, including where rrpc's extension bytes land.
 expect "SMC Length: 92" "Proposal length"
