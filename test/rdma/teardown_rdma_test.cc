@@ -198,6 +198,15 @@ rrpc_rdma_stats stats() {
   return s;
 }
 
+// Waits (bounded) until `n` more background verbs jobs than `from` counted
+// were queued, and returns the stats then.
+rrpc_rdma_stats wait_bg_queued(const rrpc_rdma_stats &from, uint64_t n) {
+  uint64_t deadline = now_ms() + 10000;
+  while (stats().bg_jobs_queued < from.bg_jobs_queued + n && now_ms() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polling a condition, bounded
+  return stats();
+}
+
 // Connections of an earlier test still closing (close CDC waits, queued
 // teardowns) would move the registered-bytes counters: wait until none is
 // a member of any shared CQ set and the background threads ran dry.
@@ -240,10 +249,7 @@ TEST(RdmaTeardown, VerbsTeardownRunsOffTheLoop) {
     rrpc_channel_free(a);
     // Both ends close (the server's when the close CDC arrives) and queue
     // their teardown behind the gate.
-    uint64_t deadline = now_ms() + 10000;
-    while (stats().bg_jobs_queued < s1.bg_jobs_queued + 2 && now_ms() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polling a condition, bounded
-    rrpc_rdma_stats s2 = stats();
+    rrpc_rdma_stats s2 = wait_bg_queued(s1, 2);
     EXPECT_GE(s2.bg_jobs_queued - s1.bg_jobs_queued, 2u) << "both ends' teardown queued";
     EXPECT_EQ(s2.bg_jobs_inline, s1.bg_jobs_inline);
     EXPECT_EQ(s2.ring_bytes, s0.ring_bytes) << "a ring was deregistered on the closing thread";
@@ -298,10 +304,7 @@ TEST(RdmaTeardown, VerbsSetupRunsOffTheLoop) {
       a_rdma = r;
     });
     // The client's creation job is queued behind the gate.
-    uint64_t deadline = now_ms() + 10000;
-    while (stats().bg_jobs_queued < s1.bg_jobs_queued + 1 && now_ms() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polling a condition, bounded
-    rrpc_rdma_stats s2 = stats();
+    rrpc_rdma_stats s2 = wait_bg_queued(s1, 1);
     EXPECT_GE(s2.bg_jobs_queued - s1.bg_jobs_queued, 1u) << "the new connection's verbs setup was not queued";
     EXPECT_EQ(s2.bg_jobs_inline, s1.bg_jobs_inline);
     EXPECT_EQ(a_rc.load(), 1) << "the call finished while its connection could not have been made";
