@@ -87,13 +87,14 @@ static const struct {
      offsetof(rrpc_rdma_stats, bytes_copied_send)},
     {"rrpc_rdma_bytes_copied_recv_total", "Payload bytes copied out of receive rings and blocks", 1,
      offsetof(rrpc_rdma_stats, bytes_copied_recv)},
-    {"rrpc_rdma_bg_jobs_queued_total", "Verbs teardown jobs handed to the background verbs thread", 1,
+    {"rrpc_rdma_bg_jobs_queued_total",
+     "Verbs jobs (a new connection's setup, a closed one's teardown) handed to the background verbs threads", 1,
      offsetof(rrpc_rdma_stats, bg_jobs_queued)},
-    {"rrpc_rdma_bg_jobs_done_total", "Of those, finished (queued - done = its queue now)", 1,
+    {"rrpc_rdma_bg_jobs_done_total", "Of those, finished (queued - done = their queues now)", 1,
      offsetof(rrpc_rdma_stats, bg_jobs_done)},
-    {"rrpc_rdma_bg_jobs_inline_total", "Verbs teardown jobs run on the caller (queue full, no thread)", 1,
+    {"rrpc_rdma_bg_jobs_inline_total", "Verbs setup/teardown jobs run on the caller (queue full, no thread)", 1,
      offsetof(rrpc_rdma_stats, bg_jobs_inline)},
-    {"rrpc_rdma_bg_queue_max_depth", "Deepest the background verbs queue has been", 0,
+    {"rrpc_rdma_bg_queue_max_depth", "Deepest the background verbs queues have been together", 0,
      offsetof(rrpc_rdma_stats, bg_queue_max_depth)},
 };
 
