@@ -204,6 +204,16 @@ TEST_F(Builtin, EveryPageAnswersWithCurl) {
   EXPECT_TRUE(found) << conns;
 }
 
+// The worker pools' counters are on /vars, summed over every server's pool:
+// the fixture's server runs its handlers on its pool, so a call woke one.
+TEST_F(Builtin, VarsCountTheWorkerPools) {
+  ASSERT_EQ(0, call(ch_, "Echo"));
+  std::string vars = curl(port_, "/vars?prefix=rrpc_workers_");
+  EXPECT_LE(1, var_value(vars, "rrpc_workers_wakeups_total")) << vars;
+  EXPECT_LE(0, var_value(vars, "rrpc_workers_rescues_total")) << vars;
+  EXPECT_LE(0, var_value(vars, "rrpc_workers_rejected_total")) << vars;
+}
+
 TEST_F(Builtin, FailingCallRaisesItsMethodsErrorCount) {
   const std::string key = "rrpc_method_errors_total{port=\"" + std::to_string(port_) +
                           "\",service=\"test.Svc\",method=\"Fail\"}";

@@ -951,4 +951,21 @@ TEST(WindowModel, BulkTransferThroughSmallRing) {
               static_cast<unsigned long long>(m.stats().wakeups));
 }
 
+
+// Elastic mode: data messages take credits above the reserve only; the
+// pieces layer owns the space.
+TEST(TxWindow, ElasticCommitMsgsNeverTakesTheReserve) {
+  rrpc__tx_window tx;
+  ASSERT_EQ(0, rrpc__tx_window_init(&tx, 1, 16, 0));
+  EXPECT_EQ(15u, rrpc__tx_window_data_credits(&tx));
+  EXPECT_EQ(-EINVAL, rrpc__tx_window_commit_msgs(&tx, 16));
+  EXPECT_EQ(16u, tx.credits);
+  EXPECT_EQ(0, rrpc__tx_window_commit_msgs(&tx, 15));
+  EXPECT_EQ(0u, rrpc__tx_window_data_credits(&tx));
+  EXPECT_EQ(-EINVAL, rrpc__tx_window_commit_msgs(&tx, 1));
+  // Credits come back with the credit half of an elastic immediate.
+  EXPECT_EQ(0, rrpc__tx_window_on_ack(&tx, (0x80000000u | (3u << 24) | 0x00ff1234u) & RRPC_IMM_CREDITS_MASK));
+  EXPECT_EQ(3u, rrpc__tx_window_data_credits(&tx));
+}
+
 }  // namespace

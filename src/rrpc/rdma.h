@@ -80,6 +80,25 @@ typedef struct rrpc_rdma_options {
   int bg_setup_threads;            /* rdma_bg_setup_threads: threads that make new connections'
                                       QPs and rings (a burst of handshakes is served this many
                                       at a time); 0 = the online CPUs, at least 2, at most 8 */
+  int elastic;                     /* rdma_elastic: offer elastic receive rings
+                                      (docs/elastic-rings.md): a connection whose peer offers
+                                      them too pins granted pieces instead of a ring; other
+                                      peers get the ring. Experimental: off by default
+                                      (docs/elastic-rings.md section 10 says what passes).
+                                      The environment variable RRPC_RDMA_ELASTIC=0|1
+                                      overrides it (test runs of the whole suite) */
+  int ring_idle_ms;                /* rdma_ring_idle_ms: elastic mode: after this long without
+                                      data a connection hands back / shrinks to one 4 KiB
+                                      piece per direction; 0 = 2000 */
+  size_t retired_max_size;         /* rdma_retired_max_size: elastic mode, per connection:
+                                      bytes of pieces retired while the application holds
+                                      them (past it the stream waits for releases);
+                                      0 = ring_size */
+  size_t piece_cache_size_mb;      /* rdma_piece_cache_size_mb: elastic mode: cleared,
+                                      registered pieces kept process-wide for grants (a grant
+                                      past it waits for a refill; gauge piece_cached_bytes,
+                                      counter piece_grant_refused); 0 = 8; at most
+                                      registered_max_size_mb */
 } rrpc_rdma_options;
 
 enum {
@@ -147,6 +166,17 @@ typedef struct rrpc_rdma_stats {
   uint64_t bg_jobs_done;          /* of those, finished (queued - done = its queue now) */
   uint64_t bg_jobs_inline;        /* jobs run on the submitting thread: queue full, no thread */
   uint64_t bg_queue_max_depth;    /* the deepest its queue has been */
+  /* Elastic receive rings (docs/elastic-rings.md, --rdma_elastic): */
+  uint64_t connections_elastic;   /* connections that came up with granted pieces, not a ring */
+  uint64_t piece_grants;          /* pieces granted to peers (GRANT sent) */
+  uint64_t piece_retires_held;    /* pieces retired while the application held them */
+  uint64_t piece_retires_shrink;  /* released pieces retired to shrink an idle connection */
+  uint64_t piece_handbacks;       /* pieces handed back by idle senders (HANDBACK received) */
+  uint64_t piece_wants;           /* WANT messages sent (this side short of space) */
+  uint64_t piece_retire_refused;  /* retires refused by --rdma_retired_max_size (the stream waits) */
+  uint64_t piece_grant_refused;   /* grants that found no piece in the cache (waited for a refill) */
+  uint64_t piece_cached_bytes;    /* cleared, registered pieces waiting in the cache, now */
+  uint64_t piece_used_bytes;      /* pieces taken by connections (granted, full or held), now */
 } rrpc_rdma_stats;
 /* rrpc_rdma_get_stats - copy the counters. 0 or -RRPC_ENORDMA. */
 int rrpc_rdma_get_stats(rrpc_rdma_stats *out);

@@ -128,7 +128,8 @@ __attribute__((constructor)) void child_role() {
   rrpc_rdma_options_init(&o);  // defaults, but for what the mode names
   if (const char *d = getenv("RRPC_TEST_RDMA_DEVICE")) o.device = d;
   o.no_fallback = 1;
-  if (strcmp(mode, "default") != 0) o.recv_zerocopy = 1;
+  if (strcmp(mode, "elastic") == 0) o.elastic = 1;  // recv_zerocopy untouched: elastic's own default
+  else if (strcmp(mode, "default") != 0) o.recv_zerocopy = 1;
   if (strcmp(mode, "zc-big-ring") == 0) o.ring_size = kBigRing;
   rrpc_rdma_global_init(&o);
   if (strcmp(role, "server") == 0) {
@@ -164,12 +165,15 @@ long long vars_value(int port, const std::string &name) {
 // Runs one case in two children; fails the test unless the echo went well.
 Result run_case(const char *mode) {
   Result r;
-  rrpc_test::Child srv = rrpc_test::spawn_self({"RRPC_TEST_ROLE=server", std::string("RRPC_COPY_MODE=") + mode});
+  // The mode decides ring or elastic, whatever RRPC_RDMA_ELASTIC the suite runs under.
+  std::string elastic = std::string("RRPC_RDMA_ELASTIC=") + (strcmp(mode, "elastic") == 0 ? "1" : "0");
+  rrpc_test::Child srv =
+      rrpc_test::spawn_self({"RRPC_TEST_ROLE=server", std::string("RRPC_COPY_MODE=") + mode, elastic});
   int port = atoi(srv.first_output.c_str());
   EXPECT_GT(port, 0) << "server child: " << srv.first_output;
   if (port > 0) {
-    rrpc_test::Child cli = rrpc_test::spawn_self(
-        {"RRPC_TEST_ROLE=client", std::string("RRPC_COPY_MODE=") + mode, "RRPC_TEST_PORT=" + std::to_string(port)});
+    rrpc_test::Child cli = rrpc_test::spawn_self({"RRPC_TEST_ROLE=client", std::string("RRPC_COPY_MODE=") + mode,
+                                                  "RRPC_TEST_PORT=" + std::to_string(port), elastic});
     std::string out = cli.first_output;
     EXPECT_EQ(0, rrpc_test::wait_child(cli));
     char word[8] = "";
@@ -262,6 +266,20 @@ TEST_F(CopyCounters, RecvZeroCopyWithBigRingCopiesNoAttachmentByte) {
   EXPECT_LT(r.server.recv, 64u * 1024);
   EXPECT_EQ(0u, r.client.send);
   EXPECT_EQ(0u, r.server.send);
+}
+
+// Elastic mode (--rdma_elastic, experimental) with its defaults: received
+// writes of at least 4 KiB go up as slices of the granted pieces, within
+// the budget of pinned pieces (half of --rdma_retired_max_size, which
+// defaults to the 1 MiB ring size): a 1 MiB message, incomplete until its
+// last byte, pins at most 512 KiB of pieces, and the rest is copied. So the
+// echo copies less than it receives on each side, not nothing (the issue's
+// goal of 0 needs a larger retired cap; the counts are printed).
+TEST_F(CopyCounters, ElasticDefaultsReceivePartOfTheMessageWithoutCopy) {
+  Result r = run_case("elastic");
+  expect_echo_went_over_rdma(r);
+  EXPECT_LT(r.server.recv, r.server.received);
+  EXPECT_LT(r.client.recv, r.client.received);
 }
 
 }  // namespace

@@ -83,6 +83,9 @@ struct Peer {
   int post_recvs = 64;    // receives really posted
   int rnr_retry = 7;
   int min_rnr_timer = 12;  // what our RNR NAKs ask the server to wait (IB encoding)
+  // CLC feature bits of the Proposal and Confirm; with RRPC_CLC_FEAT_ELASTIC
+  // the Confirm announces ring_size as the cap and no ring (rkey, address 0).
+  uint8_t features = RRPC_CLC_FEAT_WWI;
 
   int fd = -1;
   rrpc__rdma_dev *dev = nullptr;
@@ -153,7 +156,7 @@ struct Peer {
     p.has_ip_area = 1;
     p.ipv4_subnet = ntohl(((sockaddr_in *)&local)->sin_addr.s_addr);
     p.ipv4_prefix_len = 32;
-    p.rrpc_features = RRPC_CLC_FEAT_WWI;
+    p.rrpc_features = features;
     p.rrpc_version = RRPC_CLC_WIRE_VERSION;
     uint8_t b[RRPC_CLC_MAX_LEN];
     size_t len;
@@ -268,7 +271,8 @@ struct Peer {
     c.mtu = accept.mtu;
     c.rq_depth_log2 = (uint8_t)announce_log2;
     c.ring_addr = (uint64_t)(uintptr_t)ring;
-    c.rrpc_features = RRPC_CLC_FEAT_WWI;
+    c.rrpc_features = features;
+    if (features & RRPC_CLC_FEAT_ELASTIC) c.rkey = 0, c.ring_addr = 0;
     c.psn = psn;
     uint8_t b[RRPC_CLC_MAX_LEN];
     size_t len;

@@ -14,6 +14,7 @@
 #include "rrpc/rdma.h"
 #include "rrpc/transport.h"
 #include "transport/rdma/device.h"
+#include "transport/rdma/pieces_mem.h"
 #include "transport/rdma/pool.h"
 #include "transport/rdma/verbs_bg.h"
 
@@ -29,6 +30,7 @@ enum {
   DEFAULT_POOL_MAX_MB = 4096,
   DEFAULT_REGISTERED_MAX_MB = 4096 + 1024,
   DEFAULT_BG_QUEUE_MAX = 4096,
+  DEFAULT_PIECE_CACHE_MB = 8, /* elastic rings: about 6 MiB is what the cache aims at (pieces_mem.c) */
   DEVICE_NAME_MAX = 64, /* rrpc__rdma_dev.name */
   QUEUE_MAX = 65535,    /* sq/rq depths travel in 16 bits in brpc-like tools */
 };
@@ -64,6 +66,7 @@ void rrpc_rdma_options_init(rrpc_rdma_options *o) {
   o->close_wait_ms = DEFAULT_CLOSE_WAIT_MS;
   o->tcp_only_ttl_s = DEFAULT_TCP_ONLY_TTL_S;
   o->bg_queue_max = DEFAULT_BG_QUEUE_MAX;
+  o->piece_cache_size_mb = DEFAULT_PIECE_CACHE_MB;
 }
 
 /* Smallest 16 KiB << n that holds `want` (the ring is indexed with a mask
@@ -118,6 +121,18 @@ static int options_normalize(const rrpc_rdma_options *in, rrpc_rdma_options *out
   out->trace_verbose = in->trace_verbose != 0;
   out->no_fallback = in->no_fallback != 0;
   out->recv_zerocopy = in->recv_zerocopy != 0;
+  out->elastic = in->elastic != 0;
+  if (in->ring_idle_ms < 0) return -EINVAL;
+  if (out->ring_idle_ms == 0) out->ring_idle_ms = 2000;
+  if (out->retired_max_size == 0) out->retired_max_size = out->ring_size;
+  if (out->piece_cache_size_mb == 0) out->piece_cache_size_mb = DEFAULT_PIECE_CACHE_MB;
+  /* The cache's bytes are registered: never more than the process may pin
+   * (a small cap with the default cache is a valid setting, not an error). */
+  if (out->piece_cache_size_mb > out->registered_max_size_mb) out->piece_cache_size_mb = out->registered_max_size_mb;
+  /* One knob for a whole test suite's processes, whatever options each
+   * test passes: RRPC_RDMA_ELASTIC=1 (or 0) wins. */
+  const char *el = getenv("RRPC_RDMA_ELASTIC");
+  if (el != NULL && (el[0] == '0' || el[0] == '1') && el[1] == '\0') out->elastic = el[0] == '1';
   return 0;
 }
 
@@ -307,5 +322,17 @@ int rrpc_rdma_get_stats(rrpc_rdma_stats *out) {
   out->bg_jobs_done = bg.done;
   out->bg_jobs_inline = bg.inline_run;
   out->bg_queue_max_depth = bg.max_depth;
+  out->connections_elastic = load(RRPC_RDMA_CNT_CONN_ELASTIC);
+  out->piece_grants = load(RRPC_RDMA_CNT_PIECE_GRANTS);
+  out->piece_retires_held = load(RRPC_RDMA_CNT_PIECE_RETIRES_HELD);
+  out->piece_retires_shrink = load(RRPC_RDMA_CNT_PIECE_RETIRES_SHRINK);
+  out->piece_handbacks = load(RRPC_RDMA_CNT_PIECE_HANDBACKS);
+  out->piece_wants = load(RRPC_RDMA_CNT_PIECE_WANTS);
+  out->piece_retire_refused = load(RRPC_RDMA_CNT_PIECE_RETIRE_REFUSED);
+  out->piece_grant_refused = load(RRPC_RDMA_CNT_PIECE_GRANT_REFUSED);
+  struct rrpc__pieces_stats ps;
+  rrpc__pieces_stats(&ps);
+  out->piece_cached_bytes = ps.cached_bytes;
+  out->piece_used_bytes = ps.used_bytes;
   return 0;
 }

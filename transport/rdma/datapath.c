@@ -40,12 +40,16 @@ static void on_slice_released(void *data, void *arg);
  * references it. Used wherever that matters: sends that carry one must
  * complete promptly, and the read buffer must not keep one. */
 static int is_ring_slice(const rrpc_block *b) { return b->deleter == on_slice_released; }
+/* Either kind of receive memory: a ring slice or an elastic piece's. */
+static int is_recv_slice(const rrpc_block *b) { return is_ring_slice(b) || rrpc__edp_is_piece_slice(b); }
 
 /* ---- send queue bookkeeping (under mu) ------------------------------------------ */
 
 static uint32_t sq_free(const rrpc__rdma_ep *ep) {
   return ep->vb.sq_size - (uint32_t)(ep->dp.wr_seq - ep->dp.wr_done);
 }
+
+uint32_t rrpc__dp_sq_free(const rrpc__rdma_ep *ep) { return sq_free(ep); }
 
 /* Whether the WR about to be posted asks for a completion: when `force`d,
  * or often enough that sent blocks and send-queue slots come back. */
@@ -60,6 +64,8 @@ static int want_signal(rrpc__rdma_ep *ep, uint32_t bytes, int force) {
   }
   return 0;
 }
+
+int rrpc__dp_want_signal(rrpc__rdma_ep *ep, uint32_t bytes, int force) { return want_signal(ep, bytes, force); }
 
 /* Keep `buf` (moved) until the WR numbered seq completes. */
 static void inflight_push(rrpc__rdma_ep *ep, uint64_t seq, rrpc_iobuf *buf) {
@@ -105,6 +111,30 @@ void rrpc__dp_view(rrpc__rdma_ep *ep, struct rrpc__dp_view *out) {
 
 /* ---- CDC ---------------------------------------------------------------------- */
 
+/* Post one 44-byte SEND_WITH_IMM (a CDC or an elastic control message)
+ * from buf: inline or from registered memory (lkey), signaled when
+ * want_signal says so. A failed post marks the QP dead. Under mu. */
+static int post_44(rrpc__rdma_ep *ep, const void *buf, uint32_t lkey, int inl, uint32_t imm, int solicited,
+                   int force_signal) {
+  struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = RRPC_CDC_LEN, .lkey = lkey};
+  struct ibv_send_wr wr, *bad;
+  memset(&wr, 0, sizeof wr);
+  wr.wr_id = ++ep->dp.wr_seq;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND_WITH_IMM;
+  wr.imm_data = htonl(imm);
+  wr.send_flags = (inl ? IBV_SEND_INLINE : 0) | (solicited ? IBV_SEND_SOLICITED : 0) |
+                  (want_signal(ep, 0, force_signal) ? IBV_SEND_SIGNALED : 0);
+  if (ibv_post_send(ep->vb.qp, &wr, &bad) != 0) {
+    ep->dp.wr_seq--;
+    ep->dp.qp_dead = 1;
+    return -RRPC_ERDMA;
+  }
+  if (solicited) rrpc__rdma_count(RRPC_RDMA_CNT_SOLICITED, 1);
+  return 0;
+}
+
 int rrpc__dp_send_cdc_locked(rrpc__rdma_ep *ep, uint8_t conn_flags, int solicited) {
   if (ep->dp.qp_dead || ep->vb.qp == NULL) return -RRPC_ERDMA;
   if (sq_free(ep) < 1) return -EAGAIN;
@@ -112,10 +142,14 @@ int rrpc__dp_send_cdc_locked(rrpc__rdma_ep *ep, uint8_t conn_flags, int solicite
    * the next CDC waits until the last one from that slot has completed. */
   int inl = ep->dev->max_inline >= RRPC_CDC_LEN;
   if (!inl && ep->dp.cdc_slot_wr > ep->dp.wr_done) return -EAGAIN;
+  /* Elastic mode: grants and retires polled before the returns this CDC
+   * may carry (docs/elastic-rings.md section 4). */
+  if (ep->elastic) rrpc__edp_pump_locked(ep);
+  if (ep->dp.qp_dead || sq_free(ep) < 1) return ep->dp.qp_dead ? -RRPC_ERDMA : -EAGAIN;
   struct rrpc__tx_plan plan;
   int rc = rrpc__tx_window_plan_ack(&ep->dp.tx, rrpc__rx_window_owes_credits(&ep->dp.rx), &plan);
   if (rc != 0) return rc;
-  uint32_t imm = rrpc__rx_window_take_ack(&ep->dp.rx, 0);
+  uint32_t imm = ep->elastic ? rrpc__edp_ack_imm_locked(ep) : rrpc__rx_window_take_ack(&ep->dp.rx, 0);
   struct rrpc__cdc_msg m;
   memset(&m, 0, sizeof m);
   m.seq = ++ep->dp.cdc_seq;
@@ -125,32 +159,23 @@ int rrpc__dp_send_cdc_locked(rrpc__rdma_ep *ep, uint8_t conn_flags, int solicite
   m.conn_flags = conn_flags;
   uint8_t *out = (uint8_t *)ep->vb.slots + (size_t)ep->vb.rq_size * RRPC_EP_SLOT_SIZE;
   rrpc__cdc_encode(&m, out);
-  struct ibv_sge sge = {.addr = (uintptr_t)out, .length = RRPC_CDC_LEN, .lkey = ep->vb.slots_mr->lkey};
-  struct ibv_send_wr wr, *bad;
-  memset(&wr, 0, sizeof wr);
-  wr.wr_id = ++ep->dp.wr_seq;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_SEND_WITH_IMM;
-  wr.imm_data = htonl(imm);
   /* Inline copies the bytes at post time, so the slot is free at once;
    * otherwise the CDC is signaled, so its completion frees the slot. */
   /* A close is signaled, so its completion says it left (and a flush says
    * it did not). */
-  wr.send_flags = (inl ? IBV_SEND_INLINE : 0) | (solicited ? IBV_SEND_SOLICITED : 0) |
-                  (want_signal(ep, 0, !inl || conn_flags != 0) ? IBV_SEND_SIGNALED : 0);
-  rc = ibv_post_send(ep->vb.qp, &wr, &bad);
-  if (rc != 0) {
-    ep->dp.wr_seq--;
-    ep->dp.qp_dead = 1;
-    return -RRPC_ERDMA;
-  }
+  rc = post_44(ep, out, ep->vb.slots_mr->lkey, inl, imm, solicited, !inl || conn_flags != 0);
+  if (rc != 0) return rc;
   if (!inl) ep->dp.cdc_slot_wr = ep->dp.wr_seq;
   rrpc__tx_window_commit(&ep->dp.tx, &plan);
   ep->dp.peer_asked = 0;
   rrpc__rdma_count(RRPC_RDMA_CNT_CDC_SENT, 1);
-  if (solicited) rrpc__rdma_count(RRPC_RDMA_CNT_SOLICITED, 1);
   return 0;
+}
+
+int rrpc__dp_post_send44(rrpc__rdma_ep *ep, const uint8_t *msg, uint32_t imm, int solicited, int force_signal) {
+  /* Inline only (elastic mode is offered only where 44 bytes inline fit):
+   * the bytes are copied at post time, so msg may be on the stack. */
+  return post_44(ep, msg, 0, 1, imm, solicited, force_signal);
 }
 
 void rrpc__dp_send_close_locked(rrpc__rdma_ep *ep) {
@@ -166,9 +191,11 @@ int rrpc__dp_close_done_locked(const rrpc__rdma_ep *ep) {
 }
 
 /* A pure ACK if one is due and nothing else will carry it. Under mu. */
-static void maybe_ack_locked(rrpc__rdma_ep *ep) {
+void rrpc__dp_maybe_ack_locked(rrpc__rdma_ep *ep) {
   if (ep->state != EP_UP || ep->dp.qp_dead) return;
-  if (!rrpc__rx_window_ack_due(&ep->dp.rx, ep->dp.peer_asked)) return;
+  if (ep->elastic) rrpc__edp_pump_locked(ep);
+  if (!rrpc__rx_window_ack_due(&ep->dp.rx, ep->dp.peer_asked) && !(ep->elastic && rrpc__edp_ack_due_locked(ep)))
+    return;
   /* Always solicited: the peer may be blocked on exactly this ACK, and a
    * receiver in event mode only wakes for solicited completions. */
   (void)rrpc__dp_send_cdc_locked(ep, 0, 1);
@@ -177,7 +204,7 @@ static void maybe_ack_locked(rrpc__rdma_ep *ep) {
 /* ---- sending data -------------------------------------------------------------- */
 
 /* Bytes covered by the first `max_pieces` pieces of buf. */
-static uint64_t bytes_in_pieces(const rrpc_iobuf *buf, uint32_t max_pieces) {
+uint64_t rrpc__dp_bytes_in_pieces(const rrpc_iobuf *buf, uint32_t max_pieces) {
   uint64_t n = 0;
   for (uint32_t i = 0; i < max_pieces; i++) {
     const rrpc_iobuf_ref *r = rrpc__iobuf_ref_at(buf, i);
@@ -256,9 +283,9 @@ static int bounce_unregistered(rrpc_iobuf *seg, rrpc_iobuf *drop) {
   return rc;
 }
 
-/* Post one WRITE_WITH_IMM of all of `seg` at ring offset `off`. */
-static int post_write(rrpc__rdma_ep *ep, rrpc_iobuf *seg, uint32_t off, uint32_t imm, int solicited,
-                      rrpc_iobuf *drop) {
+/* Post one WRITE_WITH_IMM of all of `seg` at the peer's (raddr, rkey). */
+int rrpc__dp_post_write(rrpc__rdma_ep *ep, rrpc_iobuf *seg, uint64_t raddr, uint32_t rkey, uint32_t imm,
+                        int solicited, rrpc_iobuf *drop) {
   uint32_t len = (uint32_t)rrpc_iobuf_length(seg);
   int inl = len <= ep->dev->max_inline;
   if (!inl) {
@@ -273,7 +300,7 @@ static int post_write(rrpc__rdma_ep *ep, rrpc_iobuf *seg, uint32_t off, uint32_t
     const char *p = r->block->data + r->off;
     const rrpc__rdma_region *reg = rrpc__rdma_block_region(r->block, p, r->len);
     sge[n++] = (struct ibv_sge){.addr = (uintptr_t)p, .length = r->len, .lkey = reg ? reg->lkey : 0};
-    pins_ring |= is_ring_slice(r->block);
+    pins_ring |= is_recv_slice(r->block);
   }
   struct ibv_send_wr wr, *bad;
   memset(&wr, 0, sizeof wr);
@@ -282,8 +309,8 @@ static int post_write(rrpc__rdma_ep *ep, rrpc_iobuf *seg, uint32_t off, uint32_t
   wr.num_sge = n;
   wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
   wr.imm_data = htonl(imm);
-  wr.wr.rdma.remote_addr = ep->peer.ring_addr + off;
-  wr.wr.rdma.rkey = ep->peer.rkey;
+  wr.wr.rdma.remote_addr = raddr;
+  wr.wr.rdma.rkey = rkey;
   /* A ring slice - of our own ring (an echoed attachment) or of another
    * connection's (a proxy forwarding what it received) - holds that ring's
    * consumer cursor until it is dropped, and with it that peer's window:
@@ -327,7 +354,9 @@ static int write_plan(rrpc__rdma_ep *ep, rrpc_iobuf *data, const struct rrpc__tx
     /* Only the last segment carries the ACK: the first of a wrapped write
      * carries an empty immediate. */
     uint32_t imm = last ? rrpc__rx_window_take_ack(&ep->dp.rx, ack_req) : 0;
-    if (rc == 0) rc = post_write(ep, &seg, plan->seg[i].off, imm, last && solicited, drop);
+    if (rc == 0)
+      rc = rrpc__dp_post_write(ep, &seg, ep->peer.ring_addr + plan->seg[i].off, ep->peer.rkey, imm, last && solicited,
+                               drop);
     if (rc != 0) (void)rrpc_iobuf_move(drop, &seg);
     rrpc__iobuf_destroy(&seg); /* what could not move: dropped under mu, safe (on_slice_released) */
     if (rc != 0) return rc;
@@ -345,6 +374,12 @@ int rrpc__dp_write(rrpc__socket *s, rrpc_iobuf *data) {
   uint32_t max_sge = ep->vb.max_send_sge;
   if (max_sge > 16) max_sge = 16;
   rrpc__ep_lock(ep);
+  if (ep->elastic) {
+    rc = rrpc__edp_write_locked(ep, data, max_sge, &drop);
+    rrpc__ep_unlock(ep);
+    rrpc__iobuf_destroy(&drop);
+    return rc;
+  }
   while (rc == 0 && rrpc_iobuf_length(data) > 0) {
     if (ep->dp.qp_dead) {
       rc = -RRPC_ERDMA;
@@ -362,7 +397,7 @@ int rrpc__dp_write(rrpc__socket *s, rrpc_iobuf *data) {
       break;
     }
     struct rrpc__tx_plan plan;
-    if (rrpc__tx_window_plan(&ep->dp.tx, bytes_in_pieces(data, max_sge), &plan) != 0) {
+    if (rrpc__tx_window_plan(&ep->dp.tx, rrpc__dp_bytes_in_pieces(data, max_sge), &plan) != 0) {
       ep->dp.write_blocked = 1;
       rrpc__rdma_count(RRPC_RDMA_CNT_BLOCKED, 1);
       rc = -EAGAIN;
@@ -400,7 +435,7 @@ static void slice_release(struct rrpc__ep_deferred *d) {
   rrpc__ep_lock(ep);
   ep->dp.zc_outstanding -= sl->len;
   release_locked(ep, sl->start, sl->len);
-  maybe_ack_locked(ep);
+  rrpc__dp_maybe_ack_locked(ep);
   rrpc__ep_unlock(ep);
   free(sl);
   rrpc__ep_unref(ep);
@@ -504,7 +539,7 @@ static void hold(rrpc__rdma_ep *ep, uint64_t start, uint32_t n) {
 }
 
 void rrpc__dp_resume_read(rrpc__rdma_ep *ep) {
-  int rc = 0;
+  int rc = ep->elastic ? rrpc__edp_resume_read(ep) : 0;
   while (rc == 0 && ep->held_len > 0) {
     uint32_t off = (uint32_t)(ep->held_start % ep->vb.ring_size);
     uint32_t n = ep->vb.ring_size - off < ep->held_len ? ep->vb.ring_size - off : (uint32_t)ep->held_len;
@@ -518,7 +553,7 @@ void rrpc__dp_resume_read(rrpc__rdma_ep *ep) {
   }
   /* The ring space came back: tell the peer, who may be waiting for it. */
   rrpc__ep_lock(ep);
-  maybe_ack_locked(ep);
+  rrpc__dp_maybe_ack_locked(ep);
   rrpc__ep_unlock(ep);
 }
 
@@ -563,13 +598,20 @@ static int on_cdc_recv(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int *peer_clo
              ep->vb.qp->qp_num, (unsigned)wc->wc_flags);
     return -RRPC_EPARSE;
   }
-  rrpc__ep_lock(ep);
-  int rc = rrpc__rx_window_on_recv(&ep->dp.rx, 0);
-  if (rc == 0) rc = rrpc__tx_window_on_ack(&ep->dp.tx, ntohl(wc->imm_data));
-  rrpc__ep_unlock(ep);
-  if (rc != 0) return rc;
-  struct rrpc__cdc_msg m;
   const uint8_t *slot = (const uint8_t *)ep->vb.slots + wc->wr_id * RRPC_EP_SLOT_SIZE;
+  int rc = 0;
+  if (ep->elastic) {
+    int is_ctl = 0;
+    rc = rrpc__edp_on_send(ep, wc, slot, &is_ctl);
+    if (rc != 0 || is_ctl) return rc;
+  } else {
+    rrpc__ep_lock(ep);
+    rc = rrpc__rx_window_on_recv(&ep->dp.rx, 0);
+    if (rc == 0) rc = rrpc__tx_window_on_ack(&ep->dp.tx, ntohl(wc->imm_data));
+    rrpc__ep_unlock(ep);
+    if (rc != 0) return rc;
+  }
+  struct rrpc__cdc_msg m;
   rc = rrpc__cdc_decode(slot, wc->byte_len, &m);
   if (rc != 0 || m.token != ep->my_token) {
     RRPC_LOG(WARNING, "rdma qpn=%u: bad CDC (%s)", ep->vb.qp->qp_num, rc ? "malformed" : "wrong token");
@@ -608,7 +650,8 @@ static int wc_failed(rrpc__rdma_ep *ep, const struct ibv_wc *wc) {
 /* One receive completion: data in the ring, or a CDC in a slot. */
 static int on_recv_wc(rrpc__rdma_ep *ep, const struct ibv_wc *wc) {
   int rc;
-  if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) rc = on_data_recv(ep, wc, &ep->pl.got);
+  if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM)
+    rc = ep->elastic ? rrpc__edp_on_data(ep, wc, &ep->pl.got) : on_data_recv(ep, wc, &ep->pl.got);
   else if (wc->opcode == IBV_WC_RECV) rc = on_cdc_recv(ep, wc, &ep->pl.peer_closed);
   else rc = -RRPC_EPARSE;
   if (rc == -RRPC_EPARSE) rrpc__rdma_count(RRPC_RDMA_CNT_PROTO_VIOLATION, 1);
@@ -676,7 +719,7 @@ void rrpc__dp_after(rrpc__rdma_ep *ep) {
   int resume = 0;
   rrpc__ep_lock(ep);
   rrpc__dp_send_close_locked(ep);
-  maybe_ack_locked(ep);
+  rrpc__dp_maybe_ack_locked(ep);
   if (ep->dp.write_blocked && ep->state == EP_UP) {
     ep->dp.write_blocked = 0;
     resume = 1;

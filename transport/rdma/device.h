@@ -111,6 +111,14 @@ typedef enum rrpc__rdma_counter {
   /* Gauges (registered bytes now; a release adds the two's complement). */
   RRPC_RDMA_CNT_RING_BYTES,
   RRPC_RDMA_CNT_SLOT_BYTES,
+  RRPC_RDMA_CNT_CONN_ELASTIC,
+  RRPC_RDMA_CNT_PIECE_GRANTS,
+  RRPC_RDMA_CNT_PIECE_RETIRES_HELD,
+  RRPC_RDMA_CNT_PIECE_RETIRES_SHRINK,
+  RRPC_RDMA_CNT_PIECE_HANDBACKS,
+  RRPC_RDMA_CNT_PIECE_WANTS,
+  RRPC_RDMA_CNT_PIECE_RETIRE_REFUSED,
+  RRPC_RDMA_CNT_PIECE_GRANT_REFUSED,
   RRPC_RDMA_CNT__COUNT
 } rrpc__rdma_counter;
 void rrpc__rdma_count(rrpc__rdma_counter c, uint64_t n);

@@ -25,6 +25,10 @@
 #define RDMA_QUEUE_MIN 16
 #define RDMA_QUEUE_MAX 4096
 #define RDMA_MAX_SEND_SGE 16
+/* Elastic mode's receive slots per connection: 16 x 64 B (CDCs and
+ * control messages only; data lands in granted pieces). */
+#define RDMA_ELASTIC_RQ 16
+/* What the process-wide piece cache may keep (pieces_mem.h). */
 /* QP retry settings (see qp_connect). */
 #define RDMA_ACK_TIMEOUT 14
 #define RDMA_RETRY_CNT 6
@@ -78,6 +82,8 @@ static void ep_free(rrpc__rdma_ep *ep) {
     rrpc__rdma_count(RRPC_RDMA_CNT_RING_BYTES, (uint64_t)0 - ep->vb.ring_size);
   free(ep->vb.ring);
   rrpc__rdma_budget_give(ep->vb.budget);
+  rrpc__edp_free_all(ep);
+  rrpc__iobuf_destroy(&ep->el_held);
   rrpc__rx_reclaim_destroy(&ep->dp.reclaim);
   pthread_mutex_destroy(&ep->dp.mu);
   free(ep);
@@ -119,6 +125,8 @@ static void teardown_run(struct rrpc__ep_teardown *t) {
    * QP: a window bound to a QP holds it, and rxe's destroy_qp then waits
    * ~50 s for that reference. */
   if (t->mw != NULL) ibv_dealloc_mw(t->mw);
+  /* The same for every piece's window (elastic mode). */
+  if (t->ep->elastic) rrpc__edp_unbind_all(t->ep);
   if (t->qp != NULL) ibv_destroy_qp(t->qp);
   /* After the QP: its completions may still sit in the shared CQs, whose
    * reservation for them ends with the next drain after this. */
@@ -146,6 +154,7 @@ static void verbs_destroy_ex(rrpc__rdma_ep *ep, int offload) {
   rrpc__ep_lock(ep);
   ep->dp.qp_dead = 1;
   rrpc__ep_unlock(ep);
+  if (ep->elastic) rrpc__edp_idle_stop(ep);
   /* Its completions still queued in the shared CQs go nowhere now. */
   rrpc__cqs_remove(&ep->vb.cqm);
   if (ep->vb.qp_watched) {
@@ -216,6 +225,41 @@ static int ring_bind(rrpc__rdma_ep *ep) {
   return 0;
 }
 
+/* The client registered a ring before its Proposal (it cannot know the
+ * server's answer yet); elastic mode does not use it: its window, MR and
+ * memory go on the background thread, its budget with them. Loop thread,
+ * before the QP is connected (the window was never bound). */
+struct ring_drop_job {
+  struct rrpc__bg_job job;
+  struct ibv_mw *mw;
+  struct ibv_mr *mr;
+  char *ring;
+  uint32_t size;
+};
+
+static void ring_drop_run(struct rrpc__bg_job *j) {
+  struct ring_drop_job *d = (struct ring_drop_job *)j;
+  if (d->mw != NULL) ibv_dealloc_mw(d->mw);
+  if (d->mr != NULL && ibv_dereg_mr(d->mr) == 0) rrpc__rdma_count(RRPC_RDMA_CNT_RING_BYTES, (uint64_t)0 - d->size);
+  free(d->ring);
+  rrpc__rdma_budget_give(d->size);
+  free(d);
+}
+
+static void ring_drop(rrpc__rdma_ep *ep) {
+  if (ep->vb.ring == NULL) return;
+  struct ring_drop_job *d = malloc(sizeof *d);
+  if (d == NULL) return; /* kept until the endpoint goes: correct, only pinned longer */
+  *d = (struct ring_drop_job){.mw = ep->vb.ring_mw, .mr = ep->vb.ring_mr, .ring = ep->vb.ring, .size = ep->vb.ring_size};
+  d->job.fn = ring_drop_run;
+  ep->vb.budget -= ep->vb.ring_size;
+  ep->vb.ring_mw = NULL;
+  ep->vb.ring_mr = NULL;
+  ep->vb.ring = NULL;
+  memset(&ep->vb.ring_region, 0, sizeof ep->vb.ring_region);
+  rrpc__verbs_bg_submit(&d->job);
+}
+
 /* ---- creation, on the background verbs thread ------------------------------------
  * The handshake's CREATE step: the loop joins its shared CQs (cheap, and
  * the set belongs to the loop), then the background thread creates the QP,
@@ -268,15 +312,20 @@ static int ring_register(const rrpc__rdma_ep *ep, struct rrpc__ep_verbs *vb) {
   return 0;
 }
 
+static int create_slots(const rrpc__rdma_ep *ep, struct rrpc__ep_create *c);
+
 static int create_memory(const rrpc__rdma_ep *ep, struct rrpc__ep_create *c) {
   struct rrpc__ep_verbs *vb = &c->vb;
   /* Ring and slots count against the process-wide registered cap; over it
    * the handshake falls back to TCP (counted), other connections untouched.
    * Given back when the ring is freed (it may outlive the slots). */
-  size_t need = vb->ring_size + slots_len(ep);
+  /* Elastic mode (server: decided by the Proposal): no ring, pieces come
+   * from the cache once the QP is up. */
+  size_t need = (ep->elastic ? 0 : vb->ring_size) + slots_len(ep);
   int rc = rrpc__rdma_budget_take(need);
   if (rc != 0) return rc;
   vb->budget = need;
+  if (ep->elastic) return create_slots(ep, c);
   void *ring = NULL;
   if (posix_memalign(&ring, 4096, vb->ring_size) != 0) return -ENOMEM;
   /* A peer can make us deliver any ring bytes it reports in an immediate,
@@ -291,6 +340,11 @@ static int create_memory(const rrpc__rdma_ep *ep, struct rrpc__ep_create *c) {
                                         .mr = vb->ring_mr,
                                         .base = vb->ring,
                                         .len = vb->ring_size};
+  return create_slots(ep, c);
+}
+
+static int create_slots(const rrpc__rdma_ep *ep, struct rrpc__ep_create *c) {
+  struct rrpc__ep_verbs *vb = &c->vb;
   /* One slot per posted receive, plus one to send CDCs from when the
    * device cannot inline them. */
   size_t slots = slots_len(ep);
@@ -364,6 +418,7 @@ static void create_job(struct rrpc__bg_job *j) {
 static int create_start(rrpc__rdma_ep *ep) {
   struct rrpc__ep_create *c = &ep->cj;
   memset(c, 0, sizeof *c);
+  if (ep->elastic) ep->vb.rq_size = RDMA_ELASTIC_RQ; /* server: the Proposal offered it */
   c->vb.polling = ep->vb.polling;
   c->vb.sq_size = ep->vb.sq_size;
   c->vb.rq_size = ep->vb.rq_size;
@@ -452,6 +507,10 @@ static int qp_connect(rrpc__rdma_ep *ep) {
                      IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
                          IBV_QP_MAX_QP_RD_ATOMIC);
   if (rc) return -rc;
+  if (ep->elastic) {
+    ring_drop(ep); /* the client made one before it knew */
+    return rrpc__edp_init(ep);
+  }
   rc = ring_bind(ep);
   if (rc) return rc;
   /* The announced depth is only a promise: never plan on more receives
@@ -469,6 +528,10 @@ static void ep_up(rrpc__rdma_ep *ep) {
   rrpc__hs_slot_release(ep);
   ep->state = EP_UP;
   rrpc__rdma_count(RRPC_RDMA_CNT_CONN_RDMA, 1);
+  if (ep->elastic) {
+    rrpc__rdma_count(RRPC_RDMA_CNT_CONN_ELASTIC, 1);
+    rrpc__edp_idle_start(ep);
+  }
   if (ep->opts->trace_verbose) {
     char d[160];
     rrpc__socket_describe(ep->s, d, sizeof d);
@@ -745,6 +808,13 @@ static int rdma_start_dialect(rrpc__socket *s, int is_client, int dialect) {
   ep->vb.sq_size = queue_size(opts->sq_size);
   ep->vb.rq_size = queue_size(opts->rq_size);
   ep->vb.ring_size = (uint32_t)opts->ring_size;
+  /* Inline control messages only (datapath.c rrpc__dp_post_send44). A
+   * client offering elastic rings keeps 16 receives whatever the server
+   * answers; a server decides at the Proposal (create_start). */
+  ep->offer_elastic = opts->elastic && dev->max_inline >= RRPC_GRANT_MSG_LEN;
+  if (ep->offer_elastic) rrpc__pieces_prefill(dev, (uint64_t)opts->piece_cache_size_mb << 20);
+  if (ep->offer_elastic && is_client) ep->vb.rq_size = RDMA_ELASTIC_RQ;
+  rrpc__iobuf_init(&ep->el_held);
   ep->my_psn = random_u32() & 0xffffff;
   do ep->my_token = random_u32();
   while (ep->my_token == 0);
@@ -841,6 +911,8 @@ static void rdma_close(rrpc__socket *s) {
   ep->s = NULL; /* from now on the completion watcher only waits for the close */
   rrpc__ep_unlock(ep);
   rrpc__socket_set_tstate(s, NULL);
+  /* Held piece slices hold the endpoint: let them go with the socket. */
+  rrpc_iobuf_clear(&ep->el_held);
   if (close_wait(ep) == 0) return;
   verbs_destroy(ep);
   rrpc__ep_unref(ep);

@@ -34,6 +34,8 @@
 #include "transport/rdma/pool.h"
 #include "transport/rdma/verbs_bg.h"
 #include "transport/smc/clc.h"
+#include "transport/rdma/pieces_mem.h"
+#include "transport/rdma/wire/pieces.h"
 #include "transport/rdma/wire/rx_reclaim.h"
 #include "transport/rdma/wire/window.h"
 
@@ -127,6 +129,26 @@ struct rrpc__ep_create {
   int rc; /* 0 or the first failing step's code (cause kept: EMFILE, ENOMEM, EPOOL) */
 };
 
+/* Elastic mode's state (docs/elastic-rings.md), in the data path: under
+ * dp.mu like the rest of it. `tx` is my view of the peer's pieces (I write
+ * them), `rx` the pieces I granted the peer, `mem` their memory by id. */
+struct rrpc__ep_el {
+  struct rrpc__ptx tx;
+  struct rrpc__prx rx;
+  struct rrpc__ctl_seq seq;
+  struct rrpc__piece *mem[RRPC_PIECES_SLOTS]; /* id - 1 -> memory, NULL when FREE */
+  int waiting;        /* a grant waits for the piece cache (one wake-up queued) */
+  int rx_after_fill;  /* the last write received filled its piece */
+  rrpc__timer_id timer; /* the idle check (holds a reference on the endpoint) */
+  uint64_t last_tx_us; /* data last written / received: the idle timer */
+  uint64_t last_rx_us;
+  /* Zero-copy slices out per piece, and the bytes of the pieces they pin
+   * (a piece with any slice out cannot be returned, only retired whole). */
+  uint32_t zc_slices[RRPC_PIECES_SLOTS];
+  uint32_t zc_pin_len[RRPC_PIECES_SLOTS];
+  uint64_t zc_pinned;
+};
+
 /* The data path: the windows, the cursors and the send queue's
  * bookkeeping, under `mu` (take it with rrpc__ep_lock): the writer may be
  * any thread, acks and completions arrive on the loop thread, ring slices
@@ -155,6 +177,7 @@ struct rrpc__ep_dp {
   int closed_sent;       /* the connection is closing: no writer posts any more */
   uint8_t close_flags;   /* the close CDC's connection-state flags, 0 = none due */
   uint64_t close_wr;     /* the WR that carried it, 0 while not posted yet */
+  struct rrpc__ep_el el; /* elastic mode only (ep->elastic) */
 };
 
 /* What the shared poll gathered for one endpoint, handled once per poll
@@ -184,6 +207,9 @@ typedef struct rrpc__rdma_ep {
   uint32_t my_token;
   struct rrpc__clc_accept peer; /* the peer's Accept or Confirm */
   int got_peer_data;            /* server: an RDMA message came from the client */
+  int elastic;                  /* both offered elastic rings: pieces, no ring (set before
+                                   the QP connects, read-only once UP) */
+  int offer_elastic;            /* this side offers them (client) / may accept them (server) */
 
   struct rrpc__ep_hs hs;    /* handshake.c's, on the loop thread */
   struct rrpc__ep_verbs vb; /* endpoint.c creates and destroys them, in one order */
@@ -197,6 +223,7 @@ typedef struct rrpc__rdma_ep {
    * paused (back-pressure): they keep their ring space, so the peer runs
    * out of window. Stream offsets; loop thread. */
   uint64_t held_start, held_len;
+  rrpc_iobuf el_held; /* elastic mode: held bytes as slices of their pieces */
 
   struct rrpc__ep_poll pl; /* the shared poll's, loop thread */
   struct rrpc__ep_dp dp;   /* the data path, under its own lock */
@@ -304,6 +331,47 @@ struct rrpc__dp_view {
   int write_blocked, peer_asked;
 };
 void rrpc__dp_view(rrpc__rdma_ep *ep, struct rrpc__dp_view *out);
+
+/* Helpers of datapath.c that elastic_dp.c shares (under mu). */
+uint32_t rrpc__dp_sq_free(const rrpc__rdma_ep *ep);
+int rrpc__dp_want_signal(rrpc__rdma_ep *ep, uint32_t bytes, int force);
+/* One WRITE_WITH_IMM of all of seg to (raddr, rkey). */
+int rrpc__dp_post_write(rrpc__rdma_ep *ep, rrpc_iobuf *seg, uint64_t raddr, uint32_t rkey, uint32_t imm,
+                        int solicited, rrpc_iobuf *drop);
+/* One inline SEND_WITH_IMM of a 44-byte message (CDC or elastic control). */
+int rrpc__dp_post_send44(rrpc__rdma_ep *ep, const uint8_t *msg, uint32_t imm, int solicited, int force_signal);
+uint64_t rrpc__dp_bytes_in_pieces(const rrpc_iobuf *buf, uint32_t max_pieces);
+/* A pure ACK if one is due and nothing else will carry it. */
+void rrpc__dp_maybe_ack_locked(rrpc__rdma_ep *ep);
+
+/* ---- elastic_dp.c: the data path over granted pieces ----------------------- */
+/* 1 for a block that is a slice of an elastic piece (holds that piece). */
+int rrpc__edp_is_piece_slice(const rrpc_block *b);
+/* The idle check (--rdma_ring_idle_ms): started when the connection comes
+ * up (loop thread), stopped when its verbs resources go (any thread). */
+void rrpc__edp_idle_start(rrpc__rdma_ep *ep);
+void rrpc__edp_idle_stop(rrpc__rdma_ep *ep);
+/* Set up the pieces layer once the QP is connected (qp_connect). */
+int rrpc__edp_init(rrpc__rdma_ep *ep);
+/* The write op's loop in elastic mode (under mu). */
+int rrpc__edp_write_locked(rrpc__rdma_ep *ep, rrpc_iobuf *data, uint32_t max_sge, rrpc_iobuf *drop);
+/* A RECV_RDMA_WITH_IMM completion (loop thread, mu not held). */
+int rrpc__edp_on_data(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int *got);
+/* A SEND completion whose slot holds an elastic control message (or a
+ * CDC: 0 and *is_ctl 0). Applies the immediate. Loop thread, mu not held. */
+int rrpc__edp_on_send(rrpc__rdma_ep *ep, const struct ibv_wc *wc, const uint8_t *slot, int *is_ctl);
+/* Post what the pieces layer wants posted now (grants, retires). Under mu. */
+void rrpc__edp_pump_locked(rrpc__rdma_ep *ep);
+/* The immediate of a pure ACK (CDC): credits and returns. Under mu. */
+uint32_t rrpc__edp_ack_imm_locked(rrpc__rdma_ep *ep);
+/* Whether returns justify a pure ACK now. Under mu. */
+int rrpc__edp_ack_due_locked(const rrpc__rdma_ep *ep);
+/* Held bytes go up (reading resumed). Loop thread. */
+int rrpc__edp_resume_read(rrpc__rdma_ep *ep);
+/* Window teardown before the QP goes (any thread; takes mu), and the
+ * pieces' memory at the end (ep_free). */
+void rrpc__edp_unbind_all(rrpc__rdma_ep *ep);
+void rrpc__edp_free_all(rrpc__rdma_ep *ep);
 
 /* ---- describe.c --------------------------------------------------------- */
 /* The transport's facts op (QPN, rings, window, credits). Loop thread. */

@@ -165,6 +165,12 @@ static int encode_accept(rrpc__rdma_ep *ep, const struct rrpc__hs_local *l, uint
   a.rq_depth_log2 = (uint8_t)log2_u32(l->rq_size);
   a.ring_addr = l->ring_addr;
   a.rrpc_features = RRPC_CLC_FEAT_WWI;
+  if (ep->elastic) {
+    /* The ring code is the cap of granted bytes; pieces come as GRANTs. */
+    a.rrpc_features |= RRPC_CLC_FEAT_ELASTIC;
+    a.rkey = 0;
+    a.ring_addr = 0;
+  }
   a.psn = ep->my_psn;
   return rrpc__clc_encode_accept(&a, ep->hs.out, sizeof ep->hs.out, &ep->hs.out_len);
 }
@@ -180,7 +186,7 @@ static int encode_proposal(rrpc__rdma_ep *ep) {
     p.ipv4_subnet = ntohl(((struct sockaddr_in *)&local)->sin_addr.s_addr);
     p.ipv4_prefix_len = 32;
   }
-  p.rrpc_features = RRPC_CLC_FEAT_WWI;
+  p.rrpc_features = RRPC_CLC_FEAT_WWI | (ep->offer_elastic ? RRPC_CLC_FEAT_ELASTIC : 0);
   p.rrpc_version = RRPC_CLC_WIRE_VERSION;
   return rrpc__clc_encode_proposal(&p, ep->hs.out, sizeof ep->hs.out, &ep->hs.out_len);
 }
@@ -221,6 +227,8 @@ static struct rrpc__hs_out client_on_accept(rrpc__rdma_ep *ep, const struct rrpc
   uint32_t code = check_accept(a, RRPC_CLC_ACCEPT);
   if (code != 0) return fallback(code, 1);
   ep->peer = *a;
+  ep->elastic = ep->offer_elastic && (a->rrpc_features & RRPC_CLC_FEAT_ELASTIC);
+  trace(ep, ep->elastic ? "elastic rings agreed" : "ring mode");
   return out_of(RRPC_HS_CONNECT);
 }
 
@@ -238,11 +246,16 @@ static struct rrpc__hs_out server_on_proposal(rrpc__rdma_ep *ep, const struct rr
   /* Too many handshakes in progress: decline now, before any resource. */
   if (code == 0 && hs_slot_take(ep) != 0) code = RRPC_CLC_DECL_MEM;
   if (code != 0) return fallback(code, 1);
+  /* Elastic rings when both offer them: decided here, before the
+   * resources (no ring is made then). */
+  ep->elastic = ep->offer_elastic && (p->rrpc_features & RRPC_CLC_FEAT_ELASTIC);
   return out_of(RRPC_HS_CREATE);
 }
 
 static struct rrpc__hs_out server_on_confirm(rrpc__rdma_ep *ep, const struct rrpc__clc_accept *c) {
   uint32_t code = check_accept(c, RRPC_CLC_CONFIRM);
+  /* The client must follow our Accept's mode. */
+  if (code == 0 && !!(c->rrpc_features & RRPC_CLC_FEAT_ELASTIC) != !!ep->elastic) code = RRPC_CLC_DECL_SYNCERR;
   if (code != 0) return fallback(code, 1);
   ep->peer = *c;
   return out_of(RRPC_HS_CONNECT);

@@ -69,6 +69,10 @@ enum {
  * reserved byte at offset 60. */
 enum {
   RRPC_CLC_FEAT_WWI = 0x01, /* write-with-immediate data path (rrpc's) */
+  /* elastic receive rings (docs/elastic-rings.md): on when both set it;
+   * the Accept/Confirm's ring code is then the cap of granted bytes and its
+   * rkey and address are 0 (pieces come as GRANT messages). */
+  RRPC_CLC_FEAT_ELASTIC = 0x02,
 };
 
 /* rrpc wire version carried in the Proposal's IP-area reserved byte 1. */

@@ -14,6 +14,7 @@
 #include "rrpc/builtin/builtin.h"
 #include "rrpc/errors.h"
 #include "rrpc/internal/metrics.h"
+#include "rrpc/internal/worker_pool.h"
 #include "rrpc/rdma.h"
 #include "rrpc/transport.h"
 
@@ -96,6 +97,25 @@ static const struct {
      offsetof(rrpc_rdma_stats, bg_jobs_inline)},
     {"rrpc_rdma_bg_queue_max_depth", "Deepest the background verbs queues have been together", 0,
      offsetof(rrpc_rdma_stats, bg_queue_max_depth)},
+    {"rrpc_rdma_connections_elastic_total", "Connections that came up with elastic rings (granted pieces)", 1,
+     offsetof(rrpc_rdma_stats, connections_elastic)},
+    {"rrpc_rdma_pieces_grants_total", "Elastic-ring pieces granted to peers", 1, offsetof(rrpc_rdma_stats, piece_grants)},
+    {"rrpc_rdma_pieces_retires_held_total", "Pieces retired while the application held them", 1,
+     offsetof(rrpc_rdma_stats, piece_retires_held)},
+    {"rrpc_rdma_pieces_retires_shrink_total", "Released pieces retired to shrink idle connections", 1,
+     offsetof(rrpc_rdma_stats, piece_retires_shrink)},
+    {"rrpc_rdma_pieces_handbacks_total", "Pieces handed back by idle peers", 1,
+     offsetof(rrpc_rdma_stats, piece_handbacks)},
+    {"rrpc_rdma_pieces_wants_total", "WANT messages sent (short of the peer's space)", 1,
+     offsetof(rrpc_rdma_stats, piece_wants)},
+    {"rrpc_rdma_pieces_retire_refused_total", "Retires refused by --rdma_retired_max_size", 1,
+     offsetof(rrpc_rdma_stats, piece_retire_refused)},
+    {"rrpc_rdma_pieces_grant_refused_total", "Grants that waited for the piece cache", 1,
+     offsetof(rrpc_rdma_stats, piece_grant_refused)},
+    {"rrpc_rdma_pieces_cached_bytes", "Cleared, registered pieces in the cache (bytes)", 0,
+     offsetof(rrpc_rdma_stats, piece_cached_bytes)},
+    {"rrpc_rdma_pieces_used_bytes", "Pieces taken by connections (bytes)", 0,
+     offsetof(rrpc_rdma_stats, piece_used_bytes)},
 };
 
 /* ---- the list ------------------------------------------------------------------ */
@@ -251,6 +271,16 @@ static void add_builtin(rrpc__varlist *l) {
                  "/connections pages cut at builtin_max_connections_listed", 1, (double)c.truncated, NULL);
   rrpc__vars_add(l, "rrpc_metrics_enabled", "1 while call figures are recorded", 0,
                  (double)rrpc_metrics_enabled(), NULL);
+  uint64_t rejected, rescues, wakeups;
+  rrpc__worker_pools_totals(&rejected, &rescues, &wakeups);
+  rrpc__vars_add(l, "rrpc_workers_rejected_total",
+                 "Requests failed with EOVERCROWDED for a full worker queue (all servers)", 1, (double)rejected,
+                 NULL);
+  rrpc__vars_add(l, "rrpc_workers_rescues_total",
+                 "Idle workers woken for requests held behind a blocked handler (pool_rescue_us; all servers)", 1,
+                 (double)rescues, NULL);
+  rrpc__vars_add(l, "rrpc_workers_wakeups_total", "Sleeping workers woken for requests (all servers)", 1,
+                 (double)wakeups, NULL);
   rrpc__vars_add(l, "rrpc_client_late_responses_total",
                  "Responses dropped because their call had timed out or been cancelled", 1,
                  (double)rrpc__late_responses_total(), NULL);

@@ -46,6 +46,19 @@ DEFINE_int32(rdma_bg_queue_max, 4096,
 DEFINE_int32(rdma_bg_setup_threads, 0,
              "Threads that make new RDMA connections' QPs and rings off the loops (0 = the online CPUs, "
              "at least 2, at most 8)");
+DEFINE_bool(rdma_elastic, false,
+            "Experimental, off by default: offer elastic receive rings (docs/elastic-rings.md "
+            "section 10): an RDMA connection whose peer offers them too pins granted pieces (an "
+            "idle one ~5 KiB) instead of a ring");
+DEFINE_int32(rdma_ring_idle_ms, 2000,
+             "Elastic rings: after this long without data an RDMA connection shrinks to one 4 KiB "
+             "piece per direction");
+DEFINE_uint64(rdma_piece_cache_size_mb, 8,
+              "Elastic rings: cleared, registered pieces kept process-wide for grants (MiB); a "
+              "grant past them waits for a refill (counter piece_grant_refused)");
+DEFINE_uint64(rdma_retired_max_size, 0,
+              "Elastic rings, per connection: bytes of pieces retired while the application holds "
+              "them; past it the stream waits for releases (0 = --rdma_ring_size)");
 DEFINE_int32(rrpc_rdma_tcp_only_ttl_s, 300,
              "An RDMA client whose server closed the connection during the RDMA handshake (a "
              "server that predates it, e.g. brpc) calls it again over TCP and reaches it over "
@@ -62,6 +75,10 @@ DEFINE_bool(usercode_in_loop, false,
 DEFINE_int32(usercode_queue_max, 0,
              "Requests waiting for a worker, at most, per Server; one more fails with "
              "EOVERCROWDED. 0 = 65536");
+DEFINE_int32(rrpc_pool_rescue_us, 0,
+             "Default ServerOptions::pool_rescue_us: requests held behind a pool thread's "
+             "blocked handler get an idle thread after this long without progress; "
+             "0 = 1000, negative = wake the next thread for every request at once");
 DEFINE_int32(rrpc_idle_timeout_second, 0,
              "Default ServerOptions::idle_timeout_sec: a server connection that reads and writes "
              "nothing for so many seconds is closed; <= 0 = never (brpc's idle_timeout_second "
@@ -217,6 +234,10 @@ int PrepareRdma() {
     o.close_wait_ms = FLAGS_rdma_close_wait_ms;
     o.bg_queue_max = FLAGS_rdma_bg_queue_max;
     o.bg_setup_threads = FLAGS_rdma_bg_setup_threads;
+    o.elastic = FLAGS_rdma_elastic ? 1 : 0;
+    o.ring_idle_ms = FLAGS_rdma_ring_idle_ms;
+    o.retired_max_size = static_cast<size_t>(FLAGS_rdma_retired_max_size);
+    o.piece_cache_size_mb = static_cast<size_t>(FLAGS_rdma_piece_cache_size_mb);
     o.tcp_only_ttl_s = FLAGS_rrpc_rdma_tcp_only_ttl_s != 0 ? FLAGS_rrpc_rdma_tcp_only_ttl_s : -1;
     const std::string dialect = FLAGS_rdma_dialect;
     if (dialect == "auto" || dialect.empty()) o.dialect = RRPC_RDMA_DIALECT_AUTO;

@@ -42,11 +42,15 @@ DECLARE_int32(rdma_handshake_timeout_ms);
 DECLARE_int32(rdma_close_wait_ms);
 DECLARE_int32(rdma_bg_queue_max);
 DECLARE_int32(rdma_bg_setup_threads);
+DECLARE_bool(rdma_elastic);
+DECLARE_int32(rdma_ring_idle_ms);
+DECLARE_uint64(rdma_retired_max_size);
 DECLARE_int32(rrpc_rdma_tcp_only_ttl_s);
 DECLARE_string(rdma_dialect);
 DECLARE_int32(usercode_pool_threads);
 DECLARE_bool(usercode_in_loop);
 DECLARE_int32(usercode_queue_max);
+DECLARE_int32(rrpc_pool_rescue_us);
 // Limits (rrpc/limits.h, docs/security.md). The process-wide ones are applied
 // whenever a Server starts or a Channel is created.
 DECLARE_int32(rrpc_idle_timeout_second);

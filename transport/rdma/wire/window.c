@@ -163,6 +163,16 @@ int rrpc__tx_window_ack_request(const struct rrpc__tx_window *tx,
   return plan->nseg > 0 && nearly_blocked(tx, plan);
 }
 
+uint32_t rrpc__tx_window_data_credits(const struct rrpc__tx_window *tx) {
+  return tx->credits > tx->reserve ? tx->credits - tx->reserve : 0;
+}
+
+int rrpc__tx_window_commit_msgs(struct rrpc__tx_window *tx, uint32_t n) {
+  if (n > rrpc__tx_window_data_credits(tx)) return -EINVAL;
+  tx->credits -= n;
+  return 0;
+}
+
 /* ---- receiver ---------------------------------------------------------- */
 
 int rrpc__rx_window_init(struct rrpc__rx_window *rx, uint32_t ring_size,

@@ -157,6 +157,23 @@ int rrpc__tx_window_want_solicited(const struct rrpc__tx_window *tx,
 int rrpc__tx_window_ack_request(const struct rrpc__tx_window *tx,
                                 const struct rrpc__tx_plan *plan);
 
+/* ---- elastic mode: credits only (docs/elastic-rings.md) --------------------
+ * Space is the pieces layer's (wire/pieces.h); the window keeps the credit
+ * rules. The endpoint initializes both windows with ring_size 1 and never
+ * passes bytes: plans, frees and advances are not used, and the credit
+ * half of every immediate (bits 31..24) is applied with on_ack after
+ * masking the rest off (RRPC_IMM_CREDITS_MASK). */
+#define RRPC_IMM_CREDITS_MASK 0xff000000u
+
+/* rrpc__tx_window_data_credits - credits a data message may take now: those
+ * above the reserve. */
+uint32_t rrpc__tx_window_data_credits(const struct rrpc__tx_window *tx);
+
+/* rrpc__tx_window_commit_msgs - n data messages were posted: take n credits,
+ * never the reserve. Returns 0, or -EINVAL (tx unchanged) when they would
+ * pass it. */
+int rrpc__tx_window_commit_msgs(struct rrpc__tx_window *tx, uint32_t n);
+
 /* ---- receiver side: my ring ---------------------------------------------- */
 
 struct rrpc__rx_window {
