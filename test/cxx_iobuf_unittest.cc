@@ -396,6 +396,7 @@ TEST(CxxFlagsTest, OptionsTakeTheirDefaultsFromFlags) {
   FLAGS_usercode_pool_threads = 5;
   FLAGS_usercode_in_loop = true;
   FLAGS_usercode_queue_max = 77;
+  FLAGS_rrpc_pool_rescue_us = 250;
   rrpc::ServerOptions s;
   EXPECT_EQ(12345678u, s.max_body_size);
   // --event_dispatcher_num sizes the process-wide loops (brpc's meaning),
@@ -405,6 +406,7 @@ TEST(CxxFlagsTest, OptionsTakeTheirDefaultsFromFlags) {
   EXPECT_EQ(5, s.pool_threads);
   EXPECT_TRUE(s.handlers_in_loop);
   EXPECT_EQ(77, s.pool_queue_max);
+  EXPECT_EQ(250, s.pool_rescue_us);
   EXPECT_FALSE(s.use_rdma);
   rrpc::ChannelOptions c;
   EXPECT_EQ(12345678u, c.max_body_size);

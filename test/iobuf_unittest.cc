@@ -338,6 +338,44 @@ TEST(IobufTest, CutAcrossBlockBoundaries) {
   }
 }
 
+// rrpc__iobuf_cut_frame: every split of a buffer made of one small piece
+// (the fast path, with and without a tail left behind) and of pieces that
+// the frame crosses (the general path) gives what pop + two cuts give, and
+// every block ends with exactly the references its pieces hold.
+TEST(IobufTest, CutFrameMatchesPopAndCuts) {
+  const size_t B = RRPC_IOBUF_DEFAULT_BLOCK_SIZE;
+  std::mt19937 rng(7);
+  for (size_t len : {size_t{40}, size_t{3 * B + 17}}) {
+    std::string s = RandomBytes(rng, len);
+    const size_t cuts[] = {0, 1, 7, 12, B - 1, B + 3};
+    for (size_t skip : cuts)
+      for (size_t n1 : cuts)
+        for (size_t n2 : cuts) {
+          for (size_t tail : {size_t{0}, size_t{5}}) {
+            if (skip + n1 + n2 + tail > len) continue;
+            size_t total = skip + n1 + n2 + tail;
+            Buf src = NewBuf(), d1 = NewBuf(), d2 = NewBuf();
+            ASSERT_EQ(0, rrpc_iobuf_append(src.get(), s.data(), total));
+            ASSERT_EQ(0, rrpc__iobuf_cut_frame(src.get(), skip, n1, d1.get(), n2, d2.get()));
+            ExpectConsistent(d1.get(), s.substr(skip, n1));
+            ExpectConsistent(d2.get(), s.substr(skip + n1, n2));
+            ExpectConsistent(src.get(), s.substr(skip + n1 + n2, tail));
+            // What the three hold is all the references there are: dropping
+            // two of them leaves the third readable and consistent.
+            rrpc_iobuf_clear(src.get());
+            rrpc_iobuf_clear(d1.get());
+            ExpectConsistent(d2.get(), s.substr(skip + n1, n2));
+          }
+        }
+  }
+  // n2 == 0 needs no second destination.
+  Buf src = NewBuf(), d1 = NewBuf();
+  ASSERT_EQ(0, rrpc_iobuf_append(src.get(), "hdrbody", 7));
+  ASSERT_EQ(0, rrpc__iobuf_cut_frame(src.get(), 3, 4, d1.get(), 0, nullptr));
+  ExpectConsistent(d1.get(), "body");
+  ExpectConsistent(src.get(), "");
+}
+
 TEST(IobufTest, CutToItselfRotates) {
   Buf a = NewBuf();
   std::mt19937 rng(3);
@@ -949,3 +987,68 @@ TEST(IobufTest, BlocksReleasedOnAnotherThreadAreReusedWhereAllocated) {
   again.join();
   EXPECT_EQ(reused, 16) << "a fresh thread's blocks came from malloc, not from the depot";
 }
+
+namespace {
+
+// ---- reuse: a scratch iobuf keeps its block -------------------------------------
+
+// Filled, copied on and reused per call, as the C++ face does with its
+// scratch iobufs: the same block serves every fill, none is allocated or
+// leaked (the counting allocator sees every block), and a shared block is
+// never written again.
+TEST(IobufReuse, KeepsOneUnsharedBlockAndLeaksNone) {
+  CountingAlloc ca;
+  AllocScope scope(&ca.table);
+  {
+    Buf s = NewBuf();
+    ASSERT_EQ(0, rrpc_iobuf_append(s.get(), "first", 5));
+    rrpc_block *kept = BlockOf(s.get(), 0);
+    for (int i = 0; i < 100; i++) {
+      rrpc_iobuf_reuse(s.get());
+      rrpc_iobuf_reuse(s.get()); // twice in a row keeps it too
+      EXPECT_EQ(0u, rrpc_iobuf_length(s.get()));
+      std::string msg = "call " + std::to_string(i);
+      ASSERT_EQ(0, rrpc_iobuf_append(s.get(), msg.data(), msg.size()));
+      ExpectConsistent(s.get(), msg);
+      EXPECT_EQ(kept, BlockOf(s.get(), 0)) << i;
+    }
+    EXPECT_EQ(1, ca.allocs.load());
+
+    // Shared with another iobuf: reuse drops it, the other keeps its bytes.
+    Buf other = NewBuf();
+    ASSERT_EQ(0, rrpc_iobuf_append_iobuf(other.get(), s.get()));
+    rrpc_iobuf_reuse(s.get());
+    ASSERT_EQ(0, rrpc_iobuf_append(s.get(), "new", 3));
+    EXPECT_NE(kept, BlockOf(s.get(), 0));
+    ExpectConsistent(other.get(), "call 99");
+    EXPECT_EQ(2, ca.allocs.load());
+  }
+  EXPECT_EQ(ca.allocs.load(), ca.frees.load());
+  EXPECT_EQ(0, ca.live_bytes.load());
+}
+
+// User memory is never kept (it is not ours to write), and a block kept
+// under one allocator is not used for appends under another.
+TEST(IobufReuse, NeverKeepsUserMemoryOrAnotherAllocatorsBlock) {
+  UserMem um;
+  um.bytes = "user bytes";
+  {
+    Buf s = NewBuf();
+    ASSERT_EQ(0, rrpc_iobuf_append_user(s.get(), &um.bytes[0], um.bytes.size(), nullptr,
+                                        &UserMem::Deleter, &um));
+    rrpc_iobuf_reuse(s.get());
+    EXPECT_EQ(1, um.deleted.load());
+    ASSERT_EQ(0, rrpc_iobuf_append(s.get(), "x", 1)); // a malloc block, kept below
+    rrpc_iobuf_reuse(s.get());
+    CountingAlloc ca;
+    {
+      AllocScope scope(&ca.table);
+      ASSERT_EQ(0, rrpc_iobuf_append(s.get(), "y", 1));
+      EXPECT_EQ(1, ca.allocs.load()); // not the kept malloc block
+      rrpc_iobuf_clear(s.get());
+    }
+    EXPECT_EQ(ca.allocs.load(), ca.frees.load());
+  }
+}
+
+}  // namespace

@@ -262,6 +262,37 @@ TEST_F(RpcTest, AsyncManyInFlight) {
   for (int i = 0; i < n; i++) EXPECT_EQ(1, b.st.times_called[(size_t)i]) << i;
 }
 
+// The default server runs Echo on its worker pool: workers hand finished
+// call objects back to the connection's returned list while the loop takes
+// that list whole, trims it to its spare cap (freeing the rest) and reuses
+// the calls. A pusher once read the count out of the list's head, which the
+// loop could have taken and freed meanwhile (a read of freed memory, seen by
+// TSan in CxxRpcTest.ManyThreadsOnOneChannel). Rounds of bursts larger than
+// the cap make the loop trim while workers push; TSan and ASan watch.
+TEST_F(RpcTest, PoolWorkersReturnCallsWhileTheLoopTrimsThem) {
+  const int threads = 6, rounds = 12, n = 64;
+  std::atomic<int> bad{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; t++)
+    ts.emplace_back([&, t] {
+      for (int r = 0; r < rounds; r++) {
+        AsyncBatch b(n);
+        for (int i = 0; i < n; i++) {
+          AsyncCall &a = b.calls[(size_t)i];
+          a.expect = std::to_string(t) + "-" + std::to_string(r) + "-" + std::to_string(i);
+          rrpc_iobuf_append(a.req, a.expect.data(), a.expect.size());
+          if (b.issue(channel_, "Echo", i) != 0) bad++;
+        }
+        b.wait_all();
+        if (b.st.failed != 0) bad++;
+        for (int i = 0; i < n; i++)
+          if (b.st.times_called[(size_t)i] != 1) bad++;
+      }
+    });
+  for (auto &t : ts) t.join();
+  EXPECT_EQ(0, bad.load());
+}
+
 TEST_F(RpcTest, UnknownServiceAndMethod) {
   rrpc_controller *c;
   rrpc_controller_new(&c);

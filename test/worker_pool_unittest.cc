@@ -1,10 +1,13 @@
 // worker_pool_unittest.cc - the worker pool's wake-up rules
-// (src/rrpc/worker_pool.c): a batch wakes at most one worker, which passes
-// the wake-up on, so every task must still reach an idle worker - also
-// while other workers are blocked inside tasks - and run exactly once.
+// (src/rrpc/worker_pool.c): a batch wakes at most one worker, which takes
+// the rest itself unless it blocks, when the rescuer wakes another (or, with
+// rescue_us < 0, passes the wake-up on at once); either way every task must
+// still reach an idle worker - also while other workers are blocked inside
+// tasks - and run exactly once.
 //
 // Synchronisation is by condition variables only; every wait carries a
 // generous limit so a lost wake-up fails the test instead of hanging it.
+#include <ctype.h>
 #include <dirent.h>
 
 #include <atomic>
@@ -26,6 +29,9 @@ extern "C" {
 namespace {
 
 constexpr auto kLimit = std::chrono::seconds(20);
+constexpr int kRescueUs = 1000;  // the servers' default
+// Both pass-on rules: held back for the rescuer, and at once.
+const int kModes[] = {kRescueUs, -1};
 
 // A rendezvous of `n` tasks: each waits until all n are inside, which only
 // happens if n workers run them at the same time.
@@ -60,7 +66,8 @@ bool wait_workers_asleep(int n) {
       std::getline(comm, name);
       std::getline(stat, line);
       size_t paren = line.rfind(')');
-      if (name.rfind("wp-test-", 0) == 0 && paren != std::string::npos && paren + 2 < line.size() &&
+      // Workers are "wp-test-<i>" (the rescuer, "wp-test-r", is not one).
+      if (name.rfind("wp-test-", 0) == 0 && name.size() > 8 && isdigit((unsigned char)name[8]) && paren != std::string::npos && paren + 2 < line.size() &&
           line[paren + 2] == 'S')
         asleep++;
     }
@@ -78,9 +85,10 @@ std::vector<rrpc__work> make_batch(int n, rrpc__task_fn fn, void *arg) {
 }
 
 TEST(WorkerPool, OneBatchReachesEveryIdleWorker) {
+  for (int mode : kModes)
   for (int nthreads : {2, 4, 8}) {
     rrpc__worker_pool *p;
-    ASSERT_EQ(rrpc__worker_pool_start(nthreads, 1024, "wp-test", &p), 0);
+    ASSERT_EQ(rrpc__worker_pool_start(nthreads, 1024, mode, "wp-test", &p), 0);
     ASSERT_TRUE(wait_workers_asleep(nthreads));
     Rendezvous r;
     r.n = nthreads;
@@ -102,9 +110,10 @@ TEST(WorkerPool, OneBatchReachesEveryIdleWorker) {
 // Batches of one, submitted one at a time after the pool went idle, while
 // earlier tasks block: each must wake a new worker.
 TEST(WorkerPool, SingleSubmitsWhileOthersBlockEachWakeAWorker) {
+  for (int mode : kModes) {
   const int n = 4;
   rrpc__worker_pool *p;
-  ASSERT_EQ(rrpc__worker_pool_start(n, 1024, "wp-test", &p), 0);
+  ASSERT_EQ(rrpc__worker_pool_start(n, 1024, mode, "wp-test", &p), 0);
   Rendezvous r;
   r.n = n;
   std::vector<rrpc__work> works(n);
@@ -120,6 +129,7 @@ TEST(WorkerPool, SingleSubmitsWhileOthersBlockEachWakeAWorker) {
   }
   rrpc__worker_pool_stop(p);
   EXPECT_EQ(r.timed_out, 0);
+  }
 }
 
 struct Counter {
@@ -132,7 +142,7 @@ void count_task(void *arg) { static_cast<Counter *>(arg)->runs.fetch_add(1); }
 // and none is lost between a sleeping worker and a submit.
 TEST(WorkerPool, ConcurrentSubmittersRunEveryTaskOnce) {
   rrpc__worker_pool *p;
-  ASSERT_EQ(rrpc__worker_pool_start(3, 1 << 20, "wp-test", &p), 0);
+  ASSERT_EQ(rrpc__worker_pool_start(3, 1 << 20, kRescueUs, "wp-test", &p), 0);
   const int submitters = 3, rounds = 2000;
   std::vector<Counter> counters(submitters);
   std::vector<std::thread> ts;
@@ -159,7 +169,7 @@ TEST(WorkerPool, ConcurrentSubmittersRunEveryTaskOnce) {
 
 TEST(WorkerPool, FullQueueRefusesTheRestAndCountsIt) {
   rrpc__worker_pool *p;
-  ASSERT_EQ(rrpc__worker_pool_start(1, 2, "wp-test", &p), 0);
+  ASSERT_EQ(rrpc__worker_pool_start(1, 2, kRescueUs, "wp-test", &p), 0);
   Rendezvous r;
   r.n = 2;  // the first task blocks until the end of the test
   rrpc__work blocker{nullptr, rendezvous_task, &r};
@@ -183,6 +193,70 @@ TEST(WorkerPool, FullQueueRefusesTheRestAndCountsIt) {
   }
   rrpc__worker_pool_stop(p);
   EXPECT_EQ(c.runs.load(), 2);
+}
+
+// A batch of short tasks to a sleeping pool costs one wake-up: the woken
+// worker takes the rest itself (before, each worker that took a task woke
+// the next idle one: 4 wake-ups here). Only a rescue - the worker stalled
+// for a whole period, e.g. preempted on a loaded machine - may add one.
+TEST(WorkerPool, ABatchOfShortTasksWakesOneWorker) {
+  const int n = 4, tasks = 64;
+  rrpc__worker_pool *p;
+  ASSERT_EQ(rrpc__worker_pool_start(n, 1024, kRescueUs, "wp-test", &p), 0);
+  ASSERT_TRUE(wait_workers_asleep(n));
+  Counter c;
+  auto batch = make_batch(tasks, count_task, &c);
+  rrpc__work *rest;
+  int why = 0;
+  ASSERT_EQ(rrpc__worker_pool_submit(p, &batch[0], tasks, &rest, &why), tasks);
+  auto end = std::chrono::steady_clock::now() + kLimit;
+  while (c.runs.load() < tasks && std::chrono::steady_clock::now() < end) std::this_thread::yield();
+  ASSERT_EQ(c.runs.load(), tasks);
+  EXPECT_EQ(rrpc__worker_pool_wakeups(p) - rrpc__worker_pool_rescues(p), 1u)
+      << rrpc__worker_pool_wakeups(p) << " wake-ups, " << rrpc__worker_pool_rescues(p) << " of them rescues";
+  rrpc__worker_pool_stop(p);
+}
+
+// The worker that took a batch's first task blocks in it: the task behind
+// it must not wait for it. The rescuer wakes an idle worker for it, soon
+// (the bound is the servers' 5 ms guarantee plus this machine's noise; the
+// 20 s limit is only against a hang), and counts that.
+TEST(WorkerPool, ATaskBehindABlockedOneIsRescued) {
+  rrpc__worker_pool *p;
+  ASSERT_EQ(rrpc__worker_pool_start(2, 1024, kRescueUs, "wp-test", &p), 0);
+  ASSERT_TRUE(wait_workers_asleep(2));
+  uint64_t rejected0, rescues0, wakeups0;
+  rrpc__worker_pools_totals(&rejected0, &rescues0, &wakeups0);
+  Rendezvous r;
+  r.n = 2;  // the blocker waits until the second task ran
+  struct Stamp {
+    Rendezvous *r;
+    std::chrono::steady_clock::time_point at;
+  } st{&r, {}};
+  rrpc__work works[2] = {{&works[1], rendezvous_task, &r},
+                         {nullptr,
+                          [](void *arg) {
+                            auto *s = static_cast<Stamp *>(arg);
+                            s->at = std::chrono::steady_clock::now();
+                            rendezvous_task(s->r);
+                          },
+                          &st}};
+  rrpc__work *rest;
+  int why = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(rrpc__worker_pool_submit(p, &works[0], 2, &rest, &why), 2);
+  {
+    std::unique_lock<std::mutex> g(r.mu);
+    ASSERT_TRUE(r.cv.wait_for(g, kLimit, [&] { return r.inside == 2; })) << "the second task waited for the first";
+  }
+  EXPECT_EQ(rrpc__worker_pool_rescues(p), 1u);
+  uint64_t rejected, rescues, wakeups;
+  rrpc__worker_pools_totals(&rejected, &rescues, &wakeups);
+  EXPECT_EQ(rescues - rescues0, 1u) << "the process-wide total (/vars) counts the rescue";
+  auto waited = std::chrono::duration_cast<std::chrono::microseconds>(st.at - t0).count();
+  EXPECT_LT(waited, 100000) << "the rescue took " << waited << " us (period " << kRescueUs << " us)";
+  rrpc__worker_pool_stop(p);
+  EXPECT_EQ(r.timed_out, 0);
 }
 
 }  // namespace

@@ -100,10 +100,17 @@ class PerfTestServiceImpl : public test::PerfTestService {
     }
     // brpc's format: a fraction of one CPU ("0.748"), which brpc's client
     // multiplies by 100 to print a percentage.
-    int t = cpu_->thousandths();
-    char frac[4] = {static_cast<char>('0' + t % 1000 / 100), static_cast<char>('0' + t % 100 / 10),
-                    static_cast<char>('0' + t % 10), '\0'};
-    response->set_cpu_usage(std::to_string(t / 1000) + "." + frac);
+    // Formatted backwards into a local buffer and set in one go: no
+    // temporary strings per call (they cost as much as rrpc's framing).
+    unsigned t = static_cast<unsigned>(cpu_->thousandths());
+    char buf[16];
+    char* end = buf + sizeof buf;
+    char* p = end;
+    for (int i = 0; i < 3; i++, t /= 10) *--p = static_cast<char>('0' + t % 10);
+    *--p = '.';
+    do *--p = static_cast<char>('0' + t % 10);
+    while ((t /= 10) != 0);
+    response->set_cpu_usage(p, static_cast<size_t>(end - p));
     done->Run();
   }
 

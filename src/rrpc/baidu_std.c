@@ -28,6 +28,18 @@ static void store_be32(uint8_t *p, uint32_t v) {
 void rrpc__baidu_msg_init(rrpc__baidu_msg *m) {
   memset(&m->meta, 0, sizeof(m->meta));
   m->meta_bytes = NULL;
+  m->meta_block = NULL;
+  rrpc__iobuf_init(&m->payload);
+  rrpc__iobuf_init(&m->attachment);
+  m->bad_attachment = 0;
+  m->body_skip = m->body_payload = m->body_attachment = 0;
+}
+
+/* Everything but the meta, which decode fills (zeroed first) on cut's
+ * main path: cut clears it itself only when it returns without a frame. */
+static void msg_init_but_meta(rrpc__baidu_msg *m) {
+  m->meta_bytes = NULL;
+  m->meta_block = NULL;
   rrpc__iobuf_init(&m->payload);
   rrpc__iobuf_init(&m->attachment);
   m->bad_attachment = 0;
@@ -35,9 +47,13 @@ void rrpc__baidu_msg_init(rrpc__baidu_msg *m) {
 
 void rrpc__baidu_msg_destroy(rrpc__baidu_msg *m) {
   if (m->meta_bytes != NULL && m->meta_bytes != m->meta_inline) free(m->meta_bytes);
-  rrpc__iobuf_destroy(&m->payload);
+  if (m->meta_block != NULL) rrpc__block_unref(m->meta_block);
+  rrpc__iobuf_destroy(&m->payload); /* each left empty and usable */
   rrpc__iobuf_destroy(&m->attachment);
-  rrpc__baidu_msg_init(m);
+  memset(&m->meta, 0, sizeof(m->meta));
+  m->meta_bytes = NULL;
+  m->meta_block = NULL;
+  m->bad_attachment = 0;
 }
 
 /* Checks the header as far as `have` bytes of it are known, so that a wrong
@@ -52,17 +68,59 @@ static int check_header(const uint8_t *h, size_t have, size_t max_body) {
   return 0;
 }
 
+/* The meta's bytes, borrowed from the first piece of `in` when header and
+ * meta lie in it (the usual case: no copy; the message then holds a
+ * reference to that block, so its strings live as long as it does, whatever
+ * becomes of the input and the payload), else copied into the message. */
+static const uint8_t *meta_bytes(rrpc_iobuf *in, uint32_t meta_size, rrpc__baidu_msg *out) {
+  const rrpc_iobuf_ref *r = rrpc__iobuf_ref_at(in, 0);
+  if (r->len >= RRPC_BAIDU_HEADER_SIZE + (size_t)meta_size) {
+    out->meta_block = r->block;
+    rrpc__block_ref(r->block);
+    return (const uint8_t *)r->block->data + r->off + RRPC_BAIDU_HEADER_SIZE;
+  }
+  out->meta_bytes = meta_size <= sizeof out->meta_inline ? out->meta_inline : malloc(meta_size);
+  if (out->meta_bytes != NULL)
+    rrpc_iobuf_copy_out(in, RRPC_BAIDU_HEADER_SIZE, out->meta_bytes, meta_size);
+  return out->meta_bytes;
+}
+
+static int cut_frame(rrpc_iobuf *in, size_t max_body, rrpc__baidu_msg *out);
+
+int rrpc__baidu_cut_head(rrpc_iobuf *in, size_t max_body, rrpc__baidu_msg *out) {
+  msg_init_but_meta(out);
+  int rc = cut_frame(in, max_body, out);
+  if (rc <= 0) /* no frame: the rare path pays for clearing the meta */
+    memset(&out->meta, 0, sizeof(out->meta));
+  return rc;
+}
+
+int rrpc__baidu_cut_body(rrpc_iobuf *in, rrpc__baidu_msg *m, rrpc_iobuf *payload, rrpc_iobuf *attachment) {
+  /* Header and meta dropped, payload and attachment cut, in one call (a
+   * frame read whole is cut without walking or popping anything). */
+  return rrpc__iobuf_cut_frame(in, m->body_skip, m->body_payload, payload, m->body_attachment, attachment);
+}
+
 int rrpc__baidu_cut(rrpc_iobuf *in, size_t max_body, rrpc__baidu_msg *out) {
+  int rc = rrpc__baidu_cut_head(in, max_body, out);
+  if (rc <= 0)
+    return rc;
+  rc = rrpc__baidu_cut_body(in, out, &out->payload, &out->attachment);
+  if (rc < 0)
+    rrpc__baidu_msg_destroy(out);
+  return rc < 0 ? rc : 1;
+}
+
+/* cut_head's work on a message initialised but for its meta. */
+static int cut_frame(rrpc_iobuf *in, size_t max_body, rrpc__baidu_msg *out) {
   uint8_t scratch[RRPC_BAIDU_HEADER_SIZE];
   size_t avail = rrpc_iobuf_length(in);
   size_t have = avail < RRPC_BAIDU_HEADER_SIZE ? avail : RRPC_BAIDU_HEADER_SIZE;
-  const uint8_t *h;
+  const uint8_t *h, *meta = NULL;
   uint32_t body_size, meta_size;
   size_t rest, att_len;
-  long moved;
   int rc;
 
-  rrpc__baidu_msg_init(out);
   if (max_body == 0)
     max_body = RRPC_BAIDU_DEFAULT_MAX_BODY;
   if (have == 0)
@@ -78,14 +136,10 @@ int rrpc__baidu_cut(rrpc_iobuf *in, size_t max_body, rrpc__baidu_msg *out) {
   if (avail - RRPC_BAIDU_HEADER_SIZE < body_size)
     return 0;
 
-  /* meta_size <= body_size <= max_body: the allocation is bounded. */
-  if (meta_size > 0) {
-    out->meta_bytes = meta_size <= sizeof out->meta_inline ? out->meta_inline : malloc(meta_size);
-    if (out->meta_bytes == NULL)
-      return -ENOMEM;
-    rrpc_iobuf_copy_out(in, RRPC_BAIDU_HEADER_SIZE, out->meta_bytes, meta_size);
-  }
-  rc = rrpc__rpc_meta_decode(out->meta_bytes, meta_size, &out->meta);
+  /* meta_size <= body_size <= max_body: a copy's allocation is bounded. */
+  if (meta_size > 0 && (meta = meta_bytes(in, meta_size, out)) == NULL)
+    return -ENOMEM;
+  rc = rrpc__rpc_meta_decode(meta, meta_size, &out->meta);
   if (rc < 0)
     goto fail;
 
@@ -98,27 +152,25 @@ int rrpc__baidu_cut(rrpc_iobuf *in, size_t max_body, rrpc__baidu_msg *out) {
       att_len = (size_t)out->meta.attachment_size;
   }
 
-  /* Header, meta and payload move in one cut (nothing moves if it fails);
-   * the header and meta are then dropped from the front of the payload. */
-  moved = rrpc_iobuf_cut(in, RRPC_BAIDU_HEADER_SIZE + (size_t)meta_size + (rest - att_len),
-                        &out->payload);
-  if (moved < 0) {
-    rc = (int)moved;
-    goto fail;
-  }
-  rrpc_iobuf_pop_front(&out->payload, RRPC_BAIDU_HEADER_SIZE + (size_t)meta_size);
-  if (att_len > 0) {
-    moved = rrpc_iobuf_cut(in, att_len, &out->attachment);
-    if (moved < 0) {
-      rc = (int)moved;
-      goto fail;
-    }
-  }
+  out->body_skip = RRPC_BAIDU_HEADER_SIZE + (size_t)meta_size;
+  out->body_payload = rest - att_len;
+  out->body_attachment = att_len;
   return 1;
 
 fail:
   rrpc__baidu_msg_destroy(out);
   return rc;
+}
+
+/* A small payload (n > 0 bytes, all of it) copied behind the meta: from its
+ * first piece directly when it lies there (a serialized message does),
+ * without copy_out's general walk. */
+static void copy_small(const rrpc_iobuf *payload, uint8_t *dst, size_t n) {
+  const rrpc_iobuf_ref *r = rrpc__iobuf_ref_at(payload, 0);
+  if (r->len >= n)
+    memcpy(dst, (const uint8_t *)r->block->data + r->off, n);
+  else
+    rrpc_iobuf_copy_out(payload, 0, dst, n);
 }
 
 int rrpc__baidu_pack(rrpc_iobuf *out, rrpc__rpc_meta *meta, const rrpc_iobuf *payload,
@@ -144,7 +196,8 @@ int rrpc__baidu_pack(rrpc_iobuf *out, rrpc__rpc_meta *meta, const rrpc_iobuf *pa
     m.has &= ~(uint32_t)RRPC_META_HAS_ATTACHMENT_SIZE;
     m.attachment_size = 0;
   }
-  meta_len = rrpc__rpc_meta_size(&m);
+  rrpc__rpc_meta_sizes sizes;
+  meta_len = rrpc__rpc_meta_measure(&m, &sizes);
   if (meta_len > UINT32_MAX || pay_len > UINT32_MAX - meta_len ||
       att_len > UINT32_MAX - meta_len - pay_len)
     return -RRPC_ETOOBIG;
@@ -170,9 +223,9 @@ int rrpc__baidu_pack(rrpc_iobuf *out, rrpc__rpc_meta *meta, const rrpc_iobuf *pa
   memcpy(p, k_magic, 4);
   store_be32(p + 4, (uint32_t)body_len);
   store_be32(p + 8, (uint32_t)meta_len);
-  rrpc__rpc_meta_encode(&m, p + RRPC_BAIDU_HEADER_SIZE);
+  rrpc__rpc_meta_encode_sized(&m, &sizes, p + RRPC_BAIDU_HEADER_SIZE);
   if (copied > 0)
-    rrpc_iobuf_copy_out(payload, 0, p + head_len, copied);
+    copy_small(payload, p + head_len, copied);
   rrpc__iobuf_commit(f, head_len + copied);
   if (pay_len > copied && (rc = rrpc_iobuf_append_iobuf(f, payload)) < 0)
     goto done;

@@ -18,15 +18,6 @@
  *  - a block is written only through a ref that is its sole reference and
  *    ends at block->size (see tail_room), or through the iobuf's own spare. */
 
-void rrpc__iobuf_init(rrpc_iobuf *buf) {
-  buf->refs = buf->inline_refs;
-  buf->start = 0;
-  buf->end = 0;
-  buf->cap = RRPC_IOBUF_INLINE_REFS;
-  buf->len = 0;
-  buf->spare = NULL;
-}
-
 static void drop_refs(rrpc_iobuf *buf) {
   for (uint32_t i = buf->start; i < buf->end; i++) rrpc__block_unref(buf->refs[i].block);
   buf->start = 0;
@@ -42,7 +33,7 @@ static void drop_spare(rrpc_iobuf *buf) {
 }
 
 /* Leaves `buf` empty and usable again (as if just initialized). */
-void rrpc__iobuf_destroy(rrpc_iobuf *buf) {
+void rrpc__iobuf_destroy_slow(rrpc_iobuf *buf) {
   drop_refs(buf);
   drop_spare(buf);
   if (buf->refs != buf->inline_refs) free(buf->refs);
@@ -74,6 +65,22 @@ void rrpc_iobuf_clear(rrpc_iobuf *buf) {
   drop_spare(buf);
 }
 
+void rrpc_iobuf_reuse(rrpc_iobuf *buf) {
+  rrpc_block *keep = NULL;
+  if (buf->spare == NULL && buf->start < buf->end) {
+    rrpc_iobuf_ref *r = &buf->refs[buf->end - 1];
+    /* Our allocator's block (not user memory) that no other iobuf shares:
+     * acquire pairs with the release in unref, as in tail_room. */
+    if (r->block->alloc != NULL && atomic_load_explicit(&r->block->refs, memory_order_acquire) == 1u) {
+      keep = r->block;
+      buf->len -= r->len;
+      buf->end--; /* its reference moves to the spare */
+    }
+  }
+  drop_refs(buf);
+  if (keep != NULL) buf->spare = keep; /* its size is reset when append takes it */
+}
+
 /* ---- the refs array ---------------------------------------------------------- */
 
 /* ensure_room - make room for `n` more refs after `end`. Slides the live refs
@@ -82,9 +89,8 @@ void rrpc_iobuf_clear(rrpc_iobuf *buf) {
  * paid for by an earlier pop or push, so pushes and pops stay O(1) amortized.
  * Moves refs (and so may change start/end) but never their content.
  * 0 or -ENOMEM (then nothing changed). */
-static int ensure_room(rrpc_iobuf *buf, size_t n) {
+static int ensure_room_slow(rrpc_iobuf *buf, size_t n) {
   uint32_t live = buf->end - buf->start;
-  if (n <= (size_t)(buf->cap - buf->end)) return 0;
   if (n <= (size_t)(buf->cap - live) && buf->start >= live) {
     memmove(buf->refs, buf->refs + buf->start, (size_t)live * sizeof(*buf->refs));
     buf->start = 0;
@@ -106,6 +112,13 @@ static int ensure_room(rrpc_iobuf *buf, size_t n) {
   buf->end = live;
   buf->cap = (uint32_t)ncap;
   return 0;
+}
+
+/* The usual answer (room is there) inline: a move, cut or share asks on
+ * every call, and a call into ensure_room cost more than the test. */
+static inline int ensure_room(rrpc_iobuf *buf, size_t n) {
+  if (n <= (size_t)(buf->cap - buf->end)) return 0;
+  return ensure_room_slow(buf, n);
 }
 
 /* push - append a ref that already owns its reference; room must exist. */
@@ -134,6 +147,20 @@ static uint32_t tail_room(const rrpc_iobuf *buf) {
 
 /* ---- appending --------------------------------------------------------------- */
 
+/* new_block - a block for append: the spare kept by reuse when the current
+ * allocator made it (it is solely ours: reuse checked, and nobody saw it
+ * since), else a new one of the default size. */
+static int new_block(rrpc_iobuf *buf, rrpc_block **out) {
+  rrpc_block *b = buf->spare;
+  if (b != NULL && b->alloc == rrpc_block_allocator_get()) {
+    buf->spare = NULL;
+    b->size = 0;
+    *out = b;
+    return 0;
+  }
+  return rrpc__block_alloc(RRPC_IOBUF_DEFAULT_BLOCK_SIZE, out);
+}
+
 int rrpc_iobuf_append(rrpc_iobuf *buf, const void *data, size_t len) {
   if (len == 0) return 0;
   const char *src = data;
@@ -158,7 +185,7 @@ int rrpc_iobuf_append(rrpc_iobuf *buf, const void *data, size_t len) {
   const char *p = src + head;
   while (rest) {
     rrpc_block *b;
-    int rc = rrpc__block_alloc(RRPC_IOBUF_DEFAULT_BLOCK_SIZE, &b);
+    int rc = new_block(buf, &b);
     if (rc < 0) {
       while (buf->end > first_new) rrpc__block_unref(buf->refs[--buf->end].block);
       buf->len = old_len;
@@ -213,7 +240,10 @@ int rrpc_iobuf_move(rrpc_iobuf *buf, rrpc_iobuf *src) {
   } else {
     int rc = ensure_room(buf, n);
     if (rc < 0) return rc;
-    memcpy(buf->refs + buf->end, src->refs + src->start, (size_t)n * sizeof(*buf->refs));
+    if (n == 1) /* a message in one piece, the usual case: no memcpy call */
+      buf->refs[buf->end] = src->refs[src->start];
+    else
+      memcpy(buf->refs + buf->end, src->refs + src->start, (size_t)n * sizeof(*buf->refs));
     buf->end += n;
     buf->len += src->len;
   }
@@ -304,6 +334,48 @@ size_t rrpc_iobuf_pop_front(rrpc_iobuf *buf, size_t n) {
   buf->len -= n;
   if (buf->start == buf->end) buf->start = buf->end = 0;
   return n;
+}
+
+/* The whole frame in buf's first piece: no walk over refs, no pop. The
+ * piece that ends where the frame ends hands its reference to the last
+ * destination (no ref/unref pair); pieces left before it get one each. */
+static int cut_frame_in_piece(rrpc_iobuf *buf, size_t skip, size_t n1, rrpc_iobuf *d1, size_t n2,
+                              rrpc_iobuf *d2) {
+  rrpc_iobuf_ref *r = &buf->refs[buf->start];
+  rrpc_block *b = r->block;
+  size_t total = skip + n1 + n2;
+  int steal = r->len == total;
+  if ((n1 && ensure_room(d1, 1) < 0) || (n2 && ensure_room(d2, 1) < 0)) return -ENOMEM;
+  uint32_t off = r->off + (uint32_t)skip;
+  if (n1) {
+    if (!steal || n2) rrpc__block_ref(b);
+    push(d1, b, off, (uint32_t)n1);
+  }
+  if (n2) {
+    if (!steal) rrpc__block_ref(b);
+    push(d2, b, off + (uint32_t)n1, (uint32_t)n2);
+  }
+  if (steal) {
+    if (!n1 && !n2) rrpc__block_unref(b);
+    buf->start++;
+  } else {
+    r->off += (uint32_t)total;
+    r->len -= (uint32_t)total;
+  }
+  buf->len -= total;
+  if (buf->start == buf->end) buf->start = buf->end = 0;
+  return 0;
+}
+
+int rrpc__iobuf_cut_frame(rrpc_iobuf *buf, size_t skip, size_t n1, rrpc_iobuf *d1, size_t n2,
+                          rrpc_iobuf *d2) {
+  assert(d1 != buf && d2 != buf && (d1 != d2 || n2 == 0) && skip + n1 + n2 <= buf->len);
+  if (buf->start != buf->end && buf->refs[buf->start].len >= skip + n1 + n2)
+    return cut_frame_in_piece(buf, skip, n1, d1, n2, d2);
+  rrpc_iobuf_pop_front(buf, skip);
+  long moved = rrpc_iobuf_cut(buf, n1, d1);
+  if (moved >= 0 && n2) moved = rrpc_iobuf_cut(buf, n2, d2);
+  return moved < 0 ? (int)moved : 0;
 }
 
 size_t rrpc_iobuf_copy_out(const rrpc_iobuf *buf, size_t offset, void *dst, size_t n) {

@@ -57,6 +57,12 @@ void rrpc_iobuf_free(rrpc_iobuf *buf);
 size_t rrpc_iobuf_length(const rrpc_iobuf *buf);
 /* rrpc_iobuf_clear - drop all references; the iobuf stays usable. */
 void rrpc_iobuf_clear(rrpc_iobuf *buf);
+/* rrpc_iobuf_reuse - empty `buf` like clear, but keep its last block for
+ * the next append when nothing else references it any more (else it is
+ * dropped as by clear): a scratch iobuf refilled per call (a serialized
+ * message whose bytes were copied on) then costs no malloc/free per fill.
+ * The kept block (at most one) is released by clear, destroy and free. */
+void rrpc_iobuf_reuse(rrpc_iobuf *buf);
 
 /* ---- appending ----------------------------------------------------------- */
 

@@ -33,6 +33,7 @@
 struct method {
   char *service;
   char *name;
+  size_t service_len, name_len; /* strlen of each, for find_method */
   rrpc_handler_fn fn;
   void *arg;
   rrpc__gate gate; /* the method's own max_concurrency */
@@ -42,7 +43,7 @@ struct method {
   rrpc__stats_reg *reg;
 };
 
-enum { DEFAULT_POOL_MIN_THREADS = 4, DEFAULT_POOL_QUEUE_MAX = 65536 };
+enum { DEFAULT_POOL_MIN_THREADS = 4, DEFAULT_POOL_QUEUE_MAX = 65536, DEFAULT_POOL_RESCUE_US = 1000 };
 
 /* One accepted connection. Listed in the server until its socket's
  * on_close; alive until that and every call read from it are done (refs:
@@ -64,6 +65,11 @@ struct sconn {
   char pad_[64];
   atomic_int refs;
   _Atomic(rrpc_server_call *) returned;
+  /* Pushes onto `returned`, counted before each push: the loop's estimate
+   * of the list's length without walking it. A pusher must not read the
+   * list's head (the count once lived there): the loop may have taken,
+   * reused or freed that call meanwhile. */
+  atomic_int returned_n;
 };
 
 /* Spare calls a connection keeps beyond those in flight: a round of
@@ -103,8 +109,10 @@ struct rrpc_server {
   /* Calls handed to handlers and not yet responded: raised before the
    * state is read, both sequentially consistent, so a call that saw the
    * server running is counted before a shutdown that stores STOPPING reads
-   * the count (no lock when a call starts); lowered under mu (call_release),
-   * and the one that reaches 0 signals cv. */
+   * the count (no lock when a call starts); lowered by call_release, under
+   * mu for the one that reaches 0, which signals cv. From SRV_RUNNING until
+   * the stop it holds 1 more, the running bias, set and removed under mu
+   * with the state: only once stopping can a call lower it to 0. */
   _Atomic size_t live_calls;
   int listener_closed;
   rrpc__gate gate;   /* max_concurrency */
@@ -124,11 +132,6 @@ struct rrpc_server_call {
   int admitted; /* holds places in the server's and the method's gates */
   rrpc_iobuf request;
   rrpc_controller cntl; /* controller_init sets it up, not a memset */
-  /* On the returned list: its length from this call on. Written by the
-   * pusher only, read by the next pusher and the loop (past the memset on
-   * reuse, and atomic: a pusher may read a head that was taken and reused
-   * meanwhile - its compare-and-swap then fails). */
-  atomic_int returned_n;
 };
 
 static const rrpc__socket_handler server_handler;
@@ -184,6 +187,8 @@ int rrpc_server_add_method(rrpc_server *s, const char *service, const char *meth
     free(m->name);
     return -ENOMEM;
   }
+  m->service_len = strlen(service);
+  m->name_len = strlen(method);
   m->fn = fn;
   m->arg = arg;
   m->gate.max = 0;
@@ -212,6 +217,10 @@ uint64_t rrpc_server_pool_rejected(const rrpc_server *s) {
   return s->pool != NULL ? rrpc__worker_pool_rejected(s->pool) : 0;
 }
 
+uint64_t rrpc_server_pool_rescues(const rrpc_server *s) {
+  return s->pool != NULL ? rrpc__worker_pool_rescues(s->pool) : 0;
+}
+
 /* Linear: services have a handful of methods; a table lookup costs less
  * than hashing two strings at this size. */
 static int find_method(const rrpc_server *s, rrpc__str svc, rrpc__str name,
@@ -219,9 +228,9 @@ static int find_method(const rrpc_server *s, rrpc__str svc, rrpc__str name,
   int service_seen = 0;
   for (size_t i = 0; i < s->nmethods; i++) {
     struct method *m = &s->methods[i];
-    if (!rrpc__str_eq(svc, m->service)) continue;
+    if (!rrpc__str_eqn(svc, m->service, m->service_len)) continue;
     service_seen = 1;
-    if (rrpc__str_eq(name, m->name)) {
+    if (rrpc__str_eqn(name, m->name, m->name_len)) {
       *out = m;
       return 0;
     }
@@ -277,23 +286,30 @@ static void conn_unref(struct sconn *c, rrpc__socket *sock) {
 static rrpc_server_call *call_alloc(struct sconn *c) {
   if (c->spare == NULL) {
     /* Take what other threads returned; keep CALL_SPARE_MAX of it. The
-     * list's head knows its length: walking it to count touched every
-     * call a worker had just written (a cache miss each, 2 % of the CPU
-     * at saturation). */
+     * length comes from the push counter: walking the list to count
+     * touched every call a worker had just written (a cache miss each, 2 %
+     * of the CPU at saturation). A push counted but not yet linked makes
+     * the estimate high, by the pushes in flight (it lands in the next
+     * take, low by as much): the walk below stops at the list's end. */
     rrpc_server_call *list = atomic_exchange_explicit(&c->returned, NULL, memory_order_acquire);
+    int n = atomic_exchange_explicit(&c->returned_n, 0, memory_order_relaxed);
     c->spare = list;
-    c->nspare = list != NULL ? atomic_load_explicit(&list->returned_n, memory_order_relaxed) : 0;
-    if (c->nspare > CALL_SPARE_MAX) {
-      for (int i = 1; i < CALL_SPARE_MAX; i++) list = list->spare_next;
+    c->nspare = list != NULL ? n : 0;
+    if (list != NULL && n > CALL_SPARE_MAX) {
+      int kept = 1;
+      while (kept < CALL_SPARE_MAX && list->spare_next != NULL) {
+        list = list->spare_next;
+        kept++;
+      }
       free_calls(list->spare_next);
       list->spare_next = NULL;
-      c->nspare = CALL_SPARE_MAX;
+      c->nspare = kept;
     }
   }
   rrpc_server_call *call = c->spare;
   if (call == NULL) return malloc(sizeof *call);
   c->spare = call->spare_next;
-  c->nspare--;
+  if (c->nspare > 0) c->nspare--; /* the estimate may run low: see above */
   return call;
 }
 
@@ -309,13 +325,11 @@ static void call_recycle(struct sconn *c, rrpc_server_call *call) {
     c->nspare++;
     return;
   }
-  rrpc_server_call *head = atomic_load_explicit(&c->returned, memory_order_acquire);
-  do {
-    call->spare_next = head;
-    int n = head != NULL ? atomic_load_explicit(&head->returned_n, memory_order_relaxed) : 0;
-    atomic_store_explicit(&call->returned_n, n + 1, memory_order_relaxed);
-  } while (!atomic_compare_exchange_weak_explicit(&c->returned, &head, call, memory_order_release,
-                                                  memory_order_acquire));
+  atomic_fetch_add_explicit(&c->returned_n, 1, memory_order_relaxed); /* before the push: see sconn */
+  rrpc_server_call *head = atomic_load_explicit(&c->returned, memory_order_relaxed);
+  do call->spare_next = head;
+  while (!atomic_compare_exchange_weak_explicit(&c->returned, &head, call, memory_order_release,
+                                                memory_order_relaxed));
 }
 
 /* The last call is lowered under mu: rrpc_server_free frees the server as
@@ -324,7 +338,10 @@ static void call_recycle(struct sconn *c, rrpc_server_call *call) {
  * lowered without the lock: another call still counted keeps the count
  * above 0, and this thread touches nothing of the server after its
  * compare-and-swap. (The lock per call was contended by the pool's
- * workers at saturation.) */
+ * workers at saturation.) While the server runs, the count holds one more
+ * than the calls (the running bias, see live_calls), so no call reaches 0
+ * and none takes the lock: one lock pair per call fewer with one call in
+ * flight. */
 static void live_calls_lower(rrpc_server *srv) {
   size_t n = atomic_load(&srv->live_calls);
   while (n > 1)
@@ -460,23 +477,46 @@ static void batch_add(struct batch *b, rrpc_server_call *call) {
   b->n++;
 }
 
-static int handle_request(struct sconn *c, rrpc__socket *sock, rrpc__baidu_msg *msg, struct batch *b) {
+/* A call for a frame whose header rrpc__baidu_cut_head decoded, with the
+ * frame's body cut straight into the call's request and attachment (no
+ * move from the message's own iobufs); NULL and *rc when it cannot be. */
+static rrpc_server_call *call_for_frame(struct sconn *c, rrpc_iobuf *rbuf, rrpc__baidu_msg *msg, int *rc) {
+  rrpc_server_call *call = call_alloc(c);
+  if (call == NULL) {
+    *rc = -ENOMEM;
+    return NULL;
+  }
+  memset(call, 0, offsetof(rrpc_server_call, cntl));
+  rrpc__iobuf_init(&call->request);
+  rrpc__controller_init(&call->cntl);
+  *rc = rrpc__baidu_cut_body(rbuf, msg, &call->request, &call->cntl.req_att);
+  if (*rc < 0) { /* nothing counts it yet: plain memory */
+    rrpc__iobuf_destroy(&call->request);
+    rrpc__controller_destroy(&call->cntl);
+    free(call);
+    return NULL;
+  }
+  return call;
+}
+
+/* `msg` is a frame's decoded header (rrpc__baidu_cut_head); its body is
+ * still at the front of rbuf. */
+static int handle_request(struct sconn *c, rrpc__socket *sock, rrpc_iobuf *rbuf, rrpc__baidu_msg *msg,
+                          struct batch *b) {
   rrpc_server *srv = c->srv;
   if (!(msg->meta.has & RRPC_META_HAS_REQUEST)) {
     RRPC_LOG(WARNING, "closing a connection that sent a baidu_std frame without a request");
     return -RRPC_EPARSE;
   }
-  rrpc_server_call *call = call_alloc(c);
-  if (call == NULL) return -ENOMEM;
-  memset(call, 0, offsetof(rrpc_server_call, cntl));
+  int rc;
+  rrpc_server_call *call = call_for_frame(c, rbuf, msg, &rc);
+  if (call == NULL) return rc;
   call->srv = srv;
   call->conn = c;
   atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
   call->sock = sock;
   rrpc__socket_request_begin(sock);
   call->cid = msg->meta.correlation_id;
-  rrpc__iobuf_init(&call->request);
-  rrpc__controller_init(&call->cntl);
   if (b->read_us == 0) b->read_us = rrpc__now_us();
   call->cntl.start_us = (int64_t)b->read_us;
   call->cntl.log_id = msg->meta.log_id;
@@ -487,8 +527,6 @@ static int handle_request(struct sconn *c, rrpc__socket *sock, rrpc__baidu_msg *
     call->cntl.deadline_us = call->cntl.start_us + (int64_t)msg->meta.timeout_ms * 1000;
   call->cntl.used_rdma = rrpc__socket_is_rdma(sock);
   rrpc__socket_peer_str(sock, call->cntl.remote, sizeof call->cntl.remote);
-  rrpc_iobuf_move(&call->request, &msg->payload);
-  rrpc_iobuf_move(&call->cntl.req_att, &msg->attachment);
   atomic_fetch_add(&srv->live_calls, 1);
   int stopping = atomic_load(&srv->state) != SRV_RUNNING;
   int bad = check_request(srv, msg, call) != 0 || admit(srv, call, stopping) != 0;
@@ -533,6 +571,44 @@ static void batch_flush(rrpc_server *srv, struct batch *b) {
   b->n = 0;
 }
 
+/* The pool requests of one loop round: every read the round made for one
+ * server adds its batch here, and the round's end (rrpc__loop_defer, run
+ * before the loop can block) hands them to the pool at once - one pool
+ * lock and at most one wake-up per round instead of per read. The calls
+ * are counted live, so their server cannot go meanwhile. Loop thread only. */
+struct round_batch {
+  rrpc_server *srv;
+  struct batch b;
+};
+static _Thread_local struct round_batch tls_round;
+
+static void round_flush(void *arg) {
+  (void)arg;
+  struct round_batch *r = &tls_round;
+  if (r->b.n > 0) batch_flush(r->srv, &r->b);
+  r->srv = NULL;
+}
+
+/* One read's batch joins its round's (another server's requests first go
+ * out on their own); off a loop thread it goes to the pool at once. */
+static void round_add(rrpc_server *srv, struct batch *b) {
+  if (b->n == 0) return;
+  struct round_batch *r = &tls_round;
+  rrpc__loop *loop = rrpc__loop_current();
+  if (r->srv != NULL && r->srv != srv) round_flush(NULL);
+  if (r->srv == NULL) {
+    if (loop == NULL || rrpc__loop_defer(loop, round_flush, NULL) != 0) {
+      batch_flush(srv, b);
+      return;
+    }
+    r->srv = srv;
+  }
+  if (r->b.tail) r->b.tail->next = b->head;
+  else r->b.head = b->head;
+  r->b.tail = b->tail;
+  r->b.n += b->n;
+}
+
 static int server_on_data(void *owner, rrpc__socket *sock, rrpc_iobuf *rbuf) {
   struct sconn *c = owner;
   if (c->proto == PROTO_UNKNOWN) {
@@ -552,8 +628,8 @@ static int server_on_data(void *owner, rrpc__socket *sock, rrpc_iobuf *rbuf) {
     }
     rc = 0;
     if (rrpc_iobuf_length(rbuf) == 0) break; /* the usual end: every frame cut, no partial one */
-    rrpc__baidu_msg msg; /* cut initialises it, whatever it returns */
-    rc = rrpc__baidu_cut(rbuf, c->srv->max_body, &msg);
+    rrpc__baidu_msg msg; /* cut_head initialises it, whatever it returns */
+    rc = rrpc__baidu_cut_head(rbuf, c->srv->max_body, &msg);
     if (rc == 0) break;
     if (rc < 0) {
       char peer[64];
@@ -561,11 +637,11 @@ static int server_on_data(void *owner, rrpc__socket *sock, rrpc_iobuf *rbuf) {
       RRPC_LOG(WARNING, "closing connection from %s: %s", peer, rrpc_strerror(rc));
       break;
     }
-    rc = handle_request(c, sock, &msg, &b);
+    rc = handle_request(c, sock, rbuf, &msg, &b);
     rrpc__baidu_msg_destroy(&msg);
     if (rc < 0) break;
   }
-  batch_flush(c->srv, &b); /* what was cut before an error is still served */
+  round_add(c->srv, &b); /* what was cut before an error is still served */
   return rc;
 }
 
@@ -599,6 +675,7 @@ static void adopt(rrpc_server *srv, int fd) {
   c->srv = srv;
   atomic_init(&c->refs, 1);
   atomic_init(&c->returned, NULL);
+  atomic_init(&c->returned_n, 0);
   pthread_mutex_lock(&srv->mu);
   if (srv->state != SRV_RUNNING) {
     pthread_mutex_unlock(&srv->mu);
@@ -774,7 +851,8 @@ static int start_runtime(rrpc_server *s) {
   }
   if (need_pool) {
     s->pool_queue_max = s->opts.pool_queue_max > 0 ? s->opts.pool_queue_max : DEFAULT_POOL_QUEUE_MAX;
-    rc = rrpc__worker_pool_start(pool_size(&s->opts), s->pool_queue_max, "rrpc-work", &s->pool);
+    int rescue_us = s->opts.pool_rescue_us != 0 ? s->opts.pool_rescue_us : DEFAULT_POOL_RESCUE_US;
+    rc = rrpc__worker_pool_start(pool_size(&s->opts), s->pool_queue_max, rescue_us, "rrpc-work", &s->pool);
   }
   return rc;
 }
@@ -805,12 +883,14 @@ int rrpc_server_start(rrpc_server *s, const char *addr) {
   s->lwatch = (rrpc__watcher){.fd = s->listen_fd, .events = EPOLLIN, .cb = on_accept, .arg = s};
   pthread_mutex_lock(&s->mu);
   s->state = SRV_RUNNING;
+  atomic_fetch_add(&s->live_calls, 1); /* the running bias */
   pthread_mutex_unlock(&s->mu);
   register_stats(s);
   rc = rrpc__loop_watch_add(s->lloop, &s->lwatch);
   if (rc != 0) {
     pthread_mutex_lock(&s->mu);
     s->state = SRV_STOPPED;
+    atomic_fetch_sub(&s->live_calls, 1); /* no call came: nothing listened */
     pthread_mutex_unlock(&s->mu);
     close(s->listen_fd);
     s->listen_fd = -1;
@@ -877,7 +957,12 @@ static void drain_until(rrpc_server *s, uint64_t deadline_us) {
 void rrpc_server_shutdown(rrpc_server *s, int closewait_ms) {
   pthread_mutex_lock(&s->mu);
   int was_running = s->state == SRV_RUNNING;
-  if (was_running) s->state = SRV_STOPPING;
+  if (was_running) {
+    s->state = SRV_STOPPING;
+    /* From here the call that lowers the count to 0 signals cv; one that
+     * read the bias before this and lowers 2 to 1 needs not. */
+    atomic_fetch_sub(&s->live_calls, 1);
+  }
   pthread_mutex_unlock(&s->mu);
   if (!was_running) return;
   uint64_t deadline = rrpc__now_us() + (closewait_ms > 0 ? (uint64_t)closewait_ms * 1000u : 0);

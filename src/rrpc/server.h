@@ -45,6 +45,13 @@ typedef struct rrpc_server_options {
                               pages /status, /vars, /connections, ...; see
                               docs/observability.md for serving them on a
                               separate internal port instead) */
+  int pool_rescue_us;      /* a pool thread that takes a request while more wait
+                              leaves them to itself and the next request's
+                              thread; if none is taken for this long (its
+                              handler blocked), an idle thread is woken for them
+                              (counted: rrpc_server_pool_rescues). 0 = 1000;
+                              negative = wake the next thread at once, as
+                              before (a futex wake per request at saturation) */
 } rrpc_server_options;
 
 /* Where a method's handler runs. */
@@ -86,6 +93,9 @@ int rrpc_server_set_method_mode(rrpc_server *s, const char *service_full_name, c
 /* rrpc_server_pool_rejected - requests failed with RRPC_EOVERCROWDED because
  * the worker queue was full (pool_queue_max), since start. Any thread. */
 uint64_t rrpc_server_pool_rejected(const rrpc_server *s);
+/* rrpc_server_pool_rescues - how often a pool thread was woken for requests
+ * that waited behind a blocked handler (pool_rescue_us). Any thread. */
+uint64_t rrpc_server_pool_rescues(const rrpc_server *s);
 
 /* rrpc_server_start - listen on "ip:port", ":port", "port", "[ipv6]:port"
  * ("[::]:port" for every address), or "unix:/path" (a unix stream socket:

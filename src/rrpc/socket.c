@@ -94,7 +94,11 @@ struct rrpc__socket {
   _Atomic uint64_t last_active_us; /* last read or write progress */
   /* write side */
   pthread_mutex_t wmu;
-  int token;         /* 1 while a writer (or the start-up) holds the token */
+  /* 1 while a writer (or the start-up) holds the token. Taken by a
+   * compare-and-swap 0 -> 1 (take_token), under wmu or, by the socket's
+   * loop thread, without it; given back (1 -> 0) only under wmu, by the
+   * holder that found wqueue empty (drain). */
+  atomic_int token;
   rrpc_iobuf wqueue; /* appended under wmu by writers without the token */
   rrpc_iobuf wpend;  /* only the token holder touches it */
   int fin_when_drained; /* under wmu: half-close once the queue is empty */
@@ -162,6 +166,14 @@ static void addr_str(const struct sockaddr_storage *ss, char *buf, size_t len) {
 }
 
 void rrpc__socket_peer_str(const rrpc__socket *s, char *buf, size_t len) {
+  if (len >= sizeof s->peer_str) {
+    /* A controller's remote (every request): the whole array in one copy
+     * of fixed size, no strnlen and no copy call. It is NUL-terminated
+     * within itself (formatted at creation, zeroed before) and never
+     * written after, so the bytes past the NUL are no race either. */
+    memcpy(buf, s->peer_str, sizeof s->peer_str);
+    return;
+  }
   if (len == 0) return;
   size_t n = strnlen(s->peer_str, sizeof s->peer_str);
   if (n >= len) n = len - 1;
@@ -401,7 +413,7 @@ static void drain(rrpc__socket *s) {
     if (pend == 0) {
       pthread_mutex_lock(&s->wmu);
       if (rrpc_iobuf_length(&s->wqueue) == 0) {
-        s->token = 0;
+        atomic_store(&s->token, 0);
         int fin = s->fin_when_drained;
         pthread_mutex_unlock(&s->wmu);
         if (fin) shutdown(s->fd, SHUT_RDWR); /* FIN after the data; our read side sees EOF */
@@ -465,6 +477,14 @@ static int defer_write(rrpc__socket *s, rrpc_iobuf *msg, size_t n) {
   return rc;
 }
 
+/* Take the free token: 1 if this thread now holds it. Sequentially
+ * consistent, like the release in drain: what the last holder did to wpend
+ * and pend_counted is visible to the next. */
+static int take_token(rrpc__socket *s) {
+  int free_token = 0;
+  return atomic_compare_exchange_strong(&s->token, &free_token, 1);
+}
+
 /* Room for n more bytes in the write queue, counted; or why not. */
 static int reserve(rrpc__socket *s, size_t n) {
   int rc = atomic_load(&s->failed) ? -RRPC_ECLOSE : rrpc__unwritten_reserve(atomic_load(&s->unwritten), n);
@@ -486,6 +506,22 @@ int rrpc__socket_write(rrpc__socket *s, rrpc_iobuf *msg) {
     }
     return append_deferred(s, msg, n);
   }
+  if (on_loop && take_token(s)) {
+    /* The loop thread took the free token without wmu (an in-loop handler
+     * answering, a completion issuing the next call: one lock pair per
+     * message fewer). Why no lock is needed: the token is what owns wpend
+     * and pend_counted, and the holder that gave it back found wqueue
+     * empty under wmu and left wpend empty; writers under wmu that find it
+     * taken now only append to wqueue, which this holder's drain takes
+     * under wmu before it gives the token back. reserve is atomic. */
+    int rc = reserve(s, n);
+    if (rc != 0) {
+      rrpc_iobuf_clear(msg);
+      drain(s); /* nothing of ours to send: write what queued meanwhile, or give the token back */
+      return rc;
+    }
+    return defer_write(s, msg, n);
+  }
   pthread_mutex_lock(&s->wmu);
   int rc = reserve(s, n);
   if (rc != 0) {
@@ -493,7 +529,7 @@ int rrpc__socket_write(rrpc__socket *s, rrpc_iobuf *msg) {
     rrpc_iobuf_clear(msg);
     return rc;
   }
-  if (s->token) {
+  if (!take_token(s)) {
     rc = rrpc_iobuf_move(&s->wqueue, msg);
     pthread_mutex_unlock(&s->wmu);
     if (rc != 0) {
@@ -502,7 +538,6 @@ int rrpc__socket_write(rrpc__socket *s, rrpc_iobuf *msg) {
     }
     return rc;
   }
-  s->token = 1;
   if (on_loop) {
     /* An in-loop handler answering, a completion issuing the next call. */
     pthread_mutex_unlock(&s->wmu);
@@ -545,7 +580,7 @@ void rrpc__socket_resume_write(rrpc__socket *s) { drain(s); }
 void rrpc__socket_finish_writes(rrpc__socket *s) {
   pthread_mutex_lock(&s->wmu);
   s->fin_when_drained = 1;
-  int idle = !s->token;
+  int idle = !atomic_load(&s->token);
   pthread_mutex_unlock(&s->wmu);
   if (idle) shutdown(s->fd, SHUT_RDWR);
 }
@@ -756,7 +791,7 @@ static rrpc__socket *socket_alloc(rrpc__loop *loop, int fd, int is_client, const
   s->ops = ops;
   s->handler = h;
   s->owner = owner;
-  s->token = 1; /* held by the start-up until the transport is ready */
+  atomic_init(&s->token, 1); /* held by the start-up until the transport is ready */
   s->want_events = EPOLLIN;
   atomic_init(&s->unwritten, 0);
   atomic_init(&s->read_paused, 0);

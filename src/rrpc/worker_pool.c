@@ -8,9 +8,18 @@
  * - a batch wakes at most one worker, and only if no worker is between
  *   tasks already (a worker that finishes a handler looks at the queue
  *   before it sleeps, so one "looking" worker will take the batch's first
- *   task); a worker that takes a task and sees more waiting wakes the next
- *   one only under the same rule, so a batch spreads over the idle workers
- *   one wake-up at a time, and a busy pool wakes nobody;
+ *   task); a busy pool wakes nobody;
+ * - a worker that takes a task and sees more waiting does not wake another
+ *   at once: the tasks behind it are usually short handlers it (or the
+ *   next batch's worker) takes within microseconds, and a wake-up per task
+ *   was half of the pool's futex calls at saturation. Instead a rescuer
+ *   thread looks every `rescue_us` while such a pass-on is held back, and
+ *   wakes an idle worker if no task was taken since its last look (the
+ *   worker blocked in its handler): a blocking handler delays the rest of
+ *   its batch by at most about two rescue periods. The rescuer sleeps
+ *   untimed while nothing is held back (an idle pool costs nothing), so
+ *   at saturation it wakes once per period, not once per batch.
+ *   rescue_us < 0 restores the immediate pass-on;
  * - the queue's mutex is the adaptive kind: its critical sections are a
  *   few pointer moves, so a contender spins briefly instead of sleeping in
  *   the kernel. glibc's condition variables cost several futex calls per
@@ -40,6 +49,12 @@ struct worker {
   pthread_t thread;
 };
 
+/* Every pool's counters summed, for /vars: the pools come and go with
+ * their servers, the totals stay (a counter must not go down). */
+static struct {
+  atomic_uint_least64_t rejected, rescues, wakeups;
+} g_totals;
+
 struct rrpc__worker_pool {
   pthread_mutex_t mu;
   /* ---- under mu ---- */
@@ -48,15 +63,24 @@ struct rrpc__worker_pool {
   struct worker *idle; /* LIFO stack of sleeping workers */
   int looking;         /* workers between tasks, about to look at the queue */
   int stopping;
+  uint64_t taken;    /* tasks taken so far: the rescuer's sign of progress */
+  int held;          /* a pass-on was held back: the rescuer watches */
+  int rescuer_parked; /* the rescuer sleeps untimed: wake it to watch */
   /* ---- */
-  atomic_uint_least64_t rejected;
+  atomic_int rescuer_word; /* the rescuer's futex word: 1 = wake up */
+  atomic_uint_least64_t rejected, rescues, wakeups;
+  int rescue_us; /* < 0: pass on at once, no rescuer */
   int nthreads;
   struct worker *workers;
+  pthread_t rescuer;
+  int has_rescuer;
 };
 
-static void futex_wait(atomic_int *word, int val) {
-  syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+static void futex_wait_for(atomic_int *word, int val, const struct timespec *rel) {
+  syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, val, rel, NULL, 0);
 }
+
+static void futex_wait(atomic_int *word, int val) { futex_wait_for(word, val, NULL); }
 
 static void futex_wake(atomic_int *word) { syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0); }
 
@@ -72,6 +96,8 @@ static struct worker *pop_idle_locked(rrpc__worker_pool *p) {
 
 static void wake_worker(struct worker *w) {
   if (w == NULL) return;
+  atomic_fetch_add_explicit(&w->pool->wakeups, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&g_totals.wakeups, 1, memory_order_relaxed);
   atomic_store_explicit(&w->woken, 1, memory_order_release);
   futex_wake(&w->woken);
 }
@@ -86,6 +112,63 @@ static void sleep_locked(rrpc__worker_pool *p, struct worker *w) {
   pthread_mutex_unlock(&p->mu);
   while (atomic_load_explicit(&w->woken, memory_order_acquire) == 0) futex_wait(&w->woken, 0);
   pthread_mutex_lock(&p->mu);
+}
+
+/* Under mu, a task taken and more waiting: who takes them? A looking
+ * worker will; else hold the pass-on back for the rescuer (or, without
+ * one, wake the next idle worker at once). */
+static struct worker *pass_on_locked(rrpc__worker_pool *p) {
+  if (!p->has_rescuer) return pop_idle_locked(p);
+  if (p->looking == 0 && p->idle != NULL) p->held = 1;
+  return NULL;
+}
+
+static void wake_rescuer(rrpc__worker_pool *p) {
+  atomic_store_explicit(&p->rescuer_word, 1, memory_order_release);
+  futex_wake(&p->rescuer_word);
+}
+
+/* Under mu: sleep until woken (parked, nothing held back) or for one
+ * rescue period; returns with mu held. */
+static void rescuer_sleep_locked(rrpc__worker_pool *p, int parked) {
+  atomic_store_explicit(&p->rescuer_word, 0, memory_order_relaxed);
+  p->rescuer_parked = parked;
+  pthread_mutex_unlock(&p->mu);
+  struct timespec rel = {.tv_sec = p->rescue_us / 1000000, .tv_nsec = (long)(p->rescue_us % 1000000) * 1000};
+  futex_wait_for(&p->rescuer_word, 0, parked ? NULL : &rel);
+  pthread_mutex_lock(&p->mu);
+  p->rescuer_parked = 0;
+}
+
+/* The rescuer: while a pass-on is held back, look once per period; if
+ * tasks wait, nobody is looking and none was taken since the last look,
+ * the workers holding them are blocked in handlers - wake an idle one. */
+static void *rescuer_main(void *arg) {
+  rrpc__worker_pool *p = arg;
+  pthread_mutex_lock(&p->mu);
+  uint64_t last = p->taken;
+  while (!p->stopping) {
+    if (!p->held) {
+      rescuer_sleep_locked(p, 1);
+      last = p->taken;
+      continue;
+    }
+    rescuer_sleep_locked(p, 0);
+    if (p->head == NULL) {
+      p->held = 0; /* all taken: nothing to watch */
+      continue;
+    }
+    struct worker *w = p->looking == 0 && p->taken == last ? pop_idle_locked(p) : NULL;
+    last = p->taken;
+    if (w == NULL) continue;
+    atomic_fetch_add_explicit(&p->rescues, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&g_totals.rescues, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&p->mu);
+    wake_worker(w);
+    pthread_mutex_lock(&p->mu);
+  }
+  pthread_mutex_unlock(&p->mu);
+  return NULL;
 }
 
 static void *worker_main(void *arg) {
@@ -103,10 +186,13 @@ static void *worker_main(void *arg) {
     p->head = t->next;
     if (p->head == NULL) p->tail = NULL;
     p->looking--; /* busy now: maybe blocked for long, so not counted */
-    /* More waiting: pass a wake-up on, unless someone is looking already. */
-    struct worker *next = p->head != NULL ? pop_idle_locked(p) : NULL;
+    p->taken++;
+    struct worker *next = p->head != NULL ? pass_on_locked(p) : NULL;
+    int rouse = p->held && p->rescuer_parked;
+    if (rouse) p->rescuer_parked = 0;
     pthread_mutex_unlock(&p->mu);
     wake_worker(next);
+    if (rouse) wake_rescuer(p);
     t->fn(t->arg); /* may free t */
     pthread_mutex_lock(&p->mu);
     p->looking++;
@@ -122,11 +208,30 @@ static void pool_free(rrpc__worker_pool *p) {
   free(p);
 }
 
-int rrpc__worker_pool_start(int nthreads, int max_queue, const char *name, rrpc__worker_pool **out) {
+/* The rescuer, when there is to be one (started first: workers may hold
+ * back a pass-on from their first task). */
+static int rescuer_start(rrpc__worker_pool *p, const char *name) {
+  if (p->rescue_us < 0) return 0;
+  int rc = pthread_create(&p->rescuer, NULL, rescuer_main, p);
+  if (rc != 0) return -rc;
+  p->has_rescuer = 1;
+  char tname[32];
+  snprintf(tname, sizeof tname, "%.10s-r", name);
+  tname[15] = '\0';
+  pthread_setname_np(p->rescuer, tname);
+  return 0;
+}
+
+int rrpc__worker_pool_start(int nthreads, int max_queue, int rescue_us, const char *name,
+                            rrpc__worker_pool **out) {
   rrpc__worker_pool *p = calloc(1, sizeof *p);
   if (p == NULL) return -ENOMEM;
   p->max_queue = max_queue > 0 ? max_queue : 1;
+  p->rescue_us = rescue_us < 0 ? -1 : rescue_us > 0 ? rescue_us : 1;
   atomic_init(&p->rejected, 0);
+  atomic_init(&p->rescues, 0);
+  atomic_init(&p->wakeups, 0);
+  atomic_init(&p->rescuer_word, 0);
   p->workers = calloc((size_t)nthreads, sizeof *p->workers);
   if (p->workers == NULL) {
     free(p);
@@ -137,6 +242,11 @@ int rrpc__worker_pool_start(int nthreads, int max_queue, const char *name, rrpc_
   pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
   pthread_mutex_init(&p->mu, &ma);
   pthread_mutexattr_destroy(&ma);
+  int rrc = rescuer_start(p, name);
+  if (rrc != 0) {
+    pool_free(p);
+    return rrc;
+  }
   for (int i = 0; i < nthreads; i++) {
     struct worker *w = &p->workers[i];
     w->pool = p;
@@ -188,14 +298,29 @@ int rrpc__worker_pool_submit(rrpc__worker_pool *p, rrpc__work *head, int n, rrpc
   pthread_mutex_unlock(&p->mu);
   if (take < n) {
     atomic_fetch_add_explicit(&p->rejected, (uint64_t)(n - take), memory_order_relaxed);
+    atomic_fetch_add_explicit(&g_totals.rejected, (uint64_t)(n - take), memory_order_relaxed);
     *why = -RRPC_EOVERCROWDED;
   }
   wake_worker(w);
   return take;
 }
 
+void rrpc__worker_pools_totals(uint64_t *rejected, uint64_t *rescues, uint64_t *wakeups) {
+  *rejected = atomic_load_explicit(&g_totals.rejected, memory_order_relaxed);
+  *rescues = atomic_load_explicit(&g_totals.rescues, memory_order_relaxed);
+  *wakeups = atomic_load_explicit(&g_totals.wakeups, memory_order_relaxed);
+}
+
 uint64_t rrpc__worker_pool_rejected(const rrpc__worker_pool *p) {
   return atomic_load_explicit(&((rrpc__worker_pool *)p)->rejected, memory_order_relaxed);
+}
+
+uint64_t rrpc__worker_pool_rescues(const rrpc__worker_pool *p) {
+  return atomic_load_explicit(&((rrpc__worker_pool *)p)->rescues, memory_order_relaxed);
+}
+
+uint64_t rrpc__worker_pool_wakeups(const rrpc__worker_pool *p) {
+  return atomic_load_explicit(&((rrpc__worker_pool *)p)->wakeups, memory_order_relaxed);
 }
 
 void rrpc__worker_pool_stop(rrpc__worker_pool *p) {
@@ -209,6 +334,10 @@ void rrpc__worker_pool_stop(rrpc__worker_pool *p) {
     struct worker *next = all->next_idle;
     wake_worker(all);
     all = next;
+  }
+  if (p->has_rescuer) {
+    wake_rescuer(p); /* it sees stopping under mu and exits */
+    pthread_join(p->rescuer, NULL);
   }
   for (int i = 0; i < p->nthreads; i++) pthread_join(p->workers[i].thread, NULL);
   pool_free(p);

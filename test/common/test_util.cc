@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -37,8 +38,18 @@ Child spawn_self(const std::vector<std::string> &extra_env) {
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, out[1], 1);
   posix_spawn_file_actions_addclose(&fa, out[0]);
+  // extra_env wins over an inherited variable of the same name (getenv
+  // returns the first one: the inherited copy must go).
+  auto named_in_extra = [&](const char *e) {
+    for (const auto &x : extra_env) {
+      size_t eq = x.find('=');
+      if (eq != std::string::npos && strncmp(e, x.c_str(), eq + 1) == 0) return true;
+    }
+    return false;
+  };
   std::vector<std::string> envs;
-  for (char **e = environ; *e; e++) envs.emplace_back(*e);
+  for (char **e = environ; *e; e++)
+    if (!named_in_extra(*e)) envs.emplace_back(*e);
   envs.insert(envs.end(), extra_env.begin(), extra_env.end());
   std::vector<char *> envp;
   for (auto &e : envs) envp.push_back(e.data());

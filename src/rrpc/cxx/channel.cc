@@ -143,9 +143,12 @@ namespace {
 
 // The request goes to the C call SHARED and may be dropped as soon as the
 // call returns, so each thread keeps one scratch iobuf for it.
+// The request's bytes are copied on (small) or shared into the frame, so one
+// scratch per thread does; reuse keeps its block when the frame copied the
+// bytes, so a call neither mallocs nor frees one.
 rrpc_iobuf* ScratchRequest() {
   thread_local IOBuf scratch;
-  scratch.clear();
+  rrpc_iobuf_reuse(scratch.c_iobuf());
   return scratch.c_iobuf();
 }
 
@@ -249,7 +252,7 @@ void Channel::CallMethod(const google::protobuf::MethodDescriptor* method,
     // The code is also in the controller, which ParseResponse reads.
     (void)rrpc_channel_call(ch_, service, name, cntl->c_controller(), req,
                             response ? response_bytes.c_iobuf() : nullptr, nullptr, nullptr);
-    rrpc_iobuf_clear(req);
+    rrpc_iobuf_reuse(req);
     ParseResponse(cntl, response_bytes.c_iobuf(), response);
     response_bytes.clear();
     return;
@@ -262,7 +265,7 @@ void Channel::CallMethod(const google::protobuf::MethodDescriptor* method,
   int rc = rrpc_channel_call(ch_, service, name, cntl->c_controller(), req,
                              response ? call->response_bytes.c_iobuf() : nullptr, OnAsyncDone,
                              call);
-  rrpc_iobuf_clear(req);
+  rrpc_iobuf_reuse(req);
   if (rc != 0) {
     // The C channel refused the call outright, so its callback will not run.
     call->done = nullptr;

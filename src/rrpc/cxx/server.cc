@@ -82,7 +82,8 @@ ServerOptions::ServerOptions()
       handlers_in_loop(FLAGS_usercode_in_loop),
       pool_queue_max(FLAGS_usercode_queue_max),
       idle_timeout_sec(FLAGS_rrpc_idle_timeout_second),
-      max_concurrency(FLAGS_rrpc_max_concurrency) {}
+      max_concurrency(FLAGS_rrpc_max_concurrency),
+      pool_rescue_us(FLAGS_rrpc_pool_rescue_us) {}
 
 // ---- one served call -----------------------------------------------------------
 
@@ -100,6 +101,10 @@ struct Server::Method {
   // messages, reused by the next calls (no allocation of the call and its
   // two messages per call). At most kSpareCalls; freed with the method.
   static constexpr size_t kSpareCalls = 64;
+  // One spare taken and given back without the mutex (an atomic exchange
+  // each way): with one call at a time per method, the usual light load,
+  // a call costs no lock pair here. The vector holds the rest.
+  std::atomic<detail::ServerCall*> one_spare{nullptr};
   std::mutex spare_mu;
   std::vector<detail::ServerCall*> spare;
   ~Method();
@@ -141,6 +146,9 @@ struct ServerCall final : google::protobuf::Closure {
   }
 
   static ServerCall* TakeSpare(Server::Method* m) {
+    // exchange cannot suffer ABA: it takes whatever is there whole.
+    ServerCall* one = m->one_spare.exchange(nullptr, std::memory_order_acquire);
+    if (one != nullptr) return one;
     std::lock_guard<std::mutex> lk(m->spare_mu);
     if (m->spare.empty()) return nullptr;
     ServerCall* sc = m->spare.back();
@@ -156,14 +164,18 @@ struct ServerCall final : google::protobuf::Closure {
       return;
     }
     Server::Method* m = method;
-    bool kept = false;
-    try {
-      std::lock_guard<std::mutex> lk(m->spare_mu);
-      if (m->spare.size() < Server::Method::kSpareCalls) {
-        m->spare.push_back(this);
-        kept = true;
+    ServerCall* none = nullptr;
+    bool kept = m->one_spare.compare_exchange_strong(none, this, std::memory_order_release,
+                                                     std::memory_order_relaxed);
+    if (!kept) {
+      try {
+        std::lock_guard<std::mutex> lk(m->spare_mu);
+        if (m->spare.size() < Server::Method::kSpareCalls) {
+          m->spare.push_back(this);
+          kept = true;
+        }
+      } catch (...) {  // push_back's allocation
       }
-    } catch (...) {  // push_back's allocation
     }
     if (!kept) {
       delete this;  // counts the end itself
@@ -245,10 +257,12 @@ struct ServerCall final : google::protobuf::Closure {
       if (thrown != nullptr) {
         cntl.SetFailed(EINTERNAL, "%s threw: %s", method->md->full_name().c_str(), thrown);
       } else if (!cntl.Failed()) {
-        // The response is SHARED into the C call, so one scratch iobuf per
-        // thread does. Made inside the try: its first use allocates.
+        // The response is copied on (small) or SHARED into the C call's
+        // frame, so one scratch iobuf per thread does; reuse keeps its
+        // block when it was copied (no malloc/free per call). Made inside
+        // the try: its first use allocates.
         thread_local IOBuf scratch;
-        scratch.clear();
+        rrpc_iobuf_reuse(scratch.c_iobuf());
         std::string why;
         int rc = SerializeToIOBuf(*response, scratch.c_iobuf(), &why);
         if (rc == 0) {
@@ -264,7 +278,7 @@ struct ServerCall final : google::protobuf::Closure {
     }
     rrpc_server_call_respond(call, out);  // releases the C call and controller
     call = nullptr;
-    if (out != nullptr) rrpc_iobuf_clear(out);
+    if (out != nullptr) rrpc_iobuf_reuse(out);
     try {
       cntl.RunCancelCallback();
     } catch (...) {
@@ -290,6 +304,10 @@ struct ServerCall final : google::protobuf::Closure {
 
 // Spares are finished calls: freed without counting an end again.
 Server::Method::~Method() {
+  if (detail::ServerCall* one = one_spare.load()) {
+    one->abandoned = true;
+    delete one;
+  }
   for (detail::ServerCall* sc : spare) {
     sc->abandoned = true;
     delete sc;
@@ -366,6 +384,7 @@ int Server::Start(const char* addr, const ServerOptions* opts) {
   c.pool_queue_max = o.pool_queue_max;
   c.idle_timeout_s = o.idle_timeout_sec > 0 ? o.idle_timeout_sec : 0;
   c.max_concurrency = o.max_concurrency;
+  c.pool_rescue_us = o.pool_rescue_us;
   detail::ApplyLimitFlags();
   rrpc_server* s = nullptr;
   int rc = rrpc_server_new(&c, &s);

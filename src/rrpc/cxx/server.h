@@ -70,6 +70,11 @@ struct ServerOptions {
   // Requests running at once; one more fails at once with ELIMIT (2004);
   // 0 = no limit. Default --rrpc_max_concurrency. Per method: MaxConcurrencyOf.
   int max_concurrency;
+  // A pool thread that takes a request while more wait leaves them to
+  // itself; if none is taken for this long (its handler blocked), an idle
+  // thread is woken for them. 0 = 1000 us; negative = wake the next thread
+  // at once. Default --rrpc_pool_rescue_us (docs/threads.md).
+  int pool_rescue_us;
   // Answer HTTP on this port with the builtin pages (/status, /vars,
   // /connections, /rdma, /flags, /metrics); docs/observability.md.
   bool has_builtin_services = true;

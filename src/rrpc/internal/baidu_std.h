@@ -13,6 +13,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "rrpc/internal/iobuf.h"
 
@@ -78,11 +79,26 @@ size_t rrpc__rpc_meta_size(const rrpc__rpc_meta *m);
  * `out` must hold rrpc__rpc_meta_size(m) bytes. Returns the bytes written. */
 size_t rrpc__rpc_meta_encode(const rrpc__rpc_meta *m, uint8_t *out);
 
-/* One cut message. Owns its copies: meta_bytes (strings in `meta` point into
- * it), and the payload/attachment iobufs SHARE blocks with the input. */
+/* The same in two steps, for a framer that needs the size before it has
+ * the memory: measure returns rrpc__rpc_meta_size(m) and keeps the
+ * sub-messages' sizes in *s; encode_sized writes what encode would, given
+ * that *s of the unchanged *m. */
+typedef struct rrpc__rpc_meta_sizes {
+  size_t request;  /* RpcRequestMeta's body, 0 without HAS_REQUEST */
+  size_t response; /* RpcResponseMeta's body, 0 without HAS_RESPONSE */
+} rrpc__rpc_meta_sizes;
+size_t rrpc__rpc_meta_measure(const rrpc__rpc_meta *m, rrpc__rpc_meta_sizes *s);
+size_t rrpc__rpc_meta_encode_sized(const rrpc__rpc_meta *m, const rrpc__rpc_meta_sizes *s, uint8_t *out);
+
+/* One cut message. Strings in `meta` point into the input's block (the
+ * usual case: header and meta in one piece, read in place; meta_block holds
+ * a reference to it) or into meta_bytes, a copy: either way they are valid
+ * until the message is destroyed. The payload/attachment iobufs SHARE
+ * blocks with the input. */
 typedef struct rrpc__baidu_msg {
   rrpc__rpc_meta meta;
-  uint8_t *meta_bytes; /* meta_inline, or a heap copy for a large meta */
+  uint8_t *meta_bytes; /* NULL (meta read in place), meta_inline, or a heap copy */
+  rrpc_block *meta_block; /* a reference to a borrowed meta's block, or NULL */
   rrpc_iobuf payload;
   rrpc_iobuf attachment;
   /* Set when attachment_size exceeds the bytes after the meta, or is
@@ -90,6 +106,9 @@ typedef struct rrpc__baidu_msg {
    * RPC must fail (server: answer EREQUEST; client: fail the call with
    * ERESPONSE). The whole rest of the body is then in payload. */
   int bad_attachment;
+  /* The body rrpc__baidu_cut_head left in the input: header and meta bytes
+   * still before it, then the payload's and the attachment's lengths. */
+  size_t body_skip, body_payload, body_attachment;
   /* Most metas (names, ids, sizes) are well under this: no malloc per frame. */
   uint8_t meta_inline[192];
 } rrpc__baidu_msg;
@@ -110,10 +129,24 @@ void rrpc__baidu_msg_destroy(rrpc__baidu_msg *m);
  * -ENOMEM. On 0 and on errors *out is left empty.
  * On an error the connection must be closed: the stream is unusable (`in`
  * is unchanged, except after -ENOMEM, where part of the frame may be gone).
- * The meta is COPIED into out->meta_bytes (at most body_size bytes, checked
- * against max_body first); payload and attachment SHARE blocks with `in`.
+ * The meta is read in place when header and meta lie in the first piece
+ * of `in`, else COPIED into out->meta_bytes (at most body_size bytes,
+ * checked against max_body first); payload and attachment SHARE blocks
+ * with `in`.
  * [thread-compatible]: `in` and `out` belong to the caller's thread. */
 int rrpc__baidu_cut(rrpc_iobuf *in, size_t max_body, rrpc__baidu_msg *out);
+
+/* The same in two halves, so that the body goes straight into the iobufs
+ * that keep it (a server's call), without a move from the message's own.
+ * rrpc__baidu_cut_head returns as rrpc__baidu_cut, but after 1 only the
+ * header is decoded: the frame stays in `in` (the meta may be borrowed from
+ * it) until rrpc__baidu_cut_body, which must come next, before anything
+ * else is cut from `in` (or the connection closes). cut_body appends the
+ * payload to `payload` and the attachment to `attachment` (two different
+ * iobufs, neither `in`): 0, or -ENOMEM (close the connection; the message
+ * is still the caller's to destroy). */
+int rrpc__baidu_cut_head(rrpc_iobuf *in, size_t max_body, rrpc__baidu_msg *out);
+int rrpc__baidu_cut_body(rrpc_iobuf *in, rrpc__baidu_msg *m, rrpc_iobuf *payload, rrpc_iobuf *attachment);
 
 /* rrpc__baidu_pack - append one frame to `out`: header and meta COPIED,
  * payload and attachment SHARED (either may be NULL = empty). Sets
@@ -128,6 +161,13 @@ int rrpc__baidu_pack(rrpc_iobuf *out, rrpc__rpc_meta *meta, const rrpc_iobuf *pa
 
 /* rrpc__str_eq - compare a borrowed string with a C string. */
 int rrpc__str_eq(rrpc__str s, const char *cstr);
+
+/* rrpc__str_eqn - the same with the C string's length known (a lookup
+ * table keeps it): a length test rejects most entries without reading
+ * their bytes. */
+static inline int rrpc__str_eqn(rrpc__str s, const char *p, size_t n) {
+  return s.len == n && (n == 0 || memcmp(s.ptr, p, n) == 0);
+}
 
 #ifdef __cplusplus
 }

@@ -56,10 +56,24 @@ struct rrpc_iobuf {
                         committed (kept for the next reserve), or NULL */
 };
 
-/* Embedded iobufs: init makes an empty one; destroy drops its references.
- * Neither allocates nor fails. */
-void rrpc__iobuf_init(rrpc_iobuf *buf);
-void rrpc__iobuf_destroy(rrpc_iobuf *buf);
+/* Embedded iobufs: init makes an empty one; destroy drops its references
+ * and leaves it empty and usable. Neither allocates nor fails. Inline: a
+ * call embeds several iobufs that are usually empty at the end (their
+ * contents moved on), so the common case is a few loads, not a call. */
+static inline void rrpc__iobuf_init(rrpc_iobuf *buf) {
+  buf->refs = buf->inline_refs;
+  buf->start = 0;
+  buf->end = 0;
+  buf->cap = RRPC_IOBUF_INLINE_REFS;
+  buf->len = 0;
+  buf->spare = NULL;
+}
+void rrpc__iobuf_destroy_slow(rrpc_iobuf *buf);
+static inline void rrpc__iobuf_destroy(rrpc_iobuf *buf) {
+  /* Empty (start == end == 0), no spare, no heap array: nothing to do. */
+  if (buf->end == 0 && buf->spare == NULL && buf->refs == buf->inline_refs) return;
+  rrpc__iobuf_destroy_slow(buf);
+}
 
 /* Blocks. alloc makes a block with refs = 1 and size = 0 from the current
  * allocator (cap >= size; size 0 or less than the default block size gets
@@ -107,6 +121,17 @@ void rrpc__iobuf_commit(rrpc_iobuf *buf, size_t n);
  * (borrowed pointers). Returns how many were filled; *bytes gets their sum. */
 struct iovec;
 int rrpc__iobuf_fill_iov(const rrpc_iobuf *buf, struct iovec *iov, int max, size_t *bytes);
+
+/* rrpc__iobuf_cut_frame - a framed read's message in one call: drop `skip`
+ * bytes off the front of `buf` (a header), then cut the next `n1` bytes to
+ * the end of `d1` and the `n2` after them to the end of `d2` (d2 may be
+ * NULL when n2 is 0), as rrpc_iobuf_pop_front and two rrpc_iobuf_cut
+ * would; neither destination may be `buf`, nor d2 be d1. All of it must be there
+ * (skip + n1 + n2 <= length). 0, or -ENOMEM with part of it gone. When it
+ * all lies in the first piece (a read brings a small message whole) the
+ * pieces are made at once and the last takes over `buf`'s reference. */
+int rrpc__iobuf_cut_frame(rrpc_iobuf *buf, size_t skip, size_t n1, rrpc_iobuf *d1, size_t n2,
+                          rrpc_iobuf *d2);
 
 /* rrpc__iobuf_ref_at - the i-th live ref (borrowed), or NULL past the end. */
 static inline const rrpc_iobuf_ref *rrpc__iobuf_ref_at(const rrpc_iobuf *buf, size_t i) {

@@ -18,19 +18,33 @@ typedef struct rrpc__work {
 } rrpc__work;
 
 /* start - `nthreads` threads; at most `max_queue` (> 0) tasks wait for one.
- * 0, -ENOMEM or -errno from pthread_create (then nothing is left running). */
-int rrpc__worker_pool_start(int nthreads, int max_queue, const char *name, rrpc__worker_pool **out);
+ * rescue_us >= 0: a worker that takes a task and sees more waiting does
+ * not wake another; a rescuer thread wakes one if no task was taken for
+ * a period of rescue_us (0 counts as 1) while tasks wait - the workers
+ * are blocked in handlers. < 0: the worker wakes the next idle one at
+ * once (no rescuer). 0, -ENOMEM or -errno from pthread_create (then
+ * nothing is left running). */
+int rrpc__worker_pool_start(int nthreads, int max_queue, int rescue_us, const char *name,
+                            rrpc__worker_pool **out);
 /* submit - queue the list of `n` tasks at `head` (linked by next) in one
  * go: one lock and at most one wake-up (none while a thread is between
- * tasks and will look at the queue anyway); a woken thread wakes the next
- * under the same rule while tasks remain, so a batch spreads over the idle
- * threads without waking more of them than it needs. Returns how many were queued, a prefix of the
+ * tasks and will look at the queue anyway); the rest of the batch goes to
+ * that thread, or to one the rescuer wakes if it blocks (see start). Returns how many were queued, a prefix of the
  * list; *rest is what was not (NULL-terminated as given), which did not fit (max_queue; counted as rejected) or the pool
  * is stopping (*why is then -ESHUTDOWN, else -RRPC_EOVERCROWDED). Never
  * runs a task inside the call. Any thread. */
 int rrpc__worker_pool_submit(rrpc__worker_pool *p, rrpc__work *head, int n, rrpc__work **rest, int *why);
 /* rejected - tasks refused for a full queue so far. Any thread. */
 uint64_t rrpc__worker_pool_rejected(const rrpc__worker_pool *p);
+/* rescues - idle workers the rescuer woke for tasks held behind blocked
+ * handlers. Any thread. */
+uint64_t rrpc__worker_pool_rescues(const rrpc__worker_pool *p);
+/* wakeups - sleeping workers woken for tasks (rescues included; and the
+ * last ones, of stop). Any thread. */
+uint64_t rrpc__worker_pool_wakeups(const rrpc__worker_pool *p);
+/* totals - the three counters above summed over every pool the process
+ * has had (servers' pools included after they stopped). Any thread. */
+void rrpc__worker_pools_totals(uint64_t *rejected, uint64_t *rescues, uint64_t *wakeups);
 /* stop - run what is queued, join the threads, free. Not from a pool thread. */
 void rrpc__worker_pool_stop(rrpc__worker_pool *p);
 
