@@ -19,6 +19,7 @@
 #include "rrpc/rrpc.h"
 #include "test/common/test_util.h"
 #include "test/rdma/rogue_peer.h"
+#include "test/rdma/tsan_suppressions.h"
 #include "transport/rdma/wire/grant.h"
 
 using rrpc_test::rdma_test_addr;
@@ -105,6 +106,27 @@ bool others_served(int port) {
   rrpc_controller_free(c);
   rrpc_channel_free(ch);
   return ok;
+}
+
+// The bytes of a piece the in-process server granted, read directly. The
+// only ordering between this read and the server freeing the piece when the
+// peer's connection closes later is that peer's socket close, which
+// ThreadSanitizer does not model (it reported this read racing with
+// piece_destroy on the teardown thread, 1 run in 10): the read is kept out
+// of its view, nothing else is.
+#if defined(__SANITIZE_THREAD__)
+extern "C" void __tsan_ignore_thread_begin();
+extern "C" void __tsan_ignore_thread_end();
+#endif
+std::string peek_server_piece(uint64_t addr, size_t n) {
+#if defined(__SANITIZE_THREAD__)
+  __tsan_ignore_thread_begin();
+#endif
+  std::string bytes((const char *)(uintptr_t)addr, n);
+#if defined(__SANITIZE_THREAD__)
+  __tsan_ignore_thread_end();
+#endif
+  return bytes;
 }
 
 uint64_t violations() {
@@ -581,13 +603,13 @@ TEST(ElasticRogue, GrantOfAnotherConnectionsKeyFailsOnlyTheRogue) {
   // that the server's answers to the attacker would land in the victim's
   // piece if keys were not bound to their connection.
   const Piece &vp = victim.grants[0];
-  std::string before((const char *)(uintptr_t)vp.addr, 256);
+  std::string before = peek_server_piece(vp.addr, 256);
   ASSERT_EQ(attacker.send_ctl(Elastic::grant_msg(1, 0, vp.rkey, vp.addr)), IBV_WC_SUCCESS);
   ASSERT_EQ(attacker.write_echo(std::string(200, 'A'), 1), IBV_WC_SUCCESS);
   uint64_t t0 = rogue::now_ms();
   bool closed = rogue::tcp_closed_within(attacker.fd, kCloseMs);
   uint64_t ms = rogue::now_ms() - t0;
-  std::string after((const char *)(uintptr_t)vp.addr, 256);
+  std::string after = peek_server_piece(vp.addr, 256);
   // The victim's own echo still goes through its piece.
   ASSERT_EQ(victim.grant_own(), IBV_WC_SUCCESS);
   ASSERT_EQ(victim.write_echo("victim-intact", 2), IBV_WC_SUCCESS);
