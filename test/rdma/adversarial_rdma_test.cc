@@ -20,8 +20,9 @@
 #include "rrpc/rrpc.h"
 #include "test/common/hostile.h"
 #include "test/common/test_util.h"
-#include "test/rdma/tsan_suppressions.h"
+#include "test/rdma/rdma_test_util.h"
 #include "test/rdma/rogue_peer.h"
+#include "test/rdma/tsan_suppressions.h"
 
 using rrpc_test::rdma_test_addr;
 
@@ -58,56 +59,15 @@ void init_rdma() {
   ASSERT_EQ(rrpc_rdma_global_init(&o), 0);
 }
 
-void echo_handler(void *, rrpc_server_call *call) {
-  rrpc_controller *c = rrpc_server_call_controller(call);
-  rrpc_iobuf_append_iobuf(rrpc_controller_response_attachment(c), rrpc_controller_request_attachment(c));
-  rrpc_server_call_respond(call, rrpc_server_call_request(call));
-}
-
-struct Server {
-  rrpc_server *s = nullptr;
-  int port = 0;
-  Server() {
-    init_rdma();
-    rrpc_server_options o = {};
-    o.use_rdma = 1;
-    if (rrpc_server_new(&o, &s) != 0) return;
-    rrpc_server_add_method(s, "test.Echo", "Echo", echo_handler, nullptr);
-    if (rrpc_server_start(s, (rdma_test_addr() + ":0").c_str()) == 0) port = rrpc_server_port(s);
-  }
-  ~Server() {
-    if (s) {
-      rrpc_server_stop(s);
-      rrpc_server_free(s);
-    }
-  }
+// rdma_test_util.h's echo server, after this binary's RDMA options.
+struct Server : rrpc_rdma_test::EchoServer {
+  Server() : EchoServer(init_rdma) {}
 };
 
-rrpc_channel *open_channel(int port) {
-  rrpc_channel_options o = {};
-  o.use_rdma = 1;
-  o.timeout_ms = 20000;
-  o.connect_timeout_ms = 5000;
-  rrpc_channel *ch = nullptr;
-  if (rrpc_channel_new((rdma_test_addr() + ":" + std::to_string(port)).c_str(), &o, &ch) != 0) return nullptr;
-  return ch;
-}
+// A channel over RDMA with room for the slow cases (20 s per call).
+rrpc_channel *open_channel(int port) { return rrpc_rdma_test::open_channel(port, 1, 20000); }
 
-int echo(rrpc_channel *ch, const std::string &req, std::string *resp, int *used_rdma) {
-  rrpc_controller *c;
-  rrpc_controller_new(&c);
-  rrpc_iobuf *rq, *rs;
-  rrpc_iobuf_new(&rq);
-  rrpc_iobuf_new(&rs);
-  rrpc_iobuf_append(rq, req.data(), req.size());
-  int rc = rrpc_channel_call(ch, "test.Echo", "Echo", c, rq, rs, nullptr, nullptr);
-  if (resp) *resp = rrpc_test::iobuf_string(rs);
-  if (used_rdma) *used_rdma = rrpc_controller_used_rdma(c);
-  rrpc_iobuf_free(rq);
-  rrpc_iobuf_free(rs);
-  rrpc_controller_free(c);
-  return rc;
-}
+using rrpc_rdma_test::echo;
 
 // Established TCP connections on the server's port (ss), or -1.
 int connections_on_port(int port) {
@@ -441,7 +401,7 @@ TEST(Adversarial, SendWithoutImmediateOrWithInvalidateFailsTheConnection) {
   rrpc_channel *ch = open_channel(srv.port);
   ASSERT_NE(ch, nullptr);
   int rdma = 0;
-  EXPECT_EQ(echo(ch, "still-serving", nullptr, &rdma), 0);
+  EXPECT_EQ(echo(ch, "still-serving", "", nullptr, &rdma), 0);
   EXPECT_TRUE(rdma);
   rrpc_channel_free(ch);
 }
@@ -457,7 +417,7 @@ TEST(Adversarial, ProposalFloodIsBoundedByTheHandshakeCap) {
   {  // warm up: the pool is registered once, before the baseline
     rrpc_channel *ch = open_channel(srv.port);
     ASSERT_NE(ch, nullptr);
-    ASSERT_EQ(echo(ch, "warm", nullptr, nullptr), 0);
+    ASSERT_EQ(echo(ch, "warm"), 0);
     rrpc_channel_free(ch);
   }
   uint64_t end = rogue::now_ms() + 5000;  // the warm-up connection's ring is gone
@@ -508,7 +468,7 @@ TEST(Adversarial, ProposalFloodIsBoundedByTheHandshakeCap) {
   int rdma = 0;
   end = rogue::now_ms() + 4 * kHandshakeMs;
   while (rogue::now_ms() < end) {
-    ASSERT_EQ(echo(ch, "after", nullptr, &rdma), 0);
+    ASSERT_EQ(echo(ch, "after", "", nullptr, &rdma), 0);
     if (rdma) break;
     rrpc_channel_free(ch);  // a new connection: the last one fell back to TCP
     ch = open_channel(srv.port);
@@ -598,7 +558,7 @@ TEST(Adversarial, LoopStoppedDuringTheCloseWaitReleasesTheConnection) {
   so.num_threads = 1;
   rrpc_server *srv;
   ASSERT_EQ(rrpc_server_new(&so, &srv), 0);
-  rrpc_server_add_method(srv, "test.Echo", "Echo", echo_handler, nullptr);
+  rrpc_server_add_method(srv, "test.Echo", "Echo", rrpc_rdma_test::echo_handler, nullptr);
   ASSERT_EQ(rrpc_server_start(srv, (rdma_test_addr() + ":0").c_str()), 0);
   int qp0, mr0;
   rdma_resources(&qp0, &mr0);
@@ -678,7 +638,7 @@ TEST(Adversarial, StatsAccountForEveryRegisteredByte) {
     chs.push_back(open_channel(srv.port));
     ASSERT_NE(chs.back(), nullptr);
     int rdma = 0;
-    ASSERT_EQ(echo(chs.back(), "up", nullptr, &rdma), 0);
+    ASSERT_EQ(echo(chs.back(), "up", "", nullptr, &rdma), 0);
     ASSERT_TRUE(rdma);
   }
   // The kernel's list and the stats are read at different moments: take
@@ -720,7 +680,7 @@ TEST(Adversarial, TcpPeersNeverTakeTheRealPoolAndExhaustionFailsOnlyTheNeedyCall
   rrpc_channel *ch = open_channel(srv.port);
   ASSERT_NE(ch, nullptr);
   int rdma = 0;
-  ASSERT_EQ(echo(ch, "warm", nullptr, &rdma), 0);
+  ASSERT_EQ(echo(ch, "warm", "", nullptr, &rdma), 0);
   ASSERT_TRUE(rdma);
   rrpc_rdma_stats st0;
   rrpc_rdma_get_stats(&st0);
@@ -749,7 +709,7 @@ TEST(Adversarial, TcpPeersNeverTakeTheRealPoolAndExhaustionFailsOnlyTheNeedyCall
   int ok_during = 0;
   for (int i = 0; i < 10; i++) {
     int r = 0;
-    ok_during += echo(ch, "during-" + std::to_string(i), nullptr, &r) == 0 && r;
+    ok_during += echo(ch, "during-" + std::to_string(i), "", nullptr, &r) == 0 && r;
   }
   rrpc_rdma_stats st1;
   rrpc_rdma_get_stats(&st1);
@@ -781,7 +741,7 @@ TEST(Adversarial, TcpPeersNeverTakeTheRealPoolAndExhaustionFailsOnlyTheNeedyCall
   int still_open = 0;
   for (int fd : fds) still_open += !rrpc_test::peer_closed(fd, 0);
   for (rrpc_iobuf *b : hog) rrpc_iobuf_free(b);
-  int ok_after = echo(ch, "after", nullptr, &rdma);
+  int ok_after = echo(ch, "after", "", nullptr, &rdma);
   rrpc_rdma_stats st2;
   rrpc_rdma_get_stats(&st2);
   printf("ADVERSARIAL tcp-vs-real-pool: %d TCP connections parked %.0f MiB of partial 64 MiB frames (all parked: "

@@ -18,6 +18,7 @@
 
 #include "rrpc/rrpc.h"
 #include "test/common/test_util.h"
+#include "test/rdma/rdma_test_util.h"
 #include "test/rdma/rogue_peer.h"
 #include "test/rdma/tsan_suppressions.h"
 #include "transport/rdma/wire/grant.h"
@@ -62,48 +63,17 @@ void init_rdma() {
   ASSERT_EQ(rrpc_rdma_global_init(&o), 0);
 }
 
-void echo_handler(void *, rrpc_server_call *call) {
-  rrpc_server_call_respond(call, rrpc_server_call_request(call));
-}
-
-struct Server {
-  rrpc_server *s = nullptr;
-  int port = 0;
-  Server() {
-    init_rdma();
-    rrpc_server_options o = {};
-    o.use_rdma = 1;
-    if (rrpc_server_new(&o, &s) != 0) return;
-    rrpc_server_add_method(s, "test.Echo", "Echo", echo_handler, nullptr);
-    if (rrpc_server_start(s, (rdma_test_addr() + ":0").c_str()) == 0) port = rrpc_server_port(s);
-  }
-  ~Server() {
-    if (s) {
-      rrpc_server_stop(s);
-      rrpc_server_free(s);
-    }
-  }
+// rdma_test_util.h's echo server, after this binary's RDMA options.
+struct Server : rrpc_rdma_test::EchoServer {
+  Server() : EchoServer(init_rdma) {}
 };
 
 // An honest client's echo over RDMA: the server still serves others.
 bool others_served(int port) {
-  rrpc_channel_options o = {};
-  o.use_rdma = 1;
-  o.timeout_ms = 10000;
-  o.connect_timeout_ms = 5000;
-  rrpc_channel *ch = nullptr;
-  if (rrpc_channel_new((rdma_test_addr() + ":" + std::to_string(port)).c_str(), &o, &ch) != 0) return false;
-  rrpc_controller *c;
-  rrpc_controller_new(&c);
-  rrpc_iobuf *rq, *rs;
-  rrpc_iobuf_new(&rq);
-  rrpc_iobuf_new(&rs);
-  rrpc_iobuf_append(rq, "still-serving", 13);
-  int rc = rrpc_channel_call(ch, "test.Echo", "Echo", c, rq, rs, nullptr, nullptr);
-  bool ok = rc == 0 && rrpc_controller_used_rdma(c) && rrpc_test::iobuf_string(rs) == "still-serving";
-  rrpc_iobuf_free(rq);
-  rrpc_iobuf_free(rs);
-  rrpc_controller_free(c);
+  rrpc_channel *ch = rrpc_rdma_test::open_channel(port, 1);
+  if (!ch) return false;
+  int rdma = 0;
+  bool ok = rrpc_rdma_test::echo(ch, "still-serving", "", nullptr, &rdma) == 0 && rdma;
   rrpc_channel_free(ch);
   return ok;
 }
@@ -226,17 +196,8 @@ struct Elastic : rogue::Peer {
   // Post one WR from the staging buffer, wait for its completion (receives
   // on the way are handled). Its status, or -2 when none came in time.
   int post(ibv_wr_opcode op, uint32_t len, uint32_t im, uint64_t addr = 0, uint32_t rkey = 0) {
-    ibv_sge sge = {(uintptr_t)buf, len, buf_mr->lkey};
-    ibv_send_wr wr = {}, *bad;
-    wr.wr_id = ++wr_id;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = op;
-    wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_SOLICITED;
-    wr.imm_data = htonl(im);
-    wr.wr.rdma.remote_addr = addr;
-    wr.wr.rdma.rkey = rkey;
-    if (ibv_post_send(qp, &wr, &bad) != 0) return -1;
+    uint64_t id = post_buf(op, len, im, addr, rkey);
+    if (id == 0) return -1;
     uint64_t end = rogue::now_ms() + 5000;
     while (rogue::now_ms() < end) {
       ibv_wc wc;
@@ -246,7 +207,7 @@ struct Elastic : rogue::Peer {
         usleep(500);
         continue;
       }
-      if (wc.wr_id == wr.wr_id && !(wc.opcode & IBV_WC_RECV)) return wc.status;
+      if (wc.wr_id == id && !(wc.opcode & IBV_WC_RECV)) return wc.status;
       if (wc.status != IBV_WC_SUCCESS) return wc.status;
       if (wc.opcode & IBV_WC_RECV) on_recv(wc);
     }

@@ -44,6 +44,26 @@ inline rrpc_server *start_echo_server(rrpc_handler_fn fn = echo_handler) {
   return s;
 }
 
+// start_echo_server's server for one test's scope: stopped and freed when it
+// goes. `init` runs first (a binary's own rrpc_rdma_global_init options);
+// port is 0 when the server did not start.
+struct EchoServer {
+  rrpc_server *s = nullptr;
+  int port = 0;
+  explicit EchoServer(void (*init)() = nullptr, rrpc_handler_fn fn = echo_handler) {
+    if (init) init();
+    s = start_echo_server(fn);
+    if (s) port = rrpc_server_port(s);
+  }
+  ~EchoServer() {
+    if (!s) return;
+    rrpc_server_stop(s);
+    rrpc_server_free(s);
+  }
+  EchoServer(const EchoServer &) = delete;
+  EchoServer &operator=(const EchoServer &) = delete;
+};
+
 // A channel to rdma_test_addr():port; nullptr on failure.
 inline rrpc_channel *open_channel(int port, int use_rdma, int timeout_ms = 10000) {
   rrpc_channel_options o = {};

@@ -303,26 +303,39 @@ struct Peer {
     return post_recv(wc.wr_id);
   }
 
-  // RDMA-WRITE-WITH-IMM `data` at (addr, rkey), reporting `imm`; waits for
-  // its completion and returns its status (IBV_WC_SUCCESS = accepted).
-  int write_raw(uint64_t addr, uint32_t rkey, const std::string &data, uint32_t imm, int ms = 5000) {
-    memcpy(buf, data.data(), data.size());
-    ibv_sge sge = {(uintptr_t)buf, (uint32_t)data.size(), buf_mr->lkey};
+  // Post one signaled, solicited WR of `len` bytes from the staging buffer:
+  // `imm` goes with the *_WITH_IMM opcodes, `inv_rkey` with SEND_WITH_INV
+  // (the two share a union in the WR), (addr, rkey) with the RDMA ones.
+  // Its wr_id, or 0 when the post failed.
+  uint64_t post_buf(ibv_wr_opcode op, uint32_t len, uint32_t imm = 0, uint64_t addr = 0, uint32_t rkey = 0,
+                    uint32_t inv_rkey = 0) {
+    ibv_sge sge = {(uintptr_t)buf, len, buf_mr->lkey};
     ibv_send_wr wr = {}, *bad;
     wr.wr_id = ++wr_id;
     wr.sg_list = &sge;
     wr.num_sge = 1;
-    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+    wr.opcode = op;
     wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_SOLICITED;
-    wr.imm_data = htonl(imm);
+    if (op == IBV_WR_SEND_WITH_INV)
+      wr.invalidate_rkey = inv_rkey;
+    else
+      wr.imm_data = htonl(imm);
     wr.wr.rdma.remote_addr = addr;
     wr.wr.rdma.rkey = rkey;
-    if (ibv_post_send(qp, &wr, &bad) != 0) return -1;
+    return ibv_post_send(qp, &wr, &bad) == 0 ? wr.wr_id : 0;
+  }
+
+  // RDMA-WRITE-WITH-IMM `data` at (addr, rkey), reporting `imm`; waits for
+  // its completion and returns its status (IBV_WC_SUCCESS = accepted).
+  int write_raw(uint64_t addr, uint32_t rkey, const std::string &data, uint32_t imm, int ms = 5000) {
+    memcpy(buf, data.data(), data.size());
+    uint64_t id = post_buf(IBV_WR_RDMA_WRITE_WITH_IMM, (uint32_t)data.size(), imm, addr, rkey);
+    if (id == 0) return -1;
     uint64_t end = now_ms() + (uint64_t)ms;
     ibv_wc wc;
     while (now_ms() < end) {
       if (!poll_one(&wc, (int)(end - now_ms()))) return -2;
-      if (wc.wr_id == wr.wr_id && (wc.opcode == IBV_WC_RDMA_WRITE || wc.status != IBV_WC_SUCCESS))
+      if (wc.wr_id == id && (wc.opcode == IBV_WC_RDMA_WRITE || wc.status != IBV_WC_SUCCESS))
         return wc.status;
       if (wc.status == IBV_WC_SUCCESS && (wc.opcode & IBV_WC_RECV)) stash(wc);
     }
@@ -333,20 +346,13 @@ struct Peer {
   // receive slots; waits for its completion and returns its status.
   int send_op(const std::string &data, bool with_inv, uint32_t inv_rkey, int ms = 5000) {
     memcpy(buf, data.data(), data.size());
-    ibv_sge sge = {(uintptr_t)buf, (uint32_t)data.size(), buf_mr->lkey};
-    ibv_send_wr wr = {}, *bad;
-    wr.wr_id = ++wr_id;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = with_inv ? IBV_WR_SEND_WITH_INV : IBV_WR_SEND;
-    if (with_inv) wr.invalidate_rkey = inv_rkey;
-    wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_SOLICITED;
-    if (ibv_post_send(qp, &wr, &bad) != 0) return -1;
+    uint64_t id = post_buf(with_inv ? IBV_WR_SEND_WITH_INV : IBV_WR_SEND, (uint32_t)data.size(), 0, 0, 0, inv_rkey);
+    if (id == 0) return -1;
     uint64_t end = now_ms() + (uint64_t)ms;
     ibv_wc wc;
     while (now_ms() < end) {
       if (!poll_one(&wc, (int)(end - now_ms()))) return -2;
-      if (wc.wr_id == wr.wr_id && (!(wc.opcode & IBV_WC_RECV) || wc.status != IBV_WC_SUCCESS)) return wc.status;
+      if (wc.wr_id == id && (!(wc.opcode & IBV_WC_RECV) || wc.status != IBV_WC_SUCCESS)) return wc.status;
       if (wc.status == IBV_WC_SUCCESS && (wc.opcode & IBV_WC_RECV)) stash(wc);
     }
     return -2;
@@ -601,17 +607,8 @@ struct Peer {
   // applying the ACKs of server messages met on the way to tx (their
   // receives are reposted and owed as credits).
   bool post_and_wait(ibv_wr_opcode op, uint32_t len, uint32_t imm, uint64_t addr, rrpc__tx_window *tx) {
-    ibv_sge sge = {(uintptr_t)buf, len, buf_mr->lkey};
-    ibv_send_wr wr = {}, *bad;
-    wr.wr_id = ++wr_id;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = op;
-    wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_SOLICITED;
-    wr.imm_data = htonl(imm);
-    wr.wr.rdma.remote_addr = addr;
-    wr.wr.rdma.rkey = accept.rkey;
-    if (ibv_post_send(qp, &wr, &bad) != 0) return false;
+    uint64_t id = post_buf(op, len, imm, addr, accept.rkey);
+    if (id == 0) return false;
     ibv_wc wc;
     for (;;) {
       if (!poll_one(&wc, 5000)) return false;
@@ -623,7 +620,7 @@ struct Peer {
         if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) unconsumed_ += wc.byte_len;
         continue;
       }
-      if (wc.wr_id == wr.wr_id) return true;
+      if (wc.wr_id == id) return true;
     }
   }
 
