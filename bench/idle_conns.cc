@@ -56,6 +56,7 @@
 #include <thread>
 #include <vector>
 
+#include "rrpc/cxx/detail.h"
 #include "rrpc/cxx/flags.h"
 #include "rrpc/rrpc.h"
 
@@ -223,30 +224,9 @@ long long limit_of(int res) {
   return r.rlim_cur == RLIM_INFINITY ? -1 : (long long)r.rlim_cur;
 }
 
-int start_rdma_runtime() {
-  static std::string device;
-  device = FLAGS_rdma_device;
-  rrpc_rdma_options o;
-  rrpc_rdma_options_init(&o);
-  o.device = device.empty() ? nullptr : device.c_str();
-  o.port = FLAGS_rdma_port;
-  o.gid_index_plus1 = FLAGS_rdma_gid_index + 1;
-  o.sq_size = FLAGS_rdma_sq_size;
-  o.rq_size = FLAGS_rdma_rq_size;
-  o.ring_size = (size_t)FLAGS_rdma_ring_size;
-  o.pool_initial_size_mb = (size_t)FLAGS_rdma_memory_pool_initial_size_mb;
-  o.pool_increase_size_mb = (size_t)FLAGS_rdma_memory_pool_increase_size_mb;
-  o.pool_max_size_mb = (size_t)FLAGS_rdma_memory_pool_max_size_mb;
-  o.use_polling = FLAGS_rdma_use_polling ? 1 : 0;
-  o.no_fallback = FLAGS_rdma_fallback ? 0 : 1;
-  o.handshake_timeout_ms = FLAGS_rdma_handshake_timeout_ms;
-  int rc = rrpc_rdma_global_init(&o);
-  if (rc != 0 && rc != -EALREADY) {
-    fprintf(stderr, "idle_conns: rrpc_rdma_global_init: %s\n", rrpc_strerror(rc));
-    return rc;
-  }
-  return 0;
-}
+// The RDMA runtime from the rdma_* flags, as a Server or Channel of the C++
+// face starts it (every flag applies, --rdma_elastic too). 0 or -1.
+int start_rdma_runtime() { return rrpc::detail::PrepareRdma() == 0 ? 0 : -1; }
 
 // ---- server -------------------------------------------------------------------------------
 
@@ -624,6 +604,7 @@ std::string report_line(const Setup &st, double secs, const Metrics &sb, const M
   std::string l = "idle_conns n=" + std::to_string(FLAGS_n) + " ok=" + std::to_string(n) +
                   " used_rdma=" + std::to_string(st.rdma.load()) + " stopped=" + st.stopped +
                   " ring_size=" + std::to_string(FLAGS_rdma_ring_size) +
+                  " elastic=" + std::to_string(FLAGS_rdma_elastic ? 1 : 0) +
                   " sq=" + std::to_string(FLAGS_rdma_sq_size) + " rq=" + std::to_string(FLAGS_rdma_rq_size) +
                   " concurrency=" + std::to_string(FLAGS_concurrency) + " setup_s=" + fmt(secs) +
                   " per_conn_setup_ms=" + fmt(n ? secs * 1000.0 / n : 0.0) +
