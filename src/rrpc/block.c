@@ -154,8 +154,10 @@ static rrpc_block *hdr_get(void) {
 }
 
 /* First use on this thread: register the drain (without a working key the
- * cache would leak at thread exit) and join the stats list. */
-static int cache_register(hdr_cache *c) {
+ * cache would leak at thread exit) and join the stats list. Out of line,
+ * like the other rare paths below (noinline): the common paths then run
+ * without saving and restoring registers around a call. */
+static __attribute__((noinline)) int cache_register(hdr_cache *c) {
   pthread_once(&hdr_cache_once, hdr_cache_key_init);
   if (!hdr_cache_key_ok || pthread_setspecific(hdr_cache_key, c) != 0) return 0;
   c->registered = 1;
@@ -204,7 +206,7 @@ static unsigned depot_batch(void) {
  * depot is full too, or the list is shorter than a batch (the bound
  * changed between the caller's look and ours; with a bound of 0 the list
  * may be empty). */
-static int depot_give(hdr_cache *c) {
+static __attribute__((noinline)) int depot_give(hdr_cache *c) {
   unsigned batch = depot_batch(), blk_n = load_u(&c->blk_n);
   if (blk_n < batch || blk_n == 0) return 0;
   rrpc_block *first = c->blk_head, *last = first;
@@ -224,7 +226,7 @@ static int depot_give(hdr_cache *c) {
 }
 
 /* The thread's list is empty: take up to a batch from the depot. */
-static void depot_take(hdr_cache *c) {
+static __attribute__((noinline)) void depot_take(hdr_cache *c) {
   unsigned batch = depot_batch();
   pthread_mutex_lock(&depot_mu);
   rrpc_block *first = depot_head, *last = first;
@@ -241,19 +243,19 @@ static void depot_take(hdr_cache *c) {
   store_u(&c->blk_n, n);
 }
 
-static rrpc_block *blk_get(void) {
-  hdr_cache *c = &tl_hdr_cache;
-  if (c->blk_head == NULL && load_u(&depot_n) > 0 && cache_usable(c)) depot_take(c);
+/* Takes the head of the thread's list (the caller saw it is not empty). */
+static inline rrpc_block *blk_pop(hdr_cache *c) {
   rrpc_block *b = c->blk_head;
-  if (b) {
-    c->blk_head = b->deleter_arg;
-    store_u(&c->blk_n, load_u(&c->blk_n) - 1);
-    atomic_store_explicit(&c->hits, atomic_load_explicit(&c->hits, memory_order_relaxed) + 1,
-                          memory_order_relaxed);
-    return b;
-  }
-  atomic_fetch_add_explicit(&blk_misses, 1, memory_order_relaxed);
-  return NULL;
+  c->blk_head = b->deleter_arg;
+  store_u(&c->blk_n, load_u(&c->blk_n) - 1);
+  atomic_store_explicit(&c->hits, atomic_load_explicit(&c->hits, memory_order_relaxed) + 1,
+                        memory_order_relaxed);
+  return b;
+}
+
+static __attribute__((noinline)) void blk_overflow(rrpc_block *b) {
+  atomic_fetch_add_explicit(&blk_overflows, 1, memory_order_relaxed);
+  free(b);
 }
 
 static void blk_put(rrpc_block *b) {
@@ -265,8 +267,7 @@ static void blk_put(rrpc_block *b) {
     store_u(&c->blk_n, load_u(&c->blk_n) + 1);
     return;
   }
-  atomic_fetch_add_explicit(&blk_overflows, 1, memory_order_relaxed);
-  free(b);
+  blk_overflow(b);
 }
 
 int rrpc_iobuf_set_block_cache(unsigned per_thread, unsigned shared) {
@@ -313,25 +314,28 @@ int rrpc__block_alloc(size_t size, rrpc_block **out) {
   return rrpc__block_alloc_from(rrpc_block_allocator_get(), size, out);
 }
 
-int rrpc__block_alloc_from(const rrpc_block_allocator *a, size_t size, rrpc_block **out) {
-  if (size > UINT32_MAX) return -EINVAL;
-  if (size < RRPC_IOBUF_DEFAULT_BLOCK_SIZE) size = RRPC_IOBUF_DEFAULT_BLOCK_SIZE;
-
-  if (a == &malloc_allocator) {
-    rrpc_block *cached = size == RRPC_IOBUF_DEFAULT_BLOCK_SIZE ? blk_get() : NULL;
-    if (cached) {
-      block_init(cached, (char *)cached + HDR_SPAN, (uint32_t)size, NULL, a);
-      *out = cached;
-      return 0;
-    }
-    char *mem = malloc(HDR_SPAN + size);
-    if (!mem) return -ENOMEM;
-    rrpc_block *b = (rrpc_block *)mem;
-    block_init(b, mem + HDR_SPAN, (uint32_t)size, NULL, a);
-    *out = b;
-    return 0;
+/* A malloc block the thread's list could not give: a default-size one from
+ * the depot if it has some, else (or a bigger one) from malloc. */
+static __attribute__((noinline)) int block_alloc_refill(size_t size, rrpc_block **out) {
+  hdr_cache *c = &tl_hdr_cache;
+  rrpc_block *b = NULL;
+  if (size == RRPC_IOBUF_DEFAULT_BLOCK_SIZE) {
+    if (c->blk_head == NULL && load_u(&depot_n) > 0 && cache_usable(c)) depot_take(c);
+    if (c->blk_head != NULL) b = blk_pop(c);
+    else atomic_fetch_add_explicit(&blk_misses, 1, memory_order_relaxed);
   }
+  if (b == NULL) {
+    b = malloc(HDR_SPAN + size);
+    if (!b) return -ENOMEM;
+  }
+  block_init(b, (char *)b + HDR_SPAN, (uint32_t)size, NULL, &malloc_allocator);
+  *out = b;
+  return 0;
+}
 
+/* A block from an allocator other than malloc: a separate header. */
+static __attribute__((noinline)) int block_alloc_other(const rrpc_block_allocator *a, size_t size,
+                                                       rrpc_block **out) {
   rrpc_block *b = hdr_get();
   if (!b) return -ENOMEM;
   void *data = NULL, *region = NULL;
@@ -356,6 +360,19 @@ fail_hdr:
   return rc;
 }
 
+int rrpc__block_alloc_from(const rrpc_block_allocator *a, size_t size, rrpc_block **out) {
+  if (size > UINT32_MAX) return -EINVAL;
+  if (size < RRPC_IOBUF_DEFAULT_BLOCK_SIZE) size = RRPC_IOBUF_DEFAULT_BLOCK_SIZE;
+  if (a != &malloc_allocator) return block_alloc_other(a, size, out);
+  /* The common case inline: a default block from the thread's own list. */
+  hdr_cache *c = &tl_hdr_cache;
+  if (size != RRPC_IOBUF_DEFAULT_BLOCK_SIZE || c->blk_head == NULL) return block_alloc_refill(size, out);
+  rrpc_block *b = blk_pop(c);
+  block_init(b, (char *)b + HDR_SPAN, (uint32_t)size, NULL, a);
+  *out = b;
+  return 0;
+}
+
 int rrpc__block_new_user(void *data, size_t len, void *region, rrpc_iobuf_deleter deleter,
                          void *arg, rrpc_block **out) {
   if (!data || len == 0 || len > UINT32_MAX) return -EINVAL;
@@ -376,20 +393,22 @@ void rrpc__block_ref(rrpc_block *b) {
   atomic_fetch_add_explicit(&b->refs, 1u, memory_order_relaxed);
 }
 
-static void block_free(rrpc_block *b) {
+/* A block of another allocator or of user memory: its data goes back to
+ * its owner, the separate header to the header cache. */
+static __attribute__((noinline)) void block_free_other(rrpc_block *b) {
   const rrpc_block_allocator *a = b->alloc;
-  if (a == &malloc_allocator) {
-    /* header and data are one allocation */
-    if (b->cap == RRPC_IOBUF_DEFAULT_BLOCK_SIZE) blk_put(b);
-    else free(b);
-    return;
-  }
   if (a) {
     a->free(a->ctx, b->data, b->cap, b->region);
   } else if (b->deleter) {
     b->deleter(b->data, b->deleter_arg);
   }
   hdr_put(b);
+}
+
+static void block_free(rrpc_block *b) {
+  if (b->alloc != &malloc_allocator) block_free_other(b);
+  else if (b->cap == RRPC_IOBUF_DEFAULT_BLOCK_SIZE) blk_put(b); /* header and data: one allocation */
+  else free(b);
 }
 
 void rrpc__block_unref(rrpc_block *b) {
