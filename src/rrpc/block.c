@@ -66,16 +66,16 @@ int rrpc__block_allocator_is_default(void) { return rrpc_block_allocator_get() =
 enum { HDR_CACHE_MAX = 64 };
 
 /* AddressSanitizer finds a use after free only in memory that went back to
- * free(): a cached block would hide it, so whole blocks are not cached. */
+ * free(): a cached block or header would hide it, so neither is cached. */
 #if defined(__SANITIZE_ADDRESS__)
-#define BLK_CACHE_OFF 1
+#define CACHE_OFF 1
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
-#define BLK_CACHE_OFF 1
+#define CACHE_OFF 1
 #endif
 #endif
-#ifndef BLK_CACHE_OFF
-#define BLK_CACHE_OFF 0
+#ifndef CACHE_OFF
+#define CACHE_OFF 0
 #endif
 
 /* The same list also keeps whole default-size malloc blocks (header and
@@ -178,7 +178,7 @@ static inline int cache_usable(hdr_cache *c) {
 
 static void hdr_put(rrpc_block *b) {
   hdr_cache *c = &tl_hdr_cache;
-  if (c->n < HDR_CACHE_MAX && cache_usable(c)) {
+  if (!CACHE_OFF && c->n < HDR_CACHE_MAX && cache_usable(c)) {
     b->deleter_arg = c->head;
     c->head = b;
     c->n++;
@@ -261,7 +261,7 @@ static __attribute__((noinline)) void blk_overflow(rrpc_block *b) {
 static void blk_put(rrpc_block *b) {
   hdr_cache *c = &tl_hdr_cache;
   unsigned blk_n = load_u(&c->blk_n);
-  if (!BLK_CACHE_OFF && cache_usable(c) && (blk_n < load_u(&blk_cache_max) || depot_give(c))) {
+  if (!CACHE_OFF && cache_usable(c) && (blk_n < load_u(&blk_cache_max) || depot_give(c))) {
     b->deleter_arg = c->blk_head;
     c->blk_head = b;
     store_u(&c->blk_n, load_u(&c->blk_n) + 1);

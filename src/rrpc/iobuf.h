@@ -55,8 +55,8 @@ const rrpc_block_allocator *rrpc_block_allocator_get(void);
  * per batch). A block may be freed on any thread; a thread's list never
  * holds more than `per_thread`, the shared list never more than `shared`,
  * and blocks past both go to free(). A thread's list is freed when the
- * thread exits. Under AddressSanitizer nothing is cached (so that a use
- * after free is still caught). */
+ * thread exits. Under AddressSanitizer nothing is cached, nor the separate
+ * headers of other blocks (so that a use after free is still caught). */
 #define RRPC_IOBUF_BLOCK_CACHE_PER_THREAD 32u
 #define RRPC_IOBUF_BLOCK_CACHE_SHARED 256u
 #define RRPC_IOBUF_BLOCK_CACHE_MAX 65536u
