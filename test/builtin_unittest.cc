@@ -214,6 +214,22 @@ TEST_F(Builtin, VarsCountTheWorkerPools) {
   EXPECT_LE(0, var_value(vars, "rrpc_workers_rejected_total")) << vars;
 }
 
+// The iobuf block cache's counters are on /vars and agree with the C API:
+// a call's frames took default-size blocks, malloc'ed or cached.
+TEST_F(Builtin, VarsShowTheBlockCache) {
+  ASSERT_EQ(0, call(ch_, "Echo"));
+  std::string vars = curl(port_, "/vars?prefix=rrpc_iobuf_block_cache");
+  rrpc_iobuf_block_cache_stats st;
+  rrpc_iobuf_block_cache_stats_get(&st);
+  double hits = var_value(vars, "rrpc_iobuf_block_cache_hits_total");
+  double misses = var_value(vars, "rrpc_iobuf_block_cache_misses_total");
+  EXPECT_LE(1, hits + misses) << vars;
+  EXPECT_LE(hits, static_cast<double>(st.hits)) << vars;
+  EXPECT_LE(misses, static_cast<double>(st.misses)) << vars;
+  EXPECT_LE(0, var_value(vars, "rrpc_iobuf_block_cache_overflows_total")) << vars;
+  EXPECT_LE(0, var_value(vars, "rrpc_iobuf_block_cache_blocks")) << vars;
+}
+
 TEST_F(Builtin, FailingCallRaisesItsMethodsErrorCount) {
   const std::string key = "rrpc_method_errors_total{port=\"" + std::to_string(port_) +
                           "\",service=\"test.Svc\",method=\"Fail\"}";

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <future>
 #include <memory>
 #include <random>
 #include <string>
@@ -16,6 +17,14 @@
 #include "rrpc/internal/iobuf.h"
 #include "rrpc/iobuf.h"
 #include "rrpc/log.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#include <sanitizer/asan_interface.h>
+#endif
+#endif
 
 namespace {
 
@@ -964,8 +973,50 @@ TEST(IobufTest, LargeBuffers) {
 // Default blocks allocated on one thread and released on another (a request
 // read on a loop and dropped by a pool worker) come back to the allocating
 // side through the depot instead of going to free() and malloc() again.
+namespace {
+
+// Under AddressSanitizer blocks are not cached (block.c): the reuse checks
+// turn into "nothing is cached" checks there.
+#if defined(__SANITIZE_ADDRESS__)
+#define IOBUF_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define IOBUF_TEST_ASAN 1
+#endif
+#endif
+#ifdef IOBUF_TEST_ASAN
+constexpr bool kBlockCacheOn = false;
+#else
+constexpr bool kBlockCacheOn = true;
+#endif
+
+rrpc_iobuf_block_cache_stats CacheStats() {
+  rrpc_iobuf_block_cache_stats st;
+  rrpc_iobuf_block_cache_stats_get(&st);
+  return st;
+}
+
+// Sets the block cache's bounds for one test and puts the defaults back.
+struct CacheBounds {
+  CacheBounds(unsigned per_thread, unsigned shared) {
+    EXPECT_EQ(0, rrpc_iobuf_set_block_cache(per_thread, shared));
+  }
+  ~CacheBounds() {
+    EXPECT_EQ(0, rrpc_iobuf_set_block_cache(RRPC_IOBUF_BLOCK_CACHE_PER_THREAD, RRPC_IOBUF_BLOCK_CACHE_SHARED));
+  }
+};
+
+std::vector<rrpc_block *> AllocBlocks(size_t n) {
+  std::vector<rrpc_block *> v(n);
+  for (auto &b : v) EXPECT_EQ(0, rrpc__block_alloc(RRPC_IOBUF_DEFAULT_BLOCK_SIZE, &b));
+  return v;
+}
+
+}  // namespace
+
 TEST(IobufTest, BlocksReleasedOnAnotherThreadAreReusedWhereAllocated) {
   constexpr int kN = 48;  // more than a thread's own list keeps (32)
+  if (!kBlockCacheOn) GTEST_SKIP() << "no block cache under AddressSanitizer";
   std::vector<rrpc_block *> blocks(kN);
   std::thread producer([&] {
     for (auto &b : blocks) ASSERT_EQ(rrpc__block_alloc(RRPC_IOBUF_DEFAULT_BLOCK_SIZE, &b), 0);
@@ -986,6 +1037,176 @@ TEST(IobufTest, BlocksReleasedOnAnotherThreadAreReusedWhereAllocated) {
   });
   again.join();
   EXPECT_EQ(reused, 16) << "a fresh thread's blocks came from malloc, not from the depot";
+}
+
+// ---- the block cache: knob, counters, bounds, thread exit ------------------------
+
+TEST(BlockCache, FreedBlocksAreReusedAndCounted) {
+  rrpc_iobuf_block_cache_stats before{}, after{};
+  void *first = nullptr;
+  int same = 0;
+  // A fresh thread, so that the counts are this test's alone.
+  std::thread t([&] {
+    before = CacheStats();
+    rrpc_block *b;
+    ASSERT_EQ(0, rrpc__block_alloc(RRPC_IOBUF_DEFAULT_BLOCK_SIZE, &b));
+    first = b;
+    rrpc__block_unref(b);
+    for (int i = 0; i < 1000; i++) {
+      ASSERT_EQ(0, rrpc__block_alloc(RRPC_IOBUF_DEFAULT_BLOCK_SIZE, &b));
+      same += (void *)b == first;
+      rrpc__block_unref(b);
+    }
+    after = CacheStats();
+  });
+  t.join();
+  if (kBlockCacheOn) {
+    EXPECT_EQ(1000, same) << "the freed block was not handed out again";
+    EXPECT_GE(after.hits - before.hits, 1000u);
+    EXPECT_LE(after.misses - before.misses, 1u);
+  } else {
+    EXPECT_EQ(before.hits, after.hits);
+    EXPECT_EQ(1001u, after.misses - before.misses);
+    EXPECT_EQ(1001u, after.overflows - before.overflows);
+    EXPECT_EQ(0u, after.cached);
+  }
+}
+
+// A thread that frees blocks allocated elsewhere (a pool worker dropping
+// requests a loop read) keeps at most its own bound, the shared list takes
+// at most its bound, and the rest goes to free().
+TEST(BlockCache, BoundHoldsOnAThreadThatOnlyFrees) {
+  CacheBounds bounds(8, 16);
+  constexpr unsigned kN = 200;
+  std::vector<rrpc_block *> blocks;
+  std::thread producer([&] { blocks = AllocBlocks(kN); });
+  producer.join();
+
+  rrpc_iobuf_block_cache_stats before = CacheStats(), during{};
+  std::promise<unsigned> freed;
+  std::promise<void> may_exit;
+  std::thread freer([&] {
+    for (auto *b : blocks) rrpc__block_unref(b);
+    freed.set_value(rrpc__block_cache_thread_count());
+    may_exit.get_future().wait();
+  });
+  unsigned own = freed.get_future().get();
+  during = CacheStats();
+  may_exit.set_value();
+  freer.join();
+  rrpc_iobuf_block_cache_stats after = CacheStats();
+
+  EXPECT_EQ(kBlockCacheOn ? 8u : 0u, own);
+  EXPECT_LE(during.cached, before.cached + 8 + 16);
+  EXPECT_GE(during.overflows - before.overflows, kN - 8 - 16);
+  // Its own list went with it; what it gave the shared list stays there.
+  EXPECT_EQ(during.cached - own, after.cached);
+}
+
+// Blocks kept by a thread are freed when it exits: the cached count drops
+// by its list, and by nothing more.
+TEST(BlockCache, AnExitedThreadsBlocksAreFreed) {
+  CacheBounds bounds(32, 0);  // nothing goes to the shared list
+  std::promise<unsigned> allocated, freed;
+  std::promise<void> may_free, may_exit;
+  std::thread t([&] {
+    std::vector<rrpc_block *> v = AllocBlocks(20);
+    allocated.set_value(rrpc__block_cache_thread_count());
+    may_free.get_future().wait();
+    for (auto *b : v) rrpc__block_unref(b);
+    freed.set_value(rrpc__block_cache_thread_count());
+    may_exit.get_future().wait();
+  });
+  // Read while the thread holds its 20 blocks, then after it freed them.
+  std::pair<unsigned, unsigned> k;
+  k.first = allocated.get_future().get();
+  rrpc_iobuf_block_cache_stats held = CacheStats();
+  may_free.set_value();
+  k.second = freed.get_future().get();
+  rrpc_iobuf_block_cache_stats kept = CacheStats();
+  may_exit.set_value();
+  t.join();
+  rrpc_iobuf_block_cache_stats after = CacheStats();
+
+  if (kBlockCacheOn) {
+    EXPECT_EQ(std::min(k.first + 20, 32u), k.second);
+    EXPECT_GE(k.second, 20u);
+  } else {
+    EXPECT_EQ(0u, k.second);
+  }
+  EXPECT_EQ(held.cached + (k.second - k.first), kept.cached);
+  EXPECT_EQ(kept.cached - k.second, after.cached) << "the exited thread's blocks are still counted";
+}
+
+// A block that comes back from the cache behaves as a new one: empty, one
+// reference, and sharing and contents are as without the cache.
+TEST(BlockCache, ReusedBlocksBehaveAsNew) {
+  std::thread t([] {
+    Buf a = NewBuf();
+    std::string big(RRPC_IOBUF_DEFAULT_BLOCK_SIZE, 'x');
+    ASSERT_EQ(0, rrpc_iobuf_append(a.get(), big.data(), big.size()));
+    rrpc_block *old = BlockOf(a.get(), 0);
+    a.reset();  // its block goes to the cache
+
+    Buf b = NewBuf();
+    ASSERT_EQ(0, rrpc_iobuf_append(b.get(), "hello", 5));
+    rrpc_block *blk = BlockOf(b.get(), 0);
+    if (kBlockCacheOn) {
+      EXPECT_EQ(old, blk);
+    }
+    EXPECT_EQ(1u, blk->refs.load());
+    EXPECT_EQ(5u, blk->size);
+    ExpectConsistent(b.get(), "hello");
+
+    Buf c = NewBuf();
+    ASSERT_EQ(0, rrpc_iobuf_append_iobuf(c.get(), b.get()));
+    EXPECT_EQ(2u, blk->refs.load());
+    b.reset();  // shared: not freed, not cached
+    EXPECT_EQ(1u, blk->refs.load());
+    ExpectConsistent(c.get(), "hello");
+    ASSERT_EQ(0, rrpc_iobuf_append(c.get(), " world", 6));
+    ExpectConsistent(c.get(), "hello world");
+    c.reset();
+
+    Buf d = NewBuf();
+    ASSERT_EQ(0, rrpc_iobuf_append(d.get(), "again", 5));
+    if (kBlockCacheOn) {
+      EXPECT_EQ(old, BlockOf(d.get(), 0));
+    }
+    EXPECT_EQ(1u, BlockOf(d.get(), 0)->refs.load());
+    ExpectConsistent(d.get(), "again");
+  });
+  t.join();
+}
+
+#ifdef IOBUF_TEST_ASAN
+// Under AddressSanitizer a freed block goes back to free() at once, so a
+// use after free of its data is still reported.
+TEST(BlockCache, AFreedBlockIsPoisonedUnderAsan) {
+  rrpc_block *b;
+  ASSERT_EQ(0, rrpc__block_alloc(RRPC_IOBUF_DEFAULT_BLOCK_SIZE, &b));
+  const void *data = b->data;
+  EXPECT_FALSE(__asan_address_is_poisoned(data));
+  rrpc__block_unref(b);
+  EXPECT_TRUE(__asan_address_is_poisoned(data));
+  EXPECT_TRUE(__asan_address_is_poisoned(b));
+}
+#endif
+
+TEST(BlockCache, SetterRefusesBoundsOverTheMaximum) {
+  EXPECT_EQ(-EINVAL, rrpc_iobuf_set_block_cache(RRPC_IOBUF_BLOCK_CACHE_MAX + 1, 0));
+  EXPECT_EQ(-EINVAL, rrpc_iobuf_set_block_cache(0, RRPC_IOBUF_BLOCK_CACHE_MAX + 1));
+  CacheBounds none(0, 0);
+  // No cache: a block freed on this thread goes to free().
+  std::thread t([] {
+    rrpc_iobuf_block_cache_stats before = CacheStats();
+    rrpc_block *b;
+    ASSERT_EQ(0, rrpc__block_alloc(RRPC_IOBUF_DEFAULT_BLOCK_SIZE, &b));
+    rrpc__block_unref(b);
+    EXPECT_EQ(0u, rrpc__block_cache_thread_count());
+    EXPECT_EQ(1u, CacheStats().overflows - before.overflows);
+  });
+  t.join();
 }
 
 namespace {

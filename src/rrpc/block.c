@@ -63,24 +63,57 @@ int rrpc__block_allocator_is_default(void) { return rrpc_block_allocator_get() =
  * pthread key destructor at thread exit; after that (other destructors may
  * still drop blocks) headers go straight back to free(). */
 
-enum { HDR_CACHE_MAX = 64, BLK_CACHE_MAX = 32 };
+enum { HDR_CACHE_MAX = 64 };
+
+/* AddressSanitizer finds a use after free only in memory that went back to
+ * free(): a cached block or header would hide it, so neither is cached. */
+#if defined(__SANITIZE_ADDRESS__)
+#define CACHE_OFF 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CACHE_OFF 1
+#endif
+#endif
+#ifndef CACHE_OFF
+#define CACHE_OFF 0
+#endif
 
 /* The same list also keeps whole default-size malloc blocks (header and
  * 8 KiB of data in one allocation): every RPC frame starts with one, and
- * malloc serves that size from its slower bins, not its per-thread cache. */
+ * malloc serves that size from its slower bins, not its per-thread cache.
+ * blk_n and hits are written by the owner only; they are atomics (relaxed
+ * plain loads and stores, no locked instruction) so that the stats reader
+ * may read them from another thread. */
 typedef struct hdr_cache {
   rrpc_block *head; /* linked through deleter_arg */
   unsigned n;
   rrpc_block *blk_head; /* default-size malloc blocks, same linking */
-  unsigned blk_n;
-  int registered; /* the key destructor will run for this thread */
-  int dead;       /* the destructor ran: cache nothing more */
+  atomic_uint blk_n;
+  atomic_uint_fast64_t hits;
+  struct hdr_cache *prev, *next; /* in `caches`, under stats_mu */
+  int registered;                /* the key destructor will run for this thread */
+  int dead;                      /* the destructor ran: cache nothing more */
 } hdr_cache;
 
 static _Thread_local hdr_cache tl_hdr_cache;
 static pthread_key_t hdr_cache_key;
 static pthread_once_t hdr_cache_once = PTHREAD_ONCE_INIT;
 static int hdr_cache_key_ok;
+
+/* The bounds (rrpc_iobuf_set_block_cache), read relaxed on every free. */
+static atomic_uint blk_cache_max = RRPC_IOBUF_BLOCK_CACHE_PER_THREAD;
+static atomic_uint depot_max = RRPC_IOBUF_BLOCK_CACHE_SHARED;
+
+/* Counters: the living threads' hits are in their caches (listed in
+ * `caches`); an exited thread's are added to dead_hits. Misses and
+ * overflows go with a malloc or a free, so one atomic add is noise there. */
+static pthread_mutex_t stats_mu = PTHREAD_MUTEX_INITIALIZER;
+static hdr_cache *caches;   /* under stats_mu */
+static uint64_t dead_hits;  /* under stats_mu */
+static atomic_uint_fast64_t blk_misses, blk_overflows;
+
+static unsigned load_u(atomic_uint *v) { return atomic_load_explicit(v, memory_order_relaxed); }
+static void store_u(atomic_uint *v, unsigned x) { atomic_store_explicit(v, x, memory_order_relaxed); }
 
 static void free_list(rrpc_block **head) {
   while (*head) {
@@ -95,8 +128,14 @@ static void hdr_cache_drain(void *p) {
   free_list(&c->head);
   free_list(&c->blk_head);
   c->n = 0;
-  c->blk_n = 0;
   c->dead = 1;
+  pthread_mutex_lock(&stats_mu);
+  store_u(&c->blk_n, 0);
+  dead_hits += atomic_load_explicit(&c->hits, memory_order_relaxed);
+  if (c->prev) c->prev->next = c->next;
+  else caches = c->next;
+  if (c->next) c->next->prev = c->prev;
+  pthread_mutex_unlock(&stats_mu);
 }
 
 static void hdr_cache_key_init(void) {
@@ -114,20 +153,32 @@ static rrpc_block *hdr_get(void) {
   return malloc(sizeof(rrpc_block));
 }
 
-/* Whether this thread may cache (registers the drain at first use). */
-static int cache_usable(hdr_cache *c) {
+/* First use on this thread: register the drain (without a working key the
+ * cache would leak at thread exit) and join the stats list. Out of line,
+ * like the other rare paths below (noinline): the common paths then run
+ * without saving and restoring registers around a call. */
+static __attribute__((noinline)) int cache_register(hdr_cache *c) {
+  pthread_once(&hdr_cache_once, hdr_cache_key_init);
+  if (!hdr_cache_key_ok || pthread_setspecific(hdr_cache_key, c) != 0) return 0;
+  c->registered = 1;
+  pthread_mutex_lock(&stats_mu);
+  c->prev = NULL;
+  c->next = caches;
+  if (caches) caches->prev = c;
+  caches = c;
+  pthread_mutex_unlock(&stats_mu);
+  return 1;
+}
+
+/* Whether this thread may cache (registers at first use). */
+static inline int cache_usable(hdr_cache *c) {
   if (c->dead) return 0;
-  if (!c->registered) {
-    /* Without a working key the cache would leak at thread exit. */
-    pthread_once(&hdr_cache_once, hdr_cache_key_init);
-    if (hdr_cache_key_ok && pthread_setspecific(hdr_cache_key, c) == 0) c->registered = 1;
-  }
-  return c->registered;
+  return c->registered || cache_register(c);
 }
 
 static void hdr_put(rrpc_block *b) {
   hdr_cache *c = &tl_hdr_cache;
-  if (c->n < HDR_CACHE_MAX && cache_usable(c)) {
+  if (!CACHE_OFF && c->n < HDR_CACHE_MAX && cache_usable(c)) {
     b->deleter_arg = c->head;
     c->head = b;
     c->n++;
@@ -141,70 +192,107 @@ static void hdr_put(rrpc_block *b) {
  * read on a loop and released by a pool worker; a response packed on a
  * worker and written by the loop), so one thread's list runs dry while the
  * other's overflows into free(); the depot hands the overflow over, one
- * lock per DEPOT_BATCH blocks. At most DEPOT_MAX blocks (2 MiB) wait here. */
-enum { DEPOT_BATCH = BLK_CACHE_MAX / 2, DEPOT_MAX = 256 };
+ * lock per batch (half a thread's list). At most depot_max blocks wait here. */
 static pthread_mutex_t depot_mu = PTHREAD_MUTEX_INITIALIZER;
 static rrpc_block *depot_head; /* under depot_mu, linked through deleter_arg */
 static atomic_uint depot_n; /* changed under depot_mu; read without it as a hint */
 
-/* The thread's list is full: move DEPOT_BATCH of it to the depot; 0 if
- * the depot is full too. */
-static int depot_give(hdr_cache *c) {
+static unsigned depot_batch(void) {
+  unsigned half = load_u(&blk_cache_max) / 2;
+  return half > 0 ? half : 1;
+}
+
+/* The thread's list is full: move a batch of it to the depot; 0 if the
+ * depot is full too, or the list is shorter than a batch (the bound
+ * changed between the caller's look and ours; with a bound of 0 the list
+ * may be empty). */
+static __attribute__((noinline)) int depot_give(hdr_cache *c) {
+  unsigned batch = depot_batch(), blk_n = load_u(&c->blk_n);
+  if (blk_n < batch || blk_n == 0) return 0;
   rrpc_block *first = c->blk_head, *last = first;
-  for (unsigned i = 1; i < DEPOT_BATCH; i++) last = last->deleter_arg;
+  for (unsigned i = 1; i < batch; i++) last = last->deleter_arg;
   pthread_mutex_lock(&depot_mu);
-  unsigned have = atomic_load_explicit(&depot_n, memory_order_relaxed);
-  int room = have + DEPOT_BATCH <= DEPOT_MAX;
+  unsigned have = load_u(&depot_n);
+  int room = have + batch <= load_u(&depot_max);
   if (room) {
     c->blk_head = last->deleter_arg;
-    c->blk_n -= DEPOT_BATCH;
+    store_u(&c->blk_n, blk_n - batch);
     last->deleter_arg = depot_head;
     depot_head = first;
-    atomic_store_explicit(&depot_n, have + DEPOT_BATCH, memory_order_relaxed);
+    store_u(&depot_n, have + batch);
   }
   pthread_mutex_unlock(&depot_mu);
   return room;
 }
 
-/* The thread's list is empty: take up to DEPOT_BATCH from the depot. */
-static void depot_take(hdr_cache *c) {
+/* The thread's list is empty: take up to a batch from the depot. */
+static __attribute__((noinline)) void depot_take(hdr_cache *c) {
+  unsigned batch = depot_batch();
   pthread_mutex_lock(&depot_mu);
   rrpc_block *first = depot_head, *last = first;
   unsigned n = first != NULL;
-  for (; n > 0 && n < DEPOT_BATCH && last->deleter_arg != NULL; n++) last = last->deleter_arg;
+  for (; n > 0 && n < batch && last->deleter_arg != NULL; n++) last = last->deleter_arg;
   if (n > 0) {
     depot_head = last->deleter_arg;
-    atomic_fetch_sub_explicit(&depot_n, n, memory_order_relaxed);
+    store_u(&depot_n, load_u(&depot_n) - n);
   }
   pthread_mutex_unlock(&depot_mu);
   if (n == 0) return;
   last->deleter_arg = NULL;
   c->blk_head = first;
-  c->blk_n = n;
+  store_u(&c->blk_n, n);
 }
 
-static rrpc_block *blk_get(void) {
-  hdr_cache *c = &tl_hdr_cache;
-  if (c->blk_head == NULL && atomic_load_explicit(&depot_n, memory_order_relaxed) > 0 && cache_usable(c))
-    depot_take(c);
+/* Takes the head of the thread's list (the caller saw it is not empty). */
+static inline rrpc_block *blk_pop(hdr_cache *c) {
   rrpc_block *b = c->blk_head;
-  if (b) {
-    c->blk_head = b->deleter_arg;
-    c->blk_n--;
-  }
+  c->blk_head = b->deleter_arg;
+  store_u(&c->blk_n, load_u(&c->blk_n) - 1);
+  atomic_store_explicit(&c->hits, atomic_load_explicit(&c->hits, memory_order_relaxed) + 1,
+                        memory_order_relaxed);
   return b;
+}
+
+static __attribute__((noinline)) void blk_overflow(rrpc_block *b) {
+  atomic_fetch_add_explicit(&blk_overflows, 1, memory_order_relaxed);
+  free(b);
 }
 
 static void blk_put(rrpc_block *b) {
   hdr_cache *c = &tl_hdr_cache;
-  if (cache_usable(c) && (c->blk_n < BLK_CACHE_MAX || depot_give(c))) {
+  unsigned blk_n = load_u(&c->blk_n);
+  if (!CACHE_OFF && cache_usable(c) && (blk_n < load_u(&blk_cache_max) || depot_give(c))) {
     b->deleter_arg = c->blk_head;
     c->blk_head = b;
-    c->blk_n++;
+    store_u(&c->blk_n, load_u(&c->blk_n) + 1);
     return;
   }
-  free(b);
+  blk_overflow(b);
 }
+
+int rrpc_iobuf_set_block_cache(unsigned per_thread, unsigned shared) {
+  if (per_thread > RRPC_IOBUF_BLOCK_CACHE_MAX || shared > RRPC_IOBUF_BLOCK_CACHE_MAX) return -EINVAL;
+  store_u(&blk_cache_max, per_thread);
+  store_u(&depot_max, shared);
+  return 0;
+}
+
+void rrpc_iobuf_block_cache_stats_get(rrpc_iobuf_block_cache_stats *out) {
+  uint64_t hits = 0, cached = 0;
+  pthread_mutex_lock(&stats_mu);
+  hits = dead_hits;
+  for (hdr_cache *c = caches; c; c = c->next) {
+    hits += atomic_load_explicit(&c->hits, memory_order_relaxed);
+    cached += load_u(&c->blk_n);
+  }
+  pthread_mutex_unlock(&stats_mu);
+  out->hits = hits;
+  out->misses = atomic_load_explicit(&blk_misses, memory_order_relaxed);
+  out->overflows = atomic_load_explicit(&blk_overflows, memory_order_relaxed);
+  out->cached = cached + load_u(&depot_n);
+}
+
+unsigned rrpc__block_cache_thread_count(void) { return load_u(&tl_hdr_cache.blk_n); }
 
 /* ---- blocks ----------------------------------------------------------------- */
 
@@ -226,25 +314,28 @@ int rrpc__block_alloc(size_t size, rrpc_block **out) {
   return rrpc__block_alloc_from(rrpc_block_allocator_get(), size, out);
 }
 
-int rrpc__block_alloc_from(const rrpc_block_allocator *a, size_t size, rrpc_block **out) {
-  if (size > UINT32_MAX) return -EINVAL;
-  if (size < RRPC_IOBUF_DEFAULT_BLOCK_SIZE) size = RRPC_IOBUF_DEFAULT_BLOCK_SIZE;
-
-  if (a == &malloc_allocator) {
-    rrpc_block *cached = size == RRPC_IOBUF_DEFAULT_BLOCK_SIZE ? blk_get() : NULL;
-    if (cached) {
-      block_init(cached, (char *)cached + HDR_SPAN, (uint32_t)size, NULL, a);
-      *out = cached;
-      return 0;
-    }
-    char *mem = malloc(HDR_SPAN + size);
-    if (!mem) return -ENOMEM;
-    rrpc_block *b = (rrpc_block *)mem;
-    block_init(b, mem + HDR_SPAN, (uint32_t)size, NULL, a);
-    *out = b;
-    return 0;
+/* A malloc block the thread's list could not give: a default-size one from
+ * the depot if it has some, else (or a bigger one) from malloc. */
+static __attribute__((noinline)) int block_alloc_refill(size_t size, rrpc_block **out) {
+  hdr_cache *c = &tl_hdr_cache;
+  rrpc_block *b = NULL;
+  if (size == RRPC_IOBUF_DEFAULT_BLOCK_SIZE) {
+    if (c->blk_head == NULL && load_u(&depot_n) > 0 && cache_usable(c)) depot_take(c);
+    if (c->blk_head != NULL) b = blk_pop(c);
+    else atomic_fetch_add_explicit(&blk_misses, 1, memory_order_relaxed);
   }
+  if (b == NULL) {
+    b = malloc(HDR_SPAN + size);
+    if (!b) return -ENOMEM;
+  }
+  block_init(b, (char *)b + HDR_SPAN, (uint32_t)size, NULL, &malloc_allocator);
+  *out = b;
+  return 0;
+}
 
+/* A block from an allocator other than malloc: a separate header. */
+static __attribute__((noinline)) int block_alloc_other(const rrpc_block_allocator *a, size_t size,
+                                                       rrpc_block **out) {
   rrpc_block *b = hdr_get();
   if (!b) return -ENOMEM;
   void *data = NULL, *region = NULL;
@@ -269,6 +360,19 @@ fail_hdr:
   return rc;
 }
 
+int rrpc__block_alloc_from(const rrpc_block_allocator *a, size_t size, rrpc_block **out) {
+  if (size > UINT32_MAX) return -EINVAL;
+  if (size < RRPC_IOBUF_DEFAULT_BLOCK_SIZE) size = RRPC_IOBUF_DEFAULT_BLOCK_SIZE;
+  if (a != &malloc_allocator) return block_alloc_other(a, size, out);
+  /* The common case inline: a default block from the thread's own list. */
+  hdr_cache *c = &tl_hdr_cache;
+  if (size != RRPC_IOBUF_DEFAULT_BLOCK_SIZE || c->blk_head == NULL) return block_alloc_refill(size, out);
+  rrpc_block *b = blk_pop(c);
+  block_init(b, (char *)b + HDR_SPAN, (uint32_t)size, NULL, a);
+  *out = b;
+  return 0;
+}
+
 int rrpc__block_new_user(void *data, size_t len, void *region, rrpc_iobuf_deleter deleter,
                          void *arg, rrpc_block **out) {
   if (!data || len == 0 || len > UINT32_MAX) return -EINVAL;
@@ -289,20 +393,22 @@ void rrpc__block_ref(rrpc_block *b) {
   atomic_fetch_add_explicit(&b->refs, 1u, memory_order_relaxed);
 }
 
-static void block_free(rrpc_block *b) {
+/* A block of another allocator or of user memory: its data goes back to
+ * its owner, the separate header to the header cache. */
+static __attribute__((noinline)) void block_free_other(rrpc_block *b) {
   const rrpc_block_allocator *a = b->alloc;
-  if (a == &malloc_allocator) {
-    /* header and data are one allocation */
-    if (b->cap == RRPC_IOBUF_DEFAULT_BLOCK_SIZE) blk_put(b);
-    else free(b);
-    return;
-  }
   if (a) {
     a->free(a->ctx, b->data, b->cap, b->region);
   } else if (b->deleter) {
     b->deleter(b->data, b->deleter_arg);
   }
   hdr_put(b);
+}
+
+static void block_free(rrpc_block *b) {
+  if (b->alloc != &malloc_allocator) block_free_other(b);
+  else if (b->cap == RRPC_IOBUF_DEFAULT_BLOCK_SIZE) blk_put(b); /* header and data: one allocation */
+  else free(b);
 }
 
 void rrpc__block_unref(rrpc_block *b) {

@@ -13,6 +13,7 @@
 
 #include "rrpc/builtin/builtin.h"
 #include "rrpc/errors.h"
+#include "rrpc/iobuf.h"
 #include "rrpc/internal/metrics.h"
 #include "rrpc/internal/worker_pool.h"
 #include "rrpc/rdma.h"
@@ -286,6 +287,20 @@ static void add_builtin(rrpc__varlist *l) {
                  (double)rrpc__late_responses_total(), NULL);
 }
 
+static void add_block_cache(rrpc__varlist *l) {
+  rrpc_iobuf_block_cache_stats st;
+  rrpc_iobuf_block_cache_stats_get(&st);
+  rrpc__vars_add(l, "rrpc_iobuf_block_cache_hits_total", "Default-size iobuf blocks reused from a block cache",
+                 1, (double)st.hits, NULL);
+  rrpc__vars_add(l, "rrpc_iobuf_block_cache_misses_total",
+                 "Default-size iobuf blocks malloc'ed (no cached block at hand)", 1, (double)st.misses, NULL);
+  rrpc__vars_add(l, "rrpc_iobuf_block_cache_overflows_total",
+                 "Default-size iobuf blocks freed to malloc because the block caches were full", 1,
+                 (double)st.overflows, NULL);
+  rrpc__vars_add(l, "rrpc_iobuf_block_cache_blocks", "Default-size iobuf blocks kept in the block caches now",
+                 0, (double)st.cached, NULL);
+}
+
 /* Sorted by name through an index so that equal names keep their
  * collection order (qsort is not stable) and the big entries move once. */
 static int by_name_then_index(const void *a, const void *b, void *ctx) {
@@ -320,6 +335,7 @@ void rrpc__vars_collect(rrpc__varlist *out) {
   rrpc__metrics_fallbacks(add_fallback, out);
   add_rdma(out);
   add_builtin(out);
+  add_block_cache(out);
   sort_stable(out);
 }
 

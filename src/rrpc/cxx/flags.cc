@@ -16,6 +16,7 @@
 #include "rrpc/cxx/flag_validators.h"
 #include "rrpc/cxx/flag_value.h"
 #include "rrpc/errors.h"
+#include "rrpc/iobuf.h"
 #include "rrpc/limits.h"
 #include "rrpc/loops.h"
 #include "rrpc/metrics.h"
@@ -101,6 +102,12 @@ DEFINE_int32(rrpc_completion_handoff, 0,
 DEFINE_int32(rrpc_clc_sniff_timeout_ms, 2000,
              "A TCP server connection whose first bytes may be SMC-R CLC must complete the "
              "message within this time");
+DEFINE_uint32(rrpc_iobuf_block_cache_per_thread, RRPC_IOBUF_BLOCK_CACHE_PER_THREAD,
+              "Default-size (8 KiB) iobuf blocks each thread keeps for reuse instead of freeing them; "
+              "0 = none; at most 65536");
+DEFINE_uint32(rrpc_iobuf_block_cache_shared, RRPC_IOBUF_BLOCK_CACHE_SHARED,
+              "Default-size iobuf blocks kept process-wide for threads whose own cache ran dry "
+              "(the overflow of threads that free more than they allocate); 0 = none; at most 65536");
 DEFINE_bool(enable_metrics, true,
             "Record per-method, per-server and per-channel call figures (QPS, errors, latency "
             "percentiles) shown on the builtin pages");
@@ -182,6 +189,9 @@ void ApplyLimitFlags() {
   if (FlagSet("rrpc_socket_max_pending_requests"))
     l.socket_max_pending_requests = FLAGS_rrpc_socket_max_pending_requests;
   rrpc_limits_set(&l);
+  if ((FlagSet("rrpc_iobuf_block_cache_per_thread") || FlagSet("rrpc_iobuf_block_cache_shared")) &&
+      rrpc_iobuf_set_block_cache(FLAGS_rrpc_iobuf_block_cache_per_thread, FLAGS_rrpc_iobuf_block_cache_shared) != 0)
+    LOG(WARNING) << "--rrpc_iobuf_block_cache_per_thread/_shared above 65536 ignored";
 }
 
 void ApplyLoopFlags() {

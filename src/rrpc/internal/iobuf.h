@@ -93,6 +93,9 @@ const rrpc_block_allocator *rrpc__block_host_allocator(void);
  * copy). On error the deleter does not run. */
 int rrpc__block_new_user(void *data, size_t len, void *region, rrpc_iobuf_deleter deleter,
                          void *arg, rrpc_block **out);
+/* rrpc__block_cache_thread_count - default-size blocks in the calling
+ * thread's own cache list (tests check the per-thread bound with it). */
+unsigned rrpc__block_cache_thread_count(void);
 void rrpc__block_ref(rrpc_block *b);
 void rrpc__block_unref(rrpc_block *b);
 
