@@ -93,8 +93,7 @@ typedef struct rrpc_rdma_options {
   size_t retired_max_size;         /* rdma_retired_max_size: elastic mode, per connection:
                                       bytes of pieces retired while the application holds
                                       them (past it the stream waits for releases);
-                                      zero-copy receive pins at most half of it;
-                                      0 = 4 x ring_size */
+                                      0 = ring_size */
   size_t piece_cache_size_mb;      /* rdma_piece_cache_size_mb: elastic mode: cleared,
                                       registered pieces kept process-wide for grants (a grant
                                       past it waits for a refill; gauge piece_cached_bytes,

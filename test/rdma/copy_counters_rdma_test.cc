@@ -128,8 +128,9 @@ __attribute__((constructor)) void child_role() {
   rrpc_rdma_options_init(&o);  // defaults, but for what the mode names
   if (const char *d = getenv("RRPC_TEST_RDMA_DEVICE")) o.device = d;
   o.no_fallback = 1;
-  if (strcmp(mode, "elastic") == 0) o.elastic = 1;  // recv_zerocopy untouched: elastic's own default
+  if (strncmp(mode, "elastic", 7) == 0) o.elastic = 1;  // recv_zerocopy untouched: elastic's own default
   else if (strcmp(mode, "default") != 0) o.recv_zerocopy = 1;
+  if (strcmp(mode, "elastic-4x") == 0) o.retired_max_size = 4 * o.ring_size;
   if (strcmp(mode, "zc-big-ring") == 0) o.ring_size = kBigRing;
   rrpc_rdma_global_init(&o);
   if (strcmp(role, "server") == 0) {
@@ -166,7 +167,7 @@ long long vars_value(int port, const std::string &name) {
 Result run_case(const char *mode) {
   Result r;
   // The mode decides ring or elastic, whatever RRPC_RDMA_ELASTIC the suite runs under.
-  std::string elastic = std::string("RRPC_RDMA_ELASTIC=") + (strcmp(mode, "elastic") == 0 ? "1" : "0");
+  std::string elastic = std::string("RRPC_RDMA_ELASTIC=") + (strncmp(mode, "elastic", 7) == 0 ? "1" : "0");
   rrpc_test::Child srv =
       rrpc_test::spawn_self({"RRPC_TEST_ROLE=server", std::string("RRPC_COPY_MODE=") + mode, elastic});
   int port = atoi(srv.first_output.c_str());
@@ -271,13 +272,24 @@ TEST_F(CopyCounters, RecvZeroCopyWithBigRingCopiesNoAttachmentByte) {
 // Elastic mode (--rdma_elastic, experimental) with its defaults: received
 // writes of at least 4 KiB go up as slices of the granted pieces, within
 // the budget of pinned pieces (half of --rdma_retired_max_size, which
-// defaults to 4x the 1 MiB ring size): a 1 MiB message, incomplete until
-// its last byte, pins about 1.25 MiB of pieces, within it, so neither side
-// copies a received byte (the goal). With the old default (the
-// ring size, a 512 KiB budget) about half was copied: 524,329 of 1,048,597.
-// The send side copies only what it inlines (at most max_inline a write).
-TEST_F(CopyCounters, ElasticDefaultsReceiveWithoutCopy) {
+// defaults to the 1 MiB ring size): a 1 MiB message, incomplete until its
+// last byte, pins at most 512 KiB of pieces, and the rest is copied. So the
+// echo copies less than it receives on each side, not nothing (the issue's
+// goal of 0 needs a larger retired cap; the counts are printed).
+TEST_F(CopyCounters, ElasticDefaultsReceivePartOfTheMessageWithoutCopy) {
   Result r = run_case("elastic");
+  expect_echo_went_over_rdma(r);
+  EXPECT_LT(r.server.recv, r.server.received);
+  EXPECT_LT(r.client.recv, r.client.received);
+}
+
+// The same with --rdma_retired_max_size at 4x the ring (a 2 MiB zero-copy
+// budget): the message's ~1.25 MiB of pieces fit, and neither side copies
+// a received byte (the goal). Not the default: with it,
+// held_attachments_rdma_test's held slices forced about 2.4x the retires
+// and one call waited 2.9 s in a CI run (its bound is 2 s).
+TEST_F(CopyCounters, ElasticWithA4xRetiredCapReceivesWithoutCopy) {
+  Result r = run_case("elastic-4x");
   expect_echo_went_over_rdma(r);
   EXPECT_EQ(0u, r.server.recv);
   EXPECT_EQ(0u, r.client.recv);

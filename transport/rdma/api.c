@@ -124,10 +124,7 @@ static int options_normalize(const rrpc_rdma_options *in, rrpc_rdma_options *out
   out->elastic = in->elastic != 0;
   if (in->ring_idle_ms < 0) return -EINVAL;
   if (out->ring_idle_ms == 0) out->ring_idle_ms = 2000;
-  /* Zero-copy receive takes at most half of it (elastic_dp.c): 4x the
-   * ring lets a message of a whole ring's size (its pieces pinned until
-   * it is complete) go up without a copy. */
-  if (out->retired_max_size == 0) out->retired_max_size = 4 * out->ring_size;
+  if (out->retired_max_size == 0) out->retired_max_size = out->ring_size;
   if (out->piece_cache_size_mb == 0) out->piece_cache_size_mb = DEFAULT_PIECE_CACHE_MB;
   /* The cache's bytes are registered: never more than the process may pin
    * (a small cap with the default cache is a valid setting, not an error). */

@@ -59,8 +59,7 @@ DEFINE_uint64(rdma_piece_cache_size_mb, 8,
               "grant past them waits for a refill (counter piece_grant_refused)");
 DEFINE_uint64(rdma_retired_max_size, 0,
               "Elastic rings, per connection: bytes of pieces retired while the application holds "
-              "them; past it the stream waits for releases; zero-copy receive pins at most half of it "
-              "(0 = 4 x --rdma_ring_size)");
+              "them; past it the stream waits for releases (0 = --rdma_ring_size)");
 DEFINE_int32(rrpc_rdma_tcp_only_ttl_s, 300,
              "An RDMA client whose server closed the connection during the RDMA handshake (a "
              "server that predates it, e.g. brpc) calls it again over TCP and reaches it over "
