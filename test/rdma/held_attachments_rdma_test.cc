@@ -86,6 +86,12 @@ TEST(HeldAttachments, HeldForSecondsWhileTrafficContinuesNothingStalls) {
   rrpc_rdma_options_init(&ro);
   ro.elastic = 1;
   ro.ring_idle_ms = kIdleMs;
+  // Room for everything this case holds (the copied halves of its held
+  // attachments came to ~95 MiB): the registered pool still grows inline on
+  // the loop that needs a block (mmap + ibv_reg_mr of 64 MiB, 320 ms in one
+  // CI run, caught by the strict watchdog), a known leftover of issue 11
+  // (docs/threads.md, "Left to do") that this case is not about.
+  ro.pool_initial_size_mb = 256;
   ASSERT_EQ(0, rrpc_rdma_global_init(&ro));
   if (!rrpc_rdma_available()) GTEST_SKIP() << "no RDMA device here: run through tools/run-rdma-tests";
 
