@@ -19,8 +19,9 @@ using namespace rrpc_test;
 
 void echo(void *, rrpc_server_call *call) { rrpc_server_call_respond(call, rrpc_server_call_request(call)); }
 
-// Latencies (ms) of `n` sync echo calls over `ch`; -1 entries for failures.
-std::vector<double> probe(rrpc_channel *ch, int n, int *failures) {
+// Latencies (ms) of `n` sync echo calls over `ch`; failures are counted and
+// the first one's cause is kept in `why`.
+std::vector<double> probe(rrpc_channel *ch, int n, int *failures, std::string *why) {
   std::vector<double> v;
   rrpc_controller *c;
   rrpc_controller_new(&c);
@@ -32,8 +33,11 @@ std::vector<double> probe(rrpc_channel *ch, int n, int *failures) {
     rrpc_iobuf_clear(rs);
     double t0 = now_ms();
     int rc = rrpc_channel_call(ch, "test.EchoService", "Echo", c, rq, rs, nullptr, nullptr);
-    if (rc != 0) (*failures)++;
-    else v.push_back(now_ms() - t0);
+    if (rc == 0) {
+      v.push_back(now_ms() - t0);
+      continue;
+    }
+    if ((*failures)++ == 0) *why = std::to_string(rc) + " " + rrpc_controller_error_text(c);
   }
   rrpc_iobuf_free(rq);
   rrpc_iobuf_free(rs);
@@ -57,7 +61,8 @@ TEST(Idle, TwoThousandSlowConnectionsAreClosed) {
   rrpc_channel *ch;
   ASSERT_EQ(0, rrpc_channel_new(addr.c_str(), &co, &ch));
   int fails = 0;
-  std::vector<double> base = probe(ch, 200, &fails);
+  std::string why;
+  std::vector<double> base = probe(ch, 200, &fails, &why);
 
   rrpc_limit_stats s0;
   rrpc_limit_stats_get(&s0);
@@ -65,13 +70,19 @@ TEST(Idle, TwoThousandSlowConnectionsAreClosed) {
   std::string part = frame_header(100, 20).substr(0, 6);
   double t_open = now_ms();
   for (int i = 0; i < kSlow; i++) {
+    // The probe's own connection must not go idle while these open (it
+    // took 1.2 s under TSan in CI): the server would rightly close it, and
+    // a call written as it closes fails - a channel never resends a request
+    // that may have reached the server. That race is the idle timeout's,
+    // documented in docs/security.md, not what this case measures.
+    if (i % 200 == 0) probe(ch, 1, &fails, &why);
     int fd = raw_connect(port);
     ASSERT_GE(fd, 0) << "connection " << i;
     ASSERT_EQ(6, send(fd, part.data(), part.size(), 0));
     fds.push_back(fd);
   }
   double opened_ms = now_ms() - t_open;
-  std::vector<double> during = probe(ch, 200, &fails);
+  std::vector<double> during = probe(ch, 200, &fails, &why);
   // Every slow connection must be gone within 1.25 x the timeout after its
   // last byte (plus a margin for a loaded machine).
   int closed = 0;
@@ -89,7 +100,7 @@ TEST(Idle, TwoThousandSlowConnectionsAreClosed) {
   report("slow-connections", line);
   EXPECT_EQ(kSlow, closed);
   EXPECT_GE(s1.idle_closes - s0.idle_closes, static_cast<uint64_t>(kSlow));
-  EXPECT_EQ(0, fails);
+  EXPECT_EQ(0, fails) << "first failure: " << why;
   EXPECT_LT(percentile(during, 99), 200.0);
   for (int fd : fds) close(fd);
   rrpc_channel_free(ch);
