@@ -99,6 +99,11 @@ typedef struct rrpc_rdma_options {
                                       past it waits for a refill; gauge piece_cached_bytes,
                                       counter piece_grant_refused); 0 = 8; at most
                                       registered_max_size_mb */
+  size_t pool_low_water_mb;        /* rdma_memory_pool_low_water_mb: once less than this is
+                                      left to carve in the pool's regions, the next region is
+                                      registered on a background thread, ahead of need (a
+                                      loop that runs out first waits for it: pool_grow_waits);
+                                      0 = half of pool_increase_size_mb */
 } rrpc_rdma_options;
 
 enum {
@@ -177,6 +182,10 @@ typedef struct rrpc_rdma_stats {
   uint64_t piece_grant_refused;   /* grants that found no piece in the cache (waited for a refill) */
   uint64_t piece_cached_bytes;    /* cleared, registered pieces waiting in the cache, now */
   uint64_t piece_used_bytes;      /* pieces taken by connections (granted, full or held), now */
+  /* Registered-pool growth (--rdma_memory_pool_low_water_mb): */
+  uint64_t pool_grows_ahead;      /* regions added ahead of need on a background thread */
+  uint64_t pool_grows_inline;     /* regions added on the allocating thread (none under way) */
+  uint64_t pool_grow_waits;       /* allocations that waited for a growth under way */
 } rrpc_rdma_stats;
 /* rrpc_rdma_get_stats - copy the counters. 0 or -RRPC_ENORDMA. */
 int rrpc_rdma_get_stats(rrpc_rdma_stats *out);

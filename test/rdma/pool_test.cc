@@ -10,6 +10,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -23,6 +26,7 @@
 #include "rrpc/rdma.h"
 #include "transport/rdma/device.h"
 #include "transport/rdma/pool.h"
+#include "transport/rdma/verbs_bg.h"
 #include "test/rdma/tsan_suppressions.h"
 
 namespace {
@@ -82,6 +86,24 @@ Area MustAlloc(size_t size) {
 
 void Free(const Area &a) { rrpc__rdma_pool_free(a.data, a.cap, a.region); }
 
+// Blocks given back however the test ends (the cap test, last, counts
+// what the earlier ones left free).
+struct Held : std::vector<Area> {
+  ~Held() {
+    for (const Area &a : *this) Free(a);
+  }
+};
+
+// The pool grows ahead of need on a background verbs thread: wait for a
+// growth that may be under way before comparing registered bytes.
+void SettleGrowth() { ASSERT_EQ(0, rrpc__verbs_bg_drain(30000)); }
+
+rrpc_rdma_stats Stats() {
+  rrpc_rdma_stats st;
+  EXPECT_EQ(0, rrpc_rdma_get_stats(&st));
+  return st;
+}
+
 TEST(Options, GlobalInitCopiesNormalizesAndFreezes) {
   rrpc_rdma_options o;
   rrpc_rdma_options_init(&o);
@@ -92,6 +114,9 @@ TEST(Options, GlobalInitCopiesNormalizesAndFreezes) {
   o.pool_max_size_mb = kCapMb;
   o.ring_size = 100000;  // not 16 KiB << n: rounds up to 128 KiB
   o.sq_size = 0;         // zero = default
+  // One setup thread: GrowthFallingBehindWaitsForIt holds it with a gate
+  // job so the pool's growth ahead of need queues behind it.
+  o.bg_setup_threads = 1;
   rrpc_rdma_options bad = o;
   bad.port = -1;
   EXPECT_EQ(-EINVAL, rrpc_rdma_global_init(&bad));
@@ -165,6 +190,7 @@ TEST(Pool, SizeClasses) {
   for (const Area &a : got) Free(a);
   // A freed block goes back to its class: the same size comes back from
   // the free list without growing the pool.
+  SettleGrowth();
   size_t bytes = rrpc__rdma_pool_bytes();
   Area again = MustAlloc(65536);
   EXPECT_EQ(bytes, rrpc__rdma_pool_bytes());
@@ -195,6 +221,7 @@ TEST(Pool, GrowsPastTheFirstRegionWithEachRegionsLkey) {
     ASSERT_EQ(i & 0xff, p[0]);
     ASSERT_EQ(i & 0xff, p[8191]);
   }
+  SettleGrowth();
   size_t grown = rrpc__rdma_pool_bytes();
   for (const Area &a : got) Free(a);
   // Regions are kept; the same count comes back without growing.
@@ -203,7 +230,116 @@ TEST(Pool, GrowsPastTheFirstRegionWithEachRegionsLkey) {
   for (const Area &a : got) Free(a);
 }
 
+// Carving below --rdma_memory_pool_low_water_mb (default: half of the
+// 1 MiB step here) hands the next region to a background thread: the pool
+// grows while the allocating thread still has room, never on it. Before
+// this, the region was registered by the allocation that found no room
+// (320 ms in ibv_reg_mr on a loop, caught by the strict watchdog in CI).
+TEST(Pool, GrowsAheadOfNeedOnABackgroundThread) {
+  SettleGrowth();
+  const rrpc_rdma_stats s0 = Stats();
+  const size_t bytes0 = rrpc__rdma_pool_bytes();
+  Held got;
+  // The free lists first (earlier tests' blocks), then up to two steps of
+  // carving; each allocation is followed by a drain, so a growth handed off
+  // is always finished before the next one: the allocating thread never
+  // runs out and never waits.
+  size_t grew_after = 0;
+  for (size_t i = 0; i < 6 * kMiB / 8192 && grew_after == 0; i++) {
+    got.push_back(MustAlloc(8192));
+    SettleGrowth();
+    if (rrpc__rdma_pool_bytes() > bytes0) grew_after = got.size();
+  }
+  const rrpc_rdma_stats s1 = Stats();
+  ASSERT_NE(0u, grew_after) << "no growth after " << got.size() << " blocks";
+  EXPECT_EQ(bytes0 + kMiB, rrpc__rdma_pool_bytes()) << "one step";
+  EXPECT_EQ(s0.pool_grows_ahead + 1, s1.pool_grows_ahead) << "the growth ran on a background thread";
+  EXPECT_EQ(s0.pool_grows_inline, s1.pool_grows_inline) << "nothing registered on the allocating thread";
+  EXPECT_EQ(s0.pool_grow_waits, s1.pool_grow_waits);
+  EXPECT_EQ(s0.bg_jobs_inline, s1.bg_jobs_inline);
+  // The blocks after the growth come from what was left and then the new
+  // region, all registered, none of them waiting.
+  for (int i = 0; i < 100; i++) {
+    got.push_back(MustAlloc(8192));
+    ExpectRegistered(got.back(), 8192);
+  }
+  SettleGrowth();
+  const rrpc_rdma_stats s2 = Stats();
+  EXPECT_EQ(s0.pool_grows_inline, s2.pool_grows_inline);
+  printf("POOL grow-ahead: the next 1 MiB region was registered in the background after %zu blocks "
+         "(free lists, then carving); regions ahead %llu, inline %llu, waits %llu\n",
+         grew_after, static_cast<unsigned long long>(s2.pool_grows_ahead - s0.pool_grows_ahead),
+         static_cast<unsigned long long>(s2.pool_grows_inline - s0.pool_grows_inline),
+         static_cast<unsigned long long>(s2.pool_grow_waits - s0.pool_grow_waits));
+}
+
+// A job that holds the (single) setup thread until opened.
+struct Gate {
+  rrpc__bg_job job{};
+  std::mutex mu;
+  std::condition_variable cv;
+  bool entered = false, open = false;
+  static Gate *current;
+  static void Run(rrpc__bg_job *) {
+    Gate *g = current;
+    std::unique_lock<std::mutex> l(g->mu);
+    g->entered = true;
+    g->cv.notify_all();
+    g->cv.wait(l, [g] { return g->open; });
+  }
+};
+Gate *Gate::current = nullptr;
+
+// When the regions run out before the growth under way lands, the
+// allocation waits for that growth (counted) rather than registering a
+// second region of its own; nothing fails.
+TEST(Pool, GrowthFallingBehindWaitsForIt) {
+  SettleGrowth();
+  Gate gate;
+  Gate::current = &gate;
+  gate.job.fn = Gate::Run;
+  rrpc__verbs_bg_submit_lane(RRPC_BG_SETUP, &gate.job);
+  {
+    std::unique_lock<std::mutex> l(gate.mu);
+    ASSERT_TRUE(gate.cv.wait_for(l, std::chrono::seconds(30), [&] { return gate.entered; }));
+  }
+  const rrpc_rdma_stats s0 = Stats();
+  const size_t bytes0 = rrpc__rdma_pool_bytes();
+  // Allocate on another thread until the pool has grown: past the low water
+  // mark the growth queues behind the gate, then the tails run out and the
+  // allocation waits.
+  Held got;
+  std::atomic<bool> done{false};
+  std::thread t([&] {
+    for (size_t i = 0; i < 6 * kMiB / 8192 && rrpc__rdma_pool_bytes() == bytes0; i++) got.push_back(MustAlloc(8192));
+    done = true;
+  });
+  // Bounded poll for the counted wait (the allocating thread is blocked in
+  // it while the gate is closed).
+  rrpc_rdma_stats s1 = Stats();
+  for (int i = 0; i < 30000 && s1.pool_grow_waits == s0.pool_grow_waits && !done; i++) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    s1 = Stats();
+  }
+  EXPECT_EQ(s0.pool_grow_waits + 1, s1.pool_grow_waits);
+  EXPECT_FALSE(done) << "the allocation did not wait for the growth under way";
+  EXPECT_EQ(bytes0, rrpc__rdma_pool_bytes()) << "nothing registered while the growth was held";
+  {
+    std::lock_guard<std::mutex> l(gate.mu);
+    gate.open = true;
+  }
+  gate.cv.notify_all();
+  t.join();
+  SettleGrowth();
+  const rrpc_rdma_stats s2 = Stats();
+  EXPECT_EQ(bytes0 + kMiB, rrpc__rdma_pool_bytes()) << "one region, not two";
+  EXPECT_EQ(s0.pool_grows_ahead + 1, s2.pool_grows_ahead);
+  EXPECT_EQ(s0.pool_grows_inline, s2.pool_grows_inline);
+  for (const Area &a : got) ExpectRegistered(a, 8192);
+}
+
 TEST(Pool, LargeRequestsGetADedicatedRegionCountedAgainstTheCap) {
+  SettleGrowth();
   size_t before = rrpc__rdma_pool_bytes();
   Area a = MustAlloc(4 * kMiB + 1);
   ExpectRegistered(a, 4 * kMiB + 1);

@@ -117,6 +117,12 @@ static const struct {
      offsetof(rrpc_rdma_stats, piece_cached_bytes)},
     {"rrpc_rdma_pieces_used_bytes", "Pieces taken by connections (bytes)", 0,
      offsetof(rrpc_rdma_stats, piece_used_bytes)},
+    {"rrpc_rdma_pool_grows_ahead_total", "Registered-pool regions added ahead of need on a background thread", 1,
+     offsetof(rrpc_rdma_stats, pool_grows_ahead)},
+    {"rrpc_rdma_pool_grows_inline_total", "Registered-pool regions added on the allocating thread", 1,
+     offsetof(rrpc_rdma_stats, pool_grows_inline)},
+    {"rrpc_rdma_pool_grow_waits_total", "Allocations that waited for a registered-pool growth under way", 1,
+     offsetof(rrpc_rdma_stats, pool_grow_waits)},
 };
 
 /* ---- the list ------------------------------------------------------------------ */

@@ -57,6 +57,10 @@ DEFINE_int32(rdma_ring_idle_ms, 2000,
 DEFINE_uint64(rdma_piece_cache_size_mb, 8,
               "Elastic rings: cleared, registered pieces kept process-wide for grants (MiB); a "
               "grant past them waits for a refill (counter piece_grant_refused)");
+DEFINE_uint64(rdma_memory_pool_low_water_mb, 0,
+              "Once less than this is left to carve in the registered pool, its next region is "
+              "registered on a background thread ahead of need (MiB; 0 = half of "
+              "--rdma_memory_pool_increase_size_mb)");
 DEFINE_uint64(rdma_retired_max_size, 0,
               "Elastic rings, per connection: bytes of pieces retired while the application holds "
               "them; past it the stream waits for releases (0 = --rdma_ring_size)");
@@ -248,6 +252,7 @@ int PrepareRdma() {
     o.ring_idle_ms = FLAGS_rdma_ring_idle_ms;
     o.retired_max_size = static_cast<size_t>(FLAGS_rdma_retired_max_size);
     o.piece_cache_size_mb = static_cast<size_t>(FLAGS_rdma_piece_cache_size_mb);
+    o.pool_low_water_mb = static_cast<size_t>(FLAGS_rdma_memory_pool_low_water_mb);
     o.tcp_only_ttl_s = FLAGS_rrpc_rdma_tcp_only_ttl_s != 0 ? FLAGS_rrpc_rdma_tcp_only_ttl_s : -1;
     const std::string dialect = FLAGS_rdma_dialect;
     if (dialect == "auto" || dialect.empty()) o.dialect = RRPC_RDMA_DIALECT_AUTO;

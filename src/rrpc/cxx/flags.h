@@ -45,6 +45,7 @@ DECLARE_int32(rdma_bg_setup_threads);
 DECLARE_bool(rdma_elastic);
 DECLARE_int32(rdma_ring_idle_ms);
 DECLARE_uint64(rdma_retired_max_size);
+DECLARE_uint64(rdma_memory_pool_low_water_mb);
 DECLARE_int32(rrpc_rdma_tcp_only_ttl_s);
 DECLARE_string(rdma_dialect);
 DECLARE_int32(usercode_pool_threads);
