@@ -158,7 +158,9 @@ typedef struct rrpc_rdma_stats {
   /* Registered outside the pool, now (pool_bytes + ring_bytes + slot_bytes
    * is everything rrpc has registered): */
   uint64_t ring_bytes;            /* connections' receive rings (kept while zero-copy slices live) */
-  uint64_t slot_bytes;            /* connections' CDC receive slots */
+  uint64_t slot_bytes;            /* connections' CDC receive slots: the slab they are carved from
+                                     (64 KiB chunks per device, kept while the process runs), and
+                                     the brpc dialect's send slots */
   uint64_t registered_cap_refused; /* registrations refused by registered_max_size_mb (a
                                       connection that fell back, a pool region not added) */
   /* Payload bytes rrpc copied, per direction (0 where the data path is

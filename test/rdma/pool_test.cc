@@ -26,6 +26,7 @@
 #include "rrpc/rdma.h"
 #include "transport/rdma/device.h"
 #include "transport/rdma/pool.h"
+#include "transport/rdma/slots.h"
 #include "transport/rdma/verbs_bg.h"
 #include "test/rdma/tsan_suppressions.h"
 
@@ -482,6 +483,63 @@ TEST(UserMemory, MemoryTheDeviceRefusesIsERDMAMEM) {
   void *unmapped = reinterpret_cast<void *>(uintptr_t{1} << 46);
   EXPECT_EQ(-RRPC_ERDMAMEM, rrpc_rdma_register_memory(unmapped, 1 << 20, &region));
   EXPECT_EQ(nullptr, region);
+}
+
+// ---- receive slots (slots.c) -------------------------------------------------------
+
+// Connections' CDC slots come from a slab: areas inside one registered
+// chunk's MR (local write only), never overlapping, counted by chunk, and
+// cleared when handed out again.
+TEST(Slots, CarvedFromRegisteredChunksClearedOnReuse) {
+  rrpc__rdma_dev *d = Dev();
+  ASSERT_NE(nullptr, d);
+  const size_t len = 17 * 64;  // an elastic connection's 16 receives + 1 send slot
+  const rrpc_rdma_stats s0 = Stats();
+  struct Slot {
+    char *mem;
+    ibv_mr *mr;
+  };
+  std::vector<Slot> got;
+  const size_t n = 2 * RRPC__SLOT_CHUNK / len + 1;  // spills into a third chunk
+  for (size_t i = 0; i < n; i++) {
+    Slot sl{nullptr, nullptr};
+    ASSERT_EQ(0, rrpc__slots_get(d->pd, len, &sl.mem, &sl.mr)) << i;
+    ASSERT_NE(nullptr, sl.mr);
+    EXPECT_EQ(d->pd, sl.mr->pd);
+    const char *base = static_cast<const char *>(sl.mr->addr);
+    EXPECT_GE(sl.mem, base);
+    EXPECT_LE(sl.mem + len, base + sl.mr->length) << "an area lies inside its chunk's MR";
+    for (size_t k = 0; k < len; k++) ASSERT_EQ(0, sl.mem[k]) << "fresh areas are zero";
+    memset(sl.mem, 0xa5, len);
+    got.push_back(sl);
+  }
+  std::sort(got.begin(), got.end(), [](const Slot &x, const Slot &y) { return x.mem < y.mem; });
+  for (size_t i = 1; i < got.size(); i++) EXPECT_LE(got[i - 1].mem + len, got[i].mem) << "areas overlap";
+  std::set<ibv_mr *> mrs;
+  for (const Slot &sl : got) mrs.insert(sl.mr);
+  const rrpc_rdma_stats s1 = Stats();
+  EXPECT_GE(mrs.size(), 3u);
+  EXPECT_LE(mrs.size(), 4u) << "a chunk per " << RRPC__SLOT_CHUNK / len << " areas, not an MR each";
+  EXPECT_LE(s1.slot_bytes - s0.slot_bytes, 4u * RRPC__SLOT_CHUNK);
+  EXPECT_GE(s1.slot_bytes - s0.slot_bytes, 3u * RRPC__SLOT_CHUNK);
+  // Given back and taken again: the same memory, cleared, nothing registered.
+  Slot back = got.back();
+  got.pop_back();
+  rrpc__slots_put(back.mem, len, back.mr);
+  Slot again{nullptr, nullptr};
+  ASSERT_EQ(0, rrpc__slots_get(d->pd, len, &again.mem, &again.mr));
+  EXPECT_EQ(back.mem, again.mem);
+  EXPECT_EQ(back.mr, again.mr);
+  for (size_t k = 0; k < len; k++) ASSERT_EQ(0, again.mem[k]) << "the last owner's bytes at " << k;
+  EXPECT_EQ(s1.slot_bytes, Stats().slot_bytes);
+  got.push_back(again);
+  // Bad sizes are refused.
+  Slot bad{nullptr, nullptr};
+  EXPECT_EQ(-EINVAL, rrpc__slots_get(d->pd, 100, &bad.mem, &bad.mr));
+  EXPECT_EQ(-EINVAL, rrpc__slots_get(d->pd, 0, &bad.mem, &bad.mr));
+  for (const Slot &sl : got) rrpc__slots_put(sl.mem, len, sl.mr);
+  // Kept for the next connections: the slab does not shrink.
+  EXPECT_EQ(s1.slot_bytes, Stats().slot_bytes);
 }
 
 // ---- counters ------------------------------------------------------------------

@@ -18,6 +18,7 @@
 #include "transport/clc_decline.h"
 #include "transport/fallback_codes.h"
 #include "transport/rdma/brpc_ep.h"
+#include "transport/rdma/slots.h"
 #include "transport/rdma/tcp_only.h"
 #include "transport/rdma/rdma_transport.h"
 #include "transport/smc/cdc.h"
@@ -131,9 +132,8 @@ static void teardown_run(struct rrpc__ep_teardown *t) {
   /* After the QP: its completions may still sit in the shared CQs, whose
    * reservation for them ends with the next drain after this. */
   rrpc__cqs_leave(&t->cqm);
-  if (t->slots_mr != NULL && ibv_dereg_mr(t->slots_mr) == 0)
-    rrpc__rdma_count(RRPC_RDMA_CNT_SLOT_BYTES, (uint64_t)0 - t->slots_len);
-  free(t->slots);
+  /* After the QP: no receive can land in them any more. */
+  rrpc__slots_put(t->slots, t->slots_len, t->slots_mr);
   /* The QP is gone, so the device no longer reads what was in flight. */
   if (t->inflight != NULL)
     for (uint32_t i = 0; i < t->n_inflight; i++) rrpc__iobuf_destroy(&t->inflight[i].buf);
@@ -316,12 +316,13 @@ static int create_slots(const rrpc__rdma_ep *ep, struct rrpc__ep_create *c);
 
 static int create_memory(const rrpc__rdma_ep *ep, struct rrpc__ep_create *c) {
   struct rrpc__ep_verbs *vb = &c->vb;
-  /* Ring and slots count against the process-wide registered cap; over it
-   * the handshake falls back to TCP (counted), other connections untouched.
-   * Given back when the ring is freed (it may outlive the slots). */
+  /* The ring counts against the process-wide registered cap; over it the
+   * handshake falls back to TCP (counted), other connections untouched.
+   * Given back when the ring is freed. (The slots' slab counts its chunks
+   * as it registers them, slots.c.) */
   /* Elastic mode (server: decided by the Proposal): no ring, pieces come
    * from the cache once the QP is up. */
-  size_t need = (ep->elastic ? 0 : vb->ring_size) + slots_len(ep);
+  size_t need = ep->elastic ? 0 : vb->ring_size;
   int rc = rrpc__rdma_budget_take(need);
   if (rc != 0) return rc;
   vb->budget = need;
@@ -347,13 +348,8 @@ static int create_slots(const rrpc__rdma_ep *ep, struct rrpc__ep_create *c) {
   struct rrpc__ep_verbs *vb = &c->vb;
   /* One slot per posted receive, plus one to send CDCs from when the
    * device cannot inline them. */
-  size_t slots = slots_len(ep);
-  vb->slots = calloc(1, slots);
-  if (vb->slots == NULL) return -ENOMEM;
-  errno = 0;
-  vb->slots_mr = ibv_reg_mr(ep->dev->pd, vb->slots, slots, IBV_ACCESS_LOCAL_WRITE);
-  if (vb->slots_mr == NULL) return errno ? -errno : -RRPC_ERDMAMEM;
-  rrpc__rdma_count(RRPC_RDMA_CNT_SLOT_BYTES, slots);
+  int rc = rrpc__slots_get(ep->dev->pd, slots_len(ep), &vb->slots, &vb->slots_mr);
+  if (rc != 0) return rc;
   c->inflight = calloc(vb->sq_size, sizeof *c->inflight);
   if (c->inflight == NULL) return -ENOMEM;
   for (uint32_t i = 0; i < vb->sq_size; i++) rrpc__iobuf_init(&c->inflight[i].buf);
