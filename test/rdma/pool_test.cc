@@ -115,9 +115,6 @@ TEST(Options, GlobalInitCopiesNormalizesAndFreezes) {
   o.pool_max_size_mb = kCapMb;
   o.ring_size = 100000;  // not 16 KiB << n: rounds up to 128 KiB
   o.sq_size = 0;         // zero = default
-  // One setup thread: GrowthFallingBehindWaitsForIt holds it with a gate
-  // job so the pool's growth ahead of need queues behind it.
-  o.bg_setup_threads = 1;
   rrpc_rdma_options bad = o;
   bad.port = -1;
   EXPECT_EQ(-EINVAL, rrpc_rdma_global_init(&bad));
@@ -274,7 +271,8 @@ TEST(Pool, GrowsAheadOfNeedOnABackgroundThread) {
          static_cast<unsigned long long>(s2.pool_grow_waits - s0.pool_grow_waits));
 }
 
-// A job that holds the (single) setup thread until opened.
+// A job that holds the background teardown thread (where the pool grows)
+// until opened.
 struct Gate {
   rrpc__bg_job job{};
   std::mutex mu;
@@ -299,7 +297,7 @@ TEST(Pool, GrowthFallingBehindWaitsForIt) {
   Gate gate;
   Gate::current = &gate;
   gate.job.fn = Gate::Run;
-  rrpc__verbs_bg_submit_lane(RRPC_BG_SETUP, &gate.job);
+  rrpc__verbs_bg_submit_lane(RRPC_BG_TEARDOWN, &gate.job);
   {
     std::unique_lock<std::mutex> l(gate.mu);
     ASSERT_TRUE(gate.cv.wait_for(l, std::chrono::seconds(30), [&] { return gate.entered; }));

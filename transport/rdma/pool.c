@@ -21,8 +21,8 @@
  * (64 MiB: 10 - 20 ms on a NIC, 0.3 - 1.8 s in rxe under TCG), and the
  * thread that runs out is usually a loop reading or copying a message.
  * So once the regions' uncarved tails fall below
- * rdma_memory_pool_low_water_mb, the carving thread hands one growth to a
- * background verbs thread and goes on. Only when the tails run out before
+ * rdma_memory_pool_low_water_mb, the carving thread hands one growth to the
+ * background verbs teardown thread and goes on. Only when the tails run out before
  * that growth lands does a carver wait for it (counted: pool_grow_waits);
  * with no growth under way it grows inline as before (pool_grows_inline).
  *
@@ -265,7 +265,9 @@ static int carve(int c, void **data, pool_region **region) {
     if (rc) break;
   }
   pthread_mutex_unlock(&g_pool.grow_mu);
-  if (submit) rrpc__verbs_bg_submit_lane(RRPC_BG_SETUP, &g_pool.ahead_job);
+  /* The teardown lane: a new connection's setup (under a handshake
+   * deadline) never waits behind a registration of seconds under TCG. */
+  if (submit) rrpc__verbs_bg_submit_lane(RRPC_BG_TEARDOWN, &g_pool.ahead_job);
   return rc;
 }
 
