@@ -182,6 +182,53 @@ TEST_F(RpcTest, SixtyFourConcurrentCallers) {
   EXPECT_EQ(0, failures.load());
 }
 
+// Callers on a single connection take it without the channel's lock
+// (channel.c, conn_get_fast), and the connection they load may be replaced
+// and freed under them: here the server restarts under eight calling
+// threads, so the channel's connection breaks, is retired and replaced
+// again and again. Every call ends, calls succeed again afterwards, and
+// under TSan/ASan no race or use after free shows.
+TEST_F(RpcTest, CallersWhileTheSingleConnectionIsReplaced) {
+  std::atomic<bool> stop{false};
+  std::atomic<int> ok{0}, failed{0};
+  auto one_call = [this]() {
+    rrpc_controller *c;
+    rrpc_iobuf *rq, *rs;
+    if (rrpc_controller_new(&c) != 0) return -1;
+    rrpc_controller_set_timeout_ms(c, 2000);
+    rrpc_iobuf_new(&rq);
+    rrpc_iobuf_new(&rs);
+    rrpc_iobuf_append(rq, "x", 1);
+    int rc = rrpc_channel_call(channel_, "test.EchoService", "Echo", c, rq, rs, nullptr, nullptr);
+    if (rc == 0 && iobuf_string(rs) != "x") rc = -1;
+    rrpc_iobuf_free(rq);
+    rrpc_iobuf_free(rs);
+    rrpc_controller_free(c);
+    return rc;
+  };
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 8; t++) {
+    ts.emplace_back([&] {
+      while (!stop.load()) (one_call() == 0 ? ok : failed)++;
+    });
+  }
+  for (int round = 0; round < 8; round++) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));  // calls flow on this connection
+    rrpc_server_free(server_);  // closes it under the callers
+    server_ = nullptr;
+    rrpc_server_options o = {};
+    ASSERT_EQ(0, rrpc_server_new(&o, &server_));
+    add_methods(server_, &held_);
+    ASSERT_EQ(0, rrpc_server_start(server_, addr_.c_str()));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  stop = true;
+  for (auto &t : ts) t.join();
+  EXPECT_GT(ok.load(), 0);
+  EXPECT_EQ(0, one_call());
+  std::printf("calls: %d succeeded, %d failed while the server restarted\n", ok.load(), failed.load());
+}
+
 struct AsyncState {
   std::mutex mu;
   std::condition_variable cv;
