@@ -461,7 +461,7 @@ static void complete_batch(struct conn *cn, struct call *head, int n) {
  * read that brought the response was cut (one clock read per read: the
  * call's latency ends when its answer arrived, not when the completions
  * queued before it in the batch are done). */
-static void decide(struct conn *cn, struct call *c, rrpc__baidu_msg *msg, uint64_t read_us) {
+static int decide_meta(struct conn *cn, struct call *c, const rrpc__baidu_msg *msg, uint64_t read_us) {
   drop_timer(cn, c);
   rrpc_controller *cntl = c->cntl;
   cntl->used_rdma = rrpc__socket_is_rdma(cn->sock);
@@ -471,15 +471,60 @@ static void decide(struct conn *cn, struct call *c, rrpc__baidu_msg *msg, uint64
   if ((m->has & RRPC_META_HAS_ERROR_CODE) && m->error_code != 0) {
     size_t n = m->error_text.len > RRPC_ERROR_TEXT_MAX ? RRPC_ERROR_TEXT_MAX : m->error_text.len;
     rrpc__controller_fail(cntl, m->error_code, n ? m->error_text.ptr : NULL, n);
-    return;
+    return 0;
   }
   if (msg->bad_attachment) {
     static const char why[] = "response attachment_size is larger than its body";
     rrpc__controller_fail(cntl, -RRPC_ERESPONSE, why, sizeof why - 1);
-    return;
+    return 0;
   }
+  return 1;
+}
+
+/* decide_meta's outcome in the controller, and a response's body MOVED
+ * into the caller's iobufs. */
+static void decide(struct conn *cn, struct call *c, rrpc__baidu_msg *msg, uint64_t read_us) {
+  if (!decide_meta(cn, c, msg, read_us)) return;
   if (c->response != NULL) rrpc_iobuf_move(c->response, &msg->payload);
-  rrpc_iobuf_move(&cntl->resp_att, &msg->attachment);
+  rrpc_iobuf_move(&c->cntl->resp_att, &msg->attachment);
+}
+
+/* A read that holds exactly one response (what a caller waiting for each
+ * answer gets: the usual case). Its call is taken before the body is cut,
+ * so payload and attachment go straight into the caller's iobufs, not
+ * through the message's own (two moves). With one frame there is one
+ * lookup either way: the batch below exists for reads of many. 1: handled,
+ * the call completed, *rc as client_on_data returns; 0: anything else,
+ * nothing consumed (the batch path cuts it again and judges it). */
+static int on_lone_response(struct conn *cn, rrpc_iobuf *rbuf, int *rc) {
+  rrpc__baidu_msg msg; /* cut_head initialises it, whatever it returns */
+  if (rrpc__baidu_cut_head(rbuf, cn->ch->max_body, &msg) <= 0 ||
+      msg.body_skip + msg.body_payload + msg.body_attachment != rrpc_iobuf_length(rbuf) ||
+      !(msg.meta.has & RRPC_META_HAS_RESPONSE) || (msg.meta.has & RRPC_META_HAS_REQUEST)) {
+    rrpc__baidu_msg_destroy(&msg);
+    return 0;
+  }
+  uint64_t read_us = rrpc__now_us();
+  pthread_mutex_lock(&cn->mu);
+  struct call *c = take_locked(cn, (uint64_t)msg.meta.correlation_id);
+  pthread_mutex_unlock(&cn->mu);
+  if (c == NULL || !decide_meta(cn, c, &msg, read_us)) {
+    /* Late, or failed on its meta: the body is nobody's. */
+    *rc = rrpc__baidu_cut_body(rbuf, &msg, &msg.payload, &msg.attachment);
+  } else {
+    *rc = rrpc__baidu_cut_body(rbuf, &msg, c->response != NULL ? c->response : &msg.payload,
+                               &c->cntl->resp_att);
+    if (*rc < 0) rrpc__controller_fail(c->cntl, *rc, NULL, 0); /* out of memory: the connection closes too */
+  }
+  rrpc__baidu_msg_destroy(&msg);
+  if (c == NULL) {
+    atomic_fetch_add_explicit(&cn->ch->late_responses, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&g_late_responses, 1, memory_order_relaxed);
+    return 1;
+  }
+  c->next_done = NULL;
+  complete_batch(cn, c, 1);
+  return 1;
 }
 
 /* Up to this many responses are cut before their calls are looked up
@@ -523,6 +568,7 @@ static int client_on_data(void *owner, rrpc__socket *sock, rrpc_iobuf *rbuf) {
   struct conn *cn = owner;
   struct call *head = NULL, **tail = &head;
   int total = 0, rc = 0;
+  if (on_lone_response(cn, rbuf, &rc)) return rc;
   rrpc__baidu_msg msgs[CUT_BATCH];
   struct call *calls[CUT_BATCH];
   uint64_t read_us = 0;
