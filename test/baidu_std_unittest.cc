@@ -437,6 +437,143 @@ TEST(RpcMetaDecode, NeverReadsPastTheEnd) {
   }
 }
 
+// ---- RpcMeta: the fast path against the general decoder -----------------------
+
+bool Identical(const rrpc__rpc_meta &a, const rrpc__rpc_meta &b) {
+  // Every field, pointers included: both paths borrow from the same bytes.
+  return a.has == b.has && a.service_name.ptr == b.service_name.ptr &&
+         a.service_name.len == b.service_name.len && a.method_name.ptr == b.method_name.ptr &&
+         a.method_name.len == b.method_name.len && a.log_id == b.log_id && a.timeout_ms == b.timeout_ms &&
+         a.error_code == b.error_code && a.error_text.ptr == b.error_text.ptr &&
+         a.error_text.len == b.error_text.len && a.compress_type == b.compress_type &&
+         a.correlation_id == b.correlation_id && a.attachment_size == b.attachment_size;
+}
+
+struct PathCounts {
+  int fast = 0;      // the fast path decoded it
+  int valid = 0;     // it declined; the general decoder accepted
+  int rejected = 0;  // it declined; the general decoder rejected
+};
+
+// One input, on an exact-size heap copy (ASan sees over-reads): decode (fast
+// path, then general) must answer exactly as the general decoder alone, and
+// the fast path alone either agrees or declines with -EAGAIN, zeroed.
+void ExpectPathsAgree(const std::string &bytes, PathCounts *counts) {
+  std::vector<uint8_t> exact(bytes.begin(), bytes.end());
+  const uint8_t *p = exact.empty() ? nullptr : exact.data();
+  rrpc__rpc_meta general, both, fast, zero;
+  memset(&zero, 0, sizeof(zero));
+  memset(&general, 0xab, sizeof(general));
+  memset(&both, 0xcd, sizeof(both));
+  memset(&fast, 0xef, sizeof(fast));
+  int rc_g = rrpc__rpc_meta_decode_general(p, exact.size(), &general);
+  int rc_d = rrpc__rpc_meta_decode(p, exact.size(), &both);
+  int rc_f = rrpc__rpc_meta_decode_fast(p, exact.size(), &fast);
+  EXPECT_EQ(rc_g, rc_d);
+  EXPECT_TRUE(Identical(general, both));
+  if (rc_f == 0) {
+    EXPECT_EQ(0, rc_g);
+    EXPECT_TRUE(Identical(general, fast));
+    counts->fast++;
+  } else {
+    EXPECT_EQ(-EAGAIN, rc_f);
+    EXPECT_TRUE(Identical(zero, fast));
+    (rc_g == 0 ? counts->valid : counts->rejected)++;
+  }
+}
+
+// The metas rrpc's encoder writes (the C++ library writes the same bytes,
+// RandomizedAgainstCxx) all take the fast path; every prefix, byte change,
+// deletion, insertion and concatenation of them, and hand-made oddities,
+// give the general decoder's answer, rejections included.
+TEST(RpcMetaDecode, FastPathAgreesWithTheGeneralDecoder) {
+  std::mt19937_64 rng(20251123);
+  const int64_t edge[] = {0, 1, -1, 127, 128, 16383, 16384, INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN};
+  auto val = [&]() -> int64_t {
+    return (rng() & 1) ? edge[rng() % (sizeof(edge) / sizeof(edge[0]))]
+                       : static_cast<int64_t>(rng() >> (rng() % 64));
+  };
+  auto str = [&]() {
+    std::string s((rng() % 4 == 0) ? rng() % 200 : rng() % 12, '\0');
+    for (auto &ch : s) ch = static_cast<char>(rng());
+    return s;
+  };
+  PathCounts counts;
+  std::vector<std::string> valid;
+  for (int iter = 0; iter < 400; iter++) {
+    std::string svc = str(), method = str(), text = str();
+    rrpc__rpc_meta m;
+    memset(&m, 0, sizeof(m));
+    m.has = static_cast<uint32_t>(rng()) & 0x1ffu;
+    m.service_name = Str(svc);
+    m.method_name = Str(method);
+    m.error_text = Str(text);
+    m.log_id = val();
+    m.timeout_ms = static_cast<int32_t>(val());
+    m.error_code = static_cast<int32_t>(val());
+    m.compress_type = static_cast<int32_t>(val());
+    m.correlation_id = val();
+    m.attachment_size = static_cast<int32_t>(val());
+    valid.push_back(Encode(m));
+  }
+  // What the encoder writes is the fast path's shape.
+  for (const auto &v : valid) {
+    SCOPED_TRACE(testing::PrintToString(v));
+    int before = counts.fast;
+    ExpectPathsAgree(v, &counts);
+    EXPECT_EQ(before + 1, counts.fast);  // the empty meta too
+  }
+  // Mutations: prefixes, byte changes, a byte out, a byte in, two metas in a
+  // row (repeated fields: last wins, sub-messages merge).
+  for (size_t i = 0; i < valid.size() && !HasFailure(); i++) {
+    const std::string &v = valid[i];
+    for (size_t n = 0; n < v.size(); n++) ExpectPathsAgree(v.substr(0, n), &counts);
+    for (size_t at = 0; at < v.size(); at++) {
+      const uint8_t b = static_cast<uint8_t>(v[at]);
+      const uint8_t subs[] = {0x00, 0xff, static_cast<uint8_t>(b ^ 0x80), static_cast<uint8_t>(b + 1),
+                              static_cast<uint8_t>(b - 1), static_cast<uint8_t>(rng())};
+      for (uint8_t x : subs) {
+        std::string w = v;
+        w[at] = static_cast<char>(x);
+        ExpectPathsAgree(w, &counts);
+      }
+      ExpectPathsAgree(v.substr(0, at) + v.substr(at + 1), &counts);
+      ExpectPathsAgree(v.substr(0, at) + static_cast<char>(rng()) + v.substr(at), &counts);
+    }
+    ExpectPathsAgree(v + valid[(i + 1) % valid.size()], &counts);
+  }
+  // Hand-made: other orders, unknown fields, non-minimal tags and lengths.
+  const std::string odd[] = {
+      std::string("\x0a\x05\x12\x01m\x0a\x00", 7),                   // method before service
+      std::string("\x20\x05\x0a\x05\x0a\x01s\x12\x00", 9),           // correlation_id first
+      std::string("\x0a\x07\x0a\x01s\x12\x00\x40\x01\x18\x02", 10),  // timeout before log_id
+      std::string("\x0a\x04\x0a\x00\x12\x00\x30\x01", 8),            // unknown top-level field 6
+      std::string("\x0a\x06\x0a\x00\x12\x00\x20\x01", 8),            // unknown request field 4
+      std::string("\x12\x02\x18\x01", 4),                            // unknown response field 3
+      std::string("\xa0\x00\x07", 3),                                // a two-byte tag of field 4
+      std::string("\x0a\x84\x00\x0a\x00\x12\x00", 7),                // a two-byte length
+      std::string("\x0a\x04\x0a\x00\x12\x00\x0a\x04\x0a\x00\x12\x00", 12),  // request twice
+      std::string("\x28\x01\x28\x02", 4),                            // attachment_size twice
+      std::string("\x28\xff\xff\xff\xff\x0f", 6),                    // int32 from 5 bytes
+      std::string("\x18\x81\x80\x80\x80\x80\x80\x80\x80\x80\x7f", 11),  // 10-byte varint, extra bits
+      std::string("\x20") + std::string(10, '\x80') + std::string("\x01", 1),  // 11-byte varint
+      std::string("\x12\x00\x0a\x04\x0a\x00\x12\x00", 8),            // response before request
+      std::string("\x0a\x04\x0a\x00\x12\x00\x12\x00", 8),            // request and response
+  };
+  for (const auto &o : odd) {
+    SCOPED_TRACE(testing::PrintToString(o));
+    ExpectPathsAgree(o, &counts);
+  }
+  ExpectPathsAgree(std::string(), &counts);
+  // Each way through was taken many times.
+  EXPECT_GT(counts.fast, 1000);
+  EXPECT_GT(counts.valid, 500);
+  EXPECT_GT(counts.rejected, 1000);
+  RecordProperty("fast", counts.fast);
+  RecordProperty("general_valid", counts.valid);
+  RecordProperty("general_rejected", counts.rejected);
+}
+
 // ---- RpcMeta: rrpc -> C++ library ------------------------------------------
 
 TEST(RpcMetaEncode, RequestResponseAndExtremes) {

@@ -80,6 +80,7 @@ struct conn {
   int closed;
   char peer[80];
   struct conn *live_prev, *live_next; /* ch->live, under ch->mu */
+  struct conn *retired_next; /* ch->retired, under ch->mu */
 };
 
 struct rrpc_channel {
@@ -91,9 +92,14 @@ struct rrpc_channel {
   size_t max_body;
   const rrpc_transport_ops *ops;
   rrpc__loop_group *group;
-  pthread_mutex_t mu; /* conn, nconns, closing */
+  pthread_mutex_t mu; /* conn's changes, nconns, closing, retired */
   pthread_cond_t cv;
-  struct conn *conn;
+  /* single: the current connection; the channel holds a reference to it.
+   * Written only under mu; read without it by conn_get_fast (see there). */
+  _Atomic(struct conn *) conn;
+  atomic_uint getters;   /* conn_get_fast calls between their pin and unpin */
+  struct conn *retired;  /* the channel's references to former `conn`s, not yet dropped */
+  atomic_int nretired;   /* entries on `retired`, read without mu by the last getter out */
   int nconns; /* connections whose on_close has not run yet */
   int handoffs; /* completion batches handed to another loop, not yet finished */
   int closing;
@@ -137,6 +143,9 @@ static void futex_wait_while(atomic_int *w, int val) {
 }
 
 static void conn_release(struct conn *cn);
+static void retire_locked(rrpc_channel *ch, struct conn *cn);
+static struct conn *reclaim_locked(rrpc_channel *ch);
+static void unref_retired(struct conn *list);
 
 /* The channel's part of finishing a call: record the outcome in its
  * controller and the channel's stats, give back its own connection. The
@@ -452,7 +461,7 @@ static void complete_batch(struct conn *cn, struct call *head, int n) {
  * read that brought the response was cut (one clock read per read: the
  * call's latency ends when its answer arrived, not when the completions
  * queued before it in the batch are done). */
-static void decide(struct conn *cn, struct call *c, rrpc__baidu_msg *msg, uint64_t read_us) {
+static int decide_meta(struct conn *cn, struct call *c, const rrpc__baidu_msg *msg, uint64_t read_us) {
   drop_timer(cn, c);
   rrpc_controller *cntl = c->cntl;
   cntl->used_rdma = rrpc__socket_is_rdma(cn->sock);
@@ -462,15 +471,60 @@ static void decide(struct conn *cn, struct call *c, rrpc__baidu_msg *msg, uint64
   if ((m->has & RRPC_META_HAS_ERROR_CODE) && m->error_code != 0) {
     size_t n = m->error_text.len > RRPC_ERROR_TEXT_MAX ? RRPC_ERROR_TEXT_MAX : m->error_text.len;
     rrpc__controller_fail(cntl, m->error_code, n ? m->error_text.ptr : NULL, n);
-    return;
+    return 0;
   }
   if (msg->bad_attachment) {
     static const char why[] = "response attachment_size is larger than its body";
     rrpc__controller_fail(cntl, -RRPC_ERESPONSE, why, sizeof why - 1);
-    return;
+    return 0;
   }
+  return 1;
+}
+
+/* decide_meta's outcome in the controller, and a response's body MOVED
+ * into the caller's iobufs. */
+static void decide(struct conn *cn, struct call *c, rrpc__baidu_msg *msg, uint64_t read_us) {
+  if (!decide_meta(cn, c, msg, read_us)) return;
   if (c->response != NULL) rrpc_iobuf_move(c->response, &msg->payload);
-  rrpc_iobuf_move(&cntl->resp_att, &msg->attachment);
+  rrpc_iobuf_move(&c->cntl->resp_att, &msg->attachment);
+}
+
+/* A read that holds exactly one response (what a caller waiting for each
+ * answer gets: the usual case). Its call is taken before the body is cut,
+ * so payload and attachment go straight into the caller's iobufs, not
+ * through the message's own (two moves). With one frame there is one
+ * lookup either way: the batch below exists for reads of many. 1: handled,
+ * the call completed, *rc as client_on_data returns; 0: anything else,
+ * nothing consumed (the batch path cuts it again and judges it). */
+static int on_lone_response(struct conn *cn, rrpc_iobuf *rbuf, int *rc) {
+  rrpc__baidu_msg msg; /* cut_head initialises it, whatever it returns */
+  if (rrpc__baidu_cut_head(rbuf, cn->ch->max_body, &msg) <= 0 ||
+      msg.body_skip + msg.body_payload + msg.body_attachment != rrpc_iobuf_length(rbuf) ||
+      !(msg.meta.has & RRPC_META_HAS_RESPONSE) || (msg.meta.has & RRPC_META_HAS_REQUEST)) {
+    rrpc__baidu_msg_destroy(&msg);
+    return 0;
+  }
+  uint64_t read_us = rrpc__now_us();
+  pthread_mutex_lock(&cn->mu);
+  struct call *c = take_locked(cn, (uint64_t)msg.meta.correlation_id);
+  pthread_mutex_unlock(&cn->mu);
+  if (c == NULL || !decide_meta(cn, c, &msg, read_us)) {
+    /* Late, or failed on its meta: the body is nobody's. */
+    *rc = rrpc__baidu_cut_body(rbuf, &msg, &msg.payload, &msg.attachment);
+  } else {
+    *rc = rrpc__baidu_cut_body(rbuf, &msg, c->response != NULL ? c->response : &msg.payload,
+                               &c->cntl->resp_att);
+    if (*rc < 0) rrpc__controller_fail(c->cntl, *rc, NULL, 0); /* out of memory: the connection closes too */
+  }
+  rrpc__baidu_msg_destroy(&msg);
+  if (c == NULL) {
+    atomic_fetch_add_explicit(&cn->ch->late_responses, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&g_late_responses, 1, memory_order_relaxed);
+    return 1;
+  }
+  c->next_done = NULL;
+  complete_batch(cn, c, 1);
+  return 1;
 }
 
 /* Up to this many responses are cut before their calls are looked up
@@ -514,6 +568,7 @@ static int client_on_data(void *owner, rrpc__socket *sock, rrpc_iobuf *rbuf) {
   struct conn *cn = owner;
   struct call *head = NULL, **tail = &head;
   int total = 0, rc = 0;
+  if (on_lone_response(cn, rbuf, &rc)) return rc;
   rrpc__baidu_msg msgs[CUT_BATCH];
   struct call *calls[CUT_BATCH];
   uint64_t read_us = 0;
@@ -576,16 +631,16 @@ static void client_on_close(void *owner, rrpc__socket *sock, int code) {
   }
   dl_disarm(cn);
   pthread_mutex_lock(&ch->mu);
-  int was_current = ch->conn == cn;
-  if (was_current) ch->conn = NULL;
+  if (atomic_load_explicit(&ch->conn, memory_order_relaxed) == cn) retire_locked(ch, cn);
   if (cn->live_prev) cn->live_prev->live_next = cn->live_next;
   else ch->live = cn->live_next;
   if (cn->live_next) cn->live_next->live_prev = cn->live_prev;
   ch->nconns--;
+  struct conn *dead = reclaim_locked(ch);
   pthread_cond_broadcast(&ch->cv);
   pthread_mutex_unlock(&ch->mu);
-  if (was_current) conn_unref(cn); /* the channel's reference */
-  conn_unref(cn);                  /* the socket owner's reference */
+  unref_retired(dead); /* the channel's reference, unless a getter may still take one */
+  conn_unref(cn);      /* the socket owner's reference */
 }
 
 static const rrpc__socket_handler client_handler = {
@@ -666,9 +721,90 @@ static void conn_release(struct conn *cn) {
   conn_unref(cn);
 }
 
+/* ---- the single connection without the lock --------------------------------
+ * conn_get_fast takes a reference to ch->conn without ch->mu, so a call on
+ * a single connection takes no channel lock. The danger is the gap between
+ * loading the pointer and incrementing its count: if the channel's
+ * reference were dropped there (on_close, or a slow conn_get finding it
+ * broken) and the socket owner's too, the increment would land in freed
+ * memory. So the channel's reference to a connection it replaces is not
+ * dropped at once: retire_locked takes the connection out of ch->conn and
+ * keeps the reference on ch->retired, and reclaim_locked hands the retired
+ * references over for dropping only when it reads ch->getters as 0.
+ *
+ * Why that is enough (all accesses to conn and getters are seq_cst, so
+ * they have one total order S consistent with happens-before). Take a
+ * getter G that loaded connection X from ch->conn, and a reclaim R that read
+ * getters == 0 after X was retired (retiring stores to ch->conn first, and
+ * both run under mu, so that store precedes R's read in S). G's pin
+ * precedes or follows R's read in getters' modification order:
+ *  - precedes: a count of 0 means every pin before R's read has its unpin
+ *    before it too (each getter unpins after it pins, and the count is the
+ *    pins less the unpins), so G's unpin came first; R's read takes its
+ *    value from G's unpin or a later read-modify-write of the same release
+ *    sequence, so G's increment of X's count happens before R's caller
+ *    drops the channel's reference, and the count never reaches 0 under G;
+ *  - follows: then in S, retire's store < R's read < G's pin < G's load,
+ *    and a seq_cst load reads the last store to conn before it in S
+ *    (every store to conn is seq_cst): retire's NULL or a newer
+ *    connection, never X (a retired connection is never published again).
+ * A retired reference waits only while a getter is between pin and unpin
+ * (a few instructions, unless it is preempted there). The getter whose
+ * unpin brings getters to 0 then sees nretired != 0 (seq_cst too: retire's
+ * increment < R's read of getters < that unpin < its load, in S) and
+ * reclaims; so do the next slow conn_get and on_close, and
+ * rrpc_channel_free drops whatever is left. */
+
+/* Under mu: ch->conn is `cn` no more; keep the channel's reference. */
+static void retire_locked(rrpc_channel *ch, struct conn *cn) {
+  atomic_store(&ch->conn, NULL);
+  cn->retired_next = ch->retired;
+  ch->retired = cn;
+  atomic_fetch_add(&ch->nretired, 1);
+}
+
+/* Under mu: the retired references no getter can be taking any more, to be
+ * dropped (unref_retired) after mu is released; NULL if a getter is
+ * between pin and unpin or none is retired. */
+static struct conn *reclaim_locked(rrpc_channel *ch) {
+  if (ch->retired == NULL || atomic_load(&ch->getters) != 0) return NULL;
+  struct conn *list = ch->retired;
+  ch->retired = NULL;
+  atomic_store(&ch->nretired, 0);
+  return list;
+}
+
+static void unref_retired(struct conn *list) {
+  while (list != NULL) {
+    struct conn *next = list->retired_next;
+    conn_unref(list); /* the channel's reference */
+    list = next;
+  }
+}
+
+/* The current single connection with a reference for the caller, or NULL
+ * (none, broken, or closing: conn_get's locked path decides). Any thread;
+ * takes ch->mu only as the last getter out while references wait. */
+static struct conn *conn_get_fast(rrpc_channel *ch) {
+  atomic_fetch_add(&ch->getters, 1); /* pin */
+  struct conn *cn = atomic_load(&ch->conn);
+  if (cn != NULL && !rrpc__socket_failed(cn->sock)) atomic_fetch_add(&cn->refs, 1);
+  else cn = NULL;
+  if (atomic_fetch_sub(&ch->getters, 1) == 1 && /* unpin */
+      atomic_load(&ch->nretired) != 0) {
+    pthread_mutex_lock(&ch->mu);
+    struct conn *dead = reclaim_locked(ch);
+    pthread_mutex_unlock(&ch->mu);
+    unref_retired(dead);
+  }
+  return cn;
+}
+
 /* The current connection with a reference for the caller, connecting if
- * there is none. ch->mu serializes connecting so one connection is made. */
+ * there is none. ch->mu serializes connecting so one connection is made.
+ * A single connection that is up is taken without the lock (conn_get_fast). */
 static int conn_get(rrpc_channel *ch, struct conn **out) {
+  if (ch->conn_type == RRPC_CONNECTION_SINGLE && (*out = conn_get_fast(ch)) != NULL) return 0;
   pthread_mutex_lock(&ch->mu);
   int rc = 0;
   if (ch->closing) {
@@ -676,19 +812,26 @@ static int conn_get(rrpc_channel *ch, struct conn **out) {
   } else if (ch->conn_type != RRPC_CONNECTION_SINGLE) {
     rc = conn_take(ch, out);
   } else {
-    if (ch->conn != NULL && rrpc__socket_failed(ch->conn->sock)) {
+    struct conn *cur = atomic_load_explicit(&ch->conn, memory_order_relaxed); /* ours: under mu */
+    if (cur != NULL && rrpc__socket_failed(cur->sock)) {
       /* Broken but its on_close has not run yet: stop handing it out. */
-      struct conn *old = ch->conn;
-      ch->conn = NULL;
-      conn_unref(old); /* the channel's reference */
+      retire_locked(ch, cur);
+      cur = NULL;
     }
-    if (ch->conn == NULL) rc = conn_open(ch, &ch->conn);
+    if (cur == NULL) {
+      rc = conn_open(ch, &cur);
+      /* Published whole: the seq_cst store releases its fields to
+       * conn_get_fast's load. */
+      if (rc == 0) atomic_store(&ch->conn, cur);
+    }
     if (rc == 0) {
-      atomic_fetch_add(&ch->conn->refs, 1);
-      *out = ch->conn;
+      atomic_fetch_add(&cur->refs, 1);
+      *out = cur;
     }
   }
+  struct conn *dead = reclaim_locked(ch);
   pthread_mutex_unlock(&ch->mu);
+  unref_retired(dead);
   return rc;
 }
 
@@ -952,6 +1095,9 @@ int rrpc_channel_new(const char *addr, const rrpc_channel_options *opts, rrpc_ch
   pthread_cond_init(&ch->cv, NULL);
   atomic_init(&ch->next_cid, 1);
   atomic_init(&ch->late_responses, 0);
+  atomic_init(&ch->conn, NULL);
+  atomic_init(&ch->getters, 0);
+  atomic_init(&ch->nretired, 0);
   *out = ch;
   return 0;
 }
@@ -989,7 +1135,11 @@ void rrpc_channel_free(rrpc_channel *ch) {
   ch->closing = 1;
   for (struct conn *cn = ch->live; cn != NULL; cn = cn->live_next) rrpc__socket_fail(cn->sock, -RRPC_ECLOSE);
   while (ch->nconns > 0 || ch->handoffs > 0) pthread_cond_wait(&ch->cv, &ch->mu);
+  /* No call may run any more (the caller's contract), so no getter either. */
+  struct conn *dead = ch->retired;
+  ch->retired = NULL;
   pthread_mutex_unlock(&ch->mu);
+  unref_retired(dead);
   for (int i = 0; i < ch->nidle; i++) conn_unref(ch->idle[i]); /* the pool's */
   free(ch->idle);
   rrpc__stats_unregister(ch->reg);

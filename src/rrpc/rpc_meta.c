@@ -7,6 +7,8 @@
  * wire types 6 and 7 and field number 0 are malformed. */
 #include "rrpc/internal/baidu_std.h"
 
+#include <errno.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "rrpc/errors.h"
@@ -217,8 +219,9 @@ static int decode_response(cursor *c, rrpc__rpc_meta *m) {
   return 0;
 }
 
-/* Thread-safe (no shared state); strings in *out borrow from p. */
-int rrpc__rpc_meta_decode(const uint8_t *p, size_t n, rrpc__rpc_meta *out) {
+/* The general decoder: any field order, repeats, unknown fields. Thread-safe
+ * (no shared state); strings in *out borrow from p. */
+int rrpc__rpc_meta_decode_general(const uint8_t *p, size_t n, rrpc__rpc_meta *out) {
   cursor c;
   unsigned seen = 0; /* required fields of the request: 1 service, 2 method */
   int rc = 0;
@@ -283,6 +286,141 @@ int rrpc__rpc_meta_decode(const uint8_t *p, size_t n, rrpc__rpc_meta *out) {
 fail:
   memset(out, 0, sizeof(*out)); /* no half-decoded values, no stray pointers */
   return rc;
+}
+
+/* ---- the fast path ---------------------------------------------------------
+ * Every meta rrpc and brpc write has each field once, in field-number order,
+ * with one-byte tags: request {service_name, method_name, log_id?,
+ * timeout_ms?} and/or response {error_code?, error_text?}, then
+ * compress_type?, correlation_id?, attachment_size?. The general loop pays
+ * for a tag decode, its range checks and a switch per field; here each tag
+ * is one byte compare against the field the shape says may come next.
+ *
+ * Why the result is always the general decoder's: decode_fast never
+ * rejects. At the first byte that is not the next field of that shape
+ * (an unknown field, another order, a repeat, a tag of more than one
+ * byte, a missing required name, a bad length or varint, bytes left over)
+ * it returns false and the general decoder starts again from the first
+ * byte with a fresh struct. What it accepts, the general decoder accepts
+ * too: it reads each value with the same helpers (read_len, read_str,
+ * read_i32, read_i64, so the same truncation and sign rules) into the same
+ * zeroed struct and sets the same has-bits; with every field present at
+ * most once, protobuf's "last value wins" and "sub-messages merge" have
+ * nothing to choose between. test/baidu_std_unittest.cc and the fuzzer
+ * compare the two paths on valid and malformed metas. */
+
+/* The one-byte tags of that shape (field << 3 | wire type). */
+enum {
+  T_META_REQUEST = F_META_REQUEST << 3 | WT_LEN,
+  T_META_RESPONSE = F_META_RESPONSE << 3 | WT_LEN,
+  T_META_COMPRESS_TYPE = F_META_COMPRESS_TYPE << 3 | WT_VARINT,
+  T_META_CORRELATION_ID = F_META_CORRELATION_ID << 3 | WT_VARINT,
+  T_META_ATTACHMENT_SIZE = F_META_ATTACHMENT_SIZE << 3 | WT_VARINT,
+  T_REQ_SERVICE_NAME = F_REQ_SERVICE_NAME << 3 | WT_LEN,
+  T_REQ_METHOD_NAME = F_REQ_METHOD_NAME << 3 | WT_LEN,
+  T_REQ_LOG_ID = F_REQ_LOG_ID << 3 | WT_VARINT,
+  T_REQ_TIMEOUT_MS = F_REQ_TIMEOUT_MS << 3 | WT_VARINT,
+  T_RESP_ERROR_CODE = F_RESP_ERROR_CODE << 3 | WT_VARINT,
+  T_RESP_ERROR_TEXT = F_RESP_ERROR_TEXT << 3 | WT_LEN,
+};
+
+/* Consume the next byte if it is the one-byte tag `tag`. */
+static inline bool take_tag(cursor *c, uint8_t tag) {
+  if (c->p == c->end || *c->p != tag)
+    return false;
+  c->p++;
+  return true;
+}
+
+static inline bool fast_request(cursor *c, rrpc__rpc_meta *m) {
+  /* Both names are required: without them the general decoder rejects. */
+  if (!take_tag(c, T_REQ_SERVICE_NAME) || read_str(c, WT_LEN, &m->service_name) < 0)
+    return false;
+  if (!take_tag(c, T_REQ_METHOD_NAME) || read_str(c, WT_LEN, &m->method_name) < 0)
+    return false;
+  if (take_tag(c, T_REQ_LOG_ID)) {
+    if (read_i64(c, WT_VARINT, &m->log_id) < 0)
+      return false;
+    m->has |= RRPC_META_HAS_LOG_ID;
+  }
+  if (take_tag(c, T_REQ_TIMEOUT_MS)) {
+    if (read_i32(c, WT_VARINT, &m->timeout_ms) < 0)
+      return false;
+    m->has |= RRPC_META_HAS_TIMEOUT_MS;
+  }
+  return c->p == c->end;
+}
+
+static inline bool fast_response(cursor *c, rrpc__rpc_meta *m) {
+  if (take_tag(c, T_RESP_ERROR_CODE)) {
+    if (read_i32(c, WT_VARINT, &m->error_code) < 0)
+      return false;
+    m->has |= RRPC_META_HAS_ERROR_CODE;
+  }
+  if (take_tag(c, T_RESP_ERROR_TEXT)) {
+    if (read_str(c, WT_LEN, &m->error_text) < 0)
+      return false;
+    m->has |= RRPC_META_HAS_ERROR_TEXT;
+  }
+  return c->p == c->end;
+}
+
+/* One optional varint field of the top level. */
+static inline bool fast_i32(cursor *c, uint8_t tag, int32_t *out, uint32_t bit, uint32_t *has) {
+  if (!take_tag(c, tag))
+    return true;
+  if (read_i32(c, WT_VARINT, out) < 0)
+    return false;
+  *has |= bit;
+  return true;
+}
+
+/* *m is zeroed and n > 0. true: decoded; false: the general decoder must
+ * start over (m may be half written). */
+static inline bool decode_fast(const uint8_t *p, size_t n, rrpc__rpc_meta *m) {
+  cursor c = {p, p + n};
+  cursor inner;
+  if (take_tag(&c, T_META_REQUEST)) {
+    if (read_len(&c, &inner) < 0 || !fast_request(&inner, m))
+      return false;
+    m->has |= RRPC_META_HAS_REQUEST;
+  }
+  if (take_tag(&c, T_META_RESPONSE)) {
+    if (read_len(&c, &inner) < 0 || !fast_response(&inner, m))
+      return false;
+    m->has |= RRPC_META_HAS_RESPONSE;
+  }
+  if (!fast_i32(&c, T_META_COMPRESS_TYPE, &m->compress_type, RRPC_META_HAS_COMPRESS_TYPE, &m->has))
+    return false;
+  if (take_tag(&c, T_META_CORRELATION_ID)) {
+    if (read_i64(&c, WT_VARINT, &m->correlation_id) < 0)
+      return false;
+    m->has |= RRPC_META_HAS_CORRELATION_ID;
+  }
+  if (!fast_i32(&c, T_META_ATTACHMENT_SIZE, &m->attachment_size, RRPC_META_HAS_ATTACHMENT_SIZE,
+                &m->has))
+    return false;
+  return c.p == c.end;
+}
+
+int rrpc__rpc_meta_decode_fast(const uint8_t *p, size_t n, rrpc__rpc_meta *out) {
+  memset(out, 0, sizeof(*out));
+  if (n == 0)
+    return 0; /* an empty message is valid; p may be NULL */
+  if (decode_fast(p, n, out))
+    return 0;
+  memset(out, 0, sizeof(*out));
+  return -EAGAIN;
+}
+
+/* Thread-safe (no shared state); strings in *out borrow from p. */
+int rrpc__rpc_meta_decode(const uint8_t *p, size_t n, rrpc__rpc_meta *out) {
+  memset(out, 0, sizeof(*out));
+  if (n == 0)
+    return 0; /* an empty message; p may be NULL, so no arithmetic on it */
+  if (decode_fast(p, n, out))
+    return 0;
+  return rrpc__rpc_meta_decode_general(p, n, out);
 }
 
 /* ---- encoding ------------------------------------------------------------ */

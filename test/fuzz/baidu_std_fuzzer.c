@@ -64,6 +64,32 @@ static void check_meta_round_trip(const rrpc__rpc_meta *m) {
   free(buf2);
 }
 
+/* Every field, pointers included: the two paths borrow from the same bytes. */
+static int meta_identical(const rrpc__rpc_meta *a, const rrpc__rpc_meta *b) {
+  return a->has == b->has && a->service_name.ptr == b->service_name.ptr &&
+         a->service_name.len == b->service_name.len && a->method_name.ptr == b->method_name.ptr &&
+         a->method_name.len == b->method_name.len && a->log_id == b->log_id && a->timeout_ms == b->timeout_ms &&
+         a->error_code == b->error_code && a->error_text.ptr == b->error_text.ptr &&
+         a->error_text.len == b->error_text.len && a->compress_type == b->compress_type &&
+         a->correlation_id == b->correlation_id && a->attachment_size == b->attachment_size;
+}
+
+/* rrpc__rpc_meta_decode (fast path, then the general decoder) must answer
+ * exactly as the general decoder alone; the fast path alone either agrees
+ * or declines with -EAGAIN and a zeroed meta. `got` is decode's answer. */
+static void check_fast_agrees(const uint8_t *p, size_t n, const rrpc__rpc_meta *got) {
+  static const rrpc__rpc_meta zero;
+  rrpc__rpc_meta general, fast;
+  int rc_d = rrpc__rpc_meta_decode(p, n, &fast);
+  int rc_g = rrpc__rpc_meta_decode_general(p, n, &general);
+  if (rc_d != rc_g || !meta_identical(&fast, &general) || !meta_identical(got, &general))
+    abort();
+  int rc_f = rrpc__rpc_meta_decode_fast(p, n, &fast);
+  if (rc_f == 0 ? rc_g != 0 || !meta_identical(&fast, &general)
+                : rc_f != -EAGAIN || !meta_identical(&fast, &zero))
+    abort();
+}
+
 /* What one cut frame looked like, to compare chunkings. */
 typedef struct frame_sum {
   size_t payload_len;
@@ -245,6 +271,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     check_meta_round_trip(&m);
   else if (m.has != 0)
     abort();
+  check_fast_agrees(exact, size, &m);
   free(exact);
 
   /* 2. Frames: the first byte picks the chunking and the body limit. */

@@ -69,6 +69,15 @@ typedef struct rrpc__rpc_meta {
  * Never reads outside [p, p+n). Thread-safe. */
 int rrpc__rpc_meta_decode(const uint8_t *p, size_t n, rrpc__rpc_meta *out);
 
+/* The two halves of rrpc__rpc_meta_decode, for tests and fuzzers that check
+ * they agree. _fast reads only the shape rrpc and brpc write (each known
+ * field once, in field-number order, one-byte tags, nothing unknown): 0
+ * with *out as _decode gives it, or -EAGAIN for any other input (valid or
+ * not) with *out zeroed; it never rejects. _general is the full decoder,
+ * with _decode's contract. Both thread-safe. */
+int rrpc__rpc_meta_decode_fast(const uint8_t *p, size_t n, rrpc__rpc_meta *out);
+int rrpc__rpc_meta_decode_general(const uint8_t *p, size_t n, rrpc__rpc_meta *out);
+
 /* rrpc__rpc_meta_size - bytes rrpc__rpc_meta_encode will write. */
 size_t rrpc__rpc_meta_size(const rrpc__rpc_meta *m);
 
