@@ -69,11 +69,7 @@ void releaser(Holder *h) {
   }
 }
 
-rrpc_rdma_stats stats() {
-  rrpc_rdma_stats st;
-  rrpc_rdma_get_stats(&st);
-  return st;
-}
+using rrpc_rdma_test::stats;
 
 TEST(HeldAttachments, HeldForSecondsWhileTrafficContinuesNothingStalls) {
 #if defined(__SANITIZE_THREAD__)

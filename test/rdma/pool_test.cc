@@ -28,6 +28,7 @@
 #include "transport/rdma/pool.h"
 #include "transport/rdma/slots.h"
 #include "transport/rdma/verbs_bg.h"
+#include "test/rdma/rdma_test_util.h"
 #include "test/rdma/tsan_suppressions.h"
 
 namespace {
@@ -99,11 +100,7 @@ struct Held : std::vector<Area> {
 // growth that may be under way before comparing registered bytes.
 void SettleGrowth() { ASSERT_EQ(0, rrpc__verbs_bg_drain(30000)); }
 
-rrpc_rdma_stats Stats() {
-  rrpc_rdma_stats st;
-  EXPECT_EQ(0, rrpc_rdma_get_stats(&st));
-  return st;
-}
+using rrpc_rdma_test::stats;
 
 TEST(Options, GlobalInitCopiesNormalizesAndFreezes) {
   rrpc_rdma_options o;
@@ -235,7 +232,7 @@ TEST(Pool, GrowsPastTheFirstRegionWithEachRegionsLkey) {
 // (320 ms in ibv_reg_mr on a loop, caught by the strict watchdog in CI).
 TEST(Pool, GrowsAheadOfNeedOnABackgroundThread) {
   SettleGrowth();
-  const rrpc_rdma_stats s0 = Stats();
+  const rrpc_rdma_stats s0 = stats();
   const size_t bytes0 = rrpc__rdma_pool_bytes();
   Held got;
   // The free lists first (earlier tests' blocks), then up to two steps of
@@ -248,7 +245,7 @@ TEST(Pool, GrowsAheadOfNeedOnABackgroundThread) {
     SettleGrowth();
     if (rrpc__rdma_pool_bytes() > bytes0) grew_after = got.size();
   }
-  const rrpc_rdma_stats s1 = Stats();
+  const rrpc_rdma_stats s1 = stats();
   ASSERT_NE(0u, grew_after) << "no growth after " << got.size() << " blocks";
   EXPECT_EQ(bytes0 + kMiB, rrpc__rdma_pool_bytes()) << "one step";
   EXPECT_EQ(s0.pool_grows_ahead + 1, s1.pool_grows_ahead) << "the growth ran on a background thread";
@@ -262,7 +259,7 @@ TEST(Pool, GrowsAheadOfNeedOnABackgroundThread) {
     ExpectRegistered(got.back(), 8192);
   }
   SettleGrowth();
-  const rrpc_rdma_stats s2 = Stats();
+  const rrpc_rdma_stats s2 = stats();
   EXPECT_EQ(s0.pool_grows_inline, s2.pool_grows_inline);
   printf("POOL grow-ahead: the next 1 MiB region was registered in the background after %zu blocks "
          "(free lists, then carving); regions ahead %llu, inline %llu, waits %llu\n",
@@ -302,7 +299,7 @@ TEST(Pool, GrowthFallingBehindWaitsForIt) {
     std::unique_lock<std::mutex> l(gate.mu);
     ASSERT_TRUE(gate.cv.wait_for(l, std::chrono::seconds(30), [&] { return gate.entered; }));
   }
-  const rrpc_rdma_stats s0 = Stats();
+  const rrpc_rdma_stats s0 = stats();
   const size_t bytes0 = rrpc__rdma_pool_bytes();
   // Allocate on another thread until the pool has grown: past the low water
   // mark the growth queues behind the gate, then the tails run out and the
@@ -315,10 +312,10 @@ TEST(Pool, GrowthFallingBehindWaitsForIt) {
   });
   // Bounded poll for the counted wait (the allocating thread is blocked in
   // it while the gate is closed).
-  rrpc_rdma_stats s1 = Stats();
+  rrpc_rdma_stats s1 = stats();
   for (int i = 0; i < 30000 && s1.pool_grow_waits == s0.pool_grow_waits && !done; i++) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    s1 = Stats();
+    s1 = stats();
   }
   EXPECT_EQ(s0.pool_grow_waits + 1, s1.pool_grow_waits);
   EXPECT_FALSE(done) << "the allocation did not wait for the growth under way";
@@ -330,7 +327,7 @@ TEST(Pool, GrowthFallingBehindWaitsForIt) {
   gate.cv.notify_all();
   t.join();
   SettleGrowth();
-  const rrpc_rdma_stats s2 = Stats();
+  const rrpc_rdma_stats s2 = stats();
   EXPECT_EQ(bytes0 + kMiB, rrpc__rdma_pool_bytes()) << "one region, not two";
   EXPECT_EQ(s0.pool_grows_ahead + 1, s2.pool_grows_ahead);
   EXPECT_EQ(s0.pool_grows_inline, s2.pool_grows_inline);
@@ -492,7 +489,7 @@ TEST(Slots, CarvedFromRegisteredChunksClearedOnReuse) {
   rrpc__rdma_dev *d = Dev();
   ASSERT_NE(nullptr, d);
   const size_t len = 17 * 64;  // an elastic connection's 16 receives + 1 send slot
-  const rrpc_rdma_stats s0 = Stats();
+  const rrpc_rdma_stats s0 = stats();
   struct Slot {
     char *mem;
     ibv_mr *mr;
@@ -515,7 +512,7 @@ TEST(Slots, CarvedFromRegisteredChunksClearedOnReuse) {
   for (size_t i = 1; i < got.size(); i++) EXPECT_LE(got[i - 1].mem + len, got[i].mem) << "areas overlap";
   std::set<ibv_mr *> mrs;
   for (const Slot &sl : got) mrs.insert(sl.mr);
-  const rrpc_rdma_stats s1 = Stats();
+  const rrpc_rdma_stats s1 = stats();
   EXPECT_GE(mrs.size(), 3u);
   EXPECT_LE(mrs.size(), 4u) << "a chunk per " << RRPC__SLOT_CHUNK / len << " areas, not an MR each";
   EXPECT_LE(s1.slot_bytes - s0.slot_bytes, 4u * RRPC__SLOT_CHUNK);
@@ -529,7 +526,7 @@ TEST(Slots, CarvedFromRegisteredChunksClearedOnReuse) {
   EXPECT_EQ(back.mem, again.mem);
   EXPECT_EQ(back.mr, again.mr);
   for (size_t k = 0; k < len; k++) ASSERT_EQ(0, again.mem[k]) << "the last owner's bytes at " << k;
-  EXPECT_EQ(s1.slot_bytes, Stats().slot_bytes);
+  EXPECT_EQ(s1.slot_bytes, stats().slot_bytes);
   got.push_back(again);
   // Bad sizes are refused.
   Slot bad{nullptr, nullptr};
@@ -537,7 +534,7 @@ TEST(Slots, CarvedFromRegisteredChunksClearedOnReuse) {
   EXPECT_EQ(-EINVAL, rrpc__slots_get(d->pd, 0, &bad.mem, &bad.mr));
   for (const Slot &sl : got) rrpc__slots_put(sl.mem, len, sl.mr);
   // Kept for the next connections: the slab does not shrink.
-  EXPECT_EQ(s1.slot_bytes, Stats().slot_bytes);
+  EXPECT_EQ(s1.slot_bytes, stats().slot_bytes);
 }
 
 // ---- counters ------------------------------------------------------------------

@@ -1,6 +1,6 @@
 // rdma_test_util.h - scaffolding the RDMA test binaries share: an echo
 // method and a server with it, a channel to a test server, one checked echo call,
-// a raw HTTP GET of a builtin page and a millisecond clock. Header-only so
+// a raw HTTP GET of a builtin page, the RDMA counters and a millisecond clock. Header-only so
 // every binary of test/rdma/ (each its own program, see the Makefile and
 // BUILD) takes it without another library. Tests with needs of their own
 // (other handlers, hostile peers) keep their own helpers.
@@ -16,6 +16,8 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+
+#include <gtest/gtest.h>
 
 #include "rrpc/rrpc.h"
 #include "test/common/test_util.h"
@@ -120,6 +122,13 @@ inline std::string http_get(int port, const std::string &path) {
   close(fd);
   size_t he = all.find("\r\n\r\n");
   return he == std::string::npos ? "" : all.substr(he + 4);
+}
+
+// The process's RDMA counters now (rrpc_rdma_get_stats, checked).
+inline rrpc_rdma_stats stats() {
+  rrpc_rdma_stats st;
+  EXPECT_EQ(0, rrpc_rdma_get_stats(&st));
+  return st;
 }
 
 // Milliseconds of the monotonic clock.

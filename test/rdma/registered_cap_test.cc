@@ -24,11 +24,7 @@ const size_t kRing = 512 * 1024;
 // connection's two endpoints do not.
 const size_t kCapMb = 3;
 
-rrpc_rdma_stats stats() {
-  rrpc_rdma_stats st;
-  EXPECT_EQ(0, rrpc_rdma_get_stats(&st));
-  return st;
-}
+using rrpc_rdma_test::stats;
 
 // One echo; returns the call's code, *used_rdma whether RDMA carried it.
 int echo(rrpc_channel *ch, const std::string &body, int *used_rdma) {

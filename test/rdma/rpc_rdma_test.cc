@@ -29,6 +29,7 @@
 
 #include "rrpc/rrpc.h"
 #include "test/common/test_util.h"
+#include "test/rdma/rdma_test_util.h"
 #include "test/rdma/tsan_suppressions.h"
 
 using rrpc_test::rdma_test_addr;
@@ -102,11 +103,7 @@ rrpc_channel *open_channel(int port, int use_rdma, int timeout_ms = 60000) {
   return ch;
 }
 
-rrpc_rdma_stats stats() {
-  rrpc_rdma_stats s;
-  rrpc_rdma_get_stats(&s);
-  return s;
-}
+using rrpc_rdma_test::stats;
 
 // Sum of an rxe port counter (hw_counters), or -1 when absent.
 long long hw_counter(const char *name) {

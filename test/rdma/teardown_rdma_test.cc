@@ -192,11 +192,7 @@ struct BgGate {
   }
 };
 
-rrpc_rdma_stats stats() {
-  rrpc_rdma_stats s;
-  rrpc_rdma_get_stats(&s);
-  return s;
-}
+using rrpc_rdma_test::stats;
 
 // Waits (bounded) until `n` more background verbs jobs than `from` counted
 // were queued, and returns the stats then.
