@@ -489,37 +489,60 @@ static void decide(struct conn *cn, struct call *c, rrpc__baidu_msg *msg, uint64
   rrpc_iobuf_move(&c->cntl->resp_att, &msg->attachment);
 }
 
+/* A response nobody waits for any more (timed out or cancelled already):
+ * dropped, and counted. */
+static void count_late(struct conn *cn) {
+  atomic_fetch_add_explicit(&cn->ch->late_responses, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&g_late_responses, 1, memory_order_relaxed);
+}
+
 /* A read that holds exactly one response (what a caller waiting for each
  * answer gets: the usual case). Its call is taken before the body is cut,
  * so payload and attachment go straight into the caller's iobufs, not
  * through the message's own (two moves). With one frame there is one
- * lookup either way: the batch below exists for reads of many. 1: handled,
- * the call completed, *rc as client_on_data returns; 0: anything else,
- * nothing consumed (the batch path cuts it again and judges it). */
-static int on_lone_response(struct conn *cn, rrpc_iobuf *rbuf, int *rc) {
-  rrpc__baidu_msg msg; /* cut_head initialises it, whatever it returns */
-  if (rrpc__baidu_cut_head(rbuf, cn->ch->max_body, &msg) <= 0 ||
-      msg.body_skip + msg.body_payload + msg.body_attachment != rrpc_iobuf_length(rbuf) ||
-      !(msg.meta.has & RRPC_META_HAS_RESPONSE) || (msg.meta.has & RRPC_META_HAS_REQUEST)) {
-    rrpc__baidu_msg_destroy(&msg);
+ * lookup either way: the batch below exists for reads of many. `msg` is
+ * storage for the read's first frame. 1: handled, the call completed (or
+ * the connection must close), *rc as client_on_data returns. 0: not a lone
+ * response; *cut is 1 if the first frame was a response, now cut whole
+ * into msg for the batch (its header and meta are not decoded twice), else
+ * 0, msg is empty and nothing was consumed (the batch path cuts that frame
+ * again and judges it). */
+static int on_lone_response(struct conn *cn, rrpc_iobuf *rbuf, rrpc__baidu_msg *msg, int *cut, int *rc) {
+  *cut = 0;
+  /* cut_head initialises msg, whatever it returns. */
+  if (rrpc__baidu_cut_head(rbuf, cn->ch->max_body, msg) <= 0 || !(msg->meta.has & RRPC_META_HAS_RESPONSE) ||
+      (msg->meta.has & RRPC_META_HAS_REQUEST)) {
+    rrpc__baidu_msg_destroy(msg);
     return 0;
+  }
+  if (msg->body_skip + msg->body_payload + msg->body_attachment != rrpc_iobuf_length(rbuf)) {
+    /* More frames follow: this one joins the batch, cut whole as
+     * rrpc__baidu_cut would have cut it. */
+    int r = rrpc__baidu_cut_body(rbuf, msg, &msg->payload, &msg->attachment);
+    if (r == 0) {
+      *cut = 1;
+      return 0;
+    }
+    rrpc__baidu_msg_destroy(msg);
+    RRPC_LOG(WARNING, "closing connection to %s: %s", cn->peer, rrpc_strerror(r));
+    *rc = r;
+    return 1;
   }
   uint64_t read_us = rrpc__now_us();
   pthread_mutex_lock(&cn->mu);
-  struct call *c = take_locked(cn, (uint64_t)msg.meta.correlation_id);
+  struct call *c = take_locked(cn, (uint64_t)msg->meta.correlation_id);
   pthread_mutex_unlock(&cn->mu);
-  if (c == NULL || !decide_meta(cn, c, &msg, read_us)) {
+  if (c == NULL || !decide_meta(cn, c, msg, read_us)) {
     /* Late, or failed on its meta: the body is nobody's. */
-    *rc = rrpc__baidu_cut_body(rbuf, &msg, &msg.payload, &msg.attachment);
+    *rc = rrpc__baidu_cut_body(rbuf, msg, &msg->payload, &msg->attachment);
   } else {
-    *rc = rrpc__baidu_cut_body(rbuf, &msg, c->response != NULL ? c->response : &msg.payload,
+    *rc = rrpc__baidu_cut_body(rbuf, msg, c->response != NULL ? c->response : &msg->payload,
                                &c->cntl->resp_att);
     if (*rc < 0) rrpc__controller_fail(c->cntl, *rc, NULL, 0); /* out of memory: the connection closes too */
   }
-  rrpc__baidu_msg_destroy(&msg);
+  rrpc__baidu_msg_destroy(msg);
   if (c == NULL) {
-    atomic_fetch_add_explicit(&cn->ch->late_responses, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&g_late_responses, 1, memory_order_relaxed);
+    count_late(cn);
     return 1;
   }
   c->next_done = NULL;
@@ -535,11 +558,10 @@ static int on_lone_response(struct conn *cn, rrpc_iobuf *rbuf, int *rc) {
  * one read, one lock round trip each). */
 enum { CUT_BATCH = 32 };
 
-/* Cut up to CUT_BATCH frames into msgs: how many, and in *rc 0 (no
- * complete frame left or the batch is full) or why the connection must
- * close. */
-static int cut_some(struct conn *cn, rrpc_iobuf *rbuf, rrpc__baidu_msg *msgs, int *rc) {
-  int n = 0;
+/* Cut frames into msgs after the n already there, up to CUT_BATCH: how
+ * many are there then, and in *rc 0 (no complete frame left or the batch
+ * is full) or why the connection must close. */
+static int cut_some(struct conn *cn, rrpc_iobuf *rbuf, rrpc__baidu_msg *msgs, int n, int *rc) {
   *rc = 0;
   while (n < CUT_BATCH && rrpc_iobuf_length(rbuf) > 0) { /* an empty buffer: the usual end */
     rrpc__baidu_msg *msg = &msgs[n];
@@ -567,13 +589,14 @@ static int client_on_data(void *owner, rrpc__socket *sock, rrpc_iobuf *rbuf) {
   (void)sock;
   struct conn *cn = owner;
   struct call *head = NULL, **tail = &head;
-  int total = 0, rc = 0;
-  if (on_lone_response(cn, rbuf, &rc)) return rc;
+  int total = 0, rc = 0, have = 0;
   rrpc__baidu_msg msgs[CUT_BATCH];
+  if (on_lone_response(cn, rbuf, &msgs[0], &have, &rc)) return rc;
   struct call *calls[CUT_BATCH];
   uint64_t read_us = 0;
   for (;;) {
-    int n = cut_some(cn, rbuf, msgs, &rc);
+    int n = cut_some(cn, rbuf, msgs, have, &rc);
+    have = 0;
     if (n > 0 && read_us == 0) read_us = rrpc__now_us();
     pthread_mutex_lock(&cn->mu);
     for (int i = 0; i < n; i++) calls[i] = take_locked(cn, (uint64_t)msgs[i].meta.correlation_id);
@@ -581,9 +604,7 @@ static int client_on_data(void *owner, rrpc__socket *sock, rrpc_iobuf *rbuf) {
     for (int i = 0; i < n; i++) {
       struct call *c = calls[i];
       if (c == NULL) {
-        /* Timed out or cancelled already: the late response is dropped. */
-        atomic_fetch_add_explicit(&cn->ch->late_responses, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&g_late_responses, 1, memory_order_relaxed);
+        count_late(cn);
       } else {
         decide(cn, c, &msgs[i], read_us);
         c->next_done = NULL;
