@@ -332,40 +332,8 @@ static inline bool take_tag(cursor *c, uint8_t tag) {
   return true;
 }
 
-static inline bool fast_request(cursor *c, rrpc__rpc_meta *m) {
-  /* Both names are required: without them the general decoder rejects. */
-  if (!take_tag(c, T_REQ_SERVICE_NAME) || read_str(c, WT_LEN, &m->service_name) < 0)
-    return false;
-  if (!take_tag(c, T_REQ_METHOD_NAME) || read_str(c, WT_LEN, &m->method_name) < 0)
-    return false;
-  if (take_tag(c, T_REQ_LOG_ID)) {
-    if (read_i64(c, WT_VARINT, &m->log_id) < 0)
-      return false;
-    m->has |= RRPC_META_HAS_LOG_ID;
-  }
-  if (take_tag(c, T_REQ_TIMEOUT_MS)) {
-    if (read_i32(c, WT_VARINT, &m->timeout_ms) < 0)
-      return false;
-    m->has |= RRPC_META_HAS_TIMEOUT_MS;
-  }
-  return c->p == c->end;
-}
-
-static inline bool fast_response(cursor *c, rrpc__rpc_meta *m) {
-  if (take_tag(c, T_RESP_ERROR_CODE)) {
-    if (read_i32(c, WT_VARINT, &m->error_code) < 0)
-      return false;
-    m->has |= RRPC_META_HAS_ERROR_CODE;
-  }
-  if (take_tag(c, T_RESP_ERROR_TEXT)) {
-    if (read_str(c, WT_LEN, &m->error_text) < 0)
-      return false;
-    m->has |= RRPC_META_HAS_ERROR_TEXT;
-  }
-  return c->p == c->end;
-}
-
-/* One optional varint field of the top level. */
+/* One optional varint field: absent, or read and its has-bit set. false:
+ * a bad varint (the general decoder starts over). */
 static inline bool fast_i32(cursor *c, uint8_t tag, int32_t *out, uint32_t bit, uint32_t *has) {
   if (!take_tag(c, tag))
     return true;
@@ -373,6 +341,37 @@ static inline bool fast_i32(cursor *c, uint8_t tag, int32_t *out, uint32_t bit, 
     return false;
   *has |= bit;
   return true;
+}
+
+static inline bool fast_i64(cursor *c, uint8_t tag, int64_t *out, uint32_t bit, uint32_t *has) {
+  if (!take_tag(c, tag))
+    return true;
+  if (read_i64(c, WT_VARINT, out) < 0)
+    return false;
+  *has |= bit;
+  return true;
+}
+
+static inline bool fast_request(cursor *c, rrpc__rpc_meta *m) {
+  /* Both names are required: without them the general decoder rejects. */
+  if (!take_tag(c, T_REQ_SERVICE_NAME) || read_str(c, WT_LEN, &m->service_name) < 0)
+    return false;
+  if (!take_tag(c, T_REQ_METHOD_NAME) || read_str(c, WT_LEN, &m->method_name) < 0)
+    return false;
+  return fast_i64(c, T_REQ_LOG_ID, &m->log_id, RRPC_META_HAS_LOG_ID, &m->has) &&
+         fast_i32(c, T_REQ_TIMEOUT_MS, &m->timeout_ms, RRPC_META_HAS_TIMEOUT_MS, &m->has) &&
+         c->p == c->end;
+}
+
+static inline bool fast_response(cursor *c, rrpc__rpc_meta *m) {
+  if (!fast_i32(c, T_RESP_ERROR_CODE, &m->error_code, RRPC_META_HAS_ERROR_CODE, &m->has))
+    return false;
+  if (take_tag(c, T_RESP_ERROR_TEXT)) {
+    if (read_str(c, WT_LEN, &m->error_text) < 0)
+      return false;
+    m->has |= RRPC_META_HAS_ERROR_TEXT;
+  }
+  return c->p == c->end;
 }
 
 /* *m is zeroed and n > 0. true: decoded; false: the general decoder must
@@ -392,11 +391,8 @@ static inline bool decode_fast(const uint8_t *p, size_t n, rrpc__rpc_meta *m) {
   }
   if (!fast_i32(&c, T_META_COMPRESS_TYPE, &m->compress_type, RRPC_META_HAS_COMPRESS_TYPE, &m->has))
     return false;
-  if (take_tag(&c, T_META_CORRELATION_ID)) {
-    if (read_i64(&c, WT_VARINT, &m->correlation_id) < 0)
-      return false;
-    m->has |= RRPC_META_HAS_CORRELATION_ID;
-  }
+  if (!fast_i64(&c, T_META_CORRELATION_ID, &m->correlation_id, RRPC_META_HAS_CORRELATION_ID, &m->has))
+    return false;
   if (!fast_i32(&c, T_META_ATTACHMENT_SIZE, &m->attachment_size, RRPC_META_HAS_ATTACHMENT_SIZE,
                 &m->has))
     return false;
