@@ -38,6 +38,41 @@ std::string Encode(const rrpc__rpc_meta &m) {
   return out;
 }
 
+// Random metas for the randomized tests: random has-bits, numbers drawn
+// from `edge` or random bits, strings of random bytes (usually up to
+// short_len, one in four up to long_len). The meta borrows the strings,
+// which live here.
+struct RandomMeta {
+  std::string svc, method, text;
+  rrpc__rpc_meta m;
+  template <size_t N>
+  void Draw(std::mt19937_64 &rng, const int64_t (&edge)[N], size_t short_len, size_t long_len) {
+    auto val = [&]() -> int64_t {
+      return (rng() & 1) ? edge[rng() % N] : static_cast<int64_t>(rng() >> (rng() % 64));
+    };
+    auto str = [&]() {
+      size_t len = (rng() % 4 == 0) ? rng() % long_len : rng() % short_len;
+      std::string s(len, '\0');
+      for (auto &ch : s) ch = static_cast<char>(rng());
+      return s;
+    };
+    svc = str();
+    method = str();
+    text = str();
+    memset(&m, 0, sizeof(m));
+    m.has = static_cast<uint32_t>(rng()) & 0x1ffu;
+    m.service_name = Str(svc);
+    m.method_name = Str(method);
+    m.error_text = Str(text);
+    m.log_id = val();
+    m.timeout_ms = static_cast<int32_t>(val());
+    m.error_code = static_cast<int32_t>(val());
+    m.compress_type = static_cast<int32_t>(val());
+    m.correlation_id = val();
+    m.attachment_size = static_cast<int32_t>(val());
+  }
+};
+
 // The C++ message with exactly the fields whose has-bits are set.
 RpcMeta ToPb(const rrpc__rpc_meta &m) {
   RpcMeta pb;
@@ -489,32 +524,12 @@ void ExpectPathsAgree(const std::string &bytes, PathCounts *counts) {
 TEST(RpcMetaDecode, FastPathAgreesWithTheGeneralDecoder) {
   std::mt19937_64 rng(20251123);
   const int64_t edge[] = {0, 1, -1, 127, 128, 16383, 16384, INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN};
-  auto val = [&]() -> int64_t {
-    return (rng() & 1) ? edge[rng() % (sizeof(edge) / sizeof(edge[0]))]
-                       : static_cast<int64_t>(rng() >> (rng() % 64));
-  };
-  auto str = [&]() {
-    std::string s((rng() % 4 == 0) ? rng() % 200 : rng() % 12, '\0');
-    for (auto &ch : s) ch = static_cast<char>(rng());
-    return s;
-  };
   PathCounts counts;
   std::vector<std::string> valid;
+  RandomMeta r;
   for (int iter = 0; iter < 400; iter++) {
-    std::string svc = str(), method = str(), text = str();
-    rrpc__rpc_meta m;
-    memset(&m, 0, sizeof(m));
-    m.has = static_cast<uint32_t>(rng()) & 0x1ffu;
-    m.service_name = Str(svc);
-    m.method_name = Str(method);
-    m.error_text = Str(text);
-    m.log_id = val();
-    m.timeout_ms = static_cast<int32_t>(val());
-    m.error_code = static_cast<int32_t>(val());
-    m.compress_type = static_cast<int32_t>(val());
-    m.correlation_id = val();
-    m.attachment_size = static_cast<int32_t>(val());
-    valid.push_back(Encode(m));
+    r.Draw(rng, edge, 12, 200);
+    valid.push_back(Encode(r.m));
   }
   // What the encoder writes is the fast path's shape.
   for (const auto &v : valid) {
@@ -625,33 +640,12 @@ TEST(RpcMetaEncode, RandomizedAgainstCxx) {
   std::mt19937_64 rng(20240611);
   const int64_t edge[] = {0, 1, -1, 127, 128, 16383, 16384, INT32_MAX, INT32_MIN,
                           INT64_MAX, INT64_MIN, 1LL << 49};
-  auto val = [&]() -> int64_t {
-    return (rng() & 1) ? edge[rng() % (sizeof(edge) / sizeof(edge[0]))]
-                       : static_cast<int64_t>(rng() >> (rng() % 64));
-  };
-  auto str = [&]() {
-    size_t len = (rng() % 4 == 0) ? rng() % 300 : rng() % 20;
-    std::string s(len, '\0');
-    for (auto &ch : s) ch = static_cast<char>(rng());
-    return s;
-  };
+  RandomMeta r;
   for (int iter = 0; iter < 3000; iter++) {
-    std::string svc = str(), method = str(), text = str();
-    rrpc__rpc_meta m;
-    memset(&m, 0, sizeof(m));
-    m.has = static_cast<uint32_t>(rng()) & 0x1ffu;
-    m.service_name = Str(svc);
-    m.method_name = Str(method);
-    m.error_text = Str(text);
-    m.log_id = val();
-    m.timeout_ms = static_cast<int32_t>(val());
-    m.error_code = static_cast<int32_t>(val());
-    m.compress_type = static_cast<int32_t>(val());
-    m.correlation_id = val();
-    m.attachment_size = static_cast<int32_t>(val());
+    r.Draw(rng, edge, 20, 300);
     SCOPED_TRACE(iter);
-    CheckRrpcToCxx(m);
-    CheckCxxToRrpc(ToPb(m));
+    CheckRrpcToCxx(r.m);
+    CheckCxxToRrpc(ToPb(r.m));
     if (HasFailure()) break;
   }
 }
