@@ -6,7 +6,8 @@
 // forks a server process (use_rdma) and, in the parent, a client that opens
 // N channels (use_rdma, one connection each), makes one Echo call on each
 // and checks the controller's used_rdma. The costs are read on each side
-// from its own /proc/self (VmPin, VmRSS, fds, maps lines), rrpc_rdma_get_stats
+// from its own /proc/self (VmPin, VmRSS, fds, maps lines, the RSS of the
+// provider's queue mappings from smaps), malloc's bytes in use, rrpc_rdma_get_stats
 // (pool bytes, RDMA connections) and `rdma resource show qp|cq|mr|pd`
 // (counted by pid; when the rdma tool is missing those fields are -1 and
 // res_src=none). The server measures itself inside an "idle.Report" call.
@@ -38,6 +39,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <dirent.h>
+#include <malloc.h>
 
 #include <algorithm>
 #include <atomic>
@@ -131,6 +133,23 @@ long long count_lines(const char *path) {
   return n;
 }
 
+// RSS of the verbs provider's mappings (/dev/infiniband/uverbs*: the
+// queues rxe maps into the process): what of the RSS is queue buffers.
+long long uverbs_rss_kib() {
+  FILE *f = fopen("/proc/self/smaps", "r");
+  if (!f) return -1;
+  char line[512];
+  bool in = false;
+  long long sum = 0, v;
+  while (fgets(line, sizeof line, f)) {
+    unsigned long lo, hi;
+    if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) in = strstr(line, "uverbs") != nullptr;
+    else if (in && sscanf(line, "Rss: %lld kB", &v) == 1) sum += v;
+  }
+  fclose(f);
+  return sum;
+}
+
 // The thread ids of this process: the rdma tool names the thread that created
 // an object ("pid" is its tid), usually a loop thread.
 std::set<long> own_tids() {
@@ -165,6 +184,8 @@ Metrics measure() {
   m["pin_kib"] = status_kib("VmPin");
   m["lck_kib"] = status_kib("VmLck");
   m["rss_kib"] = status_kib("VmRSS");
+  m["queues_kib"] = uverbs_rss_kib();
+  m["heap_kib"] = (long long)(mallinfo2().uordblks / 1024);  // malloc'd and in use
   m["fds"] = count_fds();
   m["maps"] = count_lines("/proc/self/maps");
   std::set<long> tids = own_tids();
@@ -612,7 +633,7 @@ std::string report_line(const Setup &st, double secs, const Metrics &sb, const M
                   " memlock=" + std::to_string(limit_of(RLIMIT_MEMLOCK));
   auto side = [&](const char *p, const Metrics &b, const Metrics &a) {
     for (auto &kv : a) l += std::string(" ") + p + kv.first + "=" + std::to_string(kv.second);
-    for (const char *k : {"pin_kib", "rss_kib", "fds", "maps", "qp", "cq", "mr"}) {
+    for (const char *k : {"pin_kib", "rss_kib", "queues_kib", "heap_kib", "fds", "maps", "qp", "cq", "mr"}) {
       auto ai = a.find(k), bi = b.find(k);
       if (ai == a.end() || bi == b.end() || ai->second < 0 || bi->second < 0 || n == 0) continue;
       l += std::string(" ") + p + "per_conn_" + k + "=" + fmt((double)(ai->second - bi->second) / n);
