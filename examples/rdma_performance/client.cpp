@@ -25,6 +25,7 @@
 #include "examples/rdma_performance/test.pb.h"
 #include "rrpc/cxx/channel.h"
 #include "rrpc/cxx/server.h"
+#include "rrpc/rdma.h"
 
 DEFINE_string(servers, "127.0.0.1:8002",
               "Servers (ip:port), separated by ',', '+' or ' ' (thread i calls server i % n); or a "
@@ -410,6 +411,14 @@ int main(int argc, char* argv[]) {
            used_rdma < 0 ? "none" : (used_rdma ? "RDMA" : "TCP"), seconds,
            static_cast<unsigned long long>(t.latency_ns.total));
   PrintStats(prefix, {seconds, t.latency_ns.total, t.failed, &t.latency_ns});
+  rrpc_rdma_stats rs;
+  if (used_rdma > 0 && rrpc_rdma_get_stats(&rs) == 0)  // the client's side of the data path
+    fprintf(stderr, "client rdma: writes=%llu blocked_on_window=%llu blocked_on_send_queue=%llu "
+            "bytes_copied_send=%llu bytes_copied_recv=%llu\n",
+            static_cast<unsigned long long>(rs.writes), static_cast<unsigned long long>(rs.blocked_on_window),
+            static_cast<unsigned long long>(rs.blocked_on_send_queue),
+            static_cast<unsigned long long>(rs.bytes_copied_send),
+            static_cast<unsigned long long>(rs.bytes_copied_recv));
   if (init_failures.load() > 0) {
     std::lock_guard<std::mutex> lk(g_reach_mu);
     fprintf(stderr, "%d of %d client threads could not start%s%s\n", init_failures.load(),

@@ -104,6 +104,14 @@ typedef struct rrpc_rdma_options {
                                       registered on a background thread, ahead of need (a
                                       loop that runs out first waits for it: pool_grow_waits);
                                       0 = half of pool_increase_size_mb */
+  int elastic_sq_size;             /* rdma_elastic_sq_size: send queue depth (WRs) of a
+                                      connection that offers elastic rings (client) or takes
+                                      them up (server). Every write and control message
+                                      there spends one of the peer's 16 receive credits, so a
+                                      deeper queue only costs memory: providers map the queue
+                                      into the process (rxe: (n + 1) rounded up to a power of
+                                      two, 512 B each: 31 = 16 KiB, 128 = 128 KiB). 0 = 31;
+                                      8 .. 4096 */
 } rrpc_rdma_options;
 
 enum {
@@ -188,6 +196,9 @@ typedef struct rrpc_rdma_stats {
   uint64_t pool_grows_ahead;      /* regions added ahead of need on a background thread */
   uint64_t pool_grows_inline;     /* regions added on the allocating thread (none under way) */
   uint64_t pool_grow_waits;       /* allocations that waited for a growth under way */
+  uint64_t blocked_on_send_queue; /* times a sender that had the peer's credits waited for
+                                     slots of its own send queue (--rdma_sq_size, or
+                                     --rdma_elastic_sq_size for elastic connections) */
 } rrpc_rdma_stats;
 /* rrpc_rdma_get_stats - copy the counters. 0 or -RRPC_ENORDMA. */
 int rrpc_rdma_get_stats(rrpc_rdma_stats *out);

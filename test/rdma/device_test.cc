@@ -228,6 +228,7 @@ TEST_F(DeviceTest, DefaultOptionsFreezeOnFirstUse) {
   EXPECT_EQ(1, o.port);
   EXPECT_EQ(128, o.sq_size);
   EXPECT_EQ(128, o.rq_size);
+  EXPECT_EQ(31, o.elastic_sq_size);
   EXPECT_EQ(size_t{1} << 20, o.ring_size);
   EXPECT_EQ(64u, o.pool_initial_size_mb);
   EXPECT_EQ(4096u, o.pool_max_size_mb);

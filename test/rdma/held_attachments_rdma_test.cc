@@ -140,6 +140,15 @@ TEST(HeldAttachments, HeldForSecondsWhileTrafficContinuesNothingStalls) {
   // held attachment to be let go (that takes 3 s).
   EXPECT_LT(worst_ms, 2000.0);
 
+  // The elastic connection's queues are sized for its credits, not the ring
+  // mode's 128: 16 receives and --rdma_elastic_sq_size (31) sends.
+  std::string conns = rrpc_rdma_test::http_get(rrpc_server_port(s), "/connections?format=json");
+  size_t at = conns.find("\"transport\":\"RDMA\"");
+  ASSERT_NE(std::string::npos, at) << conns;
+  std::string row = conns.substr(conns.rfind('{', at), conns.find('}', at) - conns.rfind('{', at) + 1);
+  EXPECT_NE(std::string::npos, row.find("\"sq_size\":31,")) << row;
+  EXPECT_NE(std::string::npos, row.find("\"rq_size\":16,")) << row;
+
   // Release everything; after the idle period each direction of the one
   // connection keeps one 4 KiB piece (both ends are in this process).
   {

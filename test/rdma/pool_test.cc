@@ -127,6 +127,13 @@ TEST(Options, GlobalInitCopiesNormalizesAndFreezes) {
   bad = o;
   bad.max_handshakes = -1;
   EXPECT_EQ(-EINVAL, rrpc_rdma_global_init(&bad));
+  // The elastic send queue: 8 .. 4096 WRs, 0 = 31.
+  bad = o;
+  bad.elastic_sq_size = 7;
+  EXPECT_EQ(-EINVAL, rrpc_rdma_global_init(&bad));
+  bad.elastic_sq_size = 4097;
+  EXPECT_EQ(-EINVAL, rrpc_rdma_global_init(&bad));
+  o.elastic_sq_size = 0;
   ASSERT_EQ(0, rrpc_rdma_global_init(&o));
   name = "clobbered";  // the options hold a copy of the device name
   o.pool_max_size_mb = 1;
@@ -138,6 +145,7 @@ TEST(Options, GlobalInitCopiesNormalizesAndFreezes) {
   }
   EXPECT_EQ(size_t{128} << 10, eff->ring_size);
   EXPECT_EQ(128, eff->sq_size);
+  EXPECT_EQ(31, eff->elastic_sq_size);
   EXPECT_EQ(kCapMb, eff->pool_max_size_mb);
   EXPECT_EQ(1u, eff->pool_initial_size_mb);
   EXPECT_EQ(2000, eff->handshake_timeout_ms);

@@ -31,6 +31,12 @@ enum {
   DEFAULT_REGISTERED_MAX_MB = 4096 + 1024,
   DEFAULT_BG_QUEUE_MAX = 4096,
   DEFAULT_PIECE_CACHE_MB = 8, /* elastic rings: about 6 MiB is what the cache aims at (pieces_mem.c) */
+  /* Elastic send queue: the peer's 16 receive credits bound the writes and
+   * control messages in flight; 31 leaves room for as many window binds
+   * and unsignaled WRs, and is 2^k - 1 because rxe rounds n + 1 up. */
+  DEFAULT_ELASTIC_SQ = 31,
+  ELASTIC_SQ_MIN = 8,
+  ELASTIC_SQ_MAX = 4096,
   DEVICE_NAME_MAX = 64, /* rrpc__rdma_dev.name */
   QUEUE_MAX = 65535,    /* sq/rq depths travel in 16 bits in brpc-like tools */
 };
@@ -67,6 +73,7 @@ void rrpc_rdma_options_init(rrpc_rdma_options *o) {
   o->tcp_only_ttl_s = DEFAULT_TCP_ONLY_TTL_S;
   o->bg_queue_max = DEFAULT_BG_QUEUE_MAX;
   o->piece_cache_size_mb = DEFAULT_PIECE_CACHE_MB;
+  o->elastic_sq_size = DEFAULT_ELASTIC_SQ;
 }
 
 /* Smallest 16 KiB << n that holds `want` (the ring is indexed with a mask
@@ -123,6 +130,9 @@ static int options_normalize(const rrpc_rdma_options *in, rrpc_rdma_options *out
   out->recv_zerocopy = in->recv_zerocopy != 0;
   out->elastic = in->elastic != 0;
   if (in->ring_idle_ms < 0) return -EINVAL;
+  if (in->elastic_sq_size != 0 && (in->elastic_sq_size < ELASTIC_SQ_MIN || in->elastic_sq_size > ELASTIC_SQ_MAX))
+    return -EINVAL;
+  if (out->elastic_sq_size == 0) out->elastic_sq_size = DEFAULT_ELASTIC_SQ;
   if (out->ring_idle_ms == 0) out->ring_idle_ms = 2000;
   if (out->retired_max_size == 0) out->retired_max_size = out->ring_size;
   if (out->piece_cache_size_mb == 0) out->piece_cache_size_mb = DEFAULT_PIECE_CACHE_MB;
@@ -333,6 +343,7 @@ int rrpc_rdma_get_stats(rrpc_rdma_stats *out) {
   out->pool_grows_ahead = load(RRPC_RDMA_CNT_POOL_GROWS_AHEAD);
   out->pool_grows_inline = load(RRPC_RDMA_CNT_POOL_GROWS_INLINE);
   out->pool_grow_waits = load(RRPC_RDMA_CNT_POOL_GROW_WAITS);
+  out->blocked_on_send_queue = load(RRPC_RDMA_CNT_BLOCKED_SQ);
   struct rrpc__pieces_stats ps;
   rrpc__pieces_stats(&ps);
   out->piece_cached_bytes = ps.cached_bytes;

@@ -321,7 +321,7 @@ int rrpc__edp_write_locked(rrpc__rdma_ep *ep, rrpc_iobuf *data, uint32_t max_sge
     /* Our grants and retires go ahead of the returns this write carries. */
     rrpc__edp_pump_locked(ep);
     uint32_t sqf = rrpc__dp_sq_free(ep);
-    uint32_t segs = rrpc__tx_window_data_credits(&ep->dp.tx);
+    uint32_t credits = rrpc__tx_window_data_credits(&ep->dp.tx), segs = credits;
     if (sqf < 3) segs = 0; /* one WR kept for a control message or CDC */
     else if (segs > sqf - 2) segs = sqf - 2;
     uint64_t total = rrpc_iobuf_length(data);
@@ -331,7 +331,8 @@ int rrpc__edp_write_locked(rrpc__rdma_ep *ep, rrpc_iobuf *data, uint32_t max_sge
     if (prc != 0) {
       maybe_want_locked(ep, total);
       ep->dp.write_blocked = 1;
-      rrpc__rdma_count(RRPC_RDMA_CNT_BLOCKED, 1);
+      /* Credits in hand but no send-queue slots: the queue is the limit. */
+      rrpc__rdma_count(segs == 0 && credits > 0 ? RRPC_RDMA_CNT_BLOCKED_SQ : RRPC_RDMA_CNT_BLOCKED, 1);
       return -EAGAIN;
     }
     rc = write_pieces(ep, data, &plan, drop);

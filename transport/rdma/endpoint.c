@@ -414,7 +414,10 @@ static void create_job(struct rrpc__bg_job *j) {
 static int create_start(rrpc__rdma_ep *ep) {
   struct rrpc__ep_create *c = &ep->cj;
   memset(c, 0, sizeof *c);
-  if (ep->elastic) ep->vb.rq_size = RDMA_ELASTIC_RQ; /* server: the Proposal offered it */
+  if (ep->elastic) { /* server: the Proposal offered it */
+    ep->vb.rq_size = RDMA_ELASTIC_RQ;
+    ep->vb.sq_size = (uint32_t)ep->opts->elastic_sq_size;
+  }
   c->vb.polling = ep->vb.polling;
   c->vb.sq_size = ep->vb.sq_size;
   c->vb.rq_size = ep->vb.rq_size;
@@ -809,7 +812,13 @@ static int rdma_start_dialect(rrpc__socket *s, int is_client, int dialect) {
    * answers; a server decides at the Proposal (create_start). */
   ep->offer_elastic = opts->elastic && dev->max_inline >= RRPC_GRANT_MSG_LEN;
   if (ep->offer_elastic) rrpc__pieces_prefill(dev, (uint64_t)opts->piece_cache_size_mb << 20);
-  if (ep->offer_elastic && is_client) ep->vb.rq_size = RDMA_ELASTIC_RQ;
+  /* Its queues are sized at the offer: the QP exists before the answer.
+   * The send queue need not be a power of two (only the receive depth
+   * travels, as log2); the options checked it. */
+  if (ep->offer_elastic && is_client) {
+    ep->vb.rq_size = RDMA_ELASTIC_RQ;
+    ep->vb.sq_size = (uint32_t)opts->elastic_sq_size;
+  }
   rrpc__iobuf_init(&ep->el_held);
   ep->my_psn = random_u32() & 0xffffff;
   do ep->my_token = random_u32();

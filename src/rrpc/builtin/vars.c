@@ -123,6 +123,8 @@ static const struct {
      offsetof(rrpc_rdma_stats, pool_grows_inline)},
     {"rrpc_rdma_pool_grow_waits_total", "Allocations that waited for a registered-pool growth under way", 1,
      offsetof(rrpc_rdma_stats, pool_grow_waits)},
+    {"rrpc_rdma_blocked_on_send_queue_total", "Times a sender with credits waited for its own send queue", 1,
+     offsetof(rrpc_rdma_stats, blocked_on_send_queue)},
 };
 
 /* ---- the list ------------------------------------------------------------------ */

@@ -51,6 +51,10 @@ DEFINE_bool(rdma_elastic, false,
             "Experimental, off by default: offer elastic receive rings (docs/elastic-rings.md "
             "section 10): an RDMA connection whose peer offers them too pins granted pieces (an "
             "idle one ~5 KiB) instead of a ring");
+DEFINE_int32(rdma_elastic_sq_size, 31,
+             "elastic mode: send queue depth (WRs) of a connection offering or taking up elastic "
+             "rings; the peer's 16 receive credits bound its writes, so more costs only memory "
+             "(8..4096)");
 DEFINE_int32(rdma_ring_idle_ms, 2000,
              "Elastic rings: after this long without data an RDMA connection shrinks to one 4 KiB "
              "piece per direction");
@@ -250,6 +254,7 @@ int PrepareRdma() {
     o.bg_setup_threads = FLAGS_rdma_bg_setup_threads;
     o.elastic = FLAGS_rdma_elastic ? 1 : 0;
     o.ring_idle_ms = FLAGS_rdma_ring_idle_ms;
+    o.elastic_sq_size = FLAGS_rdma_elastic_sq_size;
     o.retired_max_size = static_cast<size_t>(FLAGS_rdma_retired_max_size);
     o.piece_cache_size_mb = static_cast<size_t>(FLAGS_rdma_piece_cache_size_mb);
     o.pool_low_water_mb = static_cast<size_t>(FLAGS_rdma_memory_pool_low_water_mb);
