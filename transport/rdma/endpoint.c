@@ -225,39 +225,48 @@ static int ring_bind(rrpc__rdma_ep *ep) {
   return 0;
 }
 
-/* The client registered a ring before its Proposal (it cannot know the
- * server's answer yet); elastic mode does not use it: its window, MR and
- * memory go on the background thread, its budget with them. Loop thread,
- * before the QP is connected (the window was never bound). */
+/* A ring made for a connection that will not use it: a client's late ring
+ * whose connection went while it was made (ring_late). Its window, MR and
+ * memory go on the background thread, its budget with them. Never bound. */
 struct ring_drop_job {
   struct rrpc__bg_job job;
   struct ibv_mw *mw;
   struct ibv_mr *mr;
   char *ring;
   uint32_t size;
+  size_t budget;
 };
+
+static void ring_release(struct ibv_mw *mw, struct ibv_mr *mr, char *ring, uint32_t size, size_t budget) {
+  if (mw != NULL) ibv_dealloc_mw(mw);
+  if (mr != NULL && ibv_dereg_mr(mr) == 0) rrpc__rdma_count(RRPC_RDMA_CNT_RING_BYTES, (uint64_t)0 - size);
+  free(ring);
+  rrpc__rdma_budget_give(budget);
+}
 
 static void ring_drop_run(struct rrpc__bg_job *j) {
   struct ring_drop_job *d = (struct ring_drop_job *)j;
-  if (d->mw != NULL) ibv_dealloc_mw(d->mw);
-  if (d->mr != NULL && ibv_dereg_mr(d->mr) == 0) rrpc__rdma_count(RRPC_RDMA_CNT_RING_BYTES, (uint64_t)0 - d->size);
-  free(d->ring);
-  rrpc__rdma_budget_give(d->size);
+  ring_release(d->mw, d->mr, d->ring, d->size, d->budget);
   free(d);
 }
 
-static void ring_drop(rrpc__rdma_ep *ep) {
-  if (ep->vb.ring == NULL) return;
+/* Hand vb's ring (and the budget it took) to the background thread. */
+static void ring_drop(struct rrpc__ep_verbs *vb) {
+  if (vb->ring == NULL && vb->budget == 0) return;
   struct ring_drop_job *d = malloc(sizeof *d);
-  if (d == NULL) return; /* kept until the endpoint goes: correct, only pinned longer */
-  *d = (struct ring_drop_job){.mw = ep->vb.ring_mw, .mr = ep->vb.ring_mr, .ring = ep->vb.ring, .size = ep->vb.ring_size};
-  d->job.fn = ring_drop_run;
-  ep->vb.budget -= ep->vb.ring_size;
-  ep->vb.ring_mw = NULL;
-  ep->vb.ring_mr = NULL;
-  ep->vb.ring = NULL;
-  memset(&ep->vb.ring_region, 0, sizeof ep->vb.ring_region);
-  rrpc__verbs_bg_submit(&d->job);
+  if (d == NULL) {
+    ring_release(vb->ring_mw, vb->ring_mr, vb->ring, vb->ring_size, vb->budget); /* here, then */
+  } else {
+    *d = (struct ring_drop_job){
+        .mw = vb->ring_mw, .mr = vb->ring_mr, .ring = vb->ring, .size = vb->ring_size, .budget = vb->budget};
+    d->job.fn = ring_drop_run;
+    rrpc__verbs_bg_submit(&d->job);
+  }
+  vb->budget = 0;
+  vb->ring_mw = NULL;
+  vb->ring_mr = NULL;
+  vb->ring = NULL;
+  memset(&vb->ring_region, 0, sizeof vb->ring_region);
 }
 
 /* ---- creation, on the background verbs thread ------------------------------------
@@ -313,6 +322,7 @@ static int ring_register(const rrpc__rdma_ep *ep, struct rrpc__ep_verbs *vb) {
 }
 
 static int create_slots(const rrpc__rdma_ep *ep, struct rrpc__ep_create *c);
+static int ring_make(const rrpc__rdma_ep *ep, struct rrpc__ep_verbs *vb);
 
 static int create_memory(const rrpc__rdma_ep *ep, struct rrpc__ep_create *c) {
   struct rrpc__ep_verbs *vb = &c->vb;
@@ -322,11 +332,21 @@ static int create_memory(const rrpc__rdma_ep *ep, struct rrpc__ep_create *c) {
    * as it registers them, slots.c.) */
   /* Elastic mode (server: decided by the Proposal): no ring, pieces come
    * from the cache once the QP is up. */
-  size_t need = ep->elastic ? 0 : vb->ring_size;
-  int rc = rrpc__rdma_budget_take(need);
+  /* A client offering them makes none either: the usual answer is yes,
+   * and a server that says no gets a ring made then (ring_late_start). */
+  if (!ep->elastic && !(ep->is_client && ep->offer_elastic)) {
+    int rc = ring_make(ep, vb);
+    if (rc != 0) return rc;
+  }
+  return create_slots(ep, c);
+}
+
+/* The receive ring, cleared, registered and counted against the cap (the
+ * budget it took is in vb->budget, also when a later step failed). */
+static int ring_make(const rrpc__rdma_ep *ep, struct rrpc__ep_verbs *vb) {
+  int rc = rrpc__rdma_budget_take(vb->ring_size);
   if (rc != 0) return rc;
-  vb->budget = need;
-  if (ep->elastic) return create_slots(ep, c);
+  vb->budget += vb->ring_size;
   void *ring = NULL;
   if (posix_memalign(&ring, 4096, vb->ring_size) != 0) return -ENOMEM;
   /* A peer can make us deliver any ring bytes it reports in an immediate,
@@ -341,7 +361,7 @@ static int create_memory(const rrpc__rdma_ep *ep, struct rrpc__ep_create *c) {
                                         .mr = vb->ring_mr,
                                         .base = vb->ring,
                                         .len = vb->ring_size};
-  return create_slots(ep, c);
+  return 0;
 }
 
 static int create_slots(const rrpc__rdma_ep *ep, struct rrpc__ep_create *c) {
@@ -506,10 +526,7 @@ static int qp_connect(rrpc__rdma_ep *ep) {
                      IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
                          IBV_QP_MAX_QP_RD_ATOMIC);
   if (rc) return -rc;
-  if (ep->elastic) {
-    ring_drop(ep); /* the client made one before it knew */
-    return rrpc__edp_init(ep);
-  }
+  if (ep->elastic) return rrpc__edp_init(ep);
   rc = ring_bind(ep);
   if (rc) return rc;
   /* The announced depth is only a promise: never plan on more receives
@@ -694,6 +711,8 @@ static void hs_fail(rrpc__rdma_ep *ep, int err) {
   rrpc__socket_fail(ep->s, err);
 }
 
+static int ring_late_start(rrpc__rdma_ep *ep);
+
 void rrpc__ep_hs_apply(rrpc__rdma_ep *ep, struct rrpc__hs_out o) {
   struct rrpc__hs_local l;
   int rc;
@@ -714,7 +733,12 @@ void rrpc__ep_hs_apply(rrpc__rdma_ep *ep, struct rrpc__hs_out o) {
       o = rrpc__hs_created(ep, rc, &l);
       continue;
     case RRPC_HS_CONNECT:
-      rc = qp_connect(ep);
+      if (ep->is_client && !ep->elastic && ep->vb.ring == NULL) {
+        rc = ring_late_start(ep);
+        if (rc == 0) return; /* ring_late_task goes on */
+      } else {
+        rc = qp_connect(ep);
+      }
       hs_local(ep, &l);
       o = rrpc__hs_connected(ep, rc, &l);
       continue;
@@ -760,6 +784,70 @@ static void created_task(void *arg) {
     rrpc__ep_hs_apply(ep, rrpc__hs_created(ep, rc, &l));
   }
   rrpc__ep_unref(ep); /* the job's */
+}
+
+/* ---- a late ring ----------------------------------------------------------------
+ * A client offering elastic rings makes no ring before its Proposal: a
+ * server that takes the offer up never writes one, and making it anyway
+ * cost each such connection a megabyte cleared, registered and dropped
+ * again - most of the setup thread's time (docs/performance.md, "Round
+ * ten"). A server that answers ring mode gets its ring between the Accept
+ * and our CONNECT: made on the setup thread, installed on the loop. */
+struct ring_late_job {
+  struct rrpc__bg_job job;
+  rrpc__rdma_ep *ep;
+  struct rrpc__ep_verbs vb; /* ring_size in; the ring's fields and budget out */
+  int rc;
+};
+
+static void ring_late_task(void *arg) {
+  struct ring_late_job *j = arg;
+  rrpc__rdma_ep *ep = j->ep;
+  if (ep->s == NULL || ep->state == EP_FAILED || ep->vb.qp == NULL) {
+    ring_drop(&j->vb); /* the connection went meanwhile */
+  } else {
+    ep->vb.ring = j->vb.ring;
+    ep->vb.ring_mr = j->vb.ring_mr;
+    ep->vb.ring_mw = j->vb.ring_mw;
+    ep->vb.ring_rkey = j->vb.ring_rkey;
+    ep->vb.ring_region = j->vb.ring_region;
+    ep->vb.budget += j->vb.budget;
+    int rc = j->rc;
+    if (rc != 0) log_create_failure(rc);
+    else rc = qp_connect(ep);
+    struct rrpc__hs_local l;
+    hs_local(ep, &l);
+    rrpc__ep_hs_apply(ep, rrpc__hs_connected(ep, rc, &l));
+  }
+  free(j);
+  rrpc__ep_unref(ep); /* the job's */
+}
+
+static void ring_late_job_run(struct rrpc__bg_job *bj) {
+  struct ring_late_job *j = (struct ring_late_job *)bj;
+  rrpc__rdma_ep *ep = j->ep;
+  j->rc = ring_make(ep, &j->vb);
+  if (j->rc != 0) ring_drop(&j->vb); /* what was made of it: nothing half-made is installed */
+  if (rrpc__loop_post(ep->loop, ring_late_task, j) != 0) { /* the loop is stopping */
+    ring_drop(&j->vb);
+    free(j);
+    rrpc__ep_unref(ep);
+  }
+}
+
+/* 0 when under way (ring_late_task goes on with the CONNECT), or an error.
+ * Once per connection: a second CONNECT is the peer's protocol error. */
+static int ring_late_start(rrpc__rdma_ep *ep) {
+  if (ep->ring_late) return -RRPC_EHANDSHAKE;
+  struct ring_late_job *j = calloc(1, sizeof *j);
+  if (j == NULL) return -ENOMEM;
+  ep->ring_late = 1;
+  j->ep = ep;
+  j->vb.ring_size = ep->vb.ring_size;
+  j->job.fn = ring_late_job_run;
+  atomic_fetch_add_explicit(&ep->refs, 1, memory_order_relaxed);
+  rrpc__verbs_bg_submit_lane(RRPC_BG_SETUP, &j->job);
+  return 0;
 }
 
 /* ---- the ops table ------------------------------------------------------------ */

@@ -218,6 +218,7 @@ typedef struct rrpc__rdma_ep {
   struct rrpc__ep_create cj;   /* endpoint.c: vb being made off the loop */
   int creating;                /* cj is under way (loop thread) */
   int cj_used;                 /* cj was submitted (loop thread) */
+  int ring_late;               /* a late ring (client, ring mode after an elastic offer) was asked for */
 
   /* Received ring bytes not handed to the socket while its reading is
    * paused (back-pressure): they keep their ring space, so the peer runs
