@@ -31,6 +31,7 @@
 #include "rrpc/internal/cluster.h"
 #include "rrpc/internal/controller.h"
 #include "rrpc/internal/idmap.h"
+#include "rrpc/internal/lock.h"
 #include "rrpc/internal/log.h"
 #include "rrpc/internal/metrics.h"
 #include "rrpc/internal/socket.h"
@@ -69,7 +70,7 @@ struct conn {
   rrpc_channel *ch;
   rrpc__socket *sock;
   rrpc__loop *loop;
-  pthread_mutex_t mu;
+  rrpc__lock mu;
   rrpc__idmap pending; /* cid -> struct call */
   /* Calls with a timeout, in deadline order (under mu): one loop timer per
    * connection (dl_timer, armed at or before the head's deadline while the
@@ -214,7 +215,6 @@ static void conn_unref(struct conn *cn) {
   if (atomic_fetch_sub_explicit(&cn->refs, 1, memory_order_acq_rel) != 1) return;
   if (cn->sock != NULL) rrpc__socket_unref(cn->sock);
   rrpc__idmap_destroy(&cn->pending);
-  pthread_mutex_destroy(&cn->mu);
   free(cn);
 }
 
@@ -295,7 +295,7 @@ static void dl_on_timer(void *arg) {
   struct conn *cn = arg;
   uint64_t now = rrpc__now_us();
   struct call *due = NULL, **tail = &due;
-  pthread_mutex_lock(&cn->mu);
+  rrpc__lock_acquire(&cn->mu);
   cn->dl_timer = 0;
   while (cn->dl_head != NULL && cn->dl_head->deadline_us <= now) {
     struct call *c = take_locked(cn, cn->dl_head->cid);
@@ -312,7 +312,7 @@ static void dl_on_timer(void *arg) {
       tail = &c->next_done;
     }
   }
-  pthread_mutex_unlock(&cn->mu);
+  rrpc__lock_release(&cn->mu);
   while (due != NULL) {
     struct call *next = due->next_done;
     timeout_call(cn, due);
@@ -323,20 +323,20 @@ static void dl_on_timer(void *arg) {
 
 /* Loop thread, at close: the list's timer goes (the list is empty now). */
 static void dl_disarm(struct conn *cn) {
-  pthread_mutex_lock(&cn->mu);
+  rrpc__lock_acquire(&cn->mu);
   rrpc__timer_id t = cn->dl_timer;
   int dropped = t != 0 && rrpc__loop_timer_cancel(cn->loop, t) == 0;
   if (dropped) cn->dl_timer = 0;
-  pthread_mutex_unlock(&cn->mu);
+  rrpc__lock_release(&cn->mu);
   if (dropped) conn_unref(cn); /* the timer's reference; the caller holds another */
 }
 
 static void on_timeout(void *arg) {
   struct call *c = arg;
   struct conn *cn = c->conn;
-  pthread_mutex_lock(&cn->mu);
+  rrpc__lock_acquire(&cn->mu);
   struct call *mine = take_locked(cn, c->cid);
-  pthread_mutex_unlock(&cn->mu);
+  rrpc__lock_release(&cn->mu);
   if (mine == NULL) return;
   timeout_call(cn, c);
 }
@@ -529,9 +529,9 @@ static int on_lone_response(struct conn *cn, rrpc_iobuf *rbuf, rrpc__baidu_msg *
     return 1;
   }
   uint64_t read_us = rrpc__now_us();
-  pthread_mutex_lock(&cn->mu);
+  rrpc__lock_acquire(&cn->mu);
   struct call *c = take_locked(cn, (uint64_t)msg->meta.correlation_id);
-  pthread_mutex_unlock(&cn->mu);
+  rrpc__lock_release(&cn->mu);
   if (c == NULL || !decide_meta(cn, c, msg, read_us)) {
     /* Late, or failed on its meta: the body is nobody's. */
     *rc = rrpc__baidu_cut_body(rbuf, msg, &msg->payload, &msg->attachment);
@@ -598,9 +598,9 @@ static int client_on_data(void *owner, rrpc__socket *sock, rrpc_iobuf *rbuf) {
     int n = cut_some(cn, rbuf, msgs, have, &rc);
     have = 0;
     if (n > 0 && read_us == 0) read_us = rrpc__now_us();
-    pthread_mutex_lock(&cn->mu);
+    rrpc__lock_acquire(&cn->mu);
     for (int i = 0; i < n; i++) calls[i] = take_locked(cn, (uint64_t)msgs[i].meta.correlation_id);
-    pthread_mutex_unlock(&cn->mu);
+    rrpc__lock_release(&cn->mu);
     for (int i = 0; i < n; i++) {
       struct call *c = calls[i];
       if (c == NULL) {
@@ -623,9 +623,9 @@ static int client_on_data(void *owner, rrpc__socket *sock, rrpc_iobuf *rbuf) {
 static void client_on_close(void *owner, rrpc__socket *sock, int code) {
   struct conn *cn = owner;
   rrpc_channel *ch = cn->ch;
-  pthread_mutex_lock(&cn->mu);
+  rrpc__lock_acquire(&cn->mu);
   cn->closed = 1;
-  pthread_mutex_unlock(&cn->mu);
+  rrpc__lock_release(&cn->mu);
   char text[200];
   int call_code;
   if (!rrpc__socket_connected(sock)) {
@@ -642,10 +642,10 @@ static void client_on_close(void *owner, rrpc__socket *sock, int code) {
   /* No new call can join (closed is set), so drain without the lock held
    * while callbacks run. */
   for (;;) {
-    pthread_mutex_lock(&cn->mu);
+    rrpc__lock_acquire(&cn->mu);
     struct call *c = rrpc__idmap_take_any(&cn->pending);
     if (c != NULL) dl_unlink_locked(cn, c);
-    pthread_mutex_unlock(&cn->mu);
+    rrpc__lock_release(&cn->mu);
     if (c == NULL) break;
     drop_timer(cn, c);
     complete(c, call_code, text);
@@ -681,14 +681,13 @@ static int conn_open(rrpc_channel *ch, struct conn **out) {
   atomic_init(&cn->refs, 2); /* the channel's and the socket owner's */
   cn->ch = ch;
   cn->loop = rrpc__loop_group_next(ch->group);
-  pthread_mutex_init(&cn->mu, NULL);
+  rrpc__lock_init(&cn->mu);
   rrpc__idmap_init(&cn->pending);
   snprintf(cn->peer, sizeof cn->peer, "%s", ch->addr_str);
   int rc = rrpc__socket_connect(cn->loop, (const struct sockaddr *)&ch->addr.ss, ch->addr.len, ch->connect_timeout_ms, attempts, ch->ops,
                                 &client_handler, cn, &cn->sock);
   if (rc != 0) {
     rrpc__idmap_destroy(&cn->pending);
-    pthread_mutex_destroy(&cn->mu);
     free(cn);
     return rc;
   }
@@ -889,9 +888,9 @@ enum { ENROLLED_CANCELED = 1 };
  * in under mu, before the call is in the map: once another thread can
  * complete the call, neither `c` nor its controller may be touched here. */
 static int enroll(struct conn *cn, struct call *c, int32_t timeout_ms) {
-  pthread_mutex_lock(&cn->mu);
+  rrpc__lock_acquire(&cn->mu);
   if (cn->closed || rrpc__socket_failed(cn->sock)) {
-    pthread_mutex_unlock(&cn->mu);
+    rrpc__lock_release(&cn->mu);
     /* A connect that failed already is this call's answer too: retrying on
      * a fresh connection would only repeat the attempts just made. */
     int code = rrpc__socket_failed(cn->sock);
@@ -908,7 +907,7 @@ static int enroll(struct conn *cn, struct call *c, int32_t timeout_ms) {
     else if (rc == 1) rc = 0;
     if (rc != 0) rrpc__idmap_take(&cn->pending, c->cid);
   }
-  pthread_mutex_unlock(&cn->mu);
+  rrpc__lock_release(&cn->mu);
   return rc == 0 && canceled ? ENROLLED_CANCELED : rc;
 }
 
@@ -917,9 +916,9 @@ static int enroll(struct conn *cn, struct call *c, int32_t timeout_ms) {
  * code, unless a close or a timeout finished it first. Async callbacks run
  * on the loop, never inside the call. */
 static void fail_refused(struct conn *cn, struct call *c, int code) {
-  pthread_mutex_lock(&cn->mu);
+  rrpc__lock_acquire(&cn->mu);
   struct call *mine = take_locked(cn, c->cid);
-  pthread_mutex_unlock(&cn->mu);
+  rrpc__lock_release(&cn->mu);
   if (mine == NULL) return;
   drop_timer(cn, c);
   char text[160];
@@ -939,9 +938,9 @@ struct cancel_req {
 static void cancel_task(void *arg) {
   struct cancel_req *r = arg;
   struct conn *cn = r->cn;
-  pthread_mutex_lock(&cn->mu);
+  rrpc__lock_acquire(&cn->mu);
   struct call *c = take_locked(cn, r->cid);
-  pthread_mutex_unlock(&cn->mu);
+  rrpc__lock_release(&cn->mu);
   free(r);
   if (c != NULL) {
     drop_timer(cn, c);

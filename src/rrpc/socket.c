@@ -50,6 +50,7 @@
 
 #include "rrpc/internal/addr.h"
 #include "rrpc/internal/limits.h"
+#include "rrpc/internal/lock.h"
 #include "rrpc/internal/log.h"
 #include "rrpc/internal/metrics.h"
 #include "rrpc/errors.h"
@@ -93,7 +94,7 @@ struct rrpc__socket {
   atomic_int pending_requests; /* requests read and not yet answered (server owners) */
   _Atomic uint64_t last_active_us; /* last read or write progress */
   /* write side */
-  pthread_mutex_t wmu;
+  rrpc__lock wmu;
   /* 1 while a writer (or the start-up) holds the token. Taken by a
    * compare-and-swap 0 -> 1 (take_token), under wmu or, by the socket's
    * loop thread, without it; given back (1 -> 0) only under wmu, by the
@@ -124,7 +125,6 @@ static void socket_free(rrpc__socket *s) {
   rrpc__iobuf_destroy(&s->rbuf);
   rrpc__iobuf_destroy(&s->wqueue);
   rrpc__iobuf_destroy(&s->wpend);
-  pthread_mutex_destroy(&s->wmu);
   pthread_mutex_destroy(&s->ev_mu);
   free(s);
 }
@@ -411,16 +411,16 @@ static void drain(rrpc__socket *s) {
     written(s, s->pend_counted - pend);
     s->pend_counted = pend;
     if (pend == 0) {
-      pthread_mutex_lock(&s->wmu);
+      rrpc__lock_acquire(&s->wmu);
       if (rrpc_iobuf_length(&s->wqueue) == 0) {
         atomic_store(&s->token, 0);
         int fin = s->fin_when_drained;
-        pthread_mutex_unlock(&s->wmu);
+        rrpc__lock_release(&s->wmu);
         if (fin) shutdown(s->fd, SHUT_RDWR); /* FIN after the data; our read side sees EOF */
         return;
       }
       int rc = rrpc_iobuf_move(&s->wpend, &s->wqueue);
-      pthread_mutex_unlock(&s->wmu);
+      rrpc__lock_release(&s->wmu);
       if (rc != 0) {
         rrpc__socket_fail(s, rc);
         return;
@@ -522,16 +522,16 @@ int rrpc__socket_write(rrpc__socket *s, rrpc_iobuf *msg) {
     }
     return defer_write(s, msg, n);
   }
-  pthread_mutex_lock(&s->wmu);
+  rrpc__lock_acquire(&s->wmu);
   int rc = reserve(s, n);
   if (rc != 0) {
-    pthread_mutex_unlock(&s->wmu);
+    rrpc__lock_release(&s->wmu);
     rrpc_iobuf_clear(msg);
     return rc;
   }
   if (!take_token(s)) {
     rc = rrpc_iobuf_move(&s->wqueue, msg);
-    pthread_mutex_unlock(&s->wmu);
+    rrpc__lock_release(&s->wmu);
     if (rc != 0) {
       written(s, n);
       rrpc_iobuf_clear(msg);
@@ -540,7 +540,7 @@ int rrpc__socket_write(rrpc__socket *s, rrpc_iobuf *msg) {
   }
   if (on_loop) {
     /* An in-loop handler answering, a completion issuing the next call. */
-    pthread_mutex_unlock(&s->wmu);
+    rrpc__lock_release(&s->wmu);
     return defer_write(s, msg, n);
   }
   if (rrpc__loop_awake(s->loop) || atomic_load_explicit(&s->pending_requests, memory_order_relaxed) > 1) {
@@ -552,7 +552,7 @@ int rrpc__socket_write(rrpc__socket *s, rrpc_iobuf *msg) {
      * to a sleeping loop is written by the worker itself (the lowest
      * latency when load is light). */
     rc = rrpc_iobuf_move(&s->wqueue, msg);
-    pthread_mutex_unlock(&s->wmu);
+    rrpc__lock_release(&s->wmu);
     if (rc != 0) {
       written(s, n);
       rrpc_iobuf_clear(msg);
@@ -561,7 +561,7 @@ int rrpc__socket_write(rrpc__socket *s, rrpc_iobuf *msg) {
     if (rrpc__loop_post(s->loop, flush_task, s) != 0) flush_task(s);
     return rc;
   }
-  pthread_mutex_unlock(&s->wmu);
+  rrpc__lock_release(&s->wmu);
   rc = rrpc_iobuf_move(&s->wpend, msg); /* wpend is empty: cannot grow */
   s->pend_counted = n;
   if (rc != 0) {
@@ -578,10 +578,10 @@ int rrpc__socket_write(rrpc__socket *s, rrpc_iobuf *msg) {
 void rrpc__socket_resume_write(rrpc__socket *s) { drain(s); }
 
 void rrpc__socket_finish_writes(rrpc__socket *s) {
-  pthread_mutex_lock(&s->wmu);
+  rrpc__lock_acquire(&s->wmu);
   s->fin_when_drained = 1;
   int idle = !atomic_load(&s->token);
-  pthread_mutex_unlock(&s->wmu);
+  rrpc__lock_release(&s->wmu);
   if (idle) shutdown(s->fd, SHUT_RDWR);
 }
 
@@ -801,7 +801,7 @@ static rrpc__socket *socket_alloc(rrpc__loop *loop, int fd, int is_client, const
   rrpc__iobuf_init(&s->rbuf);
   rrpc__iobuf_init(&s->wqueue);
   rrpc__iobuf_init(&s->wpend);
-  pthread_mutex_init(&s->wmu, NULL);
+  rrpc__lock_init(&s->wmu);
   pthread_mutex_init(&s->ev_mu, NULL);
   s->created_us = rrpc__now_us();
   return s;
