@@ -515,7 +515,7 @@ static int on_lone_response(struct conn *cn, rrpc_iobuf *rbuf, rrpc__baidu_msg *
     rrpc__baidu_msg_destroy(msg);
     return 0;
   }
-  if (msg->body_skip + msg->body_payload + msg->body_attachment != rrpc_iobuf_length(rbuf)) {
+  if (msg->body_skip + msg->body_payload + msg->body_attachment != rrpc__iobuf_length(rbuf)) {
     /* More frames follow: this one joins the batch, cut whole as
      * rrpc__baidu_cut would have cut it. */
     int r = rrpc__baidu_cut_body(rbuf, msg, &msg->payload, &msg->attachment);
@@ -563,7 +563,7 @@ enum { CUT_BATCH = 32 };
  * is full) or why the connection must close. */
 static int cut_some(struct conn *cn, rrpc_iobuf *rbuf, rrpc__baidu_msg *msgs, int n, int *rc) {
   *rc = 0;
-  while (n < CUT_BATCH && rrpc_iobuf_length(rbuf) > 0) { /* an empty buffer: the usual end */
+  while (n < CUT_BATCH && rrpc__iobuf_length(rbuf) > 0) { /* an empty buffer: the usual end */
     rrpc__baidu_msg *msg = &msgs[n];
     int r = rrpc__baidu_cut(rbuf, cn->ch->max_body, msg); /* initialises msg, whatever it returns */
     if (r == 0) break;
@@ -875,7 +875,7 @@ static int build_request(rrpc_channel *ch, struct call *c, const char *service, 
   }
   meta.correlation_id = (int64_t)c->cid;
   int rc = rrpc__baidu_pack(frame, &meta, request, &c->cntl->req_att);
-  if (rc == 0 && rrpc_iobuf_length(frame) - RRPC_BAIDU_HEADER_SIZE > ch->max_body) rc = -RRPC_ETOOBIG;
+  if (rc == 0 && rrpc__iobuf_length(frame) - RRPC_BAIDU_HEADER_SIZE > ch->max_body) rc = -RRPC_ETOOBIG;
   return rc;
 }
 

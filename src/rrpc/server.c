@@ -627,7 +627,7 @@ static int server_on_data(void *owner, rrpc__socket *sock, rrpc_iobuf *rbuf) {
       break;
     }
     rc = 0;
-    if (rrpc_iobuf_length(rbuf) == 0) break; /* the usual end: every frame cut, no partial one */
+    if (rrpc__iobuf_length(rbuf) == 0) break; /* the usual end: every frame cut, no partial one */
     rrpc__baidu_msg msg; /* cut_head initialises it, whatever it returns */
     rc = rrpc__baidu_cut_head(rbuf, c->srv->max_body, &msg);
     if (rc == 0) break;

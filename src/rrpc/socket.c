@@ -407,12 +407,12 @@ static void drain(rrpc__socket *s) {
     /* wpend is the token holder's alone here: what left it since it was
      * last looked at went to the wire. (Never right after a write returned
      * -EAGAIN: the loop may be resuming it already.) */
-    size_t pend = rrpc_iobuf_length(&s->wpend);
+    size_t pend = rrpc__iobuf_length(&s->wpend);
     written(s, s->pend_counted - pend);
     s->pend_counted = pend;
     if (pend == 0) {
       rrpc__lock_acquire(&s->wmu);
-      if (rrpc_iobuf_length(&s->wqueue) == 0) {
+      if (rrpc__iobuf_length(&s->wqueue) == 0) {
         atomic_store(&s->token, 0);
         int fin = s->fin_when_drained;
         rrpc__lock_release(&s->wmu);
@@ -425,7 +425,7 @@ static void drain(rrpc__socket *s) {
         rrpc__socket_fail(s, rc);
         return;
       }
-      s->pend_counted = rrpc_iobuf_length(&s->wpend);
+      s->pend_counted = rrpc__iobuf_length(&s->wpend);
     }
     if (atomic_load(&s->failed)) return; /* keep the token: nothing more goes out */
     int rc = s->ops->write(s, &s->wpend);
@@ -493,7 +493,7 @@ static int reserve(rrpc__socket *s, size_t n) {
 }
 
 int rrpc__socket_write(rrpc__socket *s, rrpc_iobuf *msg) {
-  size_t n = rrpc_iobuf_length(msg);
+  size_t n = rrpc__iobuf_length(msg);
   atomic_fetch_add_explicit(&s->bytes_out, n, memory_order_relaxed);
   int on_loop = rrpc__loop_in_thread(s->loop);
   if (on_loop && s->loop_holds) {
@@ -596,23 +596,23 @@ void rrpc__socket_ready(rrpc__socket *s, int code) {
 void rrpc__socket_deliver(rrpc__socket *s) {
   if (atomic_load(&s->failed) || s->owner_notified) return;
   touch(s);
-  size_t len = rrpc_iobuf_length(&s->rbuf);
+  size_t len = rrpc__iobuf_length(&s->rbuf);
   if (len > s->rbuf_left) {
     atomic_fetch_add_explicit(&s->bytes_in, len - s->rbuf_left, memory_order_relaxed);
     rrpc__loop_note(RRPC__WORK_BYTES_IN, len - s->rbuf_left);
   }
   int rc = s->handler->on_data(s->owner, s, &s->rbuf);
-  s->rbuf_left = rrpc_iobuf_length(&s->rbuf);
+  s->rbuf_left = rrpc__iobuf_length(&s->rbuf);
   if (rc < 0) {
     rrpc__socket_fail(s, rc);
     return;
   }
   /* What the owner left is a frame still arriving: it counts against the
    * process, and the connection that takes the total past the limit goes. */
-  if (rrpc__input_account(&s->in_held, rrpc_iobuf_length(&s->rbuf))) {
+  if (rrpc__input_account(&s->in_held, rrpc__iobuf_length(&s->rbuf))) {
     rrpc__limit_count(RRPC__LC_INPUT_LIMIT_CLOSES);
     RRPC_LOG(WARNING, "closing connection with %s: %zu bytes of an unfinished message pass the "
-             "process's max_input_bytes (%zu)", s->peer_str, rrpc_iobuf_length(&s->rbuf),
+             "process's max_input_bytes (%zu)", s->peer_str, rrpc__iobuf_length(&s->rbuf),
              rrpc__limit_max_input());
     rrpc__socket_fail(s, -ENOBUFS);
   }
