@@ -458,9 +458,10 @@ static void complete_batch(struct conn *cn, struct call *head, int n) {
 
 /* Decide the call a response answers, taken out of the pending map by the
  * caller: timer cancelled, outcome in its controller. `read_us`: when the
- * read that brought the response was cut (one clock read per read: the
- * call's latency ends when its answer arrived, not when the completions
- * queued before it in the batch are done). */
+ * read that brought the response was delivered (rrpc__socket_read_us: one
+ * clock read per read, shared with the socket's activity stamp; the call's
+ * latency ends when its answer arrived, not when the completions queued
+ * before it in the batch are done). */
 static int decide_meta(struct conn *cn, struct call *c, const rrpc__baidu_msg *msg, uint64_t read_us) {
   drop_timer(cn, c);
   rrpc_controller *cntl = c->cntl;
@@ -528,7 +529,7 @@ static int on_lone_response(struct conn *cn, rrpc_iobuf *rbuf, rrpc__baidu_msg *
     *rc = r;
     return 1;
   }
-  uint64_t read_us = rrpc__now_us();
+  uint64_t read_us = rrpc__socket_read_us(cn->sock);
   rrpc__lock_acquire(&cn->mu);
   struct call *c = take_locked(cn, (uint64_t)msg->meta.correlation_id);
   rrpc__lock_release(&cn->mu);
@@ -586,18 +587,16 @@ static int cut_some(struct conn *cn, rrpc_iobuf *rbuf, rrpc__baidu_msg *msgs, in
 /* Cut every complete frame; the calls they answer complete as one batch,
  * also when a bad frame closes the connection after them. */
 static int client_on_data(void *owner, rrpc__socket *sock, rrpc_iobuf *rbuf) {
-  (void)sock;
   struct conn *cn = owner;
   struct call *head = NULL, **tail = &head;
   int total = 0, rc = 0, have = 0;
   rrpc__baidu_msg msgs[CUT_BATCH];
   if (on_lone_response(cn, rbuf, &msgs[0], &have, &rc)) return rc;
   struct call *calls[CUT_BATCH];
-  uint64_t read_us = 0;
+  uint64_t read_us = rrpc__socket_read_us(sock);
   for (;;) {
     int n = cut_some(cn, rbuf, msgs, have, &rc);
     have = 0;
-    if (n > 0 && read_us == 0) read_us = rrpc__now_us();
     rrpc__lock_acquire(&cn->mu);
     for (int i = 0; i < n; i++) calls[i] = take_locked(cn, (uint64_t)msgs[i].meta.correlation_id);
     rrpc__lock_release(&cn->mu);
@@ -859,9 +858,11 @@ static int conn_get(rrpc_channel *ch, struct conn **out) {
 
 static int build_request(rrpc_channel *ch, struct call *c, const char *service, const char *method,
                          const rrpc_iobuf *request, int32_t timeout_ms, rrpc_iobuf *frame) {
+  /* Only the fields named in `has` are read (rpc_meta's encoder), and
+   * attachment_size, which pack sets: the rest is left unwritten. */
   rrpc__rpc_meta meta;
-  memset(&meta, 0, sizeof meta);
   meta.has = RRPC_META_HAS_REQUEST | RRPC_META_HAS_CORRELATION_ID;
+  meta.attachment_size = 0;
   meta.service_name = (rrpc__str){service, strlen(service)};
   meta.method_name = (rrpc__str){method, strlen(method)};
   if (c->cntl->log_id != 0) {

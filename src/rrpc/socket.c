@@ -93,6 +93,7 @@ struct rrpc__socket {
   atomic_int read_paused;   /* 1 while reading waits for the output to drain */
   atomic_int pending_requests; /* requests read and not yet answered (server owners) */
   _Atomic uint64_t last_active_us; /* last read or write progress */
+  uint64_t read_us;                /* loop thread: the delivery on_data is handling */
   /* write side */
   rrpc__lock wmu;
   /* 1 while a writer (or the start-up) holds the token. Taken by a
@@ -290,6 +291,8 @@ size_t rrpc__socket_unwritten(const rrpc__socket *s) { return atomic_load(&s->un
 uint64_t rrpc__socket_last_active_us(const rrpc__socket *s) {
   return atomic_load_explicit(&s->last_active_us, memory_order_relaxed);
 }
+
+uint64_t rrpc__socket_read_us(const rrpc__socket *s) { return s->read_us; }
 
 static void touch(rrpc__socket *s) {
   atomic_store_explicit(&s->last_active_us, rrpc__now_us(), memory_order_relaxed);
@@ -595,7 +598,11 @@ void rrpc__socket_ready(rrpc__socket *s, int code) {
 
 void rrpc__socket_deliver(rrpc__socket *s) {
   if (atomic_load(&s->failed) || s->owner_notified) return;
-  touch(s);
+  /* One clock read for the activity stamp and the owner's arrival time
+   * (rrpc__socket_read_us): a server's requests and a client's responses
+   * were read now. */
+  s->read_us = rrpc__now_us();
+  atomic_store_explicit(&s->last_active_us, s->read_us, memory_order_relaxed);
   size_t len = rrpc__iobuf_length(&s->rbuf);
   if (len > s->rbuf_left) {
     atomic_fetch_add_explicit(&s->bytes_in, len - s->rbuf_left, memory_order_relaxed);

@@ -85,7 +85,8 @@ size_t rrpc__rpc_meta_size(const rrpc__rpc_meta *m);
  * field-number order (as the C++ library does). service_name/method_name
  * are always written when HAS_REQUEST is set (they are required); LOG_ID and
  * TIMEOUT_MS only count with HAS_REQUEST, ERROR_* only with HAS_RESPONSE.
- * `out` must hold rrpc__rpc_meta_size(m) bytes. Returns the bytes written. */
+ * A field that does not count is never read, so it may be left unset (the
+ * frame builders do not clear the whole struct). `out` must hold rrpc__rpc_meta_size(m) bytes. Returns the bytes written. */
 size_t rrpc__rpc_meta_encode(const rrpc__rpc_meta *m, uint8_t *out);
 
 /* The same in two steps, for a framer that needs the size before it has
