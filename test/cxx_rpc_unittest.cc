@@ -85,6 +85,52 @@ TEST_F(CxxRpcTest, SyncEcho) {
   }
 }
 
+// A controller of a class derived from rrpc::Controller is still ours
+// (CallMethod tells its own class by type and the rest by dynamic_cast); a
+// controller of another RpcController class is refused, failed, and done
+// still runs once.
+class DerivedController : public rrpc::Controller {
+ public:
+  int extra = 7;
+};
+
+class ForeignController : public google::protobuf::RpcController {
+ public:
+  void Reset() override { failed_.clear(); }
+  bool Failed() const override { return !failed_.empty(); }
+  std::string ErrorText() const override { return failed_; }
+  void StartCancel() override {}
+  void SetFailed(const std::string& reason) override { failed_ = reason; }
+  bool IsCanceled() const override { return false; }
+  void NotifyOnCancel(google::protobuf::Closure*) override {}
+
+ private:
+  std::string failed_;
+};
+
+TEST_F(CxxRpcTest, DerivedControllersWorkForeignOnesAreRefused) {
+  cxxtest::EchoService_Stub stub(&channel_);
+  DerivedController derived;
+  EchoRequest req;
+  EchoResponse resp;
+  req.set_message("derived");
+  stub.Echo(&derived, &req, &resp, nullptr);
+  ASSERT_FALSE(derived.Failed()) << derived.ErrorText();
+  EXPECT_EQ("derived", resp.message());
+  EXPECT_EQ(7, derived.extra);
+
+  ForeignController foreign;
+  std::atomic<int> done_runs{0};
+  std::unique_ptr<google::protobuf::Closure> done(
+      google::protobuf::NewPermanentCallback(+[](std::atomic<int>* r) { (*r)++; }, &done_runs));
+  resp.Clear();
+  stub.Echo(&foreign, &req, &resp, done.get());
+  EXPECT_TRUE(foreign.Failed());
+  EXPECT_EQ("not an rrpc::Controller", foreign.ErrorText());
+  EXPECT_EQ(1, done_runs.load());
+  EXPECT_EQ("", resp.message());
+}
+
 // The server reuses a finished call's request and response messages for
 // the next call of the method: nothing of one call may show in the next.
 TEST_F(CxxRpcTest, ReusedCallsStartWithEmptyMessages) {
