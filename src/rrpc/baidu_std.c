@@ -50,7 +50,6 @@ void rrpc__baidu_msg_destroy(rrpc__baidu_msg *m) {
   if (m->meta_block != NULL) rrpc__block_unref(m->meta_block);
   rrpc__iobuf_destroy(&m->payload); /* each left empty and usable */
   rrpc__iobuf_destroy(&m->attachment);
-  memset(&m->meta, 0, sizeof(m->meta));
   m->meta_bytes = NULL;
   m->meta_block = NULL;
   m->bad_attachment = 0;
@@ -106,8 +105,10 @@ int rrpc__baidu_cut(rrpc_iobuf *in, size_t max_body, rrpc__baidu_msg *out) {
   if (rc <= 0)
     return rc;
   rc = rrpc__baidu_cut_body(in, out, &out->payload, &out->attachment);
-  if (rc < 0)
+  if (rc < 0) {
     rrpc__baidu_msg_destroy(out);
+    memset(&out->meta, 0, sizeof(out->meta)); /* an error leaves *out empty */
+  }
   return rc < 0 ? rc : 1;
 }
 

@@ -124,8 +124,10 @@ typedef struct rrpc__baidu_msg {
 } rrpc__baidu_msg;
 
 /* init makes an empty message; destroy frees meta_bytes, drops the iobuf
- * references and leaves the message empty (destroying twice is harmless).
- * A message embeds iobufs: do not copy it by value. */
+ * references and leaves the message empty but for the meta's fields, which
+ * it does not clear (a message is destroyed per frame, and nothing reads
+ * them after; its strings may point into freed memory then). Destroying
+ * twice is harmless. A message embeds iobufs: do not copy it by value. */
 void rrpc__baidu_msg_init(rrpc__baidu_msg *m);
 void rrpc__baidu_msg_destroy(rrpc__baidu_msg *m);
 
