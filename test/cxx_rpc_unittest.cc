@@ -561,6 +561,53 @@ TEST_F(CxxRpcTest, NotifyOnCancelRunsOnce) {
   EXPECT_FALSE(cntl.IsCanceled());
 }
 
+// Server side: a handler's NotifyOnCancel closure runs exactly once per
+// call, whether it was registered before done->Run() (run on respond) or
+// after it (run when the call object is reused for the next request, or
+// freed) - also while the server reuses one call object per method.
+class CancelNotingService : public cxxtest::EchoService {
+ public:
+  std::atomic<int> registered{0}, runs{0};
+  void Echo(google::protobuf::RpcController* cntl, const EchoRequest* req, EchoResponse* resp,
+            google::protobuf::Closure* done) override {
+    bool late = req->message() == "late";
+    if (!late) Register(cntl);
+    resp->set_message(req->message());
+    done->Run();
+    if (late) Register(cntl);
+  }
+
+ private:
+  void Register(google::protobuf::RpcController* cntl) {
+    registered++;
+    cntl->NotifyOnCancel(google::protobuf::NewCallback(+[](std::atomic<int>* r) { (*r)++; }, &runs));
+  }
+};
+
+TEST(CxxServerTest, NotifyOnCancelClosuresRunOncePerCall) {
+  CancelNotingService svc;
+  {
+    rrpc::Server server;
+    ASSERT_EQ(0, server.AddService(&svc, rrpc::SERVER_DOESNT_OWN_SERVICE));
+    ASSERT_EQ(0, server.Start(0, nullptr));
+    rrpc::Channel ch;
+    ASSERT_EQ(0, ch.Init("127.0.0.1", server.listen_port(), nullptr));
+    cxxtest::EchoService_Stub stub(&ch);
+    for (int i = 0; i < 20; i++) {
+      rrpc::Controller cntl;
+      EchoRequest req;
+      EchoResponse resp;
+      req.set_message(i % 3 == 0 ? "late" : "early");
+      stub.Echo(&cntl, &req, &resp, nullptr);
+      ASSERT_FALSE(cntl.Failed()) << cntl.ErrorText();
+    }
+    server.Stop(0);
+    server.Join();
+  }  // the server and its spare call objects are gone: every closure ran
+  EXPECT_EQ(20, svc.registered.load());
+  EXPECT_EQ(20, svc.runs.load());
+}
+
 TEST_F(CxxRpcTest, StopFailsPendingCallsAndJoinWaitsForHeldDone) {
   cxxtest::EchoService_Stub stub(&channel_);
   rrpc::Controller cntl;
