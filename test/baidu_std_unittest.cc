@@ -752,6 +752,9 @@ TEST(BaiduPack, BodyLimitsAndTheFourGibBoundary) {
   ASSERT_EQ(0, rrpc_iobuf_append_iobuf(&pay.b, &big.b));
   EXPECT_EQ(-RRPC_ETOOBIG, rrpc__baidu_pack(&out.b, &m, &pay.b, &small_att.b));
   EXPECT_EQ("keep", out.str());
+  // pack set attachment_size to size this one: put back on the failure
+  EXPECT_FALSE(m.has & RRPC_META_HAS_ATTACHMENT_SIZE);
+  EXPECT_EQ(0, m.attachment_size);
   // ... and exactly UINT32_MAX is a valid frame that cuts again.
   rrpc_iobuf_pop_front(&pay.b, 1);
   ASSERT_EQ(0, rrpc__baidu_pack(&out.b, &m, &pay.b, &small_att.b));
@@ -778,13 +781,28 @@ TEST(BaiduPack, AllocatorFailureLeavesOutputUnchanged) {
   Buf out, pay;
   out.add("keep");
   pay.add("payload");
+  // A stale attachment_size, which pack clears for a frame without one:
+  // the failure must leave it as the caller had it.
+  m.has |= RRPC_META_HAS_ATTACHMENT_SIZE;
+  m.attachment_size = 99;
   rrpc_block_allocator failing = {"failing", FailAlloc, NoFree, nullptr};
   rrpc_block_allocator_set(&failing);
   int rc = rrpc__baidu_pack(&out.b, &m, &pay.b, nullptr);
   rrpc_block_allocator_set(nullptr);
   EXPECT_EQ(-ENOMEM, rc);
   EXPECT_EQ("keep", out.str());
+  EXPECT_TRUE(m.has & RRPC_META_HAS_ATTACHMENT_SIZE);
+  EXPECT_EQ(99, m.attachment_size);
+  // Into an empty output (pack's direct path) as well.
+  Buf empty;
+  rrpc_block_allocator_set(&failing);
+  rc = rrpc__baidu_pack(&empty.b, &m, &pay.b, nullptr);
+  rrpc_block_allocator_set(nullptr);
+  EXPECT_EQ(-ENOMEM, rc);
+  EXPECT_EQ(0u, empty.size());
+  EXPECT_EQ(99, m.attachment_size);
   EXPECT_EQ(0, rrpc__baidu_pack(&out.b, &m, &pay.b, nullptr));
+  EXPECT_FALSE(m.has & RRPC_META_HAS_ATTACHMENT_SIZE);
   EXPECT_EQ(4 + RRPC_BAIDU_HEADER_SIZE + rrpc__rpc_meta_size(&m) + 7, out.size());
 }
 

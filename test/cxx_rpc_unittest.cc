@@ -85,6 +85,52 @@ TEST_F(CxxRpcTest, SyncEcho) {
   }
 }
 
+// A controller of a class derived from rrpc::Controller is still ours
+// (CallMethod tells its own class by type and the rest by dynamic_cast); a
+// controller of another RpcController class is refused, failed, and done
+// still runs once.
+class DerivedController : public rrpc::Controller {
+ public:
+  int extra = 7;
+};
+
+class ForeignController : public google::protobuf::RpcController {
+ public:
+  void Reset() override { failed_.clear(); }
+  bool Failed() const override { return !failed_.empty(); }
+  std::string ErrorText() const override { return failed_; }
+  void StartCancel() override {}
+  void SetFailed(const std::string& reason) override { failed_ = reason; }
+  bool IsCanceled() const override { return false; }
+  void NotifyOnCancel(google::protobuf::Closure*) override {}
+
+ private:
+  std::string failed_;
+};
+
+TEST_F(CxxRpcTest, DerivedControllersWorkForeignOnesAreRefused) {
+  cxxtest::EchoService_Stub stub(&channel_);
+  DerivedController derived;
+  EchoRequest req;
+  EchoResponse resp;
+  req.set_message("derived");
+  stub.Echo(&derived, &req, &resp, nullptr);
+  ASSERT_FALSE(derived.Failed()) << derived.ErrorText();
+  EXPECT_EQ("derived", resp.message());
+  EXPECT_EQ(7, derived.extra);
+
+  ForeignController foreign;
+  std::atomic<int> done_runs{0};
+  std::unique_ptr<google::protobuf::Closure> done(
+      google::protobuf::NewPermanentCallback(+[](std::atomic<int>* r) { (*r)++; }, &done_runs));
+  resp.Clear();
+  stub.Echo(&foreign, &req, &resp, done.get());
+  EXPECT_TRUE(foreign.Failed());
+  EXPECT_EQ("not an rrpc::Controller", foreign.ErrorText());
+  EXPECT_EQ(1, done_runs.load());
+  EXPECT_EQ("", resp.message());
+}
+
 // The server reuses a finished call's request and response messages for
 // the next call of the method: nothing of one call may show in the next.
 TEST_F(CxxRpcTest, ReusedCallsStartWithEmptyMessages) {
@@ -513,6 +559,53 @@ TEST_F(CxxRpcTest, NotifyOnCancelRunsOnce) {
   EXPECT_EQ(1, runs);
   cntl.StartCancel();
   EXPECT_FALSE(cntl.IsCanceled());
+}
+
+// Server side: a handler's NotifyOnCancel closure runs exactly once per
+// call, whether it was registered before done->Run() (run on respond) or
+// after it (run when the call object is reused for the next request, or
+// freed) - also while the server reuses one call object per method.
+class CancelNotingService : public cxxtest::EchoService {
+ public:
+  std::atomic<int> registered{0}, runs{0};
+  void Echo(google::protobuf::RpcController* cntl, const EchoRequest* req, EchoResponse* resp,
+            google::protobuf::Closure* done) override {
+    bool late = req->message() == "late";
+    if (!late) Register(cntl);
+    resp->set_message(req->message());
+    done->Run();
+    if (late) Register(cntl);
+  }
+
+ private:
+  void Register(google::protobuf::RpcController* cntl) {
+    registered++;
+    cntl->NotifyOnCancel(google::protobuf::NewCallback(+[](std::atomic<int>* r) { (*r)++; }, &runs));
+  }
+};
+
+TEST(CxxServerTest, NotifyOnCancelClosuresRunOncePerCall) {
+  CancelNotingService svc;
+  {
+    rrpc::Server server;
+    ASSERT_EQ(0, server.AddService(&svc, rrpc::SERVER_DOESNT_OWN_SERVICE));
+    ASSERT_EQ(0, server.Start(0, nullptr));
+    rrpc::Channel ch;
+    ASSERT_EQ(0, ch.Init("127.0.0.1", server.listen_port(), nullptr));
+    cxxtest::EchoService_Stub stub(&ch);
+    for (int i = 0; i < 20; i++) {
+      rrpc::Controller cntl;
+      EchoRequest req;
+      EchoResponse resp;
+      req.set_message(i % 3 == 0 ? "late" : "early");
+      stub.Echo(&cntl, &req, &resp, nullptr);
+      ASSERT_FALSE(cntl.Failed()) << cntl.ErrorText();
+    }
+    server.Stop(0);
+    server.Join();
+  }  // the server and its spare call objects are gone: every closure ran
+  EXPECT_EQ(20, svc.registered.load());
+  EXPECT_EQ(20, svc.runs.load());
 }
 
 TEST_F(CxxRpcTest, StopFailsPendingCallsAndJoinWaitsForHeldDone) {

@@ -50,7 +50,6 @@ void rrpc__baidu_msg_destroy(rrpc__baidu_msg *m) {
   if (m->meta_block != NULL) rrpc__block_unref(m->meta_block);
   rrpc__iobuf_destroy(&m->payload); /* each left empty and usable */
   rrpc__iobuf_destroy(&m->attachment);
-  memset(&m->meta, 0, sizeof(m->meta));
   m->meta_bytes = NULL;
   m->meta_block = NULL;
   m->bad_attachment = 0;
@@ -106,15 +105,17 @@ int rrpc__baidu_cut(rrpc_iobuf *in, size_t max_body, rrpc__baidu_msg *out) {
   if (rc <= 0)
     return rc;
   rc = rrpc__baidu_cut_body(in, out, &out->payload, &out->attachment);
-  if (rc < 0)
+  if (rc < 0) {
     rrpc__baidu_msg_destroy(out);
+    memset(&out->meta, 0, sizeof(out->meta)); /* an error leaves *out empty */
+  }
   return rc < 0 ? rc : 1;
 }
 
 /* cut_head's work on a message initialised but for its meta. */
 static int cut_frame(rrpc_iobuf *in, size_t max_body, rrpc__baidu_msg *out) {
   uint8_t scratch[RRPC_BAIDU_HEADER_SIZE];
-  size_t avail = rrpc_iobuf_length(in);
+  size_t avail = rrpc__iobuf_length(in);
   size_t have = avail < RRPC_BAIDU_HEADER_SIZE ? avail : RRPC_BAIDU_HEADER_SIZE;
   const uint8_t *h, *meta = NULL;
   uint32_t body_size, meta_size;
@@ -175,8 +176,8 @@ static void copy_small(const rrpc_iobuf *payload, uint8_t *dst, size_t n) {
 
 int rrpc__baidu_pack(rrpc_iobuf *out, rrpc__rpc_meta *meta, const rrpc_iobuf *payload,
                      const rrpc_iobuf *attachment) {
-  size_t pay_len = payload ? rrpc_iobuf_length(payload) : 0;
-  size_t att_len = attachment ? rrpc_iobuf_length(attachment) : 0;
+  size_t pay_len = payload ? rrpc__iobuf_length(payload) : 0;
+  size_t att_len = attachment ? rrpc__iobuf_length(attachment) : 0;
   size_t meta_len, head_len, body_len;
   rrpc_iobuf frame;
   void *space;
@@ -186,21 +187,32 @@ int rrpc__baidu_pack(rrpc_iobuf *out, rrpc__rpc_meta *meta, const rrpc_iobuf *pa
 
   if (att_len > INT32_MAX)
     return -RRPC_ETOOBIG;
-  /* Decide the attachment field before sizing the meta. The caller's meta
-   * is only changed once the frame is sure to fit. */
-  rrpc__rpc_meta m = *meta;
+  /* Build the frame aside and move it into `out` last, so that a failure
+   * anywhere leaves `out` as it was - or straight in an empty `out`, which
+   * a failure simply empties again. The header and meta are encoded
+   * straight into block memory: no staging buffer. */
+  rrpc__iobuf_init(&frame); /* done: destroys it */
+  int direct = rrpc__iobuf_length(out) == 0;
+  rrpc_iobuf *f = direct ? out : &frame;
+  /* Decide the attachment field before sizing the meta, in the caller's
+   * meta itself (a copy of the whole struct cost more than keeping the two
+   * fields); a failure puts them back, so *meta is unchanged then. */
+  const uint32_t had = meta->has;
+  const int32_t had_att = meta->attachment_size;
   if (att_len > 0) {
-    m.has |= RRPC_META_HAS_ATTACHMENT_SIZE;
-    m.attachment_size = (int32_t)att_len;
+    meta->has |= RRPC_META_HAS_ATTACHMENT_SIZE;
+    meta->attachment_size = (int32_t)att_len;
   } else {
-    m.has &= ~(uint32_t)RRPC_META_HAS_ATTACHMENT_SIZE;
-    m.attachment_size = 0;
+    meta->has &= ~(uint32_t)RRPC_META_HAS_ATTACHMENT_SIZE;
+    meta->attachment_size = 0;
   }
   rrpc__rpc_meta_sizes sizes;
-  meta_len = rrpc__rpc_meta_measure(&m, &sizes);
+  meta_len = rrpc__rpc_meta_measure(meta, &sizes);
   if (meta_len > UINT32_MAX || pay_len > UINT32_MAX - meta_len ||
-      att_len > UINT32_MAX - meta_len - pay_len)
-    return -RRPC_ETOOBIG;
+      att_len > UINT32_MAX - meta_len - pay_len) {
+    rc = -RRPC_ETOOBIG;
+    goto done;
+  }
   body_len = meta_len + pay_len + att_len;
   head_len = RRPC_BAIDU_HEADER_SIZE + meta_len;
 
@@ -209,13 +221,6 @@ int rrpc__baidu_pack(rrpc_iobuf *out, rrpc__rpc_meta *meta, const rrpc_iobuf *pa
    * pair, an iovec). Attachments are always shared (sending never copies). */
   size_t copied = pay_len <= PACK_COPY_MAX ? pay_len : 0;
 
-  /* Build the frame aside and move it into `out` last, so that a failure
-   * anywhere leaves `out` as it was - or straight in an empty `out`, which
-   * a failure simply empties again. The header and meta are encoded
-   * straight into block memory: no staging buffer. */
-  int direct = rrpc_iobuf_length(out) == 0;
-  rrpc_iobuf *f = direct ? out : &frame;
-  rrpc__iobuf_init(&frame);
   rc = rrpc__iobuf_reserve(f, head_len + copied, &space, &space_len);
   if (rc < 0)
     goto done;
@@ -223,7 +228,7 @@ int rrpc__baidu_pack(rrpc_iobuf *out, rrpc__rpc_meta *meta, const rrpc_iobuf *pa
   memcpy(p, k_magic, 4);
   store_be32(p + 4, (uint32_t)body_len);
   store_be32(p + 8, (uint32_t)meta_len);
-  rrpc__rpc_meta_encode_sized(&m, &sizes, p + RRPC_BAIDU_HEADER_SIZE);
+  rrpc__rpc_meta_encode_sized(meta, &sizes, p + RRPC_BAIDU_HEADER_SIZE);
   if (copied > 0)
     copy_small(payload, p + head_len, copied);
   rrpc__iobuf_commit(f, head_len + copied);
@@ -233,12 +238,14 @@ int rrpc__baidu_pack(rrpc_iobuf *out, rrpc__rpc_meta *meta, const rrpc_iobuf *pa
     goto done;
   if (!direct && (rc = rrpc_iobuf_move(out, &frame)) < 0)
     goto done;
-  meta->has = m.has;
-  meta->attachment_size = m.attachment_size;
 
 done:
-  if (rc < 0 && direct)
-    rrpc_iobuf_clear(out);
+  if (rc < 0) {
+    meta->has = had;
+    meta->attachment_size = had_att;
+    if (direct)
+      rrpc_iobuf_clear(out);
+  }
   rrpc__iobuf_destroy(&frame);
   return rc;
 }

@@ -31,6 +31,7 @@
 #include "rrpc/internal/cluster.h"
 #include "rrpc/internal/controller.h"
 #include "rrpc/internal/idmap.h"
+#include "rrpc/internal/lock.h"
 #include "rrpc/internal/log.h"
 #include "rrpc/internal/metrics.h"
 #include "rrpc/internal/socket.h"
@@ -45,6 +46,8 @@
 
 struct conn;
 
+/* Every field is set by rrpc_channel_call (call_init) without a memset:
+ * a new field must be set there too. */
 struct call {
   uint64_t cid;
   struct conn *conn;
@@ -69,7 +72,7 @@ struct conn {
   rrpc_channel *ch;
   rrpc__socket *sock;
   rrpc__loop *loop;
-  pthread_mutex_t mu;
+  rrpc__lock mu;
   rrpc__idmap pending; /* cid -> struct call */
   /* Calls with a timeout, in deadline order (under mu): one loop timer per
    * connection (dl_timer, armed at or before the head's deadline while the
@@ -214,7 +217,6 @@ static void conn_unref(struct conn *cn) {
   if (atomic_fetch_sub_explicit(&cn->refs, 1, memory_order_acq_rel) != 1) return;
   if (cn->sock != NULL) rrpc__socket_unref(cn->sock);
   rrpc__idmap_destroy(&cn->pending);
-  pthread_mutex_destroy(&cn->mu);
   free(cn);
 }
 
@@ -295,7 +297,7 @@ static void dl_on_timer(void *arg) {
   struct conn *cn = arg;
   uint64_t now = rrpc__now_us();
   struct call *due = NULL, **tail = &due;
-  pthread_mutex_lock(&cn->mu);
+  rrpc__lock_acquire(&cn->mu);
   cn->dl_timer = 0;
   while (cn->dl_head != NULL && cn->dl_head->deadline_us <= now) {
     struct call *c = take_locked(cn, cn->dl_head->cid);
@@ -312,7 +314,7 @@ static void dl_on_timer(void *arg) {
       tail = &c->next_done;
     }
   }
-  pthread_mutex_unlock(&cn->mu);
+  rrpc__lock_release(&cn->mu);
   while (due != NULL) {
     struct call *next = due->next_done;
     timeout_call(cn, due);
@@ -323,20 +325,20 @@ static void dl_on_timer(void *arg) {
 
 /* Loop thread, at close: the list's timer goes (the list is empty now). */
 static void dl_disarm(struct conn *cn) {
-  pthread_mutex_lock(&cn->mu);
+  rrpc__lock_acquire(&cn->mu);
   rrpc__timer_id t = cn->dl_timer;
   int dropped = t != 0 && rrpc__loop_timer_cancel(cn->loop, t) == 0;
   if (dropped) cn->dl_timer = 0;
-  pthread_mutex_unlock(&cn->mu);
+  rrpc__lock_release(&cn->mu);
   if (dropped) conn_unref(cn); /* the timer's reference; the caller holds another */
 }
 
 static void on_timeout(void *arg) {
   struct call *c = arg;
   struct conn *cn = c->conn;
-  pthread_mutex_lock(&cn->mu);
+  rrpc__lock_acquire(&cn->mu);
   struct call *mine = take_locked(cn, c->cid);
-  pthread_mutex_unlock(&cn->mu);
+  rrpc__lock_release(&cn->mu);
   if (mine == NULL) return;
   timeout_call(cn, c);
 }
@@ -458,9 +460,10 @@ static void complete_batch(struct conn *cn, struct call *head, int n) {
 
 /* Decide the call a response answers, taken out of the pending map by the
  * caller: timer cancelled, outcome in its controller. `read_us`: when the
- * read that brought the response was cut (one clock read per read: the
- * call's latency ends when its answer arrived, not when the completions
- * queued before it in the batch are done). */
+ * read that brought the response was delivered (rrpc__socket_read_us: one
+ * clock read per read, shared with the socket's activity stamp; the call's
+ * latency ends when its answer arrived, not when the completions queued
+ * before it in the batch are done). */
 static int decide_meta(struct conn *cn, struct call *c, const rrpc__baidu_msg *msg, uint64_t read_us) {
   drop_timer(cn, c);
   rrpc_controller *cntl = c->cntl;
@@ -515,7 +518,7 @@ static int on_lone_response(struct conn *cn, rrpc_iobuf *rbuf, rrpc__baidu_msg *
     rrpc__baidu_msg_destroy(msg);
     return 0;
   }
-  if (msg->body_skip + msg->body_payload + msg->body_attachment != rrpc_iobuf_length(rbuf)) {
+  if (msg->body_skip + msg->body_payload + msg->body_attachment != rrpc__iobuf_length(rbuf)) {
     /* More frames follow: this one joins the batch, cut whole as
      * rrpc__baidu_cut would have cut it. */
     int r = rrpc__baidu_cut_body(rbuf, msg, &msg->payload, &msg->attachment);
@@ -528,10 +531,10 @@ static int on_lone_response(struct conn *cn, rrpc_iobuf *rbuf, rrpc__baidu_msg *
     *rc = r;
     return 1;
   }
-  uint64_t read_us = rrpc__now_us();
-  pthread_mutex_lock(&cn->mu);
+  uint64_t read_us = rrpc__socket_read_us(cn->sock);
+  rrpc__lock_acquire(&cn->mu);
   struct call *c = take_locked(cn, (uint64_t)msg->meta.correlation_id);
-  pthread_mutex_unlock(&cn->mu);
+  rrpc__lock_release(&cn->mu);
   if (c == NULL || !decide_meta(cn, c, msg, read_us)) {
     /* Late, or failed on its meta: the body is nobody's. */
     *rc = rrpc__baidu_cut_body(rbuf, msg, &msg->payload, &msg->attachment);
@@ -563,7 +566,7 @@ enum { CUT_BATCH = 32 };
  * is full) or why the connection must close. */
 static int cut_some(struct conn *cn, rrpc_iobuf *rbuf, rrpc__baidu_msg *msgs, int n, int *rc) {
   *rc = 0;
-  while (n < CUT_BATCH && rrpc_iobuf_length(rbuf) > 0) { /* an empty buffer: the usual end */
+  while (n < CUT_BATCH && rrpc__iobuf_length(rbuf) > 0) { /* an empty buffer: the usual end */
     rrpc__baidu_msg *msg = &msgs[n];
     int r = rrpc__baidu_cut(rbuf, cn->ch->max_body, msg); /* initialises msg, whatever it returns */
     if (r == 0) break;
@@ -586,21 +589,19 @@ static int cut_some(struct conn *cn, rrpc_iobuf *rbuf, rrpc__baidu_msg *msgs, in
 /* Cut every complete frame; the calls they answer complete as one batch,
  * also when a bad frame closes the connection after them. */
 static int client_on_data(void *owner, rrpc__socket *sock, rrpc_iobuf *rbuf) {
-  (void)sock;
   struct conn *cn = owner;
   struct call *head = NULL, **tail = &head;
   int total = 0, rc = 0, have = 0;
   rrpc__baidu_msg msgs[CUT_BATCH];
   if (on_lone_response(cn, rbuf, &msgs[0], &have, &rc)) return rc;
   struct call *calls[CUT_BATCH];
-  uint64_t read_us = 0;
+  uint64_t read_us = rrpc__socket_read_us(sock);
   for (;;) {
     int n = cut_some(cn, rbuf, msgs, have, &rc);
     have = 0;
-    if (n > 0 && read_us == 0) read_us = rrpc__now_us();
-    pthread_mutex_lock(&cn->mu);
+    rrpc__lock_acquire(&cn->mu);
     for (int i = 0; i < n; i++) calls[i] = take_locked(cn, (uint64_t)msgs[i].meta.correlation_id);
-    pthread_mutex_unlock(&cn->mu);
+    rrpc__lock_release(&cn->mu);
     for (int i = 0; i < n; i++) {
       struct call *c = calls[i];
       if (c == NULL) {
@@ -623,9 +624,9 @@ static int client_on_data(void *owner, rrpc__socket *sock, rrpc_iobuf *rbuf) {
 static void client_on_close(void *owner, rrpc__socket *sock, int code) {
   struct conn *cn = owner;
   rrpc_channel *ch = cn->ch;
-  pthread_mutex_lock(&cn->mu);
+  rrpc__lock_acquire(&cn->mu);
   cn->closed = 1;
-  pthread_mutex_unlock(&cn->mu);
+  rrpc__lock_release(&cn->mu);
   char text[200];
   int call_code;
   if (!rrpc__socket_connected(sock)) {
@@ -642,10 +643,10 @@ static void client_on_close(void *owner, rrpc__socket *sock, int code) {
   /* No new call can join (closed is set), so drain without the lock held
    * while callbacks run. */
   for (;;) {
-    pthread_mutex_lock(&cn->mu);
+    rrpc__lock_acquire(&cn->mu);
     struct call *c = rrpc__idmap_take_any(&cn->pending);
     if (c != NULL) dl_unlink_locked(cn, c);
-    pthread_mutex_unlock(&cn->mu);
+    rrpc__lock_release(&cn->mu);
     if (c == NULL) break;
     drop_timer(cn, c);
     complete(c, call_code, text);
@@ -681,14 +682,13 @@ static int conn_open(rrpc_channel *ch, struct conn **out) {
   atomic_init(&cn->refs, 2); /* the channel's and the socket owner's */
   cn->ch = ch;
   cn->loop = rrpc__loop_group_next(ch->group);
-  pthread_mutex_init(&cn->mu, NULL);
+  rrpc__lock_init(&cn->mu);
   rrpc__idmap_init(&cn->pending);
   snprintf(cn->peer, sizeof cn->peer, "%s", ch->addr_str);
   int rc = rrpc__socket_connect(cn->loop, (const struct sockaddr *)&ch->addr.ss, ch->addr.len, ch->connect_timeout_ms, attempts, ch->ops,
                                 &client_handler, cn, &cn->sock);
   if (rc != 0) {
     rrpc__idmap_destroy(&cn->pending);
-    pthread_mutex_destroy(&cn->mu);
     free(cn);
     return rc;
   }
@@ -860,9 +860,11 @@ static int conn_get(rrpc_channel *ch, struct conn **out) {
 
 static int build_request(rrpc_channel *ch, struct call *c, const char *service, const char *method,
                          const rrpc_iobuf *request, int32_t timeout_ms, rrpc_iobuf *frame) {
+  /* Only the fields named in `has` are read (rpc_meta's encoder), and
+   * attachment_size, which pack sets: the rest is left unwritten. */
   rrpc__rpc_meta meta;
-  memset(&meta, 0, sizeof meta);
   meta.has = RRPC_META_HAS_REQUEST | RRPC_META_HAS_CORRELATION_ID;
+  meta.attachment_size = 0;
   meta.service_name = (rrpc__str){service, strlen(service)};
   meta.method_name = (rrpc__str){method, strlen(method)};
   if (c->cntl->log_id != 0) {
@@ -876,7 +878,7 @@ static int build_request(rrpc_channel *ch, struct call *c, const char *service, 
   }
   meta.correlation_id = (int64_t)c->cid;
   int rc = rrpc__baidu_pack(frame, &meta, request, &c->cntl->req_att);
-  if (rc == 0 && rrpc_iobuf_length(frame) - RRPC_BAIDU_HEADER_SIZE > ch->max_body) rc = -RRPC_ETOOBIG;
+  if (rc == 0 && rrpc__iobuf_length(frame) - RRPC_BAIDU_HEADER_SIZE > ch->max_body) rc = -RRPC_ETOOBIG;
   return rc;
 }
 
@@ -889,9 +891,9 @@ enum { ENROLLED_CANCELED = 1 };
  * in under mu, before the call is in the map: once another thread can
  * complete the call, neither `c` nor its controller may be touched here. */
 static int enroll(struct conn *cn, struct call *c, int32_t timeout_ms) {
-  pthread_mutex_lock(&cn->mu);
+  rrpc__lock_acquire(&cn->mu);
   if (cn->closed || rrpc__socket_failed(cn->sock)) {
-    pthread_mutex_unlock(&cn->mu);
+    rrpc__lock_release(&cn->mu);
     /* A connect that failed already is this call's answer too: retrying on
      * a fresh connection would only repeat the attempts just made. */
     int code = rrpc__socket_failed(cn->sock);
@@ -908,7 +910,7 @@ static int enroll(struct conn *cn, struct call *c, int32_t timeout_ms) {
     else if (rc == 1) rc = 0;
     if (rc != 0) rrpc__idmap_take(&cn->pending, c->cid);
   }
-  pthread_mutex_unlock(&cn->mu);
+  rrpc__lock_release(&cn->mu);
   return rc == 0 && canceled ? ENROLLED_CANCELED : rc;
 }
 
@@ -917,9 +919,9 @@ static int enroll(struct conn *cn, struct call *c, int32_t timeout_ms) {
  * code, unless a close or a timeout finished it first. Async callbacks run
  * on the loop, never inside the call. */
 static void fail_refused(struct conn *cn, struct call *c, int code) {
-  pthread_mutex_lock(&cn->mu);
+  rrpc__lock_acquire(&cn->mu);
   struct call *mine = take_locked(cn, c->cid);
-  pthread_mutex_unlock(&cn->mu);
+  rrpc__lock_release(&cn->mu);
   if (mine == NULL) return;
   drop_timer(cn, c);
   char text[160];
@@ -939,9 +941,9 @@ struct cancel_req {
 static void cancel_task(void *arg) {
   struct cancel_req *r = arg;
   struct conn *cn = r->cn;
-  pthread_mutex_lock(&cn->mu);
+  rrpc__lock_acquire(&cn->mu);
   struct call *c = take_locked(cn, r->cid);
-  pthread_mutex_unlock(&cn->mu);
+  rrpc__lock_release(&cn->mu);
   free(r);
   if (c != NULL) {
     drop_timer(cn, c);
@@ -1006,6 +1008,27 @@ static int issue(rrpc_channel *ch, struct call *c, int32_t timeout_ms, rrpc_iobu
   }
 }
 
+/* A fresh call record: each field set once (a memset of the 128-byte
+ * record was a `rep stos` of 16 rounds before the fields were set again). */
+static void call_init(struct call *c, rrpc_controller *cntl, rrpc_iobuf *response, rrpc_call_done done,
+                      void *arg) {
+  c->cid = 0;
+  c->conn = NULL;
+  c->cntl = cntl;
+  c->response = response;
+  c->done = done;
+  c->arg = arg;
+  c->timer = 0;
+  c->deadline_us = 0;
+  c->dl_prev = c->dl_next = NULL;
+  c->on_dl = 0;
+  c->stats = NULL;
+  c->held = NULL;
+  atomic_init(&c->state, 0);
+  c->result = 0;
+  c->next_done = NULL;
+}
+
 int rrpc_channel_call(rrpc_channel *ch, const char *service, const char *method, rrpc_controller *cntl,
                       const rrpc_iobuf *request, rrpc_iobuf *response, rrpc_call_done done,
                       void *arg) {
@@ -1028,13 +1051,8 @@ int rrpc_channel_call(rrpc_channel *ch, const char *service, const char *method,
    * the caller's thread). */
   struct call local;
   struct call *c = done != NULL ? (struct call *)(void *)cntl->call_space : &local;
-  memset(c, 0, sizeof *c);
-  atomic_init(&c->state, 0);
+  call_init(c, cntl, response, done, arg);
   rrpc__controller_call_begin(cntl);
-  c->cntl = cntl;
-  c->response = response;
-  c->done = done;
-  c->arg = arg;
   c->cid = atomic_fetch_add(&ch->next_cid, 1);
   c->stats = ch->stats;
   rrpc__call_stats_begin(c->stats);

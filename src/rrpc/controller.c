@@ -10,7 +10,10 @@
 #include "rrpc/internal/loop.h"
 
 void rrpc__controller_init(rrpc_controller *c) {
-  memset(c, 0, offsetof(rrpc_controller, remote));
+  /* The scalars only: the iobufs are initialised below, and a memset over
+   * them too (288 bytes) became a `rep stos` of 36 rounds, where 80 bytes
+   * are five vector stores. */
+  memset(c, 0, offsetof(rrpc_controller, req_att));
   c->remote[0] = '\0';
   c->error_text[0] = '\0';
   atomic_init(&c->cancel_state, 0);

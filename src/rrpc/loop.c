@@ -15,9 +15,11 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "rrpc/internal/lock.h"
 #include "rrpc/internal/log.h"
 #include "rrpc/internal/timer_heap.h"
 
@@ -67,7 +69,7 @@ struct rrpc__loop {
   int wakefd; /* eventfd; its epoll data.ptr is &loop->wakefd */
   char name[THREAD_NAME_MAX];
 
-  pthread_mutex_t mu;
+  rrpc__lock mu;
   /* ---- guarded by mu ---- */
   struct task_vec queue;
   rrpc__timer_heap timers;
@@ -274,7 +276,7 @@ static void consume_wake(rrpc__loop *loop) {
 
 int rrpc__loop_post(rrpc__loop *loop, rrpc__task_fn fn, void *arg) {
   int rc = 0, do_wake = 0;
-  pthread_mutex_lock(&loop->mu);
+  rrpc__lock_acquire(&loop->mu);
   if (loop->stopping) {
     rc = -ESHUTDOWN;
     goto out;
@@ -296,7 +298,7 @@ int rrpc__loop_post(rrpc__loop *loop, rrpc__task_fn fn, void *arg) {
   atomic_store_explicit(&loop->has_work, 1, memory_order_relaxed);
   do_wake = need_wake_locked(loop);
 out:
-  pthread_mutex_unlock(&loop->mu);
+  rrpc__lock_release(&loop->mu);
   if (do_wake) wake(loop);
   return rc;
 }
@@ -334,7 +336,7 @@ static int run_tasks(rrpc__loop *loop) {
   /* Nothing posted, no wake-up to account for: no lock (one lock pair per
    * round saved; most rounds of a busy connection post nothing). */
   if (!loop->woken && !atomic_load_explicit(&loop->has_work, memory_order_relaxed)) return 0;
-  pthread_mutex_lock(&loop->mu);
+  rrpc__lock_acquire(&loop->mu);
   atomic_store_explicit(&loop->has_work, 0, memory_order_relaxed);
   if (loop->woken) {
     loop->wake_pending = 0;
@@ -344,7 +346,7 @@ static int run_tasks(rrpc__loop *loop) {
   loop->queue = loop->running;
   loop->running = tmp;
   int stopping = loop->stopping;
-  pthread_mutex_unlock(&loop->mu);
+  rrpc__lock_release(&loop->mu);
 
   struct task_vec *r = &loop->running;
   for (size_t i = 0; i < r->len; i++) WD_RUN(loop, "task", r->items[i].fn, r->items[i].fn(r->items[i].arg));
@@ -362,14 +364,14 @@ static int run_tasks(rrpc__loop *loop) {
 int rrpc__loop_timer_add(rrpc__loop *loop, uint64_t deadline_us, rrpc__task_fn fn, void *arg,
                          rrpc__timer_id *out) {
   int rc, do_wake = 0;
-  pthread_mutex_lock(&loop->mu);
+  rrpc__lock_acquire(&loop->mu);
   if (loop->stopping) {
     rc = -ESHUTDOWN;
   } else {
     rc = rrpc__timer_heap_add(&loop->timers, deadline_us, fn, arg, out);
     if (rc == 0 && deadline_us < loop->wait_deadline) do_wake = need_wake_locked(loop);
   }
-  pthread_mutex_unlock(&loop->mu);
+  rrpc__lock_release(&loop->mu);
   if (do_wake) wake(loop);
   return rc;
 }
@@ -377,9 +379,9 @@ int rrpc__loop_timer_add(rrpc__loop *loop, uint64_t deadline_us, rrpc__task_fn f
 int rrpc__loop_timer_cancel(rrpc__loop *loop, rrpc__timer_id id) {
   /* The loop pops a timer under mu before calling it, so "not in the heap"
    * is exactly "ran, is running, was cancelled or never existed". */
-  pthread_mutex_lock(&loop->mu);
+  rrpc__lock_acquire(&loop->mu);
   int rc = rrpc__timer_heap_cancel(&loop->timers, id);
-  pthread_mutex_unlock(&loop->mu);
+  rrpc__lock_release(&loop->mu);
   return rc;
 }
 
@@ -390,21 +392,21 @@ int rrpc__loop_timer_cancel(rrpc__loop *loop, rrpc__timer_id id) {
  * any post or earlier timer after that point writes the eventfd. */
 static uint64_t run_timers_and_plan_wait(rrpc__loop *loop) {
   uint64_t now = rrpc__now_us();
-  pthread_mutex_lock(&loop->mu);
+  rrpc__lock_acquire(&loop->mu);
   /* Timers that callbacks add now wait for the next round, even if due. */
   rrpc__timer_id limit = loop->timers.next_id;
   for (;;) {
     rrpc__task_fn fn;
     void *arg;
     if (rrpc__timer_heap_pop_due(&loop->timers, now, limit, &fn, &arg)) break;
-    pthread_mutex_unlock(&loop->mu);
+    rrpc__lock_release(&loop->mu);
     WD_RUN(loop, "timer", fn, fn(arg));
-    pthread_mutex_lock(&loop->mu);
+    rrpc__lock_acquire(&loop->mu);
   }
   if (loop->deferred.len) {
-    pthread_mutex_unlock(&loop->mu);
+    rrpc__lock_release(&loop->mu);
     run_deferred(loop);
-    pthread_mutex_lock(&loop->mu);
+    rrpc__lock_acquire(&loop->mu);
   }
   uint64_t deadline = 0;
   if (!loop->queue.len && !loop->stopping && loop->npollers == 0) {
@@ -415,11 +417,33 @@ static uint64_t run_timers_and_plan_wait(rrpc__loop *loop) {
       atomic_store_explicit(&loop->sleeping, 1, memory_order_relaxed);
     }
   }
-  pthread_mutex_unlock(&loop->mu);
+  rrpc__lock_release(&loop->mu);
   return deadline;
 }
 
 /* ---- the loop ------------------------------------------------------------ */
+
+/* The waits as plain system calls: glibc's wrappers are cancellation
+ * points, and turning the thread's asynchronous cancellation on and off
+ * around the call cost about 30 instructions a round, every round. A loop
+ * thread is never cancelled (rrpc owns it and stops it with a task). TSan
+ * builds keep glibc's wrappers, whose interceptors order an epoll_ctl
+ * before the wait that returns its event for the race detector. */
+#if defined(__SANITIZE_THREAD__)
+static int sys_epoll_wait(int epfd, struct epoll_event *ev, int max, int ms) {
+  return epoll_wait(epfd, ev, max, ms);
+}
+static int sys_epoll_pwait2(int epfd, struct epoll_event *ev, int max, const struct timespec *ts) {
+  return epoll_pwait2(epfd, ev, max, ts, NULL);
+}
+#else
+static int sys_epoll_wait(int epfd, struct epoll_event *ev, int max, int ms) {
+  return (int)syscall(SYS_epoll_wait, epfd, ev, max, ms);
+}
+static int sys_epoll_pwait2(int epfd, struct epoll_event *ev, int max, const struct timespec *ts) {
+  return (int)syscall(SYS_epoll_pwait2, epfd, ev, max, ts, NULL, (size_t)0); /* no mask: no mask size */
+}
+#endif
 
 /* Block in epoll until an fd is ready or `deadline` (UINT64_MAX: none; 0:
  * do not block). Never returns before the deadline for timeout reasons:
@@ -427,7 +451,7 @@ static uint64_t run_timers_and_plan_wait(rrpc__loop *loop) {
 static int wait_events(rrpc__loop *loop, uint64_t deadline) {
   int n;
   if (deadline == 0 || deadline == UINT64_MAX) {
-    n = epoll_wait(loop->epfd, loop->events, MAX_EVENTS, deadline ? -1 : 0);
+    n = sys_epoll_wait(loop->epfd, loop->events, MAX_EVENTS, deadline ? -1 : 0);
   } else {
     uint64_t now = rrpc__now_us();
     uint64_t left = deadline > now ? deadline - now : 0;
@@ -436,12 +460,12 @@ static int wait_events(rrpc__loop *loop, uint64_t deadline) {
     if (!atomic_load_explicit(&g_no_pwait2, memory_order_relaxed)) {
       struct timespec ts = {.tv_sec = (time_t)(left / 1000000u),
                             .tv_nsec = (long)(left % 1000000u) * 1000};
-      n = epoll_pwait2(loop->epfd, loop->events, MAX_EVENTS, &ts, NULL);
+      n = sys_epoll_pwait2(loop->epfd, loop->events, MAX_EVENTS, &ts);
       if (n < 0 && errno == ENOSYS) atomic_store_explicit(&g_no_pwait2, 1, memory_order_relaxed);
     }
     if (n < 0 && errno == ENOSYS) {
       uint64_t ms = (left + 999) / 1000;
-      n = epoll_wait(loop->epfd, loop->events, MAX_EVENTS, ms > INT_MAX ? INT_MAX : (int)ms);
+      n = sys_epoll_wait(loop->epfd, loop->events, MAX_EVENTS, ms > INT_MAX ? INT_MAX : (int)ms);
     }
   }
   if (n < 0) {
@@ -567,13 +591,12 @@ int rrpc__loop_start(const char *name, rrpc__loop **out) {
   snprintf(loop->name, sizeof loop->name, "%s", name ? name : "rrpc-loop");
   loop->wait_deadline = UINT64_MAX;
   rrpc__timer_heap_init(&loop->timers);
-  rc = -pthread_mutex_init(&loop->mu, NULL);
-  if (rc) goto fail_free;
+  rrpc__lock_init(&loop->mu);
 
   loop->events = malloc(MAX_EVENTS * sizeof *loop->events);
   if (!loop->events) {
     rc = -ENOMEM;
-    goto fail_mutex;
+    goto fail_free;
   }
   loop->epfd = epoll_create1(EPOLL_CLOEXEC);
   if (loop->epfd < 0) {
@@ -620,8 +643,6 @@ fail_events:
   free(loop->events);
   free(loop->pollers);
   free(loop->stop_hooks);
-fail_mutex:
-  pthread_mutex_destroy(&loop->mu);
 fail_free:
   free(loop);
   return rc;
@@ -634,11 +655,11 @@ void rrpc__loop_stop(rrpc__loop *loop) {
     RRPC_LOG(ERROR, "loop %s: rrpc__loop_stop called on the loop's own thread; ignored", loop->name);
     return;
   }
-  pthread_mutex_lock(&loop->mu);
+  rrpc__lock_acquire(&loop->mu);
   loop->stopping = 1;
   atomic_store_explicit(&loop->has_work, 1, memory_order_relaxed);
   int do_wake = need_wake_locked(loop);
-  pthread_mutex_unlock(&loop->mu);
+  rrpc__lock_release(&loop->mu);
   if (do_wake) wake(loop);
   pthread_join(loop->thread, NULL);
 
@@ -653,7 +674,6 @@ void rrpc__loop_stop(rrpc__loop *loop) {
   free(loop->events);
   free(loop->pollers);
   free(loop->stop_hooks);
-  pthread_mutex_destroy(&loop->mu);
   free(loop);
 }
 

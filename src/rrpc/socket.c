@@ -50,6 +50,7 @@
 
 #include "rrpc/internal/addr.h"
 #include "rrpc/internal/limits.h"
+#include "rrpc/internal/lock.h"
 #include "rrpc/internal/log.h"
 #include "rrpc/internal/metrics.h"
 #include "rrpc/errors.h"
@@ -92,8 +93,9 @@ struct rrpc__socket {
   atomic_int read_paused;   /* 1 while reading waits for the output to drain */
   atomic_int pending_requests; /* requests read and not yet answered (server owners) */
   _Atomic uint64_t last_active_us; /* last read or write progress */
+  uint64_t read_us;                /* loop thread: the delivery on_data is handling */
   /* write side */
-  pthread_mutex_t wmu;
+  rrpc__lock wmu;
   /* 1 while a writer (or the start-up) holds the token. Taken by a
    * compare-and-swap 0 -> 1 (take_token), under wmu or, by the socket's
    * loop thread, without it; given back (1 -> 0) only under wmu, by the
@@ -124,7 +126,6 @@ static void socket_free(rrpc__socket *s) {
   rrpc__iobuf_destroy(&s->rbuf);
   rrpc__iobuf_destroy(&s->wqueue);
   rrpc__iobuf_destroy(&s->wpend);
-  pthread_mutex_destroy(&s->wmu);
   pthread_mutex_destroy(&s->ev_mu);
   free(s);
 }
@@ -291,6 +292,8 @@ uint64_t rrpc__socket_last_active_us(const rrpc__socket *s) {
   return atomic_load_explicit(&s->last_active_us, memory_order_relaxed);
 }
 
+uint64_t rrpc__socket_read_us(const rrpc__socket *s) { return s->read_us; }
+
 static void touch(rrpc__socket *s) {
   atomic_store_explicit(&s->last_active_us, rrpc__now_us(), memory_order_relaxed);
 }
@@ -407,25 +410,25 @@ static void drain(rrpc__socket *s) {
     /* wpend is the token holder's alone here: what left it since it was
      * last looked at went to the wire. (Never right after a write returned
      * -EAGAIN: the loop may be resuming it already.) */
-    size_t pend = rrpc_iobuf_length(&s->wpend);
+    size_t pend = rrpc__iobuf_length(&s->wpend);
     written(s, s->pend_counted - pend);
     s->pend_counted = pend;
     if (pend == 0) {
-      pthread_mutex_lock(&s->wmu);
-      if (rrpc_iobuf_length(&s->wqueue) == 0) {
+      rrpc__lock_acquire(&s->wmu);
+      if (rrpc__iobuf_length(&s->wqueue) == 0) {
         atomic_store(&s->token, 0);
         int fin = s->fin_when_drained;
-        pthread_mutex_unlock(&s->wmu);
+        rrpc__lock_release(&s->wmu);
         if (fin) shutdown(s->fd, SHUT_RDWR); /* FIN after the data; our read side sees EOF */
         return;
       }
       int rc = rrpc_iobuf_move(&s->wpend, &s->wqueue);
-      pthread_mutex_unlock(&s->wmu);
+      rrpc__lock_release(&s->wmu);
       if (rc != 0) {
         rrpc__socket_fail(s, rc);
         return;
       }
-      s->pend_counted = rrpc_iobuf_length(&s->wpend);
+      s->pend_counted = rrpc__iobuf_length(&s->wpend);
     }
     if (atomic_load(&s->failed)) return; /* keep the token: nothing more goes out */
     int rc = s->ops->write(s, &s->wpend);
@@ -493,7 +496,7 @@ static int reserve(rrpc__socket *s, size_t n) {
 }
 
 int rrpc__socket_write(rrpc__socket *s, rrpc_iobuf *msg) {
-  size_t n = rrpc_iobuf_length(msg);
+  size_t n = rrpc__iobuf_length(msg);
   atomic_fetch_add_explicit(&s->bytes_out, n, memory_order_relaxed);
   int on_loop = rrpc__loop_in_thread(s->loop);
   if (on_loop && s->loop_holds) {
@@ -522,16 +525,16 @@ int rrpc__socket_write(rrpc__socket *s, rrpc_iobuf *msg) {
     }
     return defer_write(s, msg, n);
   }
-  pthread_mutex_lock(&s->wmu);
+  rrpc__lock_acquire(&s->wmu);
   int rc = reserve(s, n);
   if (rc != 0) {
-    pthread_mutex_unlock(&s->wmu);
+    rrpc__lock_release(&s->wmu);
     rrpc_iobuf_clear(msg);
     return rc;
   }
   if (!take_token(s)) {
     rc = rrpc_iobuf_move(&s->wqueue, msg);
-    pthread_mutex_unlock(&s->wmu);
+    rrpc__lock_release(&s->wmu);
     if (rc != 0) {
       written(s, n);
       rrpc_iobuf_clear(msg);
@@ -540,7 +543,7 @@ int rrpc__socket_write(rrpc__socket *s, rrpc_iobuf *msg) {
   }
   if (on_loop) {
     /* An in-loop handler answering, a completion issuing the next call. */
-    pthread_mutex_unlock(&s->wmu);
+    rrpc__lock_release(&s->wmu);
     return defer_write(s, msg, n);
   }
   if (rrpc__loop_awake(s->loop) || atomic_load_explicit(&s->pending_requests, memory_order_relaxed) > 1) {
@@ -552,7 +555,7 @@ int rrpc__socket_write(rrpc__socket *s, rrpc_iobuf *msg) {
      * to a sleeping loop is written by the worker itself (the lowest
      * latency when load is light). */
     rc = rrpc_iobuf_move(&s->wqueue, msg);
-    pthread_mutex_unlock(&s->wmu);
+    rrpc__lock_release(&s->wmu);
     if (rc != 0) {
       written(s, n);
       rrpc_iobuf_clear(msg);
@@ -561,7 +564,7 @@ int rrpc__socket_write(rrpc__socket *s, rrpc_iobuf *msg) {
     if (rrpc__loop_post(s->loop, flush_task, s) != 0) flush_task(s);
     return rc;
   }
-  pthread_mutex_unlock(&s->wmu);
+  rrpc__lock_release(&s->wmu);
   rc = rrpc_iobuf_move(&s->wpend, msg); /* wpend is empty: cannot grow */
   s->pend_counted = n;
   if (rc != 0) {
@@ -578,10 +581,10 @@ int rrpc__socket_write(rrpc__socket *s, rrpc_iobuf *msg) {
 void rrpc__socket_resume_write(rrpc__socket *s) { drain(s); }
 
 void rrpc__socket_finish_writes(rrpc__socket *s) {
-  pthread_mutex_lock(&s->wmu);
+  rrpc__lock_acquire(&s->wmu);
   s->fin_when_drained = 1;
   int idle = !atomic_load(&s->token);
-  pthread_mutex_unlock(&s->wmu);
+  rrpc__lock_release(&s->wmu);
   if (idle) shutdown(s->fd, SHUT_RDWR);
 }
 
@@ -595,24 +598,28 @@ void rrpc__socket_ready(rrpc__socket *s, int code) {
 
 void rrpc__socket_deliver(rrpc__socket *s) {
   if (atomic_load(&s->failed) || s->owner_notified) return;
-  touch(s);
-  size_t len = rrpc_iobuf_length(&s->rbuf);
+  /* One clock read for the activity stamp and the owner's arrival time
+   * (rrpc__socket_read_us): a server's requests and a client's responses
+   * were read now. */
+  s->read_us = rrpc__now_us();
+  atomic_store_explicit(&s->last_active_us, s->read_us, memory_order_relaxed);
+  size_t len = rrpc__iobuf_length(&s->rbuf);
   if (len > s->rbuf_left) {
     atomic_fetch_add_explicit(&s->bytes_in, len - s->rbuf_left, memory_order_relaxed);
     rrpc__loop_note(RRPC__WORK_BYTES_IN, len - s->rbuf_left);
   }
   int rc = s->handler->on_data(s->owner, s, &s->rbuf);
-  s->rbuf_left = rrpc_iobuf_length(&s->rbuf);
+  s->rbuf_left = rrpc__iobuf_length(&s->rbuf);
   if (rc < 0) {
     rrpc__socket_fail(s, rc);
     return;
   }
   /* What the owner left is a frame still arriving: it counts against the
    * process, and the connection that takes the total past the limit goes. */
-  if (rrpc__input_account(&s->in_held, rrpc_iobuf_length(&s->rbuf))) {
+  if (rrpc__input_account(&s->in_held, rrpc__iobuf_length(&s->rbuf))) {
     rrpc__limit_count(RRPC__LC_INPUT_LIMIT_CLOSES);
     RRPC_LOG(WARNING, "closing connection with %s: %zu bytes of an unfinished message pass the "
-             "process's max_input_bytes (%zu)", s->peer_str, rrpc_iobuf_length(&s->rbuf),
+             "process's max_input_bytes (%zu)", s->peer_str, rrpc__iobuf_length(&s->rbuf),
              rrpc__limit_max_input());
     rrpc__socket_fail(s, -ENOBUFS);
   }
@@ -801,7 +808,7 @@ static rrpc__socket *socket_alloc(rrpc__loop *loop, int fd, int is_client, const
   rrpc__iobuf_init(&s->rbuf);
   rrpc__iobuf_init(&s->wqueue);
   rrpc__iobuf_init(&s->wpend);
-  pthread_mutex_init(&s->wmu, NULL);
+  rrpc__lock_init(&s->wmu);
   pthread_mutex_init(&s->ev_mu, NULL);
   s->created_us = rrpc__now_us();
   return s;

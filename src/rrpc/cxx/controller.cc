@@ -36,6 +36,19 @@ Controller::~Controller() {
   if (owned_) rrpc_controller_free(c_);
 }
 
+void Controller::Rebind(rrpc_controller* c) {
+  // What the destructor would do: the closure still runs once, an async
+  // record made on this controller goes.
+  if (cancel_callback_ != nullptr) RunCancelCallback();
+  if (async_ != nullptr) {
+    detail::DeleteAsyncCall(async_);
+    async_ = nullptr;
+  }
+  c_ = c;
+  request_attachment_.buf_ = rrpc_controller_request_attachment(c);
+  response_attachment_.buf_ = rrpc_controller_response_attachment(c);
+}
+
 void Controller::Reset() {
   rrpc_controller_reset(c_);
   // The C controller keeps its attachment iobufs across a reset; fetching

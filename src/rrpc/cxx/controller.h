@@ -115,6 +115,10 @@ class Controller : public google::protobuf::RpcController {
   Controller(Borrow, rrpc_controller* c);
   // Server side: runs and forgets the NotifyOnCancel closure.
   void RunCancelCallback();
+  // Server side, a reused call: borrows `c` from now on, as if destroyed and
+  // made again with Controller(Borrow{}, c) (a destructor and a constructor
+  // chain per call cost ~90 instructions).
+  void Rebind(rrpc_controller* c);
 
   rrpc_controller* c_;
   bool owned_;

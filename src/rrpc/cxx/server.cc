@@ -135,8 +135,7 @@ struct ServerCall final : google::protobuf::Closure {
   // A spare call of the method taken for the C call `c`: as if new.
   void Reuse(rrpc_server_call* c) {
     call = c;
-    cntl.~Controller();  // borrowed: touches neither the old C call nor c
-    new (&cntl) Controller(Controller::Borrow{}, rrpc_server_call_controller(c));
+    cntl.Rebind(rrpc_server_call_controller(c));  // borrowed: touches neither the old C call nor c
     request->Clear();
     response->Clear();
     refs.store(2);

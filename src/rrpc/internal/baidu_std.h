@@ -85,7 +85,8 @@ size_t rrpc__rpc_meta_size(const rrpc__rpc_meta *m);
  * field-number order (as the C++ library does). service_name/method_name
  * are always written when HAS_REQUEST is set (they are required); LOG_ID and
  * TIMEOUT_MS only count with HAS_REQUEST, ERROR_* only with HAS_RESPONSE.
- * `out` must hold rrpc__rpc_meta_size(m) bytes. Returns the bytes written. */
+ * A field that does not count is never read, so it may be left unset (the
+ * frame builders do not clear the whole struct). `out` must hold rrpc__rpc_meta_size(m) bytes. Returns the bytes written. */
 size_t rrpc__rpc_meta_encode(const rrpc__rpc_meta *m, uint8_t *out);
 
 /* The same in two steps, for a framer that needs the size before it has
@@ -123,8 +124,10 @@ typedef struct rrpc__baidu_msg {
 } rrpc__baidu_msg;
 
 /* init makes an empty message; destroy frees meta_bytes, drops the iobuf
- * references and leaves the message empty (destroying twice is harmless).
- * A message embeds iobufs: do not copy it by value. */
+ * references and leaves the message empty but for the meta's fields, which
+ * it does not clear (a message is destroyed per frame, and nothing reads
+ * them after; its strings may point into freed memory then). Destroying
+ * twice is harmless. A message embeds iobufs: do not copy it by value. */
 void rrpc__baidu_msg_init(rrpc__baidu_msg *m);
 void rrpc__baidu_msg_destroy(rrpc__baidu_msg *m);
 

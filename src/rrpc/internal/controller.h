@@ -37,9 +37,10 @@ struct rrpc_controller {
   void *cancel_arg;
   rrpc_iobuf req_att;
   rrpc_iobuf resp_att;
-  /* The strings stay last: init clears everything before them and only
-   * their first byte (they are read as NUL-terminated strings), so a call
-   * does not zero 600 bytes it never reads. */
+  /* The strings stay last: init clears the scalars above the iobufs,
+   * initialises the iobufs, and sets only the strings' first byte (they
+   * are read as NUL-terminated strings), so a call does not zero 600 bytes
+   * it never reads. */
   char remote[80];
   char error_text[RRPC_ERROR_TEXT_MAX + 1];
   /* Room for the channel's record of the async call in flight on this

@@ -77,6 +77,12 @@ size_t rrpc__socket_unwritten(const rrpc__socket *s);
  * written (or of creation). Any thread. */
 uint64_t rrpc__socket_last_active_us(const rrpc__socket *s);
 
+/* rrpc__socket_read_us - inside the handler's on_data: the rrpc__now_us()
+ * time the read being handed over was delivered (the clock read that also
+ * stamps the socket's activity), so an owner needs no clock read of its own
+ * to tell when its messages arrived. Loop thread only. */
+uint64_t rrpc__socket_read_us(const rrpc__socket *s);
+
 /* rrpc__socket_finish_writes - nothing more will be written or read: once
  * what is queued has gone to the kernel, shut the TCP connection down both
  * ways (the peer gets the data, then FIN; our read side sees EOF, so the
