@@ -24,10 +24,16 @@ struct slot {
   _Atomic uint32_t bucket[NBUCKETS];
 };
 
+/* A second's slot is allocated the first time a call ends in it, then
+ * reused in place: a shard whose thread only begins calls (a caller whose
+ * completions run on a loop) or that saw a few calls holds a few hundred
+ * bytes, not SLOTS x 1 KiB - a process with thousands of channels keeps
+ * two shards per channel (the caller's thread and the loop's), ~23 KiB
+ * each when every slot was made up front. */
 struct shard {
   _Atomic int64_t in_flight;
   _Atomic uint64_t calls, errors;
-  struct slot slot[SLOTS];
+  _Atomic(struct slot *) slot[SLOTS];
 };
 
 struct err_entry {
@@ -67,7 +73,12 @@ int rrpc__call_stats_new(rrpc__call_stats **out) {
 
 void rrpc__call_stats_free(rrpc__call_stats *s) {
   if (s == NULL) return;
-  for (int i = 0; i < SHARDS; i++) free(atomic_load(&s->shard[i]));
+  for (int i = 0; i < SHARDS; i++) {
+    struct shard *sh = atomic_load(&s->shard[i]);
+    if (sh == NULL) continue;
+    for (int k = 0; k < SLOTS; k++) free(atomic_load(&sh->slot[k]));
+    free(sh);
+  }
   free(s);
 }
 
@@ -153,11 +164,29 @@ struct record {
   int code;
 };
 
+/* The slot for r->sec's place, allocated on its first use (NULL only when
+ * memory is short: the record is then dropped from the window). Published
+ * with its second already set, so a reader never sees a fresh slot as an
+ * old second's. */
+static struct slot *slot_get(struct shard *sh, const struct record *r) {
+  _Atomic(struct slot *) *at = &sh->slot[r->sec % SLOTS];
+  struct slot *sl = atomic_load_explicit(at, memory_order_acquire);
+  if (sl != NULL) return sl;
+  struct slot *fresh = calloc(1, sizeof *fresh);
+  if (fresh == NULL) return NULL;
+  atomic_store_explicit(&fresh->sec, r->sec, memory_order_relaxed);
+  if (atomic_compare_exchange_strong_explicit(at, &sl, fresh, memory_order_acq_rel, memory_order_acquire))
+    return fresh;
+  free(fresh); /* another thread of this shard won */
+  return sl;
+}
+
 /* The slot of r->sec, emptied first if it still holds a second that left
  * the window. Two threads sharing the shard may both clear; at worst
  * a record of this very second is lost. */
 static struct slot *slot_for(struct shard *sh, const struct record *r) {
-  struct slot *sl = &sh->slot[r->sec % SLOTS];
+  struct slot *sl = slot_get(sh, r);
+  if (sl == NULL) return NULL;
   if (atomic_load_explicit(&sl->sec, memory_order_relaxed) != r->sec) {
     atomic_store_explicit(&sl->n, 0, memory_order_relaxed);
     atomic_store_explicit(&sl->sum_us, 0, memory_order_relaxed);
@@ -170,10 +199,12 @@ static struct slot *slot_for(struct shard *sh, const struct record *r) {
 
 static void end_in(struct shard *sh, const struct record *r) {
   struct slot *sl = slot_for(sh, r);
-  atomic_fetch_add_explicit(&sl->n, 1, memory_order_relaxed);
-  atomic_fetch_add_explicit(&sl->sum_us, r->lat, memory_order_relaxed);
-  atomic_fetch_add_explicit(&sl->bucket[r->bucket], 1, memory_order_relaxed);
-  atomic_max(&sl->max_us, r->lat);
+  if (sl != NULL) {
+    atomic_fetch_add_explicit(&sl->n, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&sl->sum_us, r->lat, memory_order_relaxed);
+    atomic_fetch_add_explicit(&sl->bucket[r->bucket], 1, memory_order_relaxed);
+    atomic_max(&sl->max_us, r->lat);
+  }
   atomic_fetch_sub_explicit(&sh->in_flight, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&sh->calls, 1, memory_order_relaxed);
   if (r->code != 0) atomic_fetch_add_explicit(&sh->errors, 1, memory_order_relaxed);
@@ -225,7 +256,8 @@ void rrpc__call_stats_read(const rrpc__call_stats *s, rrpc_call_stats *out) {
     out->calls += atomic_load_explicit(&sh->calls, memory_order_relaxed);
     out->errors += atomic_load_explicit(&sh->errors, memory_order_relaxed);
     for (int k = 0; k < SLOTS; k++) {
-      const struct slot *sl = &sh->slot[k];
+      const struct slot *sl = atomic_load_explicit(&sh->slot[k], memory_order_acquire);
+      if (sl == NULL) continue;
       uint64_t ssec = atomic_load_explicit(&sl->sec, memory_order_acquire);
       if (ssec > sec || sec - ssec >= RRPC_METRICS_WINDOW_S || atomic_load(&sl->n) == 0) continue;
       n += atomic_load_explicit(&sl->n, memory_order_relaxed);
