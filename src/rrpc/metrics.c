@@ -28,8 +28,8 @@ struct slot {
  * reused in place: a shard whose thread only begins calls (a caller whose
  * completions run on a loop) or that saw a few calls holds a few hundred
  * bytes, not SLOTS x 1 KiB - a process with thousands of channels keeps
- * two shards per channel (the caller's thread and the loop's), ~23 KiB
- * each when every slot was made up front. */
+ * two shards per channel (the caller's thread and the loop's), ~23 KiB a
+ * channel when every slot was made up front. */
 struct shard {
   _Atomic int64_t in_flight;
   _Atomic uint64_t calls, errors;

@@ -393,8 +393,8 @@ int rrpc__dp_write(rrpc__socket *s, rrpc_iobuf *data) {
     /* Two WRs (a wrapped write) plus one kept for a CDC. */
     if (sq_free(ep) < 3) {
       ep->dp.write_blocked = 1;
-      int credits = rrpc__tx_window_data_credits(&ep->dp.tx) > 0;
-      rrpc__rdma_count(credits ? RRPC_RDMA_CNT_BLOCKED_SQ : RRPC_RDMA_CNT_BLOCKED, 1);
+      int has_credits = rrpc__tx_window_data_credits(&ep->dp.tx) > 0;
+      rrpc__rdma_count(has_credits ? RRPC_RDMA_CNT_BLOCKED_SQ : RRPC_RDMA_CNT_BLOCKED, 1);
       rc = -EAGAIN;
       break;
     }
