@@ -80,20 +80,23 @@ typedef struct rrpc_rdma_options {
   int bg_setup_threads;            /* rdma_bg_setup_threads: threads that make new connections'
                                       QPs and rings (a burst of handshakes is served this many
                                       at a time); 0 = the online CPUs, at least 2, at most 8 */
-  int elastic;                     /* rdma_elastic: offer elastic receive rings
-                                      (docs/elastic-rings.md): a connection whose peer offers
-                                      them too pins granted pieces instead of a ring; other
-                                      peers get the ring. Experimental: off by default
-                                      (docs/elastic-rings.md section 10 says what passes).
-                                      The environment variable RRPC_RDMA_ELASTIC=0|1
+  int elastic;                     /* rdma_elastic: elastic receive rings
+                                      (docs/elastic-rings.md), on by default: a connection
+                                      whose peer offers them too pins granted pieces (an idle
+                                      one ~5 KiB a side) instead of a ring; other peers get
+                                      the ring. RRPC_RDMA_ELASTIC_ON (1), _OFF (-1: a ring per
+                                      connection, as before round eleven); 0 = the default
+                                      (on). The environment variable RRPC_RDMA_ELASTIC=0|1
                                       overrides it (test runs of the whole suite) */
   int ring_idle_ms;                /* rdma_ring_idle_ms: elastic mode: after this long without
                                       data a connection hands back / shrinks to one 4 KiB
                                       piece per direction; 0 = 2000 */
   size_t retired_max_size;         /* rdma_retired_max_size: elastic mode, per connection:
                                       bytes of pieces retired while the application holds
-                                      them (past it the stream waits for releases);
-                                      0 = ring_size */
+                                      them (past it the stream waits for releases); half of
+                                      it bounds the pieces that received zero-copy slices pin
+                                      (past that, received bytes are copied);
+                                      0 = 4 x ring_size (a 1 MiB message goes up uncopied) */
   size_t piece_cache_size_mb;      /* rdma_piece_cache_size_mb: elastic mode: cleared,
                                       registered pieces kept process-wide for grants (a grant
                                       past it waits for a refill; gauge piece_cached_bytes,
@@ -119,6 +122,13 @@ enum {
   RRPC_RDMA_DIALECT_IMM = 1,
   RRPC_RDMA_DIALECT_CURSOR = 2,
   RRPC_RDMA_DIALECT_BRPC = 3,
+};
+
+/* rrpc_rdma_options.elastic: 0 is the default, so a zeroed struct gets it. */
+enum {
+  RRPC_RDMA_ELASTIC_OFF = -1,
+  RRPC_RDMA_ELASTIC_DEFAULT = 0, /* = on */
+  RRPC_RDMA_ELASTIC_ON = 1,
 };
 
 /* rrpc_rdma_options_init - fill with the defaults spelled out above

@@ -35,6 +35,11 @@ enum {
    * control messages in flight; 31 leaves room for as many window binds
    * and unsignaled WRs, and is 2^k - 1 because rxe rounds n + 1 up. */
   DEFAULT_ELASTIC_SQ = 31,
+  /* Elastic rings: pieces retired while the application holds them, per
+   * connection, as multiples of the ring. Half of it is the zero-copy
+   * budget (elastic_dp.c), and a 1 MiB message pins ~1.25 MiB of pieces
+   * until its last byte: 4 lets one go up whole without a copy. */
+  RETIRED_PER_RING = 4,
   ELASTIC_SQ_MIN = 8,
   ELASTIC_SQ_MAX = 4096,
   DEVICE_NAME_MAX = 64, /* rrpc__rdma_dev.name */
@@ -74,6 +79,7 @@ void rrpc_rdma_options_init(rrpc_rdma_options *o) {
   o->bg_queue_max = DEFAULT_BG_QUEUE_MAX;
   o->piece_cache_size_mb = DEFAULT_PIECE_CACHE_MB;
   o->elastic_sq_size = DEFAULT_ELASTIC_SQ;
+  o->elastic = RRPC_RDMA_ELASTIC_ON;
 }
 
 /* Smallest 16 KiB << n that holds `want` (the ring is indexed with a mask
@@ -128,13 +134,14 @@ static int options_normalize(const rrpc_rdma_options *in, rrpc_rdma_options *out
   out->trace_verbose = in->trace_verbose != 0;
   out->no_fallback = in->no_fallback != 0;
   out->recv_zerocopy = in->recv_zerocopy != 0;
-  out->elastic = in->elastic != 0;
+  if (in->elastic < RRPC_RDMA_ELASTIC_OFF || in->elastic > RRPC_RDMA_ELASTIC_ON) return -EINVAL;
+  out->elastic = in->elastic != RRPC_RDMA_ELASTIC_OFF;
   if (in->ring_idle_ms < 0) return -EINVAL;
   if (in->elastic_sq_size != 0 && (in->elastic_sq_size < ELASTIC_SQ_MIN || in->elastic_sq_size > ELASTIC_SQ_MAX))
     return -EINVAL;
   if (out->elastic_sq_size == 0) out->elastic_sq_size = DEFAULT_ELASTIC_SQ;
   if (out->ring_idle_ms == 0) out->ring_idle_ms = 2000;
-  if (out->retired_max_size == 0) out->retired_max_size = out->ring_size;
+  if (out->retired_max_size == 0) out->retired_max_size = RETIRED_PER_RING * out->ring_size;
   if (out->piece_cache_size_mb == 0) out->piece_cache_size_mb = DEFAULT_PIECE_CACHE_MB;
   /* The cache's bytes are registered: never more than the process may pin
    * (a small cap with the default cache is a valid setting, not an error). */

@@ -47,10 +47,10 @@ DEFINE_int32(rdma_bg_queue_max, 4096,
 DEFINE_int32(rdma_bg_setup_threads, 0,
              "Threads that make new RDMA connections' QPs and rings off the loops (0 = the online CPUs, "
              "at least 2, at most 8)");
-DEFINE_bool(rdma_elastic, false,
-            "Experimental, off by default: offer elastic receive rings (docs/elastic-rings.md "
-            "section 10): an RDMA connection whose peer offers them too pins granted pieces (an "
-            "idle one ~5 KiB) instead of a ring");
+DEFINE_bool(rdma_elastic, true,
+            "Offer elastic receive rings (docs/elastic-rings.md): an RDMA connection whose peer "
+            "offers them too pins granted pieces (an idle one ~5 KiB) instead of a ring; false: "
+            "a ring of --rdma_ring_size per connection");
 DEFINE_int32(rdma_elastic_sq_size, 31,
              "elastic mode: send queue depth (WRs) of a connection offering or taking up elastic "
              "rings; the peer's 16 receive credits bound its writes, so more costs only memory "
@@ -67,7 +67,8 @@ DEFINE_uint64(rdma_memory_pool_low_water_mb, 0,
               "--rdma_memory_pool_increase_size_mb)");
 DEFINE_uint64(rdma_retired_max_size, 0,
               "Elastic rings, per connection: bytes of pieces retired while the application holds "
-              "them; past it the stream waits for releases (0 = --rdma_ring_size)");
+              "them; past it the stream waits for releases; half of it bounds what zero-copy receive "
+              "pins (0 = 4 x --rdma_ring_size)");
 DEFINE_int32(rrpc_rdma_tcp_only_ttl_s, 300,
              "An RDMA client whose server closed the connection during the RDMA handshake (a "
              "server that predates it, e.g. brpc) calls it again over TCP and reaches it over "
@@ -252,7 +253,7 @@ int PrepareRdma() {
     o.close_wait_ms = FLAGS_rdma_close_wait_ms;
     o.bg_queue_max = FLAGS_rdma_bg_queue_max;
     o.bg_setup_threads = FLAGS_rdma_bg_setup_threads;
-    o.elastic = FLAGS_rdma_elastic ? 1 : 0;
+    o.elastic = FLAGS_rdma_elastic ? RRPC_RDMA_ELASTIC_ON : RRPC_RDMA_ELASTIC_OFF;
     o.ring_idle_ms = FLAGS_rdma_ring_idle_ms;
     o.elastic_sq_size = FLAGS_rdma_elastic_sq_size;
     o.retired_max_size = static_cast<size_t>(FLAGS_rdma_retired_max_size);
