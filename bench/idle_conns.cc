@@ -35,6 +35,7 @@
 #include <gflags/gflags.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -45,6 +46,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cerrno>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -574,6 +576,65 @@ double warm_latency_us(rrpc_channel *ch, const rrpc_iobuf *small, Call *c) {
   return median(v);
 }
 
+// The raw reference: a forked process echoes 64 B messages over a
+// socketpair; both sides block in read between them, as rrpc's loops block
+// in epoll. The child only reads, writes and exits (async-signal-safe after
+// a fork of a threaded process).
+struct RawEcho {
+  int fd = -1;
+  pid_t pid = -1;
+};
+
+bool io_full(int fd, char *p, size_t n, bool wr) {
+  while (n > 0) {
+    ssize_t k = wr ? write(fd, p, n) : read(fd, p, n);
+    if (k <= 0 && !(k < 0 && errno == EINTR)) return false;
+    if (k > 0) p += k, n -= (size_t)k;
+  }
+  return true;
+}
+
+bool raw_start(RawEcho *r) {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return false;
+  r->pid = fork();
+  if (r->pid == 0) {
+    close(sv[0]);
+    char m[64];
+    while (io_full(sv[1], m, sizeof m, false) && io_full(sv[1], m, sizeof m, true)) {
+    }
+    _exit(0);
+  }
+  close(sv[1]);
+  r->fd = sv[0];
+  return r->pid > 0;
+}
+
+void raw_stop(RawEcho *r) {
+  if (r->fd >= 0) close(r->fd);  // the child sees EOF and exits
+  if (r->pid > 0) waitpid(r->pid, nullptr, 0);
+}
+
+// Microseconds of one raw round trip; -1 on failure.
+double raw_rtt_us(RawEcho *r) {
+  char m[64];
+  memset(m, 'r', sizeof m);
+  auto t0 = Clock::now();
+  bool ok = io_full(r->fd, m, sizeof m, true) && io_full(r->fd, m, sizeof m, false);
+  return ok ? std::chrono::duration<double, std::micro>(Clock::now() - t0).count() : -1;
+}
+
+// As warm_latency_us, for the raw reference.
+double raw_warm_us(RawEcho *r) {
+  std::vector<double> v;
+  for (int i = 0; i < 60; i++) {
+    double us = raw_rtt_us(r);
+    if (us < 0) return -1;
+    if (i >= 10) v.push_back(us);
+  }
+  return median(v);
+}
+
 // Per round: after an idle period, the first 64 B call's latency; after
 // another, the first second's 1 MiB throughput. Each against the warm
 // figure taken just before and just after it (their mean), so that a host
@@ -589,7 +650,9 @@ bool run_idle_probe(const std::string &addr) {
   rrpc_iobuf_append(small, s64.data(), s64.size());
   rrpc_iobuf_append(mib, s1m.data(), s1m.size());
   bool ok = ch && timed_call(ch, "Echo", small, &c) >= 0;
-  std::vector<double> lat_ratio, tput_ratio;
+  std::vector<double> lat_ratio, tput_ratio, raw_ratio;
+  RawEcho raw;
+  ok = ok && raw_start(&raw);
   auto idle = [] { std::this_thread::sleep_for(std::chrono::seconds(FLAGS_idle_probe_seconds)); };  // measured
   for (int r = 0; ok && r < FLAGS_idle_probe_rounds; r++) {
     double lat_before = warm_latency_us(ch, small, &c);
@@ -600,18 +663,28 @@ bool run_idle_probe(const std::string &addr) {
     idle();
     double first_mib = one_second_mib_s(ch, mib, &c);
     double mib_after = one_second_mib_s(ch, mib, &c);
-    ok = lat_before > 0 && first_us > 0 && lat_after > 0 && mib_before > 0 && first_mib > 0 && mib_after > 0;
+    double raw_before = raw_warm_us(&raw);
+    idle();
+    double raw_first = raw_rtt_us(&raw);
+    double raw_after = raw_warm_us(&raw);
+    ok = lat_before > 0 && first_us > 0 && lat_after > 0 && mib_before > 0 && first_mib > 0 && mib_after > 0 &&
+         raw_before > 0 && raw_first > 0 && raw_after > 0;
     double warm_us = (lat_before + lat_after) / 2, warm_mib = (mib_before + mib_after) / 2;
     lat_ratio.push_back(ok ? first_us / warm_us : -1);
     tput_ratio.push_back(ok ? first_mib / warm_mib : -1);
+    raw_ratio.push_back(ok ? raw_first / ((raw_before + raw_after) / 2) : -1);
     printf("idle_probe round=%d idle_s=%d warm_lat_us=%.1f/%.1f first_lat_us=%.1f lat_ratio=%.2f "
-           "warm_mib_s=%.1f/%.1f first_second_mib_s=%.1f tput_ratio=%.2f\n",
+           "warm_mib_s=%.1f/%.1f first_second_mib_s=%.1f tput_ratio=%.2f "
+           "raw_warm_us=%.1f/%.1f raw_first_us=%.1f raw_lat_ratio=%.2f\n",
            r, FLAGS_idle_probe_seconds, lat_before, lat_after, first_us, lat_ratio.back(), mib_before, mib_after,
-           first_mib, tput_ratio.back());
+           first_mib, tput_ratio.back(), raw_before, raw_after, raw_first, raw_ratio.back());
     fflush(stdout);
   }
-  printf("idle_probe_summary idle_s=%d rounds=%zu median_lat_ratio=%.2f median_tput_ratio=%.2f ok=%d\n",
-         FLAGS_idle_probe_seconds, lat_ratio.size(), median(lat_ratio), median(tput_ratio), ok ? 1 : 0);
+  raw_stop(&raw);
+  printf("idle_probe_summary idle_s=%d rounds=%zu median_lat_ratio=%.2f median_tput_ratio=%.2f "
+         "median_raw_lat_ratio=%.2f ok=%d\n",
+         FLAGS_idle_probe_seconds, lat_ratio.size(), median(lat_ratio), median(tput_ratio), median(raw_ratio),
+         ok ? 1 : 0);
   fflush(stdout);
   rrpc_iobuf_free(small);
   rrpc_iobuf_free(mib);
