@@ -144,12 +144,8 @@ struct Peer {
     sockaddr_storage local = {};
     socklen_t sl = sizeof local;
     getsockname(fd, (sockaddr *)&local, &sl);
-    int gi;
-    ibv_gid gid;
-    if (rrpc__rdma_dev_pick_gid(dev, &local, &gi, &gid) != 0) return fail("gid");
-    gid_index_ = gi;
-    gid_ = gid;
-    memcpy(p.gid, gid.raw, 16);
+    if (!pick_gid()) return false;
+    memcpy(p.gid, gid_.raw, 16);
     memcpy(p.mac, dev->mac, 6);
     memcpy(p.peer_id + 2, dev->mac, 6);
     p.peer_id[0] = peer_id0;
@@ -162,6 +158,19 @@ struct Peer {
     size_t len;
     if (rrpc__clc_encode_proposal(&p, b, sizeof b, &len) != 0) return fail("encode proposal");
     return send(fd, b, len, MSG_NOSIGNAL) == (ssize_t)len || fail("send proposal");
+  }
+
+  // The GID of the TCP connection's local address (for our CLC messages).
+  bool pick_gid() {
+    sockaddr_storage local = {};
+    socklen_t sl = sizeof local;
+    getsockname(fd, (sockaddr *)&local, &sl);
+    int gi;
+    ibv_gid gid;
+    if (rrpc__rdma_dev_pick_gid(dev, &local, &gi, &gid) != 0) return fail("gid");
+    gid_index_ = gi;
+    gid_ = gid;
+    return true;
   }
 
   // Read one CLC message from the server.
@@ -256,9 +265,11 @@ struct Peer {
     return true;
   }
 
-  bool send_confirm() {
+  // Our Confirm (as a client) or, with RRPC_CLC_ACCEPT, our Accept (as a
+  // rogue server: pick_gid and create_verbs first).
+  bool send_confirm(uint8_t type = RRPC_CLC_CONFIRM) {
     rrpc__clc_accept c = {};
-    c.type = RRPC_CLC_CONFIRM;
+    c.type = type;
     c.first_contact = 1;
     memcpy(c.peer_id + 2, dev->mac, 6);
     memcpy(c.gid, gid_.raw, 16);
