@@ -175,7 +175,9 @@ typedef struct rrpc_rdma_stats {
   uint64_t close_unconfirmed;     /* close CDCs not seen complete within close_wait_ms */
   /* Registered outside the pool, now (pool_bytes + ring_bytes + slot_bytes
    * is everything rrpc has registered): */
-  uint64_t ring_bytes;            /* connections' receive rings (kept while zero-copy slices live) */
+  uint64_t ring_bytes;            /* connections' receive rings (kept while zero-copy slices live)
+                                     and elastic pieces (piece_cached_bytes + piece_used_bytes
+                                     of it) */
   uint64_t slot_bytes;            /* connections' CDC receive slots: the slab they are carved from
                                      (64 KiB chunks per device, kept while the process runs), and
                                      the brpc dialect's send slots */
