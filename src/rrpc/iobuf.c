@@ -1,13 +1,14 @@
 /* iobuf.c - iobuf operations (append, share, move, cut, pop, reserve/commit, views) over the blocks of block.c. */
 #include "internal/iobuf.h"
 
-#include <assert.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+
+#include "internal/dassert.h"
 
 /* Invariants kept by every function here:
  *  - refs[start, end) are the live refs, each with len > 0 and holding one
@@ -123,7 +124,7 @@ static inline int ensure_room(rrpc_iobuf *buf, size_t n) {
 
 /* push - append a ref that already owns its reference; room must exist. */
 static void push(rrpc_iobuf *buf, rrpc_block *b, uint32_t off, uint32_t len) {
-  assert(buf->end < buf->cap && len > 0);
+  RRPC__DASSERT(buf->end < buf->cap && len > 0);
   rrpc_iobuf_ref *r = &buf->refs[buf->end++];
   r->block = b;
   r->off = off;
@@ -384,7 +385,7 @@ static int cut_frame_in_piece(rrpc_iobuf *buf, size_t skip, size_t n1, rrpc_iobu
 
 int rrpc__iobuf_cut_frame(rrpc_iobuf *buf, size_t skip, size_t n1, rrpc_iobuf *d1, size_t n2,
                           rrpc_iobuf *d2) {
-  assert(d1 != buf && d2 != buf && (d1 != d2 || n2 == 0) && skip + n1 + n2 <= buf->len);
+  RRPC__DASSERT(d1 != buf && d2 != buf && (d1 != d2 || n2 == 0) && skip + n1 + n2 <= buf->len);
   if (buf->start != buf->end && buf->refs[buf->start].len >= skip + n1 + n2)
     return cut_frame_in_piece(buf, skip, n1, d1, n2, d2);
   rrpc_iobuf_pop_front(buf, skip);
@@ -450,16 +451,16 @@ void rrpc__iobuf_commit(rrpc_iobuf *buf, size_t n) {
   if (n == 0) return;
   rrpc_block *b = buf->spare;
   if (b) {
-    assert(n <= b->cap);
+    RRPC__DASSERT(n <= b->cap);
     buf->spare = NULL;
     b->size = (uint32_t)n;
     push(buf, b, 0, (uint32_t)n);
     return;
   }
-  assert(buf->start < buf->end);
+  RRPC__DASSERT(buf->start < buf->end);
   rrpc_iobuf_ref *r = &buf->refs[buf->end - 1];
   b = r->block;
-  assert(r->off + r->len == b->size && n <= (size_t)(b->cap - b->size));
+  RRPC__DASSERT(r->off + r->len == b->size && n <= (size_t)(b->cap - b->size));
   b->size += (uint32_t)n;
   r->len += (uint32_t)n;
   buf->len += n;
