@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include <algorithm>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -656,6 +657,31 @@ TEST(RpcMeta, StrEq) {
   EXPECT_FALSE(rrpc__str_eq(rrpc__str{"abc", 2}, "abc"));
   EXPECT_FALSE(rrpc__str_eq(rrpc__str{"abd", 3}, "abc"));
   EXPECT_FALSE(rrpc__str_eq(rrpc__str{"abc", 3}, ""));
+}
+
+// rrpc__bytes_eq (the method lookup's name compare, inline words instead
+// of memcmp) agrees with memcmp at every length and every differing byte,
+// and reads only [0, n): each buffer is a heap block of exactly n bytes, so
+// AddressSanitizer (make SAN=1) reports a read past either end.
+TEST(RpcMeta, BytesEqAgreesWithMemcmp) {
+  for (size_t n = 0; n <= 40; n++) {
+    std::unique_ptr<char[]> a(new char[n ? n : 1]), b(new char[n ? n : 1]);
+    for (size_t i = 0; i < n; i++) a[i] = b[i] = static_cast<char>('a' + i % 26);
+    EXPECT_TRUE(rrpc__bytes_eq(a.get(), b.get(), n)) << n;
+    for (size_t i = 0; i < n; i++) {
+      for (int bit = 0; bit < 8; bit += 7) {  // a low bit and the sign bit
+        b[i] = static_cast<char>(a[i] ^ (1 << bit));
+        EXPECT_FALSE(rrpc__bytes_eq(a.get(), b.get(), n)) << n << " at " << i << " bit " << bit;
+        EXPECT_EQ(memcmp(a.get(), b.get(), n) == 0, rrpc__bytes_eq(a.get(), b.get(), n) != 0);
+        b[i] = a[i];
+      }
+    }
+  }
+  EXPECT_TRUE(rrpc__str_eqn(rrpc__str{nullptr, 0}, "", 0));
+  EXPECT_TRUE(rrpc__str_eqn(rrpc__str{"test.PerfTestService", 20}, "test.PerfTestService", 20));
+  EXPECT_FALSE(rrpc__str_eqn(rrpc__str{"test.PerfTestServicf", 20}, "test.PerfTestService", 20));
+  EXPECT_FALSE(rrpc__str_eqn(rrpc__str{"Test", 4}, "Tesu", 4));
+  EXPECT_FALSE(rrpc__str_eqn(rrpc__str{"Test", 4}, "Tests", 5));
 }
 
 // ---- frames: pack ------------------------------------------------------------
