@@ -624,6 +624,26 @@ TEST(RpcMetaEncode, RequestResponseAndExtremes) {
   EXPECT_EQ(std::string("\x0a\x04\x0a\x00\x12\x00\x12\x00", 8), Encode(bare));
 }
 
+// The encoder copies names of up to 32 bytes with word loads and stores
+// (rpc_meta.c copy_short): every length around its size classes, from
+// names in heap blocks of exactly their size (AddressSanitizer sees a read
+// past either end), encodes as the C++ library does.
+TEST(RpcMetaEncode, NamesOfEveryShortLength) {
+  for (size_t n = 0; n <= 40; n++) {
+    std::unique_ptr<char[]> svc(new char[n ? n : 1]), method(new char[n < 40 ? 40 - n : 1]);
+    for (size_t i = 0; i < n; i++) svc[i] = static_cast<char>('A' + i % 26);
+    for (size_t i = 0; i < 40 - n; i++) method[i] = static_cast<char>('a' + i % 26);
+    rrpc__rpc_meta m;
+    memset(&m, 0, sizeof(m));
+    m.has = RRPC_META_HAS_REQUEST | RRPC_META_HAS_CORRELATION_ID;
+    m.service_name = rrpc__str{svc.get(), n};
+    m.method_name = rrpc__str{method.get(), 40 - n};
+    m.correlation_id = static_cast<int64_t>(n);
+    SCOPED_TRACE(n);
+    CheckRrpcToCxx(m);
+  }
+}
+
 TEST(RpcMetaEncode, SubFieldBitsNeedTheirMessage) {
   rrpc__rpc_meta m;
   memset(&m, 0, sizeof(m));

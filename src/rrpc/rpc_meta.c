@@ -446,11 +446,45 @@ static inline uint8_t *put_tag(uint8_t *p, uint32_t field, unsigned wt) {
   return put_varint(p, ((uint64_t)field << 3) | wt);
 }
 
+/* n bytes from src to dst without a memcpy call when n <= 32: a request
+ * writes two names (a service's full name is a few dozen bytes), and the
+ * call and its size dispatch cost more than the copy. Fixed-size memcpys
+ * are single loads and stores; the second of each pair overlaps the first
+ * (n not a multiple of the word), so each size class is two or four. */
+static inline void copy_short(uint8_t *dst, const char *src, size_t n) {
+  uint64_t a, b, c, d;
+  uint32_t x, y;
+  if (n > 32) {
+    memcpy(dst, src, n);
+  } else if (n > 16) {
+    memcpy(&a, src, 8);
+    memcpy(&b, src + 8, 8);
+    memcpy(&c, src + n - 16, 8);
+    memcpy(&d, src + n - 8, 8);
+    memcpy(dst, &a, 8);
+    memcpy(dst + 8, &b, 8);
+    memcpy(dst + n - 16, &c, 8);
+    memcpy(dst + n - 8, &d, 8);
+  } else if (n >= 8) {
+    memcpy(&a, src, 8);
+    memcpy(&b, src + n - 8, 8);
+    memcpy(dst, &a, 8);
+    memcpy(dst + n - 8, &b, 8);
+  } else if (n >= 4) {
+    memcpy(&x, src, 4);
+    memcpy(&y, src + n - 4, 4);
+    memcpy(dst, &x, 4);
+    memcpy(dst + n - 4, &y, 4);
+  } else {
+    for (size_t i = 0; i < n; i++)
+      dst[i] = (uint8_t)src[i];
+  }
+}
+
 static inline uint8_t *put_str(uint8_t *p, uint32_t field, rrpc__str s) {
   p = put_tag(p, field, WT_LEN);
   p = put_varint(p, s.len);
-  if (s.len)
-    memcpy(p, s.ptr, s.len);
+  copy_short(p, s.ptr, s.len);
   return p + s.len;
 }
 
