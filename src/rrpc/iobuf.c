@@ -164,6 +164,19 @@ static int new_block(rrpc_iobuf *buf, rrpc_block **out) {
 
 int rrpc_iobuf_append(rrpc_iobuf *buf, const void *data, size_t len) {
   if (len == 0) return 0;
+  /* An empty iobuf whose spare (kept by rrpc_iobuf_reuse) holds it all: a
+   * scratch iobuf refilled per call with one small message (the C++ face
+   * serializes each request and response so). What new_block and push do
+   * below, without the tail and room checks, the block count and the loop:
+   * an empty iobuf has no tail, and its array has room for one ref. */
+  rrpc_block *spare = buf->spare;
+  if (buf->end == 0 && spare != NULL && len <= spare->cap && spare->alloc == rrpc_block_allocator_get()) {
+    buf->spare = NULL;
+    memcpy(spare->data, data, len);
+    spare->size = (uint32_t)len;
+    push(buf, spare, 0, (uint32_t)len);
+    return 0;
+  }
   const char *src = data;
   size_t room = tail_room(buf);
   size_t head = len < room ? len : room; /* bytes for the tail of the last block */
