@@ -422,9 +422,15 @@ int rrpc__rpc_meta_decode(const uint8_t *p, size_t n, rrpc__rpc_meta *out) {
 /* ---- encoding ------------------------------------------------------------ */
 
 /* Bytes of v as a varint, without a loop: 7 bits a byte, so
- * (floor(log2(v|1)) * 9 + 73) / 64 (the formula protobuf's own coder uses). */
+ * (floor(log2(v|1)) * 9 + 73) / 64 (the formula protobuf's own coder uses).
+ * Most values sized per frame (the names' lengths, the sub-messages'
+ * sizes, an attachment under 128 bytes) take one byte: a compare answers
+ * those before the bit count and the arithmetic (~10 instructions each,
+ * six or so a request). */
 static inline size_t varint_size(uint64_t v) {
-  return ((size_t)(63 - __builtin_clzll(v | 1)) * 9 + 73) / 64;
+  if (v < 0x80)
+    return 1;
+  return ((size_t)(63 - __builtin_clzll(v)) * 9 + 73) / 64;
 }
 
 /* int32 and int64 fields encode as a 64-bit varint of the sign-extended
