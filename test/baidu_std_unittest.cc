@@ -984,6 +984,33 @@ TEST(BaiduCut, RoundTripAttachmentSizes) {
   }
 }
 
+// A frame into an empty output is built in a block of its own (pack's
+// direct path, no reserve): a meta larger than a default block gets a
+// block that holds it, into an empty output and behind other bytes alike,
+// with a copied payload behind it.
+TEST(BaiduPack, MetaLargerThanABlockIntoEmptyAndNonEmptyOutput) {
+  std::string svc(3 * RRPC_IOBUF_DEFAULT_BLOCK_SIZE + 5, 'S'), method = "M";
+  for (const char *before : {"", "xyz"}) {
+    SCOPED_TRACE(before);
+    Expected e;
+    e.meta = RequestMeta(svc, method, 42);
+    e.payload = Pattern(40, 3);
+    e.att = Pattern(100, 4);
+    Buf out, pay, at;
+    out.add(before);
+    pay.add(e.payload);
+    at.add(e.att);
+    ASSERT_EQ(0, rrpc__baidu_pack(&out.b, &e.meta, &pay.b, &at.b));
+    ASSERT_EQ(strlen(before) + RRPC_BAIDU_HEADER_SIZE + rrpc__rpc_meta_size(&e.meta) + 40 + 100,
+              out.size());
+    EXPECT_EQ(strlen(before), rrpc_iobuf_pop_front(&out.b, strlen(before)));
+    Msg msg;
+    ASSERT_EQ(1, rrpc__baidu_cut(&out.b, 0, &msg.m));
+    ExpectMsg(e, msg.m);
+    EXPECT_EQ(0u, out.size());
+  }
+}
+
 TEST(BaiduCut, SeveralFramesBackToBack) {
   std::mt19937 rng(99);
   std::vector<std::string> names = {"a.B", "c", "Method", "x.y.Z", ""};

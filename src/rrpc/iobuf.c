@@ -306,6 +306,15 @@ int rrpc__iobuf_append_block(rrpc_iobuf *buf, rrpc_block *b, uint32_t off, uint3
   return 0;
 }
 
+int rrpc__iobuf_append_new(rrpc_iobuf *buf, rrpc_block *b, uint32_t n) {
+  RRPC__DASSERT(n > 0 && n <= b->cap);
+  int rc = ensure_room(buf, 1);
+  if (rc < 0) return rc;
+  b->size = n;
+  push(buf, b, 0, n);
+  return 0;
+}
+
 /* ---- taking bytes out -------------------------------------------------------- */
 
 long rrpc_iobuf_cut(rrpc_iobuf *buf, size_t n, rrpc_iobuf *dst) {
