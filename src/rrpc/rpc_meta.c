@@ -409,9 +409,26 @@ int rrpc__rpc_meta_decode_fast(const uint8_t *p, size_t n, rrpc__rpc_meta *out) 
   return -EAGAIN;
 }
 
+/* Every field of *m zeroed, one store each: a memset of the 104-byte
+ * struct compiled to a `rep stos` of 13 rounds and its set-up (~25
+ * instructions), the fields to about a dozen plain or vector stores. The
+ * padding is left as it was: nothing reads or compares it. */
+static inline void meta_clear(rrpc__rpc_meta *m) {
+  m->has = 0;
+  m->service_name = (rrpc__str){NULL, 0};
+  m->method_name = (rrpc__str){NULL, 0};
+  m->log_id = 0;
+  m->timeout_ms = 0;
+  m->error_code = 0;
+  m->error_text = (rrpc__str){NULL, 0};
+  m->compress_type = 0;
+  m->correlation_id = 0;
+  m->attachment_size = 0;
+}
+
 /* Thread-safe (no shared state); strings in *out borrow from p. */
 int rrpc__rpc_meta_decode(const uint8_t *p, size_t n, rrpc__rpc_meta *out) {
-  memset(out, 0, sizeof(*out));
+  meta_clear(out);
   if (n == 0)
     return 0; /* an empty message; p may be NULL, so no arithmetic on it */
   if (decode_fast(p, n, out))
