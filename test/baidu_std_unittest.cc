@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include <algorithm>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -623,6 +624,26 @@ TEST(RpcMetaEncode, RequestResponseAndExtremes) {
   EXPECT_EQ(std::string("\x0a\x04\x0a\x00\x12\x00\x12\x00", 8), Encode(bare));
 }
 
+// The encoder copies names of up to 32 bytes with word loads and stores
+// (rpc_meta.c copy_short): every length around its size classes, from
+// names in heap blocks of exactly their size (AddressSanitizer sees a read
+// past either end), encodes as the C++ library does.
+TEST(RpcMetaEncode, NamesOfEveryShortLength) {
+  for (size_t n = 0; n <= 40; n++) {
+    std::unique_ptr<char[]> svc(new char[n ? n : 1]), method(new char[n < 40 ? 40 - n : 1]);
+    for (size_t i = 0; i < n; i++) svc[i] = static_cast<char>('A' + i % 26);
+    for (size_t i = 0; i < 40 - n; i++) method[i] = static_cast<char>('a' + i % 26);
+    rrpc__rpc_meta m;
+    memset(&m, 0, sizeof(m));
+    m.has = RRPC_META_HAS_REQUEST | RRPC_META_HAS_CORRELATION_ID;
+    m.service_name = rrpc__str{svc.get(), n};
+    m.method_name = rrpc__str{method.get(), 40 - n};
+    m.correlation_id = static_cast<int64_t>(n);
+    SCOPED_TRACE(n);
+    CheckRrpcToCxx(m);
+  }
+}
+
 TEST(RpcMetaEncode, SubFieldBitsNeedTheirMessage) {
   rrpc__rpc_meta m;
   memset(&m, 0, sizeof(m));
@@ -656,6 +677,31 @@ TEST(RpcMeta, StrEq) {
   EXPECT_FALSE(rrpc__str_eq(rrpc__str{"abc", 2}, "abc"));
   EXPECT_FALSE(rrpc__str_eq(rrpc__str{"abd", 3}, "abc"));
   EXPECT_FALSE(rrpc__str_eq(rrpc__str{"abc", 3}, ""));
+}
+
+// rrpc__bytes_eq (the method lookup's name compare, inline words instead
+// of memcmp) agrees with memcmp at every length and every differing byte,
+// and reads only [0, n): each buffer is a heap block of exactly n bytes, so
+// AddressSanitizer (make SAN=1) reports a read past either end.
+TEST(RpcMeta, BytesEqAgreesWithMemcmp) {
+  for (size_t n = 0; n <= 40; n++) {
+    std::unique_ptr<char[]> a(new char[n ? n : 1]), b(new char[n ? n : 1]);
+    for (size_t i = 0; i < n; i++) a[i] = b[i] = static_cast<char>('a' + i % 26);
+    EXPECT_TRUE(rrpc__bytes_eq(a.get(), b.get(), n)) << n;
+    for (size_t i = 0; i < n; i++) {
+      for (int bit = 0; bit < 8; bit += 7) {  // a low bit and the sign bit
+        b[i] = static_cast<char>(a[i] ^ (1 << bit));
+        EXPECT_FALSE(rrpc__bytes_eq(a.get(), b.get(), n)) << n << " at " << i << " bit " << bit;
+        EXPECT_EQ(memcmp(a.get(), b.get(), n) == 0, rrpc__bytes_eq(a.get(), b.get(), n) != 0);
+        b[i] = a[i];
+      }
+    }
+  }
+  EXPECT_TRUE(rrpc__str_eqn(rrpc__str{nullptr, 0}, "", 0));
+  EXPECT_TRUE(rrpc__str_eqn(rrpc__str{"test.PerfTestService", 20}, "test.PerfTestService", 20));
+  EXPECT_FALSE(rrpc__str_eqn(rrpc__str{"test.PerfTestServicf", 20}, "test.PerfTestService", 20));
+  EXPECT_FALSE(rrpc__str_eqn(rrpc__str{"Test", 4}, "Tesu", 4));
+  EXPECT_FALSE(rrpc__str_eqn(rrpc__str{"Test", 4}, "Tests", 5));
 }
 
 // ---- frames: pack ------------------------------------------------------------
@@ -935,6 +981,33 @@ TEST(BaiduCut, RoundTripAttachmentSizes) {
       FeedAndCut(wire, {e}, [&] { return size_t(1 + rng() % 100000); });
       if (HasFatalFailure()) return;
     }
+  }
+}
+
+// A frame into an empty output is built in a block of its own (pack's
+// direct path, no reserve): a meta larger than a default block gets a
+// block that holds it, into an empty output and behind other bytes alike,
+// with a copied payload behind it.
+TEST(BaiduPack, MetaLargerThanABlockIntoEmptyAndNonEmptyOutput) {
+  std::string svc(3 * RRPC_IOBUF_DEFAULT_BLOCK_SIZE + 5, 'S'), method = "M";
+  for (const char *before : {"", "xyz"}) {
+    SCOPED_TRACE(before);
+    Expected e;
+    e.meta = RequestMeta(svc, method, 42);
+    e.payload = Pattern(40, 3);
+    e.att = Pattern(100, 4);
+    Buf out, pay, at;
+    out.add(before);
+    pay.add(e.payload);
+    at.add(e.att);
+    ASSERT_EQ(0, rrpc__baidu_pack(&out.b, &e.meta, &pay.b, &at.b));
+    ASSERT_EQ(strlen(before) + RRPC_BAIDU_HEADER_SIZE + rrpc__rpc_meta_size(&e.meta) + 40 + 100,
+              out.size());
+    EXPECT_EQ(strlen(before), rrpc_iobuf_pop_front(&out.b, strlen(before)));
+    Msg msg;
+    ASSERT_EQ(1, rrpc__baidu_cut(&out.b, 0, &msg.m));
+    ExpectMsg(e, msg.m);
+    EXPECT_EQ(0u, out.size());
   }
 }
 

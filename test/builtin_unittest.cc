@@ -276,6 +276,16 @@ TEST_F(Builtin, MethodFiguresFollowCalls) {
   rrpc_metrics_set_enabled(1);
   ASSERT_EQ(0, rrpc_server_method_stats(srv_, "test.Svc", "Echo", &st));
   EXPECT_EQ(20u, st.calls);
+  EXPECT_EQ(0, st.in_flight);
+  ASSERT_EQ(0, rrpc_channel_stats(ch_, &cs));
+  EXPECT_EQ(20u, cs.calls);
+  EXPECT_EQ(0, cs.in_flight);
+  // And on again, counted again on both sides.
+  ASSERT_EQ(0, call(ch_, "Echo"));
+  ASSERT_EQ(0, rrpc_server_method_stats(srv_, "test.Svc", "Echo", &st));
+  EXPECT_EQ(21u, st.calls);
+  ASSERT_EQ(0, rrpc_channel_stats(ch_, &cs));
+  EXPECT_EQ(21u, cs.calls);
 }
 
 TEST_F(Builtin, FallbackShowsItsDeclineReason) {

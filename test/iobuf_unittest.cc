@@ -1248,6 +1248,33 @@ TEST(IobufReuse, KeepsOneUnsharedBlockAndLeaksNone) {
   EXPECT_EQ(0, ca.live_bytes.load());
 }
 
+// An append into the kept block takes a shortcut when it fits whole
+// (iobuf.c); one that does not fit fills the kept block and continues in
+// new ones, and one of exactly its size fits.
+TEST(IobufReuse, AppendsLargerThanTheKeptBlockSpill) {
+  Buf s = NewBuf();
+  ASSERT_EQ(0, rrpc_iobuf_append(s.get(), "seed", 4));
+  rrpc_block *kept = BlockOf(s.get(), 0);
+  const size_t cap = kept->cap;
+  rrpc_iobuf_reuse(s.get());
+  std::string big(cap * 2 + 7, '\0');
+  for (size_t i = 0; i < big.size(); i++) big[i] = static_cast<char>('a' + i % 23);
+  ASSERT_EQ(0, rrpc_iobuf_append(s.get(), big.data(), big.size()));
+  ExpectConsistent(s.get(), big);
+  EXPECT_EQ(3u, rrpc_iobuf_piece_count(s.get()));
+  EXPECT_EQ(kept, BlockOf(s.get(), 0)); // filled first
+  rrpc_iobuf_clear(s.get());
+
+  ASSERT_EQ(0, rrpc_iobuf_append(s.get(), "seed", 4));
+  kept = BlockOf(s.get(), 0);
+  rrpc_iobuf_reuse(s.get());
+  std::string exact(kept->cap, 'z');
+  ASSERT_EQ(0, rrpc_iobuf_append(s.get(), exact.data(), exact.size()));
+  ExpectConsistent(s.get(), exact);
+  EXPECT_EQ(1u, rrpc_iobuf_piece_count(s.get()));
+  EXPECT_EQ(kept, BlockOf(s.get(), 0));
+}
+
 // User memory is never kept (it is not ours to write), and a block kept
 // under one allocator is not used for appends under another.
 TEST(IobufReuse, NeverKeepsUserMemoryOrAnotherAllocatorsBlock) {

@@ -19,7 +19,7 @@ static void leave(rrpc__gate *g) {
   if (g != NULL && g->max > 0) atomic_fetch_sub(&g->running, 1);
 }
 
-int rrpc__gates_enter(rrpc__gate *a, rrpc__gate *b) {
+int rrpc__gates_enter_limited(rrpc__gate *a, rrpc__gate *b) {
   if (enter(a)) {
     if (enter(b)) return 0;
     leave(a);
@@ -28,7 +28,7 @@ int rrpc__gates_enter(rrpc__gate *a, rrpc__gate *b) {
   return -RRPC_ELIMIT;
 }
 
-void rrpc__gates_leave(rrpc__gate *a, rrpc__gate *b) {
+void rrpc__gates_leave_limited(rrpc__gate *a, rrpc__gate *b) {
   leave(a);
   leave(b);
 }

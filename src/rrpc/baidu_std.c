@@ -126,8 +126,12 @@ static int cut_frame(rrpc_iobuf *in, size_t max_body, rrpc__baidu_msg *out) {
     max_body = RRPC_BAIDU_DEFAULT_MAX_BODY;
   if (have == 0)
     return 0;
-  h = rrpc__iobuf_contiguous(in, have, scratch);
-  if (h == NULL)
+  /* The header is nearly always in the first piece (a read brings it
+   * whole): borrowed from there without a call. */
+  const rrpc_iobuf_ref *first = rrpc__iobuf_ref_at(in, 0);
+  if (first->len >= have)
+    h = (const uint8_t *)first->block->data + first->off;
+  else if ((h = rrpc__iobuf_contiguous(in, have, scratch)) == NULL)
     return 0; /* cannot happen: `have` bytes are there */
   rc = check_header(h, have, max_body);
   if (rc < 0 || have < RRPC_BAIDU_HEADER_SIZE)
@@ -174,6 +178,19 @@ static void copy_small(const rrpc_iobuf *payload, uint8_t *dst, size_t n) {
     rrpc_iobuf_copy_out(payload, 0, dst, n);
 }
 
+/* The frame's first bytes at p: header, meta, and the first `copied`
+ * bytes of the payload (0: none copied). */
+static void write_head(void *space, const rrpc__rpc_meta *meta, const rrpc__rpc_meta_sizes *sizes,
+                       size_t body_len, size_t meta_len, const rrpc_iobuf *payload, size_t copied) {
+  uint8_t *p = space;
+  memcpy(p, k_magic, 4);
+  store_be32(p + 4, (uint32_t)body_len);
+  store_be32(p + 8, (uint32_t)meta_len);
+  rrpc__rpc_meta_encode_sized(meta, sizes, p + RRPC_BAIDU_HEADER_SIZE);
+  if (copied > 0)
+    copy_small(payload, p + RRPC_BAIDU_HEADER_SIZE + meta_len, copied);
+}
+
 int rrpc__baidu_pack(rrpc_iobuf *out, rrpc__rpc_meta *meta, const rrpc_iobuf *payload,
                      const rrpc_iobuf *attachment) {
   size_t pay_len = payload ? rrpc__iobuf_length(payload) : 0;
@@ -182,7 +199,6 @@ int rrpc__baidu_pack(rrpc_iobuf *out, rrpc__rpc_meta *meta, const rrpc_iobuf *pa
   rrpc_iobuf frame;
   void *space;
   size_t space_len;
-  uint8_t *p;
   int rc;
 
   if (att_len > INT32_MAX)
@@ -221,17 +237,27 @@ int rrpc__baidu_pack(rrpc_iobuf *out, rrpc__rpc_meta *meta, const rrpc_iobuf *pa
    * pair, an iovec). Attachments are always shared (sending never copies). */
   size_t copied = pay_len <= PACK_COPY_MAX ? pay_len : 0;
 
-  rc = rrpc__iobuf_reserve(f, head_len + copied, &space, &space_len);
-  if (rc < 0)
-    goto done;
-  p = space;
-  memcpy(p, k_magic, 4);
-  store_be32(p + 4, (uint32_t)body_len);
-  store_be32(p + 8, (uint32_t)meta_len);
-  rrpc__rpc_meta_encode_sized(meta, &sizes, p + RRPC_BAIDU_HEADER_SIZE);
-  if (copied > 0)
-    copy_small(payload, p + head_len, copied);
-  rrpc__iobuf_commit(f, head_len + copied);
+  if (direct) {
+    /* `out` is empty: its first piece is a new block anyway, so it is
+     * made, written and appended whole (no reserve and commit; ~70
+     * instructions a frame fewer). */
+    rrpc_block *b;
+    rc = rrpc__block_alloc(head_len + copied, &b);
+    if (rc < 0)
+      goto done;
+    write_head(b->data, meta, &sizes, body_len, meta_len, payload, copied);
+    rc = rrpc__iobuf_append_new(f, b, (uint32_t)(head_len + copied));
+    if (rc < 0) {
+      rrpc__block_unref(b);
+      goto done;
+    }
+  } else {
+    rc = rrpc__iobuf_reserve(f, head_len + copied, &space, &space_len);
+    if (rc < 0)
+      goto done;
+    write_head(space, meta, &sizes, body_len, meta_len, payload, copied);
+    rrpc__iobuf_commit(f, head_len + copied);
+  }
   if (pay_len > copied && (rc = rrpc_iobuf_append_iobuf(f, payload)) < 0)
     goto done;
   if (att_len > 0 && (rc = rrpc_iobuf_append_iobuf(f, attachment)) < 0)

@@ -310,8 +310,13 @@ static void block_init(rrpc_block *b, char *data, uint32_t cap, void *region,
 
 const rrpc_block_allocator *rrpc__block_host_allocator(void) { return &malloc_allocator; }
 
+static int alloc_from(const rrpc_block_allocator *a, size_t size, rrpc_block **out);
+
+/* Through the static alloc_from, not the exported rrpc__block_alloc_from:
+ * a -fPIC build may not inline an exported function (it could be
+ * interposed), and the extra call was ~10 instructions a frame. */
 int rrpc__block_alloc(size_t size, rrpc_block **out) {
-  return rrpc__block_alloc_from(rrpc_block_allocator_get(), size, out);
+  return alloc_from(atomic_load_explicit(&current_allocator, memory_order_acquire), size, out);
 }
 
 /* A malloc block the thread's list could not give: a default-size one from
@@ -361,6 +366,10 @@ fail_hdr:
 }
 
 int rrpc__block_alloc_from(const rrpc_block_allocator *a, size_t size, rrpc_block **out) {
+  return alloc_from(a, size, out);
+}
+
+static inline int alloc_from(const rrpc_block_allocator *a, size_t size, rrpc_block **out) {
   if (size > UINT32_MAX) return -EINVAL;
   if (size < RRPC_IOBUF_DEFAULT_BLOCK_SIZE) size = RRPC_IOBUF_DEFAULT_BLOCK_SIZE;
   if (a != &malloc_allocator) return block_alloc_other(a, size, out);

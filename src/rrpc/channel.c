@@ -162,7 +162,7 @@ static void finish(struct call *c, int code, const char *text) {
   /* A decided call's latency was taken with its read's batch (decide). */
   if (!cntl->responded) cntl->latency_us = (int64_t)rrpc__now_us() - cntl->start_us;
   if (code != 0) rrpc__controller_fail(cntl, code, text, text ? strlen(text) : 0);
-  rrpc__call_stats_end(c->stats, cntl->latency_us, cntl->error_code);
+  if (rrpc__metrics_on()) rrpc__call_stats_end(c->stats, cntl->latency_us, cntl->error_code);
 }
 
 /* The caller's part: wake a sync caller or run the callback. After this
@@ -1055,7 +1055,7 @@ int rrpc_channel_call(rrpc_channel *ch, const char *service, const char *method,
   rrpc__controller_call_begin(cntl);
   c->cid = atomic_fetch_add(&ch->next_cid, 1);
   c->stats = ch->stats;
-  rrpc__call_stats_begin(c->stats);
+  if (rrpc__metrics_on()) rrpc__call_stats_begin(c->stats);
 
   if (done == NULL && rrpc__loop_current() != NULL)
     return fail_unsent(ch, c, -EDEADLK,

@@ -1,13 +1,14 @@
 /* iobuf.c - iobuf operations (append, share, move, cut, pop, reserve/commit, views) over the blocks of block.c. */
 #include "internal/iobuf.h"
 
-#include <assert.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+
+#include "internal/dassert.h"
 
 /* Invariants kept by every function here:
  *  - refs[start, end) are the live refs, each with len > 0 and holding one
@@ -123,7 +124,7 @@ static inline int ensure_room(rrpc_iobuf *buf, size_t n) {
 
 /* push - append a ref that already owns its reference; room must exist. */
 static void push(rrpc_iobuf *buf, rrpc_block *b, uint32_t off, uint32_t len) {
-  assert(buf->end < buf->cap && len > 0);
+  RRPC__DASSERT(buf->end < buf->cap && len > 0);
   rrpc_iobuf_ref *r = &buf->refs[buf->end++];
   r->block = b;
   r->off = off;
@@ -163,6 +164,19 @@ static int new_block(rrpc_iobuf *buf, rrpc_block **out) {
 
 int rrpc_iobuf_append(rrpc_iobuf *buf, const void *data, size_t len) {
   if (len == 0) return 0;
+  /* An empty iobuf whose spare (kept by rrpc_iobuf_reuse) holds it all: a
+   * scratch iobuf refilled per call with one small message (the C++ face
+   * serializes each request and response so). What new_block and push do
+   * below, without the tail and room checks, the block count and the loop:
+   * an empty iobuf has no tail, and its array has room for one ref. */
+  rrpc_block *spare = buf->spare;
+  if (buf->end == 0 && spare != NULL && len <= spare->cap && spare->alloc == rrpc_block_allocator_get()) {
+    buf->spare = NULL;
+    memcpy(spare->data, data, len);
+    spare->size = (uint32_t)len;
+    push(buf, spare, 0, (uint32_t)len);
+    return 0;
+  }
   const char *src = data;
   size_t room = tail_room(buf);
   size_t head = len < room ? len : room; /* bytes for the tail of the last block */
@@ -292,6 +306,15 @@ int rrpc__iobuf_append_block(rrpc_iobuf *buf, rrpc_block *b, uint32_t off, uint3
   return 0;
 }
 
+int rrpc__iobuf_append_new(rrpc_iobuf *buf, rrpc_block *b, uint32_t n) {
+  RRPC__DASSERT(n > 0 && n <= b->cap);
+  int rc = ensure_room(buf, 1);
+  if (rc < 0) return rc;
+  b->size = n;
+  push(buf, b, 0, n);
+  return 0;
+}
+
 /* ---- taking bytes out -------------------------------------------------------- */
 
 long rrpc_iobuf_cut(rrpc_iobuf *buf, size_t n, rrpc_iobuf *dst) {
@@ -384,7 +407,7 @@ static int cut_frame_in_piece(rrpc_iobuf *buf, size_t skip, size_t n1, rrpc_iobu
 
 int rrpc__iobuf_cut_frame(rrpc_iobuf *buf, size_t skip, size_t n1, rrpc_iobuf *d1, size_t n2,
                           rrpc_iobuf *d2) {
-  assert(d1 != buf && d2 != buf && (d1 != d2 || n2 == 0) && skip + n1 + n2 <= buf->len);
+  RRPC__DASSERT(d1 != buf && d2 != buf && (d1 != d2 || n2 == 0) && skip + n1 + n2 <= buf->len);
   if (buf->start != buf->end && buf->refs[buf->start].len >= skip + n1 + n2)
     return cut_frame_in_piece(buf, skip, n1, d1, n2, d2);
   rrpc_iobuf_pop_front(buf, skip);
@@ -450,16 +473,16 @@ void rrpc__iobuf_commit(rrpc_iobuf *buf, size_t n) {
   if (n == 0) return;
   rrpc_block *b = buf->spare;
   if (b) {
-    assert(n <= b->cap);
+    RRPC__DASSERT(n <= b->cap);
     buf->spare = NULL;
     b->size = (uint32_t)n;
     push(buf, b, 0, (uint32_t)n);
     return;
   }
-  assert(buf->start < buf->end);
+  RRPC__DASSERT(buf->start < buf->end);
   rrpc_iobuf_ref *r = &buf->refs[buf->end - 1];
   b = r->block;
-  assert(r->off + r->len == b->size && n <= (size_t)(b->cap - b->size));
+  RRPC__DASSERT(r->off + r->len == b->size && n <= (size_t)(b->cap - b->size));
   b->size += (uint32_t)n;
   r->len += (uint32_t)n;
   buf->len += n;

@@ -16,10 +16,10 @@
 #define DEFAULT_MAX_PENDING_REQUESTS 1024
 
 static _Atomic size_t max_input = DEFAULT_MAX_INPUT;
-static _Atomic size_t socket_max_unwritten = DEFAULT_SOCKET_MAX_UNWRITTEN;
+_Atomic size_t rrpc__socket_max_unwritten_limit = DEFAULT_SOCKET_MAX_UNWRITTEN; /* internal/limits.h */
 static _Atomic size_t max_unwritten = DEFAULT_MAX_UNWRITTEN;
 static atomic_int sniff_timeout_ms = DEFAULT_SNIFF_TIMEOUT_MS;
-static atomic_int max_pending_requests = DEFAULT_MAX_PENDING_REQUESTS;
+atomic_int rrpc__socket_max_pending_limit = DEFAULT_MAX_PENDING_REQUESTS; /* internal/limits.h */
 
 static _Atomic size_t input_total;
 static _Atomic size_t unwritten_total;
@@ -29,29 +29,23 @@ void rrpc_limits_set(const rrpc_limits *l) {
   rrpc_limits d = {0};
   if (l == NULL) l = &d;
   atomic_store(&max_input, l->max_input_bytes ? l->max_input_bytes : DEFAULT_MAX_INPUT);
-  atomic_store(&socket_max_unwritten,
+  atomic_store(&rrpc__socket_max_unwritten_limit,
                l->socket_max_unwritten_bytes ? l->socket_max_unwritten_bytes : DEFAULT_SOCKET_MAX_UNWRITTEN);
   atomic_store(&max_unwritten, l->max_unwritten_bytes ? l->max_unwritten_bytes : DEFAULT_MAX_UNWRITTEN);
   atomic_store(&sniff_timeout_ms, l->clc_sniff_timeout_ms > 0 ? l->clc_sniff_timeout_ms : DEFAULT_SNIFF_TIMEOUT_MS);
-  atomic_store(&max_pending_requests,
+  atomic_store(&rrpc__socket_max_pending_limit,
                l->socket_max_pending_requests > 0 ? l->socket_max_pending_requests : DEFAULT_MAX_PENDING_REQUESTS);
 }
 
 void rrpc_limits_get(rrpc_limits *out) {
   out->max_input_bytes = atomic_load(&max_input);
-  out->socket_max_unwritten_bytes = atomic_load(&socket_max_unwritten);
+  out->socket_max_unwritten_bytes = atomic_load(&rrpc__socket_max_unwritten_limit);
   out->max_unwritten_bytes = atomic_load(&max_unwritten);
   out->clc_sniff_timeout_ms = atomic_load(&sniff_timeout_ms);
-  out->socket_max_pending_requests = atomic_load(&max_pending_requests);
+  out->socket_max_pending_requests = atomic_load(&rrpc__socket_max_pending_limit);
 }
 
 size_t rrpc__limit_max_input(void) { return atomic_load_explicit(&max_input, memory_order_relaxed); }
-size_t rrpc__limit_socket_max_unwritten(void) {
-  return atomic_load_explicit(&socket_max_unwritten, memory_order_relaxed);
-}
-int rrpc__limit_socket_max_pending_requests(void) {
-  return atomic_load_explicit(&max_pending_requests, memory_order_relaxed);
-}
 int rrpc__limit_sniff_timeout_ms(void) { return atomic_load_explicit(&sniff_timeout_ms, memory_order_relaxed); }
 
 int rrpc__input_account(size_t *held, size_t now) {

@@ -389,9 +389,16 @@ int rrpc__loop_timer_cancel(rrpc__loop *loop, rrpc__timer_id id) {
  * the returned deadline is 0 (do not block: tasks are queued, a timer is
  * due or stop has begun), UINT64_MAX (no timer) or the earliest deadline.
  * A non-zero answer marks the loop as sleeping before the lock drops, so
- * any post or earlier timer after that point writes the eventfd. */
-static uint64_t run_timers_and_plan_wait(rrpc__loop *loop) {
+ * any post or earlier timer after that point writes the eventfd.
+ * *read_us gets the clock read the plan used when nothing ran after it (no
+ * timer due, nothing deferred), else 0: the wait then times itself from
+ * that read instead of reading the clock again (a read is ~25
+ * instructions, and a client with a timeout armed waits with a deadline
+ * every round). The read is older by the plan's own work (the lock, the
+ * heap), so the wait may end that much later, never before the deadline. */
+static uint64_t run_timers_and_plan_wait(rrpc__loop *loop, uint64_t *read_us) {
   uint64_t now = rrpc__now_us();
+  *read_us = now;
   rrpc__lock_acquire(&loop->mu);
   /* Timers that callbacks add now wait for the next round, even if due. */
   rrpc__timer_id limit = loop->timers.next_id;
@@ -400,10 +407,12 @@ static uint64_t run_timers_and_plan_wait(rrpc__loop *loop) {
     void *arg;
     if (rrpc__timer_heap_pop_due(&loop->timers, now, limit, &fn, &arg)) break;
     rrpc__lock_release(&loop->mu);
+    *read_us = 0;
     WD_RUN(loop, "timer", fn, fn(arg));
     rrpc__lock_acquire(&loop->mu);
   }
   if (loop->deferred.len) {
+    *read_us = 0;
     rrpc__lock_release(&loop->mu);
     run_deferred(loop);
     rrpc__lock_acquire(&loop->mu);
@@ -447,13 +456,14 @@ static int sys_epoll_pwait2(int epfd, struct epoll_event *ev, int max, const str
 
 /* Block in epoll until an fd is ready or `deadline` (UINT64_MAX: none; 0:
  * do not block). Never returns before the deadline for timeout reasons:
- * the millisecond fallback rounds up. */
-static int wait_events(rrpc__loop *loop, uint64_t deadline) {
+ * the millisecond fallback rounds up. `read_us`: a clock read taken before
+ * this call (run_timers_and_plan_wait's), or 0 to read it here. */
+static int wait_events(rrpc__loop *loop, uint64_t deadline, uint64_t read_us) {
   int n;
   if (deadline == 0 || deadline == UINT64_MAX) {
     n = sys_epoll_wait(loop->epfd, loop->events, MAX_EVENTS, deadline ? -1 : 0);
   } else {
-    uint64_t now = rrpc__now_us();
+    uint64_t now = read_us != 0 ? read_us : rrpc__now_us();
     uint64_t left = deadline > now ? deadline - now : 0;
     n = -1;
     errno = ENOSYS;
@@ -565,8 +575,9 @@ static void *loop_main(void *p) {
     int stop = run_tasks(loop);
     if (loop->deferred.len) run_deferred(loop);
     if (stop) break;
-    uint64_t deadline = run_timers_and_plan_wait(loop);
-    int n = wait_events(loop, deadline);
+    uint64_t read_us;
+    uint64_t deadline = run_timers_and_plan_wait(loop, &read_us);
+    int n = wait_events(loop, deadline, read_us);
     atomic_store_explicit(&loop->sleeping, 0, memory_order_relaxed);
     dispatch(loop, n);
     if (loop->npollers) run_pollers(loop);

@@ -48,12 +48,12 @@ struct rrpc__call_stats {
   _Atomic uint64_t err_other;
 };
 
-static atomic_int g_enabled = 1;
+atomic_int rrpc__metrics_switch = 1; /* internal/metrics.h */
 static atomic_int g_next_thread;
 static _Thread_local int tl_shard = -1;
 
-void rrpc_metrics_set_enabled(int on) { atomic_store_explicit(&g_enabled, on != 0, memory_order_relaxed); }
-int rrpc_metrics_enabled(void) { return atomic_load_explicit(&g_enabled, memory_order_relaxed); }
+void rrpc_metrics_set_enabled(int on) { atomic_store_explicit(&rrpc__metrics_switch, on != 0, memory_order_relaxed); }
+int rrpc_metrics_enabled(void) { return atomic_load_explicit(&rrpc__metrics_switch, memory_order_relaxed); }
 
 /* The coarse clock costs a few ns (no syscall) and a second is all a slot
  * needs to know. */

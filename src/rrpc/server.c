@@ -241,10 +241,12 @@ static int find_method(const rrpc_server *s, rrpc__str svc, rrpc__str name,
 /* ---- metrics: one begin and one end per call, server totals and method ---- */
 
 static void stats_begin(const rrpc_server_call *call) {
+  if (!rrpc__metrics_on()) return;
   rrpc__call_stats_begin2(call->srv->stats, call->m != NULL ? call->m->stats : NULL);
 }
 
 static void stats_end(const rrpc_server_call *call) {
+  if (!rrpc__metrics_on()) return;
   rrpc__call_stats_end2(call->srv->stats, call->m != NULL ? call->m->stats : NULL, call->cntl.latency_us,
                         call->cntl.error_code);
 }

@@ -108,6 +108,13 @@ void rrpc__block_unref(rrpc_block *b);
  * 0, -EINVAL if the range passes b->size, or -ENOMEM (then unchanged). */
 int rrpc__iobuf_append_block(rrpc_iobuf *buf, rrpc_block *b, uint32_t off, uint32_t len);
 
+/* rrpc__iobuf_append_new - append [0, n) of `b`, a block the caller made
+ * (refs = 1, n <= b->cap) and wrote, taking over its reference: b->size
+ * becomes n, and nothing else may write the block after. For a frame built
+ * straight into a fresh block (no reserve and commit). 0, or -ENOMEM (the
+ * reference stays the caller's). */
+int rrpc__iobuf_append_new(rrpc_iobuf *buf, rrpc_block *b, uint32_t n);
+
 /* Reading into an iobuf without an extra copy:
  * rrpc__iobuf_reserve gives writable space at the end of the last block if it
  * is solely owned and has room, else in a new block (>= min_size bytes, at

@@ -15,9 +15,23 @@ extern "C" {
 
 /* The limits in force, defaults filled in. Any thread; a relaxed load each. */
 size_t rrpc__limit_max_input(void);
-size_t rrpc__limit_socket_max_unwritten(void);
 int rrpc__limit_sniff_timeout_ms(void);
-int rrpc__limit_socket_max_pending_requests(void);
+#ifndef __cplusplus
+#include <stdatomic.h>
+/* The two a socket asks about per request and per write (congestion, the
+ * pause and resume of reads), inline: a call into limits.c each cost ~10
+ * instructions, four or five times a request. The variables are
+ * limits.c's; only rrpc_limits_set writes them. (C only: no C++ code
+ * needs them.) */
+extern _Atomic size_t rrpc__socket_max_unwritten_limit;
+extern atomic_int rrpc__socket_max_pending_limit;
+static inline size_t rrpc__limit_socket_max_unwritten(void) {
+  return atomic_load_explicit(&rrpc__socket_max_unwritten_limit, memory_order_relaxed);
+}
+static inline int rrpc__limit_socket_max_pending_requests(void) {
+  return atomic_load_explicit(&rrpc__socket_max_pending_limit, memory_order_relaxed);
+}
+#endif
 
 /* rrpc__input_account - a connection now holds `now` bytes of partial
  * frames, `*held` of which were counted before: move the process total by

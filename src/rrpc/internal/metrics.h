@@ -35,6 +35,19 @@ void rrpc__call_stats_end(rrpc__call_stats *s, int64_t latency_us, int code);
 void rrpc__call_stats_begin2(rrpc__call_stats *a, rrpc__call_stats *b);
 void rrpc__call_stats_end2(rrpc__call_stats *a, rrpc__call_stats *b, int64_t latency_us, int code);
 
+#ifndef __cplusplus
+#include <stdatomic.h>
+/* rrpc__metrics_on - rrpc_metrics_enabled inline, for the call paths to
+ * test before they call a recorder: with metrics off a call then makes no
+ * call into metrics.c at all (a begin and an end through the exported
+ * check cost ~40 instructions a call). The recorders check it too. The
+ * switch is metrics.c's; only rrpc_metrics_set_enabled writes it. */
+extern atomic_int rrpc__metrics_switch;
+static inline int rrpc__metrics_on(void) {
+  return atomic_load_explicit(&rrpc__metrics_switch, memory_order_relaxed);
+}
+#endif
+
 /* rrpc__call_stats_read - a snapshot (see rrpc_call_stats). Any thread. */
 void rrpc__call_stats_read(const rrpc__call_stats *s, rrpc_call_stats *out);
 /* Failed calls by code: fn(ctx, code, count) for each code seen; codes past
