@@ -183,6 +183,15 @@ $(BUILD)/$(basename $(1)): $(call obj,$(1)) \
 	$$(CXX) $$(LDFLAGS) -o $$@ $$^ $$(CXXLIBS) $$(LDLIBS)
 endef
 $(foreach f,$(EXAMPLE_MAINS),$(eval $(call example_rule,$(f))))
+# Examples are built the way a service is built for production, and the way
+# brpc builds its own examples (their Makefiles add -DNDEBUG -O2): with
+# NDEBUG, so protobuf's generated code drops its debug-only checks (the
+# dynamic_cast asserts in CallMethod, the UTF-8 check on serialize; ~350
+# instructions a call on the rdma_performance server, docs/performance.md
+# "Round eleven"). The library, the tests and the benches keep theirs.
+EXAMPLE_OBJS := $(call obj,$(wildcard examples/*/*.c examples/*/*.cc examples/*/*.cpp) \
+    $(call pbcc,$(wildcard examples/*/*.proto)))
+$(EXAMPLE_OBJS): CPPFLAGS += -DNDEBUG
 
 include test/coexist/coexist.mk
 include tools/install.mk
