@@ -121,15 +121,16 @@ TEST(ClusterRdma, RoundRobinOverThreeServersSurvivesOneKilledMidStream) {
   ASSERT_GT(srv[1].calls.load(), 50);
   int port1 = srv[1].port;
   rrpc_server_stop(srv[1].s);  // mid-stream: calls in flight on it see their connection close
-  int after_kill = srv[1].calls;
+  // A handler already queued when it stopped may still run (rrpc_server_stop's
+  // contract; its response is dropped and the client retries elsewhere): a
+  // CI run counted one such call after the stop. Free waits for them.
+  rrpc_server_free(srv[1].s);
+  srv[1].s = nullptr;
   int mark = done;
   ASSERT_TRUE(wait_for([&] { return done >= mark + 300; }, 60000));
   EXPECT_EQ(0, failed.load()) << "failures beyond what retries absorb";
-  EXPECT_LE(srv[1].calls - after_kill, 0);
   EXPECT_EQ(1u, cstats(ch).isolated);
   // Restart on the same port: it rejoins.
-  rrpc_server_free(srv[1].s);
-  srv[1].s = nullptr;
   srv[1].calls = 0;
   ASSERT_EQ(0, start(&srv[1], port1));
   EXPECT_TRUE(wait_for([&] { return srv[1].calls > 20; }, 60000));
