@@ -51,6 +51,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <random>
@@ -565,15 +566,21 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// Median latency (us) of 50 64 B calls, after 10 not counted; -1 on failure.
-double warm_latency_us(rrpc_channel *ch, const rrpc_iobuf *small, Call *c) {
+// Median (us) of 50 timed round trips after 10 not counted; -1 when one
+// fails (`one` returns -1).
+double warm_median_us(const std::function<double()> &one) {
   std::vector<double> v;
   for (int i = 0; i < 60; i++) {
-    double us = timed_call(ch, "Echo", small, c);
+    double us = one();
     if (us < 0) return -1;
     if (i >= 10) v.push_back(us);
   }
   return median(v);
+}
+
+// Median latency (us) of 50 64 B calls, after 10 not counted; -1 on failure.
+double warm_latency_us(rrpc_channel *ch, const rrpc_iobuf *small, Call *c) {
+  return warm_median_us([&] { return timed_call(ch, "Echo", small, c); });
 }
 
 // The raw reference: a forked process echoes 64 B messages over a
@@ -626,13 +633,7 @@ double raw_rtt_us(RawEcho *r) {
 
 // As warm_latency_us, for the raw reference.
 double raw_warm_us(RawEcho *r) {
-  std::vector<double> v;
-  for (int i = 0; i < 60; i++) {
-    double us = raw_rtt_us(r);
-    if (us < 0) return -1;
-    if (i >= 10) v.push_back(us);
-  }
-  return median(v);
+  return warm_median_us([r] { return raw_rtt_us(r); });
 }
 
 // Per round: after an idle period, the first 64 B call's latency; after
