@@ -211,6 +211,9 @@ typedef struct rrpc_rdma_stats {
   uint64_t blocked_on_send_queue; /* times a sender that had the peer's credits waited for
                                      slots of its own send queue (--rdma_sq_size, or
                                      --rdma_elastic_sq_size for elastic connections) */
+  uint64_t ring_full_held;        /* ring mode: times a receive ring filled up while the
+                                     application held zero-copy slices of it (--rdma_recv_zerocopy):
+                                     its peer waits until they are dropped */
 } rrpc_rdma_stats;
 /* rrpc_rdma_get_stats - copy the counters. 0 or -RRPC_ENORDMA. */
 int rrpc_rdma_get_stats(rrpc_rdma_stats *out);

@@ -15,6 +15,7 @@
  * Locking: see endpoint.h. No iobuf reference is dropped under ep->dp.mu. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -696,6 +697,24 @@ static void close_after(rrpc__rdma_ep *ep) {
   if (done) rrpc__ep_close_finish(ep); /* may drop the socket's reference */
 }
 
+/* Ring mode: the ring is full while zero-copy slices are out. The read
+ * buffer's own were just copied (unpin_rbuf), so the application holds
+ * them (or a send forwarding one, which completes promptly): the consumer
+ * cursor waits at the oldest, and the peer with it, until they are
+ * dropped. Counted per fill, and said once per process, since it is a
+ * silent wait otherwise. Under mu. */
+static void note_full_while_held_locked(rrpc__rdma_ep *ep) {
+  static atomic_int warned;
+  if (ep->elastic || ep->dp.zc_outstanding == 0 || ep->dp.rx.prod - ep->dp.rx.cons < ep->vb.ring_size) return;
+  rrpc__rdma_count(RRPC_RDMA_CNT_RING_FULL_HELD, 1);
+  if (atomic_exchange(&warned, 1) == 0)
+    RRPC_LOG(WARNING,
+             "rdma qpn=%u: the receive ring is full while the application holds %llu bytes of zero-copy slices "
+             "of it; the peer waits until they are dropped (ring mode with --rdma_recv_zerocopy needs received "
+             "iobufs dropped promptly; elastic rings do not; counter ring_full_held)",
+             ep->vb.qp->qp_num, (unsigned long long)ep->dp.zc_outstanding);
+}
+
 void rrpc__dp_after(rrpc__rdma_ep *ep) {
   int got = ep->pl.got, peer_closed = ep->pl.peer_closed, rc = ep->pl.rc;
   ep->pl.got = ep->pl.peer_closed = 0;
@@ -720,6 +739,7 @@ void rrpc__dp_after(rrpc__rdma_ep *ep) {
   }
   int resume = 0;
   rrpc__ep_lock(ep);
+  if (got) note_full_while_held_locked(ep);
   rrpc__dp_send_close_locked(ep);
   rrpc__dp_maybe_ack_locked(ep);
   if (ep->dp.write_blocked && ep->state == EP_UP) {

@@ -125,6 +125,8 @@ static const struct {
      offsetof(rrpc_rdma_stats, pool_grow_waits)},
     {"rrpc_rdma_blocked_on_send_queue_total", "Times a sender with credits waited for its own send queue", 1,
      offsetof(rrpc_rdma_stats, blocked_on_send_queue)},
+    {"rrpc_rdma_ring_full_held_total", "Receive rings that filled up while the application held zero-copy slices", 1,
+     offsetof(rrpc_rdma_stats, ring_full_held)},
 };
 
 /* ---- the list ------------------------------------------------------------------ */
