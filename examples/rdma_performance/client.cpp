@@ -413,9 +413,11 @@ int main(int argc, char* argv[]) {
   PrintStats(prefix, {seconds, t.latency_ns.total, t.failed, &t.latency_ns});
   rrpc_rdma_stats rs;
   if (used_rdma > 0 && rrpc_rdma_get_stats(&rs) == 0)  // the client's side of the data path
-    fprintf(stderr, "client rdma: writes=%llu blocked_on_window=%llu blocked_on_send_queue=%llu "
-            "bytes_copied_send=%llu bytes_copied_recv=%llu\n",
-            static_cast<unsigned long long>(rs.writes), static_cast<unsigned long long>(rs.blocked_on_window),
+    fprintf(stderr, "client rdma: writes=%llu cdc_sent=%llu completions=%llu piece_wants=%llu blocked_on_window=%llu "
+            "blocked_on_send_queue=%llu bytes_copied_send=%llu bytes_copied_recv=%llu\n",
+            static_cast<unsigned long long>(rs.writes), static_cast<unsigned long long>(rs.cdc_sent),
+            static_cast<unsigned long long>(rs.completions), static_cast<unsigned long long>(rs.piece_wants),
+            static_cast<unsigned long long>(rs.blocked_on_window),
             static_cast<unsigned long long>(rs.blocked_on_send_queue),
             static_cast<unsigned long long>(rs.bytes_copied_send),
             static_cast<unsigned long long>(rs.bytes_copied_recv));
