@@ -62,11 +62,10 @@ static uint32_t max_target_of(int c) {
 
 /* What it aims at now. Classes above the idle one start at 64 KiB worth
  * and double on every take that found them empty, up to max_target_of: a
- * new process registers ~1.3 MiB in 84 pieces instead of ~6.3 MiB in 316
- * before its first call. That prefill runs on the setup thread beside the
- * loops, and with --rdma_use_polling in a 2-vCPU VM it held 64 B calls
- * at half their rate for the first 2-5 s (docs/performance.md, "Round
- * twelve"). Under g.mu. */
+ * new process pins ~1.3 MiB in 84 pieces instead of ~6.3 MiB in 316 for
+ * classes its traffic may never use (small calls stay in 4 - 8 KiB
+ * pieces), while a bulk stream still grows its classes to the full
+ * targets within its first misses. Under g.mu. */
 static uint32_t target_of(int c) {
   uint32_t max = max_target_of(c);
   if (c == 0 || max <= 1) return max;
