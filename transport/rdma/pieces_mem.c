@@ -12,14 +12,12 @@
 #include "rrpc/internal/log.h"
 #include "transport/rdma/budget.h"
 #include "transport/rdma/pieces_mem.h"
+#include "transport/rdma/wire/cache_goal.h"
 #include "transport/rdma/wire/grant.h"
 
 enum {
   CLASSES = RRPC_PIECE_CODE_MAX + 1,
-  IDLE_TARGET = 64,       /* 4 KiB pieces kept: one per new connection's idle grant */
-  IDLE_LOW = 16,          /* refill below this */
-  CLASS_TARGET_BYTES = 1 << 20, /* larger classes: about 1 MiB each, at most */
-  CLASS_START_BYTES = 64 << 10, /* ... starting from this much (at least 2 pieces) */
+  IDLE_LOW = 16, /* 4 KiB pieces: refill below this (the goal: wire/cache_goal.h) */
 };
 
 struct waiter {
@@ -36,7 +34,7 @@ static struct {
   struct rrpc__piece *free[CLASSES];
   uint32_t count[CLASSES];
   uint8_t wanted[CLASSES]; /* a take missed: refill this class too */
-  uint32_t goal[CLASSES];  /* pieces a class aims at now (0: not set yet), see target_of */
+  struct rrpc__cache_goals goals; /* pieces each class aims at now (wire/cache_goal.h) */
   int refilling;           /* a refill job is queued or running */
   int cap_hit;             /* the last refill was refused by the registered cap */
   struct rrpc__bg_job refill_job;
@@ -50,37 +48,8 @@ static int class_of(uint32_t len) {
   return rrpc__grant_piece_code(len, &code) == 0 ? code : -1;
 }
 
-/* How many pieces of a class the cache may aim at: enough 4 KiB pieces for
- * a burst of new connections, about 1 MiB of each class up to 256 KiB (one
- * connection growing to its cap), and larger ones only once asked for. */
-static uint32_t max_target_of(int c) {
-  if (c == 0) return IDLE_TARGET;
-  uint32_t len = rrpc__grant_piece_len((uint8_t)c);
-  if (len > (256u << 10)) return g.wanted[c] ? 1 : 0;
-  return CLASS_TARGET_BYTES / len;
-}
-
-/* What it aims at now. Classes above the idle one start at 64 KiB worth
- * and double on every take that found them empty, up to max_target_of: a
- * new process pins ~1.3 MiB in 84 pieces instead of ~6.3 MiB in 316 for
- * classes its traffic may never use (small calls stay in 4 - 8 KiB
- * pieces), while a bulk stream still grows its classes to the full
- * targets within its first misses. Under g.mu. */
-static uint32_t target_of(int c) {
-  uint32_t max = max_target_of(c);
-  if (c == 0 || max <= 1) return max;
-  if (g.goal[c] == 0) {
-    uint32_t start = CLASS_START_BYTES / rrpc__grant_piece_len((uint8_t)c);
-    g.goal[c] = start < 2 ? 2 : start;
-  }
-  return g.goal[c] < max ? g.goal[c] : max;
-}
-
-/* A take found class c empty: the traffic wants more of it. Under g.mu. */
-static void grow_goal_locked(int c) {
-  uint32_t t = target_of(c), max = max_target_of(c);
-  if (c != 0 && t < max) g.goal[c] = t * 2 < max ? t * 2 : max;
-}
+/* What class c aims at now (wire/cache_goal.h). Under g.mu. */
+static uint32_t target_of(int c) { return rrpc__cache_goal(&g.goals, c, g.wanted[c]); }
 
 static uint32_t low_of(int c) { return c == 0 ? IDLE_LOW : (target_of(c) + 1) / 2; }
 
@@ -254,7 +223,7 @@ int rrpc__piece_take(rrpc__rdma_dev *dev, uint32_t len, struct rrpc__piece **out
   } else {
     g.wanted[c] = 1;
     g.st.misses++;
-    grow_goal_locked(c);
+    rrpc__cache_goal_missed(&g.goals, c, 1);
   }
   int submit = !g.cap_hit && (p == NULL || g.count[c] < low_of(c)) && refill_needed_locked();
   pthread_mutex_unlock(&g.mu);
