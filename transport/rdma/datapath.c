@@ -127,9 +127,12 @@ static int post_44(rrpc__rdma_ep *ep, const void *buf, uint32_t lkey, int inl, u
   wr.imm_data = htonl(imm);
   wr.send_flags = (inl ? IBV_SEND_INLINE : 0) | (solicited ? IBV_SEND_SOLICITED : 0) |
                   (want_signal(ep, 0, force_signal) ? IBV_SEND_SIGNALED : 0);
-  if (ibv_post_send(ep->vb.qp, &wr, &bad) != 0) {
+  int rc = ibv_post_send(ep->vb.qp, &wr, &bad);
+  if (rc != 0) {
     ep->dp.wr_seq--;
     ep->dp.qp_dead = 1;
+    /* Said here: the connection fails with a bare "RDMA verbs error". */
+    RRPC_LOG(WARNING, "rdma qpn=%u: ibv_post_send of a 44-byte message: %s", ep->vb.qp->qp_num, rrpc_strerror(-rc));
     return -RRPC_ERDMA;
   }
   if (solicited) rrpc__rdma_count(RRPC_RDMA_CNT_SOLICITED, 1);

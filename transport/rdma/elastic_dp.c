@@ -182,6 +182,8 @@ static int grant_locked(rrpc__rdma_ep *ep, uint32_t len, uint8_t flags) {
   el->mem[id - 1] = p;
   int rc = rrpc__piece_bind(p, ep->vb.qp, ep->dp.wr_seq + 1);
   if (rc < 0) {
+    RRPC_LOG(WARNING, "rdma qpn=%u: cannot bind the window of a %u-byte piece: %s; failing the connection",
+             ep->vb.qp->qp_num, len, rrpc_strerror(rc));
     ep->dp.qp_dead = 1;
     return -RRPC_ERDMA;
   }
@@ -305,6 +307,8 @@ static int write_pieces(rrpc__rdma_ep *ep, rrpc_iobuf *data, const struct rrpc__
     if (rc != 0) return rc;
   }
   if (rrpc__ptx_commit(&el->tx, plan) != 0 || rrpc__tx_window_commit_msgs(&ep->dp.tx, plan->nseg) != 0) {
+    RRPC_LOG(ERROR, "rdma qpn=%u: an elastic write plan (%u segments) did not fit its own window: failing the "
+             "connection", ep->vb.qp->qp_num, (unsigned)plan->nseg);
     ep->dp.qp_dead = 1; /* our own plan did not fit: a bug; stop this connection */
     return -RRPC_ERDMA;
   }
