@@ -625,6 +625,11 @@ static int on_cdc_recv(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int *peer_clo
   }
   ep->got_peer_data = 1;
   if (m.conn_flags & (RRPC_CDC_CS_CLOSED | RRPC_CDC_CS_ABNORMAL | RRPC_CDC_CS_DONE_WRITING)) *peer_closed = 1;
+  /* The peer failed its side (its own log says why): said here too, as
+   * our callers only see "connection closed". */
+  if (m.conn_flags & RRPC_CDC_CS_ABNORMAL)
+    RRPC_LOG(WARNING, "rdma qpn=%u: the peer closed the connection abnormally (an error on its side)",
+             ep->vb.qp->qp_num);
   if (ep->state == EP_CLIENT_WAIT_READY) rrpc__ep_hs_apply(ep, rrpc__hs_on_first_cdc(ep));
   return 0;
 }
@@ -635,21 +640,34 @@ static int repost(rrpc__rdma_ep *ep, uint64_t id) {
                         .length = RRPC_EP_SLOT_SIZE,
                         .lkey = ep->vb.slots_mr->lkey};
   struct ibv_recv_wr wr = {.wr_id = id, .sg_list = &sge, .num_sge = 1}, *bad;
-  if (ibv_post_recv(ep->vb.qp, &wr, &bad) != 0) return -RRPC_ERDMA;
+  int prc = ibv_post_recv(ep->vb.qp, &wr, &bad);
+  if (prc != 0) {
+    RRPC_LOG(WARNING, "rdma qpn=%u: ibv_post_recv of slot %llu: %s: failing the connection", ep->vb.qp->qp_num,
+             (unsigned long long)id, rrpc_strerror(-prc));
+    return -RRPC_ERDMA;
+  }
   rrpc__ep_lock(ep);
   int rc = rrpc__rx_window_on_repost(&ep->dp.rx, 1);
   rrpc__ep_unlock(ep);
   return rc;
 }
 
-static int wc_failed(rrpc__rdma_ep *ep, const struct ibv_wc *wc) {
-  /* Flushes follow the first real error; report only that one. */
-  if (wc->status != IBV_WC_WR_FLUSH_ERR)
-    RRPC_LOG(WARNING, "rdma qpn=%u: completion error: %s (vendor 0x%x)", ep->vb.qp->qp_num,
-             ibv_wc_status_str(wc->status), wc->vendor_err);
+static int wc_failed(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int is_send) {
   rrpc__ep_lock(ep);
+  int was_dead = ep->dp.qp_dead;
   ep->dp.qp_dead = 1;
   rrpc__ep_unlock(ep);
+  /* Flushes follow the first real error; report only that one. A flush
+   * with no error before it here means the QP was put in the error state
+   * from elsewhere (a NAK our responder sent, the device): said, or the
+   * connection would fail with a bare "RDMA verbs error". */
+  if (wc->status != IBV_WC_WR_FLUSH_ERR)
+    RRPC_LOG(WARNING, "rdma qpn=%u: completion error: %s (vendor 0x%x, %s wr_id %llu)", ep->vb.qp->qp_num,
+             ibv_wc_status_str(wc->status), wc->vendor_err, is_send ? "send" : "recv",
+             (unsigned long long)wc->wr_id);
+  else if (!was_dead)
+    RRPC_LOG(WARNING, "rdma qpn=%u: a %s work request was flushed with no error seen before it: the QP is in the "
+             "error state", ep->vb.qp->qp_num, is_send ? "send" : "receive");
   return -RRPC_ERDMA;
 }
 
@@ -680,7 +698,7 @@ void rrpc__dp_on_wc(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int is_send, rrp
   /* After an error this poll, the rest (flushes) change nothing. */
   if (ep->vb.qp == NULL || ep->pl.rc != 0) return;
   if (wc->status != IBV_WC_SUCCESS) {
-    ep->pl.rc = wc_failed(ep, wc);
+    ep->pl.rc = wc_failed(ep, wc, is_send);
     return;
   }
   if (is_send) on_send_wc(ep, wc, drop);

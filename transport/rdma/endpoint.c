@@ -929,6 +929,10 @@ static void rdma_on_fail(rrpc__socket *s, int code) {
   rrpc__rdma_ep *ep = rrpc__socket_tstate(s);
   if (ep == NULL) return;
   hs_timer_cancel(ep);
+  /* A connection that fails for a reason other than a close or an idle
+   * timeout is said once, with the code its calls see, on either side. */
+  if (ep->state == EP_UP && code != -RRPC_ECLOSE && code != -RRPC_ELOGOFF && code != -ETIMEDOUT)
+    RRPC_LOG(WARNING, "rdma qpn=%u: connection failed: %s", ep->vb.qp ? ep->vb.qp->qp_num : 0, rrpc_strerror(code));
   rrpc__ep_lock(ep);
   if (ep->state == EP_UP && !ep->dp.qp_dead && !ep->dp.closed_sent) {
     ep->dp.closed_sent = 1;
