@@ -57,8 +57,19 @@ static uint32_t low_of(int c) { return c == 0 ? IDLE_LOW : (target_of(c) + 1) / 
 
 static void piece_destroy(struct rrpc__piece *p) {
   rrpc__piece_unbind(p);
-  if (p->mr != NULL && ibv_dereg_mr(p->mr) == 0) rrpc__rdma_count(RRPC_RDMA_CNT_RING_BYTES, (uint64_t)0 - p->len);
-  if (p->mr != NULL) rrpc__rdma_budget_give(p->len);
+  int rc = p->mr != NULL ? ibv_dereg_mr(p->mr) : 0;
+  if (rc != 0) {
+    /* Still registered (a window still bound to it?): the device may
+     * still write there, so the memory is kept, and counted, for good. */
+    RRPC_LOG(ERROR, "rdma pieces: ibv_dereg_mr of a %u-byte piece: %s; its memory is leaked", p->len,
+             rrpc_strerror(-rc));
+    free(p);
+    return;
+  }
+  if (p->mr != NULL) {
+    rrpc__rdma_count(RRPC_RDMA_CNT_RING_BYTES, (uint64_t)0 - p->len);
+    rrpc__rdma_budget_give(p->len);
+  }
   free(p->buf);
   free(p);
 }
