@@ -14,28 +14,27 @@ export RRPC_RDMA_ELASTIC=0
 # gtest XML beside the default pass's, not over it.
 [ -n "${GTEST_OUTPUT:-}" ] && export GTEST_OUTPUT=${GTEST_OUTPUT%/}/ring-mode/
 fail=0
+# run NAME LOG LIMIT CMD...: one bounded binary; its last line, or all of its output on failure.
+run() {
+  local name=$1 log=${TMPDIR:-/tmp}/ring-mode.$2.log limit=$3
+  shift 3
+  echo "--- $name"
+  if timeout -k 10 "$limit" "$@" > "$log" 2>&1; then
+    tail -1 "$log"
+  else
+    echo "FAIL: $name (exit $?); its output:"
+    cat "$log"
+    fail=1
+  fi
+}
 for t in rpc_rdma_test adversarial_rdma_test teardown_rdma_test shared_cq_rdma_test oom_rdma_test \
     legacy_peer_rdma_test brpc_peer_rdma_test callctl_rdma_test cluster_rdma_test builtin_rdma_test \
     zerocopy_forward_test app_allocator_test; do
-  echo "--- $t (RRPC_RDMA_ELASTIC=0)"
-  if timeout -k 10 240 "$DIR/$t" > "${TMPDIR:-/tmp}/ring-mode.$t.log" 2>&1; then
-    tail -1 "${TMPDIR:-/tmp}/ring-mode.$t.log"
-  else
-    echo "FAIL: $t (exit $?); its output:"
-    cat "${TMPDIR:-/tmp}/ring-mode.$t.log"
-    fail=1
-  fi
+  run "$t (RRPC_RDMA_ELASTIC=0)" "$t" 240 "$DIR/$t"
 done
 # Zero-copy slices from 4 KiB: the slow-receiver case again, where a test (or an application) that
 # keeps received slices would stall the ring (round eleven's CI found one that did; it failed here
 # every time, where the sizes above only made it intermittent).
-echo "--- rpc_rdma_test SlowReceiver (RRPC_RDMA_ELASTIC=0 RRPC_TEST_ZC_MIN=4096)"
-if RRPC_TEST_ZC_MIN=4096 timeout -k 10 120 "$DIR/rpc_rdma_test" --gtest_filter='*SlowReceiver*' \
-    > "${TMPDIR:-/tmp}/ring-mode.zc.log" 2>&1; then
-  tail -1 "${TMPDIR:-/tmp}/ring-mode.zc.log"
-else
-  echo "FAIL: SlowReceiver with zero-copy slices from 4 KiB; its output:"
-  cat "${TMPDIR:-/tmp}/ring-mode.zc.log"
-  fail=1
-fi
+RRPC_TEST_ZC_MIN=4096 run "rpc_rdma_test SlowReceiver (RRPC_RDMA_ELASTIC=0 RRPC_TEST_ZC_MIN=4096)" zc 120 \
+  "$DIR/rpc_rdma_test" --gtest_filter='*SlowReceiver*'
 [ "$fail" = 0 ] && echo "PASS ring-mode" || { echo "FAIL ring-mode"; exit 1; }

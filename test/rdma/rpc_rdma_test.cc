@@ -131,6 +131,36 @@ long long tcp_bytes_on_port(int port) {
   return total;
 }
 
+// Async echo calls with an attachment of `want` bytes: counts completions,
+// failures and short responses; each response's attachment is dropped as
+// it completes (drop) or its controller kept for later (kept). A ring-mode
+// client that keeps zero-copy response slices holds its ring's consumer
+// cursor, and the server with it: the tests below choose which they mean.
+struct EchoTally {
+  std::mutex mu;
+  std::condition_variable cv;
+  int done = 0, failed = 0, short_ones = 0;
+  size_t want = 0;
+  bool drop = true;
+  std::vector<rrpc_controller *> kept;
+
+  static void on_done(void *arg, rrpc_controller *c) {
+    EchoTally *t = static_cast<EchoTally *>(arg);
+    std::lock_guard<std::mutex> g(t->mu);
+    if (rrpc_controller_failed(c)) t->failed++;
+    if (rrpc_iobuf_length(rrpc_controller_response_attachment(c)) != t->want) t->short_ones++;
+    if (t->drop) rrpc_iobuf_clear(rrpc_controller_response_attachment(c));
+    else t->kept.push_back(c);
+    t->done++;
+    t->cv.notify_all();
+  }
+  // Whether `n` calls completed within `secs`.
+  bool wait_done(int n, int secs) {
+    std::unique_lock<std::mutex> g(mu);
+    return cv.wait_for(g, std::chrono::seconds(secs), [&] { return done >= n; });
+  }
+};
+
 // ---- child processes --------------------------------------------------------------
 
 using rrpc_test::Child;
@@ -223,37 +253,18 @@ __attribute__((constructor)) void configure_rdma() {
       fflush(stdout);
       _exit(0);
     }
-    struct Held {
-      std::mutex mu;
-      std::condition_variable cv;
-      int done = 0, failed = 0, short_ones = 0;
-      bool drop = false;
-      std::vector<rrpc_controller *> kept;
-    } h;
-    const size_t att = 16 * 1024;
-    auto cb = [](void *arg, rrpc_controller *c) {
-      Held *x = static_cast<Held *>(arg);
-      std::lock_guard<std::mutex> g(x->mu);
-      if (rrpc_controller_failed(c)) x->failed++;
-      if (rrpc_iobuf_length(rrpc_controller_response_attachment(c)) != 16 * 1024) x->short_ones++;
-      if (x->drop) rrpc_iobuf_clear(rrpc_controller_response_attachment(c));
-      else x->kept.push_back(c);
-      x->done++;
-      x->cv.notify_all();
-    };
+    EchoTally h;
+    h.want = 16 * 1024;
+    h.drop = false;
     const int n = 40;  // 640 KiB of responses through a 256 KiB ring
     std::vector<rrpc_controller *> cs(n);
-    std::string big = pattern(att, 21);
+    std::string big = pattern(h.want, 21);
     uint64_t full_before = stats().ring_full_held;
-    auto wait_done = [&](int want, int secs) {
-      std::unique_lock<std::mutex> g(h.mu);
-      return h.cv.wait_for(g, std::chrono::seconds(secs), [&] { return h.done >= want; });
-    };
     for (int i = 0; i < n; i++) {
       rrpc_controller_new(&cs[i]);
       rrpc_iobuf_append(rrpc_controller_request_attachment(cs[i]), big.data(), big.size());
-      rrpc_channel_call(ch, "test.Echo", "Echo", cs[i], nullptr, nullptr, cb, &h);
-      if (i == 0 && !wait_done(1, 20)) break;  // the first response alone: one zero-copy slice
+      rrpc_channel_call(ch, "test.Echo", "Echo", cs[i], nullptr, nullptr, EchoTally::on_done, &h);
+      if (i == 0 && !h.wait_done(1, 20)) break;  // the first response alone: one zero-copy slice
     }
     // The counter is the only sign of the wait: poll it, bounded.
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
@@ -267,7 +278,7 @@ __attribute__((constructor)) void configure_rdma() {
       h.drop = true;
       for (rrpc_controller *c : h.kept) rrpc_iobuf_clear(rrpc_controller_response_attachment(c));
     }
-    bool all = wait_done(n, 30);
+    bool all = h.wait_done(n, 30);
     std::lock_guard<std::mutex> g(h.mu);
     bool ok = full > 0 && done_while_held < n && all && h.failed == 0 && h.short_ones == 0;
     printf("%s ring_full_held=%llu done_while_held=%d done=%d failed=%d short=%d\n", ok ? "ok" : "FAIL",
@@ -436,37 +447,23 @@ TEST_F(RdmaRpc, SlowReceiverMakesTheSenderWait) {
   // The server's loop is busy in "Slow" while async requests of 64 KiB keep
   // coming: its ring (256 KiB) fills, and the client must wait, not lose.
   std::string big = pattern(64 * 1024, 9);
-  struct St {
-    std::mutex mu;
-    std::condition_variable cv;
-    int done = 0, failed = 0, short_ones = 0;
-    size_t want = 0;
-  } st;
-  st.want = big.size();
-  const int n = 40;
-  std::vector<rrpc_controller *> cs(n);
-  std::vector<rrpc_iobuf *> reqs(n);
   // Each response is checked and dropped as it completes. This suite runs
   // with zero-copy receive on, and in ring mode (test/rdma/ring-mode.sh) a
   // response kept until all 40 are done would hold a slice of the client's
   // ring: its consumer waits there and the server with it (the documented
   // ring-mode contract; RingModeWaitsForHeldSlicesAndSaysSo covers it).
-  auto done = [](void *arg, rrpc_controller *c) {
-    St *s = static_cast<St *>(arg);
-    std::lock_guard<std::mutex> g(s->mu);
-    if (rrpc_controller_failed(c)) s->failed++;
-    if (rrpc_iobuf_length(rrpc_controller_response_attachment(c)) != s->want) s->short_ones++;
-    rrpc_iobuf_clear(rrpc_controller_response_attachment(c));
-    s->done++;
-    s->cv.notify_all();
-  };
+  EchoTally st;
+  st.want = big.size();
+  const int n = 40;
+  std::vector<rrpc_controller *> cs(n);
+  std::vector<rrpc_iobuf *> reqs(n);
   std::thread slow([&] { EXPECT_EQ(0, call(ch, "Slow", "1500", "", nullptr, nullptr)); });
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let Slow occupy the server loop first
   for (int i = 0; i < n; i++) {
     rrpc_controller_new(&cs[i]);
     rrpc_iobuf_new(&reqs[i]);
     rrpc_iobuf_append(rrpc_controller_request_attachment(cs[i]), big.data(), big.size());
-    ASSERT_EQ(0, rrpc_channel_call(ch, "test.Echo", "Echo", cs[i], reqs[i], nullptr, done, &st));
+    ASSERT_EQ(0, rrpc_channel_call(ch, "test.Echo", "Echo", cs[i], reqs[i], nullptr, EchoTally::on_done, &st));
   }
   {
     std::unique_lock<std::mutex> g(st.mu);
