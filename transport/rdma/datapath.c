@@ -652,22 +652,23 @@ static int repost(rrpc__rdma_ep *ep, uint64_t id) {
   return rc;
 }
 
+static void log_wc_error(const rrpc__rdma_ep *ep, const struct ibv_wc *wc, int is_send) {
+  RRPC_LOG(WARNING, "rdma qpn=%u: completion error: %s (vendor 0x%x, %s wr_id %llu)", ep->vb.qp->qp_num,
+           ibv_wc_status_str(wc->status), wc->vendor_err, is_send ? "send" : "recv", (unsigned long long)wc->wr_id);
+}
+
+/* The first failed completion of a poll. Flushes follow the first real
+ * error; only that one is reported. A flush with nothing before it may
+ * precede its cause in the same poll (the receive CQ is drained first, a
+ * send's RNR or retry error comes after its QP's flushed receives): it is
+ * said at the poll's end, and only if no real error followed it. */
 static int wc_failed(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int is_send) {
   rrpc__ep_lock(ep);
   int was_dead = ep->dp.qp_dead;
   ep->dp.qp_dead = 1;
   rrpc__ep_unlock(ep);
-  /* Flushes follow the first real error; report only that one. A flush
-   * with no error before it here means the QP was put in the error state
-   * from elsewhere (a NAK our responder sent, the device): said, or the
-   * connection would fail with a bare "RDMA verbs error". */
-  if (wc->status != IBV_WC_WR_FLUSH_ERR)
-    RRPC_LOG(WARNING, "rdma qpn=%u: completion error: %s (vendor 0x%x, %s wr_id %llu)", ep->vb.qp->qp_num,
-             ibv_wc_status_str(wc->status), wc->vendor_err, is_send ? "send" : "recv",
-             (unsigned long long)wc->wr_id);
-  else if (!was_dead)
-    RRPC_LOG(WARNING, "rdma qpn=%u: a %s work request was flushed with no error seen before it: the QP is in the "
-             "error state", ep->vb.qp->qp_num, is_send ? "send" : "receive");
+  if (wc->status != IBV_WC_WR_FLUSH_ERR) log_wc_error(ep, wc, is_send);
+  else ep->pl.flush_first = !was_dead;
   return -RRPC_ERDMA;
 }
 
@@ -696,7 +697,14 @@ static void on_send_wc(rrpc__rdma_ep *ep, const struct ibv_wc *wc, rrpc_iobuf *d
 void rrpc__dp_on_wc(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int is_send, rrpc_iobuf *drop) {
   rrpc__rdma_count(RRPC_RDMA_CNT_COMPLETIONS, 1);
   /* After an error this poll, the rest (flushes) change nothing. */
-  if (ep->vb.qp == NULL || ep->pl.rc != 0) return;
+  if (ep->vb.qp == NULL) return;
+  if (ep->pl.rc != 0) {
+    if (ep->pl.flush_first && wc->status != IBV_WC_SUCCESS && wc->status != IBV_WC_WR_FLUSH_ERR) {
+      ep->pl.flush_first = 0; /* the cause, after the flush it caused */
+      log_wc_error(ep, wc, is_send);
+    }
+    return;
+  }
   if (wc->status != IBV_WC_SUCCESS) {
     ep->pl.rc = wc_failed(ep, wc, is_send);
     return;
@@ -739,6 +747,10 @@ static void note_full_while_held_locked(rrpc__rdma_ep *ep) {
 void rrpc__dp_after(rrpc__rdma_ep *ep) {
   int got = ep->pl.got, peer_closed = ep->pl.peer_closed, rc = ep->pl.rc;
   ep->pl.got = ep->pl.peer_closed = 0;
+  if (ep->pl.flush_first && ep->vb.qp != NULL)
+    RRPC_LOG(WARNING, "rdma qpn=%u: work requests were flushed with no error completion before them: the QP is "
+             "in the error state (an error its responder side saw, or a NAK it sent)", ep->vb.qp->qp_num);
+  ep->pl.flush_first = 0;
   if (ep->vb.qp == NULL) {
     ep->pl.rc = 0;
     return;

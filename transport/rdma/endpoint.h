@@ -186,6 +186,8 @@ struct rrpc__ep_poll {
   int got;         /* bytes went into the read buffer */
   int peer_closed; /* a CDC said the peer closed */
   int rc;          /* the first error: fails the socket */
+  int flush_first; /* rc is a flush with no error before it: said in rrpc__dp_after
+                      unless a real error follows in the same poll */
 };
 
 typedef struct rrpc__rdma_ep {
