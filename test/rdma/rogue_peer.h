@@ -385,13 +385,13 @@ struct Peer {
     return false;
   }
 
+  bool close_was_stashed = false;  // wait_close_cdc found the close among the stashed receives
+
   // Wait for the server's close CDC (a CDC with connection-state flags);
   // writes and plain CDCs on the way are taken and their receives
   // reposted. Its conn_flags, or 0 if the QP failed or nothing came in ms
   // (a QP the server destroyed first shows up as a retry-exceeded error or
   // silence, never as the CDC).
-  bool close_was_stashed = false;  // wait_close_cdc found the close among the stashed receives
-
   uint8_t wait_close_cdc(int ms, int *writes_after = nullptr) {
     std::string ignored;
     // The close may already be among the receives stashed while our own
@@ -404,10 +404,10 @@ struct Peer {
       uint8_t flags = close_flags_of(stashed[i]);
       if (flags != 0) {
         close_was_stashed = true;
-        for (size_t k = i + 1; k < stashed.size(); k++)  // after the close: data writes are counted
-          if (writes_after && stashed[k].opcode == IBV_WC_RECV_RDMA_WITH_IMM && stashed[k].byte_len > 0)
-            ++*writes_after;
-        if (writes_after) *writes_after += count_writes(200);
+        int later = 0;  // data writes stashed after the close count too
+        for (size_t k = i + 1; k < stashed.size(); k++)
+          later += stashed[k].opcode == IBV_WC_RECV_RDMA_WITH_IMM && stashed[k].byte_len > 0;
+        if (writes_after) *writes_after = later + count_writes(200);
         return flags;
       }
       take(stashed[i], &ignored);
