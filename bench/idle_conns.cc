@@ -184,6 +184,10 @@ long long rdma_res_count(const char *kind, const std::set<long> &tids) {
 
 Metrics measure() {
   Metrics m;
+  struct rusage ru;  // first: what the measuring below costs is not the connections'
+  if (getrusage(RUSAGE_SELF, &ru) == 0)  // the process's CPU, all threads
+    m["cpu_ms"] = (long long)(ru.ru_utime.tv_sec * 1000 + ru.ru_utime.tv_usec / 1000 +
+                              ru.ru_stime.tv_sec * 1000 + ru.ru_stime.tv_usec / 1000);
   m["pin_kib"] = status_kib("VmPin");
   m["lck_kib"] = status_kib("VmLck");
   m["rss_kib"] = status_kib("VmRSS");
@@ -199,6 +203,13 @@ Metrics measure() {
     m["pool_bytes"] = (long long)st.pool_bytes;
     m["rdma_conns"] = (long long)st.connections_rdma;
     m["fallbacks"] = (long long)st.connections_fallback;
+    // What one connection's setup costs in messages and verbs work:
+    m["writes"] = (long long)st.writes;
+    m["cdcs"] = (long long)st.cdc_sent;
+    m["cqes"] = (long long)st.completions;
+    m["wakeups"] = (long long)st.wakeups;
+    m["grants"] = (long long)st.piece_grants;
+    m["bg_jobs"] = (long long)st.bg_jobs_queued;
   }
   return m;
 }
@@ -707,7 +718,8 @@ std::string report_line(const Setup &st, double secs, const Metrics &sb, const M
                   " memlock=" + std::to_string(limit_of(RLIMIT_MEMLOCK));
   auto side = [&](const char *p, const Metrics &b, const Metrics &a) {
     for (auto &kv : a) l += std::string(" ") + p + kv.first + "=" + std::to_string(kv.second);
-    for (const char *k : {"pin_kib", "rss_kib", "queues_kib", "heap_kib", "fds", "maps", "qp", "cq", "mr"}) {
+    for (const char *k : {"pin_kib", "rss_kib", "queues_kib", "heap_kib", "fds", "maps", "qp", "cq", "mr", "cpu_ms",
+                          "writes", "cdcs", "cqes", "wakeups", "grants", "bg_jobs"}) {
       auto ai = a.find(k), bi = b.find(k);
       if (ai == a.end() || bi == b.end() || ai->second < 0 || bi->second < 0 || n == 0) continue;
       l += std::string(" ") + p + "per_conn_" + k + "=" + fmt((double)(ai->second - bi->second) / n);
