@@ -8,7 +8,10 @@
 // and checks the controller's used_rdma. The costs are read on each side
 // from its own /proc/self (VmPin, VmRSS, fds, maps lines, the RSS of the
 // provider's queue mappings from smaps), malloc's bytes in use, rrpc_rdma_get_stats
-// (pool bytes, RDMA connections) and `rdma resource show qp|cq|mr|pd`
+// (pool bytes, RDMA connections, messages: writes, CDCs, completions,
+// wake-ups, grants, background jobs), the process's CPU time (getrusage:
+// per_conn_cpu_ms is what setting up one connection cost that side) and
+// `rdma resource show qp|cq|mr|pd`
 // (counted by pid; when the rdma tool is missing those fields are -1 and
 // res_src=none). The server measures itself inside an "idle.Report" call.
 //
