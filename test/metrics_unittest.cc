@@ -68,4 +68,36 @@ TEST(CallStats, BeginAndEndOnDifferentThreads) {
   rrpc__call_stats_free(s);
 }
 
+// The first 16 threads that record get a shard of their own (raised
+// without locked instructions); later ones share a few (atomics). With
+// more threads than that recording at once, every call still counts once
+// and the window's count, latency sum and maximum are exact.
+TEST(CallStats, ThreadsPastTheOwnedShardsCountExactly) {
+  rrpc__call_stats *s = nullptr;
+  ASSERT_EQ(0, rrpc__call_stats_new(&s));
+  constexpr int kThreads = 40, kCalls = 2000;
+  std::atomic<int> ready{0};
+  std::vector<std::thread> ws;
+  for (int t = 0; t < kThreads; t++)
+    ws.emplace_back([&, t] {
+      ready++;
+      while (ready.load() < kThreads) std::this_thread::yield();  // all at once: shared shards contend
+      for (int i = 0; i < kCalls; i++) {
+        rrpc__call_stats_begin(s);
+        rrpc__call_stats_end(s, t == 7 && i == 5 ? 9000 : 10, i == 0 ? -5 : 0);
+      }
+    });
+  for (auto &w : ws) w.join();
+  rrpc_call_stats st;
+  rrpc__call_stats_read(s, &st);
+  EXPECT_EQ(uint64_t{kThreads} * kCalls, st.calls);
+  EXPECT_EQ(uint64_t{kThreads}, st.errors);
+  EXPECT_EQ(0, st.in_flight);
+  if (st.window_calls == uint64_t{kThreads} * kCalls) {  // the run fit in the window (it nearly always does)
+    EXPECT_EQ(9000u, st.latency_max_us);
+    EXPECT_EQ((uint64_t{kThreads} * kCalls * 10 - 10 + 9000) / (uint64_t{kThreads} * kCalls), st.latency_avg_us);
+  }
+  rrpc__call_stats_free(s);
+}
+
 }  // namespace

@@ -11,7 +11,9 @@
 #include "rrpc/internal/metrics.h"
 
 enum {
-  SHARDS = 16,                      /* threads past 16 share shards (still exact: atomics) */
+  OWNED = 16,                       /* the first 16 recording threads: a shard each */
+  SHARED = 8,                       /* later threads share these (still exact: atomics) */
+  SHARDS = OWNED + SHARED,
   SLOTS = RRPC_METRICS_WINDOW_S + 1, /* the window plus the second being filled */
   SUB = 8,                          /* buckets per power of two */
   NBUCKETS = 256,                   /* covers up to ~2^34 us; larger go to the last */
@@ -51,6 +53,11 @@ struct rrpc__call_stats {
 atomic_int rrpc__metrics_switch = 1; /* internal/metrics.h */
 static atomic_int g_next_thread;
 static _Thread_local int tl_shard = -1;
+/* tl_shard < OWNED: only this thread writes its shard, so its counters are
+ * raised with a load and a store; no locked read-modify-write (six of them
+ * per recorder per call were ~3 % of a call's CPU at saturation). Readers
+ * still load them atomically. */
+#define OWNED_SHARD() (tl_shard < OWNED)
 
 void rrpc_metrics_set_enabled(int on) { atomic_store_explicit(&rrpc__metrics_switch, on != 0, memory_order_relaxed); }
 int rrpc_metrics_enabled(void) { return atomic_load_explicit(&rrpc__metrics_switch, memory_order_relaxed); }
@@ -84,7 +91,8 @@ void rrpc__call_stats_free(rrpc__call_stats *s) {
 
 /* The shard index this thread records into, picked on its first record. */
 static void pick_shard(void) {
-  tl_shard = atomic_fetch_add_explicit(&g_next_thread, 1, memory_order_relaxed) % SHARDS;
+  int i = atomic_fetch_add_explicit(&g_next_thread, 1, memory_order_relaxed);
+  tl_shard = i < OWNED ? i : OWNED + (i - OWNED) % SHARED;
 }
 
 /* This thread's shard (tl_shard is picked), allocated on its first record.
@@ -119,10 +127,32 @@ static uint64_t bucket_mid(unsigned idx) {
   return lo + width / 2;
 }
 
+/* Raise a counter of this thread's shard (see OWNED_SHARD). */
+static inline void add_u64(_Atomic uint64_t *a, uint64_t v) {
+  if (OWNED_SHARD())
+    atomic_store_explicit(a, atomic_load_explicit(a, memory_order_relaxed) + v, memory_order_relaxed);
+  else
+    atomic_fetch_add_explicit(a, v, memory_order_relaxed);
+}
+
+static inline void add_i64(_Atomic int64_t *a, int64_t v) {
+  if (OWNED_SHARD())
+    atomic_store_explicit(a, atomic_load_explicit(a, memory_order_relaxed) + v, memory_order_relaxed);
+  else
+    atomic_fetch_add_explicit(a, v, memory_order_relaxed);
+}
+
+static inline void add_u32(_Atomic uint32_t *a, uint32_t v) {
+  if (OWNED_SHARD())
+    atomic_store_explicit(a, atomic_load_explicit(a, memory_order_relaxed) + v, memory_order_relaxed);
+  else
+    atomic_fetch_add_explicit(a, v, memory_order_relaxed);
+}
+
 static void begin_one(rrpc__call_stats *s) {
   struct shard *sh = my_shard(s);
   if (sh == NULL) return;
-  atomic_fetch_add_explicit(&sh->in_flight, 1, memory_order_relaxed);
+  add_i64(&sh->in_flight, 1);
 }
 
 void rrpc__call_stats_begin2(rrpc__call_stats *a, rrpc__call_stats *b) {
@@ -152,6 +182,10 @@ static void count_error(rrpc__call_stats *s, int code) {
 
 static void atomic_max(_Atomic uint64_t *a, uint64_t v) {
   uint64_t cur = atomic_load_explicit(a, memory_order_relaxed);
+  if (OWNED_SHARD()) {
+    if (cur < v) atomic_store_explicit(a, v, memory_order_relaxed);
+    return;
+  }
   while (cur < v && !atomic_compare_exchange_weak_explicit(a, &cur, v, memory_order_relaxed,
                                                            memory_order_relaxed)) {
   }
@@ -200,14 +234,14 @@ static struct slot *slot_for(struct shard *sh, const struct record *r) {
 static void end_in(struct shard *sh, const struct record *r) {
   struct slot *sl = slot_for(sh, r);
   if (sl != NULL) {
-    atomic_fetch_add_explicit(&sl->n, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&sl->sum_us, r->lat, memory_order_relaxed);
-    atomic_fetch_add_explicit(&sl->bucket[r->bucket], 1, memory_order_relaxed);
+    add_u64(&sl->n, 1);
+    add_u64(&sl->sum_us, r->lat);
+    add_u32(&sl->bucket[r->bucket], 1);
     atomic_max(&sl->max_us, r->lat);
   }
-  atomic_fetch_sub_explicit(&sh->in_flight, 1, memory_order_relaxed);
-  atomic_fetch_add_explicit(&sh->calls, 1, memory_order_relaxed);
-  if (r->code != 0) atomic_fetch_add_explicit(&sh->errors, 1, memory_order_relaxed);
+  add_i64(&sh->in_flight, -1);
+  add_u64(&sh->calls, 1);
+  if (r->code != 0) add_u64(&sh->errors, 1);
 }
 
 static void end_one(rrpc__call_stats *s, const struct record *r) {
