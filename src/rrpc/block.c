@@ -246,6 +246,11 @@ static __attribute__((noinline)) void depot_take(hdr_cache *c) {
 static inline rrpc_block *blk_pop(hdr_cache *c) {
   rrpc_block *b = c->blk_head;
   c->blk_head = b->deleter_arg;
+  /* The next one's header, ahead of its use: blocks from the depot were
+   * last written on another core, and reading the link of each on its pop
+   * was a cache miss a block (94 % of block_alloc's samples at saturation).
+   * For writing: block_init writes the header. */
+  if (c->blk_head != NULL) __builtin_prefetch(c->blk_head, 1);
   store_u(&c->blk_n, load_u(&c->blk_n) - 1);
   atomic_store_explicit(&c->hits, atomic_load_explicit(&c->hits, memory_order_relaxed) + 1,
                         memory_order_relaxed);
