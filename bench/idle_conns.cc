@@ -33,7 +33,9 @@
 // whether any connection was set up again (test/rdma/thousand-conns.sh).
 // --idle_probe_seconds=N, on one more connection: the first 64 B call after
 // N idle seconds vs warm calls, and the first second of 1 MiB calls after N
-// idle seconds vs warm seconds (idle_probe lines with the ratios).
+// idle seconds vs warm seconds (idle_probe lines with the ratios), beside a
+// raw socketpair echo's first round trip after idle (what the machine alone
+// adds); --idle_probe_busy_loops=2 keeps a VM's vCPUs from halting meanwhile.
 #include <fcntl.h>
 #include <gflags/gflags.h>
 #include <signal.h>
@@ -93,6 +95,9 @@ DEFINE_uint64(traffic_seed, 0, "seed of the waves' choices (0: from the clock; p
 DEFINE_int32(idle_probe_seconds, 0, "after setup, on one more connection: warm 64 B latency and "
              "1 MiB throughput, then this many seconds idle, then the first call's latency and the "
              "first second's throughput, and their ratios to the warm ones");
+DEFINE_int32(idle_probe_busy_loops, 0, "during the idle probe, this many nice-19 busy-loop processes: they keep "
+             "the machine's CPUs out of their idle halt (a VM's vCPUs halt when idle, which alone "
+             "makes any first round trip after idle slow) and give way to everything else");
 DEFINE_int32(idle_probe_rounds, 3, "idle periods of --idle_probe_seconds, one after the other");
 
 namespace {
@@ -655,7 +660,30 @@ double raw_warm_us(RawEcho *r) {
 // figure taken just before and just after it (their mean), so that a host
 // whose load drifts during the round moves the reference too. One
 // "idle_probe" line per round and a summary with the medians.
+// --idle_probe_busy_loops: children that only spin, at the lowest
+// priority; killed when the probe ends. A forked child of this threaded
+// process calls nothing but setpriority.
+std::vector<pid_t> start_busy_loops(int n) {
+  std::vector<pid_t> pids;
+  for (int i = 0; i < n; i++) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      setpriority(PRIO_PROCESS, 0, 19);
+      for (volatile unsigned long x = 0;; x++) {
+      }
+    }
+    if (pid > 0) pids.push_back(pid);
+  }
+  return pids;
+}
+
+void stop_busy_loops(const std::vector<pid_t> &pids) {
+  for (pid_t p : pids) kill(p, SIGKILL);
+  for (pid_t p : pids) waitpid(p, nullptr, 0);
+}
+
 bool run_idle_probe(const std::string &addr) {
+  std::vector<pid_t> busy = start_busy_loops(FLAGS_idle_probe_busy_loops);
   rrpc_channel *ch = new_channel(addr);
   Call c;
   rrpc_iobuf *small = nullptr, *mib = nullptr;
@@ -696,10 +724,11 @@ bool run_idle_probe(const std::string &addr) {
     fflush(stdout);
   }
   raw_stop(&raw);
-  printf("idle_probe_summary idle_s=%d rounds=%zu median_lat_ratio=%.2f median_tput_ratio=%.2f "
+  stop_busy_loops(busy);
+  printf("idle_probe_summary idle_s=%d busy_loops=%d rounds=%zu median_lat_ratio=%.2f median_tput_ratio=%.2f "
          "median_raw_lat_ratio=%.2f ok=%d\n",
-         FLAGS_idle_probe_seconds, lat_ratio.size(), median(lat_ratio), median(tput_ratio), median(raw_ratio),
-         ok ? 1 : 0);
+         FLAGS_idle_probe_seconds, FLAGS_idle_probe_busy_loops, lat_ratio.size(), median(lat_ratio),
+         median(tput_ratio), median(raw_ratio), ok ? 1 : 0);
   fflush(stdout);
   rrpc_iobuf_free(small);
   rrpc_iobuf_free(mib);
