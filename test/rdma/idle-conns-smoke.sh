@@ -24,7 +24,7 @@ smoke() {
   for k in ok=20 used_rdma=20 stopped=none; do
     case " $line " in *" $k "*) ;; *) echo "FAIL: no $k in the line"; return 1 ;; esac
   done
-  keys="pin_kib rss_kib fds maps"
+  keys="pin_kib rss_kib fds maps cpu_ms writes cdcs cqes wakeups grants bg_jobs"
   # QPs/CQs/MRs come from iproute2's rdma tool (always there in the VM; res_src=0 where it is not).
   case $line in *" c_res_src=1 "*) keys="$keys qp cq mr" ;; esac
   for side in s c; do
@@ -32,13 +32,25 @@ smoke() {
       case $line in *" ${side}_per_conn_$k="*) ;; *) echo "FAIL: no ${side}_per_conn_$k"; return 1 ;; esac
     done
   done
-  # The busy-after-idle mode (--idle_probe_seconds) keeps working: one short round, its summary.
-  probe=$(timeout -k 5 60 "$BIN" --n=1 --list_resources=false --idle_probe_seconds=1 --idle_probe_rounds=1 |
-    grep '^idle_probe_summary ')
+  # Every connection was proven with one call over RDMA: each side wrote at least once per connection.
+  case $line in *" s_per_conn_writes=0."* | *" c_per_conn_writes=0."*) echo "FAIL: fewer writes than connections"; return 1 ;; esac
+  # The busy-after-idle mode (--idle_probe_seconds) keeps working: one short round, its summary,
+  # with one busy loop beside it (--idle_probe_busy_loops), which must be gone when the tool is.
+  probe=$(timeout -k 5 60 "$BIN" --n=1 --list_resources=false --idle_probe_seconds=1 --idle_probe_rounds=1 \
+    --idle_probe_busy_loops=1 | grep '^idle_probe_summary ')
   rc=$?
   echo "$probe"
   [ "$rc" -eq 0 ] || { echo "FAIL: idle_conns --idle_probe_seconds exited $rc"; return 1; }
   case " $probe " in *" ok=1 "*) ;; *) echo "FAIL: the idle probe did not finish (ok=1)"; return 1 ;; esac
+  case " $probe " in *" busy_loops=1 "*) ;; *) echo "FAIL: the probe ran without its busy loop"; return 1 ;; esac
+  local d
+  for d in /proc/[0-9]*; do
+    if [ "$(cat "$d/comm" 2>/dev/null)" = idle_conns ]; then
+      echo "FAIL: an idle_conns process (a busy loop?) outlived the probe: ${d#/proc/}"
+      kill -9 "${d#/proc/}"
+      return 1
+    fi
+  done
 }
 
 for mode in ${IDLE_SMOKE_MODES:-0 1}; do
