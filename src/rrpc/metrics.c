@@ -127,32 +127,21 @@ static uint64_t bucket_mid(unsigned idx) {
   return lo + width / 2;
 }
 
-/* Raise a counter of this thread's shard (see OWNED_SHARD). */
-static inline void add_u64(_Atomic uint64_t *a, uint64_t v) {
-  if (OWNED_SHARD())
-    atomic_store_explicit(a, atomic_load_explicit(a, memory_order_relaxed) + v, memory_order_relaxed);
-  else
-    atomic_fetch_add_explicit(a, v, memory_order_relaxed);
-}
-
-static inline void add_i64(_Atomic int64_t *a, int64_t v) {
-  if (OWNED_SHARD())
-    atomic_store_explicit(a, atomic_load_explicit(a, memory_order_relaxed) + v, memory_order_relaxed);
-  else
-    atomic_fetch_add_explicit(a, v, memory_order_relaxed);
-}
-
-static inline void add_u32(_Atomic uint32_t *a, uint32_t v) {
-  if (OWNED_SHARD())
-    atomic_store_explicit(a, atomic_load_explicit(a, memory_order_relaxed) + v, memory_order_relaxed);
-  else
-    atomic_fetch_add_explicit(a, v, memory_order_relaxed);
-}
+/* Raise a counter of this thread's shard (see OWNED_SHARD); any atomic
+ * integer type (the C11 generic operations). */
+#define SHARD_ADD(a, v)                                                                              \
+  do {                                                                                               \
+    if (OWNED_SHARD())                                                                               \
+      atomic_store_explicit((a), atomic_load_explicit((a), memory_order_relaxed) + (v),              \
+                            memory_order_relaxed);                                                   \
+    else                                                                                             \
+      atomic_fetch_add_explicit((a), (v), memory_order_relaxed);                                     \
+  } while (0)
 
 static void begin_one(rrpc__call_stats *s) {
   struct shard *sh = my_shard(s);
   if (sh == NULL) return;
-  add_i64(&sh->in_flight, 1);
+  SHARD_ADD(&sh->in_flight, 1);
 }
 
 void rrpc__call_stats_begin2(rrpc__call_stats *a, rrpc__call_stats *b) {
@@ -234,14 +223,14 @@ static struct slot *slot_for(struct shard *sh, const struct record *r) {
 static void end_in(struct shard *sh, const struct record *r) {
   struct slot *sl = slot_for(sh, r);
   if (sl != NULL) {
-    add_u64(&sl->n, 1);
-    add_u64(&sl->sum_us, r->lat);
-    add_u32(&sl->bucket[r->bucket], 1);
+    SHARD_ADD(&sl->n, 1);
+    SHARD_ADD(&sl->sum_us, r->lat);
+    SHARD_ADD(&sl->bucket[r->bucket], 1);
     atomic_max(&sl->max_us, r->lat);
   }
-  add_i64(&sh->in_flight, -1);
-  add_u64(&sh->calls, 1);
-  if (r->code != 0) add_u64(&sh->errors, 1);
+  SHARD_ADD(&sh->in_flight, -1);
+  SHARD_ADD(&sh->calls, 1);
+  if (r->code != 0) SHARD_ADD(&sh->errors, 1);
 }
 
 static void end_one(rrpc__call_stats *s, const struct record *r) {
