@@ -100,6 +100,11 @@ DEFINE_int32(idle_probe_seconds, 0, "after setup, on one more connection: warm 6
 DEFINE_int32(idle_probe_busy_loops, 0, "during the idle probe, this many nice-19 busy-loop processes: they keep "
              "the machine's CPUs out of their idle halt (a VM's vCPUs halt when idle, which alone "
              "makes any first round trip after idle slow) and give way to everything else");
+DEFINE_int32(idle_probe_background, 0, "during the idle probe, this many other connections each make a 64 B "
+             "call every --idle_probe_background_gap_us: only the probe's connection idles, as on a "
+             "server whose other clients keep it busy (and the machine's CPUs out of their idle halt)");
+DEFINE_int32(idle_probe_background_gap_us, 1000, "pause between two background calls on one connection "
+             "(--idle_probe_background)");
 DEFINE_int32(idle_probe_rounds, 3, "idle periods of --idle_probe_seconds, one after the other");
 
 namespace {
@@ -695,8 +700,57 @@ void stop_busy_loops(const std::vector<pid_t> &pids) {
   for (pid_t p : pids) waitpid(p, nullptr, 0);
 }
 
+// --idle_probe_background: other connections of this client that make
+// paced 64 B calls while the probe's connection idles (and while the warm
+// figures are taken: the reference sees the same load). Each thread has its
+// own channel, so its own connection; failures are counted and fail the probe.
+class Background {
+ public:
+  Background(const std::string &addr, int n, int gap_us) {
+    for (int i = 0; i < n; i++) {
+      rrpc_channel *ch = new_channel(addr);
+      if (ch == nullptr) {
+        failed_++;
+        continue;
+      }
+      threads_.emplace_back([this, ch, gap_us] { run(ch, gap_us); });
+    }
+  }
+  ~Background() { stop(); }
+  void stop() {
+    stop_ = true;
+    for (auto &t : threads_) t.join();
+    threads_.clear();
+  }
+  long long calls() const { return calls_; }
+  long long failed() const { return failed_; }
+
+ private:
+  void run(rrpc_channel *ch, int gap_us) {
+    Call c;
+    rrpc_iobuf *small = nullptr;
+    rrpc_iobuf_new(&small);
+    std::string s64(64, 'b');
+    rrpc_iobuf_append(small, s64.data(), s64.size());
+    while (!stop_) {
+      rrpc_controller_reset(c.cntl);
+      rrpc_iobuf_clear(c.resp);
+      rrpc_controller_set_timeout_ms(c.cntl, FLAGS_call_timeout_ms);
+      int rc = rrpc_channel_call(ch, "idle.Bench", "Echo", c.cntl, small, c.resp, nullptr, nullptr);
+      (rc == 0 && rrpc_controller_used_rdma(c.cntl) ? calls_ : failed_)++;
+      if (gap_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(gap_us));  // pacing, not sync
+    }
+    rrpc_iobuf_free(small);
+    rrpc_channel_free(ch);
+  }
+  std::vector<std::thread> threads_;
+  std::atomic<bool> stop_{false};
+  std::atomic<long long> calls_{0}, failed_{0};
+};
+
 bool run_idle_probe(const std::string &addr) {
   std::vector<pid_t> busy = start_busy_loops(FLAGS_idle_probe_busy_loops);
+  Background background(addr, FLAGS_idle_probe_background, FLAGS_idle_probe_background_gap_us);
   rrpc_channel *ch = new_channel(addr);
   Call c;
   rrpc_iobuf *small = nullptr, *mib = nullptr;
@@ -738,10 +792,14 @@ bool run_idle_probe(const std::string &addr) {
   }
   raw_stop(&raw);
   stop_busy_loops(busy);
-  printf("idle_probe_summary idle_s=%d busy_loops=%d rounds=%zu median_lat_ratio=%.2f median_tput_ratio=%.2f "
+  background.stop();
+  ok = ok && background.failed() == 0;
+  printf("idle_probe_summary idle_s=%d busy_loops=%d background=%d background_gap_us=%d background_calls=%lld "
+         "background_failed=%lld rounds=%zu median_lat_ratio=%.2f median_tput_ratio=%.2f "
          "median_raw_lat_ratio=%.2f ok=%d\n",
-         FLAGS_idle_probe_seconds, FLAGS_idle_probe_busy_loops, lat_ratio.size(), median(lat_ratio),
-         median(tput_ratio), median(raw_ratio), ok ? 1 : 0);
+         FLAGS_idle_probe_seconds, FLAGS_idle_probe_busy_loops, FLAGS_idle_probe_background,
+         FLAGS_idle_probe_background_gap_us, background.calls(), background.failed(), lat_ratio.size(),
+         median(lat_ratio), median(tput_ratio), median(raw_ratio), ok ? 1 : 0);
   fflush(stdout);
   rrpc_iobuf_free(small);
   rrpc_iobuf_free(mib);
@@ -876,9 +934,11 @@ int main(int argc, char **argv) {
   }
   if (FLAGS_traffic_percent < 1 || FLAGS_traffic_percent > 100 || FLAGS_traffic_min_size < 1 ||
       FLAGS_traffic_min_size > FLAGS_traffic_max_size || FLAGS_idle_probe_seconds < 0 ||
-      FLAGS_idle_probe_rounds < 1) {
+      FLAGS_idle_probe_rounds < 1 || FLAGS_idle_probe_background < 0 || FLAGS_idle_probe_background > 64 ||
+      FLAGS_idle_probe_background_gap_us < 0) {
     fprintf(stderr, "idle_conns: --traffic_percent is 1..100, 1 <= --traffic_min_size <= "
-            "--traffic_max_size, --idle_probe_rounds >= 1\n");
+            "--traffic_max_size, --idle_probe_rounds >= 1, --idle_probe_background 0..64, "
+            "--idle_probe_background_gap_us >= 0\n");
     return 2;
   }
   raise_limits(FLAGS_n);

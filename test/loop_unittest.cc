@@ -188,6 +188,38 @@ TEST_F(LoopTest, CurrentAndInThread) {
   rrpc__loop_stop(other);
 }
 
+
+// Returns once the loop has decided to block in its wait (a bounded spin on
+// its sleeping flag: the loop has nothing else to do, so it gets there).
+void WaitAsleep(rrpc__loop *loop) {
+  auto end = std::chrono::steady_clock::now() + kWaitLimit;
+  while (rrpc__loop_awake(loop) && std::chrono::steady_clock::now() < end) std::this_thread::yield();
+  ASSERT_FALSE(rrpc__loop_awake(loop));
+}
+
+// The round clock: off loop threads a fresh read; on a loop thread the read
+// taken when the round's wait returned - never ahead of the clock, and
+// taken again after every blocking wait (a task posted to a sleeping loop
+// wakes it, so its round's clock is not older than the post).
+TEST_F(LoopTest, RoundClockIsFreshOffTheLoopAndTheWakeUpReadOnIt) {
+  uint64_t a = rrpc__now_us();
+  uint64_t r = rrpc__round_now_us();
+  uint64_t b = rrpc__now_us();
+  EXPECT_LE(a, r);
+  EXPECT_LE(r, b);
+  for (int i = 0; i < 20; i++) {
+    WaitAsleep(loop_);  // in its wait: the post below wakes it
+    uint64_t posted = rrpc__now_us();
+    uint64_t round = 0, now = 0;
+    RunSync(loop_, [&] {
+      round = rrpc__round_now_us();
+      now = rrpc__now_us();
+    });
+    EXPECT_NE(0u, round);
+    EXPECT_LE(round, now);
+    EXPECT_LE(posted, round) << "round " << i;
+  }
+}
 TEST_F(LoopTest, ThreadIsNamed) {
   EXPECT_EQ("test-loop", LoopThreadName(loop_));
   rrpc__loop *l = nullptr;

@@ -460,16 +460,19 @@ static void complete_batch(struct conn *cn, struct call *head, int n) {
 
 /* Decide the call a response answers, taken out of the pending map by the
  * caller: timer cancelled, outcome in its controller. `read_us`: when the
- * read that brought the response was delivered (rrpc__socket_read_us: one
- * clock read per read, shared with the socket's activity stamp; the call's
+ * read that brought the response was delivered (rrpc__socket_read_us: the
+ * loop round's clock, shared with the socket's activity stamp; the call's
  * latency ends when its answer arrived, not when the completions queued
- * before it in the batch are done). */
+ * before it in the batch are done). A call started on another thread after
+ * that round woke can be answered within it: its latency is then the 0
+ * that the round's clock can tell, never negative. */
 static int decide_meta(struct conn *cn, struct call *c, const rrpc__baidu_msg *msg, uint64_t read_us) {
   drop_timer(cn, c);
   rrpc_controller *cntl = c->cntl;
   cntl->used_rdma = rrpc__socket_is_rdma(cn->sock);
   cntl->responded = 1;
-  cntl->latency_us = (int64_t)read_us - cntl->start_us;
+  int64_t lat = (int64_t)read_us - cntl->start_us;
+  cntl->latency_us = lat > 0 ? lat : 0;
   const rrpc__rpc_meta *m = &msg->meta;
   if ((m->has & RRPC_META_HAS_ERROR_CODE) && m->error_code != 0) {
     size_t n = m->error_text.len > RRPC_ERROR_TEXT_MAX ? RRPC_ERROR_TEXT_MAX : m->error_text.len;

@@ -116,6 +116,9 @@ uint64_t rrpc__now_us(void) {
   return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
+/* The loop thread's round clock (rrpc__round_now_us); 0 on other threads. */
+_Thread_local uint64_t rrpc__tls_round_us;
+
 int rrpc__loop_in_thread(const rrpc__loop *loop) { return loop && tls_current == loop; }
 
 rrpc__loop *rrpc__loop_current(void) { return tls_current; }
@@ -567,6 +570,7 @@ static void run_pollers(rrpc__loop *loop) {
 static void *loop_main(void *p) {
   rrpc__loop *loop = p;
   tls_current = loop;
+  rrpc__tls_round_us = rrpc__now_us(); /* the first round's tasks run before any wait */
   rrpc__loop_stack_thread(1);
   /* One round: tasks, due timers, then block for fds. Tasks posted while
    * a round runs make the next wait non-blocking, so neither I/O nor tasks
@@ -579,6 +583,11 @@ static void *loop_main(void *p) {
     uint64_t deadline = run_timers_and_plan_wait(loop, &read_us);
     int n = wait_events(loop, deadline, read_us);
     atomic_store_explicit(&loop->sleeping, 0, memory_order_relaxed);
+    /* The round's clock (rrpc__round_now_us): what the fds' handlers, the
+     * pollers, the deferred work and the next round's tasks stamp with.
+     * A wait that did not block (pollers, tasks) leaves the plan's read
+     * fresh: a polling loop's round reads the clock once, as before. */
+    rrpc__tls_round_us = deadline == 0 && read_us != 0 ? read_us : rrpc__now_us();
     dispatch(loop, n);
     if (loop->npollers) run_pollers(loop);
     if (loop->deferred.len) run_deferred(loop);
@@ -587,6 +596,7 @@ static void *loop_main(void *p) {
   if (loop->deferred.len) run_deferred(loop);
   rrpc__loop_stack_thread(0);
   tls_current = NULL;
+  rrpc__tls_round_us = 0;
   return NULL;
 }
 

@@ -294,8 +294,10 @@ uint64_t rrpc__socket_last_active_us(const rrpc__socket *s) {
 
 uint64_t rrpc__socket_read_us(const rrpc__socket *s) { return s->read_us; }
 
+/* The activity stamp serves idle sweeps of seconds: a loop round's clock
+ * is fresh enough, and a write on a loop thread then reads no clock. */
 static void touch(rrpc__socket *s) {
-  atomic_store_explicit(&s->last_active_us, rrpc__now_us(), memory_order_relaxed);
+  atomic_store_explicit(&s->last_active_us, rrpc__round_now_us(), memory_order_relaxed);
 }
 
 /* ---- failing and closing -------------------------------------------------- */
@@ -598,10 +600,11 @@ void rrpc__socket_ready(rrpc__socket *s, int code) {
 
 void rrpc__socket_deliver(rrpc__socket *s) {
   if (atomic_load(&s->failed) || s->owner_notified) return;
-  /* One clock read for the activity stamp and the owner's arrival time
+  /* One stamp for the activity and the owner's arrival time
    * (rrpc__socket_read_us): a server's requests and a client's responses
-   * were read now. */
-  s->read_us = rrpc__now_us();
+   * arrived by the time this round's wait returned (on a loop thread, its
+   * clock: no read here). */
+  s->read_us = rrpc__round_now_us();
   atomic_store_explicit(&s->last_active_us, s->read_us, memory_order_relaxed);
   size_t len = rrpc__iobuf_length(&s->rbuf);
   if (len > s->rbuf_left) {

@@ -27,6 +27,22 @@ typedef struct rrpc__loop rrpc__loop;
 /* Monotonic clock in microseconds. */
 uint64_t rrpc__now_us(void);
 
+/* rrpc__round_now_us - on a loop thread, the clock as read when the loop's
+ * current round woke from its wait (older by at most the round's own work
+ * so far); elsewhere a fresh rrpc__now_us. For stamps that tolerate that
+ * age (activity for idle sweeps, a read's arrival time): one clock read a
+ * round instead of one per socket and per write. Never for deadlines of
+ * new calls or timers. */
+#ifdef __cplusplus
+extern thread_local uint64_t rrpc__tls_round_us; /* 0 off loop threads */
+#else
+extern _Thread_local uint64_t rrpc__tls_round_us; /* 0 off loop threads */
+#endif
+static inline uint64_t rrpc__round_now_us(void) {
+  uint64_t t = rrpc__tls_round_us;
+  return t != 0 ? t : rrpc__now_us();
+}
+
 /* ---- loop lifetime ------------------------------------------------------- */
 
 /* rrpc__loop_start - create a loop and start its thread. `name` (borrowed,
