@@ -644,6 +644,42 @@ TEST(RpcMetaEncode, NamesOfEveryShortLength) {
   }
 }
 
+// Names encoded once (rrpc_method) and copied per request give the bytes
+// the two names give, for names of every short length and a long one, with
+// and without the other request fields.
+TEST(RpcMetaEncode, PreparedNamesEncodeAsTheNames) {
+  for (size_t n = 0; n <= 70; n++) {
+    std::string svc(n, 'S'), method = n < 70 ? std::string(70 - n, 'm') : std::string();
+    for (size_t i = 0; i < n; i++) svc[i] = static_cast<char>('A' + i % 26);
+    if (n == 70) svc = std::string(300, 'L');  // two-byte lengths
+    rrpc__str s = Str(svc), m = Str(method);
+    std::string names(rrpc__rpc_meta_names_size(s, m), '\0');
+    ASSERT_EQ(names.size(), rrpc__rpc_meta_names_encode(s, m, reinterpret_cast<uint8_t *>(&names[0])));
+    for (int extra = 0; extra < 2; extra++) {
+      rrpc__rpc_meta plain;
+      memset(&plain, 0, sizeof(plain));
+      plain.has = RRPC_META_HAS_REQUEST | RRPC_META_HAS_CORRELATION_ID;
+      plain.service_name = s;
+      plain.method_name = m;
+      plain.correlation_id = static_cast<int64_t>(n) * 1000;
+      if (extra) {
+        plain.has |= RRPC_META_HAS_LOG_ID | RRPC_META_HAS_TIMEOUT_MS | RRPC_META_HAS_ATTACHMENT_SIZE;
+        plain.log_id = 77;
+        plain.timeout_ms = 1500;
+        plain.attachment_size = 64;
+      }
+      rrpc__rpc_meta prepared = plain;
+      prepared.service_name = prepared.method_name = rrpc__str{nullptr, 0};  // never read
+      prepared.has |= RRPC_META_HAS_NAMES_ENCODED;
+      prepared.names_encoded = Str(names);
+      SCOPED_TRACE(n);
+      EXPECT_EQ(rrpc__rpc_meta_size(&plain), rrpc__rpc_meta_size(&prepared));
+      EXPECT_EQ(Encode(plain), Encode(prepared));
+      CheckRrpcToCxx(plain);
+    }
+  }
+}
+
 TEST(RpcMetaEncode, SubFieldBitsNeedTheirMessage) {
   rrpc__rpc_meta m;
   memset(&m, 0, sizeof(m));

@@ -462,6 +462,62 @@ TEST_F(CxxRpcTest, UnknownServiceAndMethod) {
   }
 }
 
+// The channel prepares each method once and finds it by its descriptor in
+// a few slots: many methods (more than slots) called from many threads at
+// once each reach the server under their own names - the real ones answer,
+// the missing ones fail with ENOMETHOD naming themselves.
+TEST_F(CxxRpcTest, ManyMethodsFromManyThreadsEachKeepTheirNames) {
+  google::protobuf::FileDescriptorProto fdp;
+  cxxtest::EchoService::descriptor()->file()->CopyTo(&fdp);
+  constexpr int kMissing = 40;
+  for (auto& svc : *fdp.mutable_service()) {
+    if (svc.name() != "EchoService") continue;
+    for (int i = 0; i < kMissing; i++) {
+      auto* m = svc.add_method();
+      m->set_name("Missing" + std::to_string(i));
+      m->set_input_type(".cxxtest.EchoRequest");
+      m->set_output_type(".cxxtest.EchoResponse");
+    }
+  }
+  google::protobuf::DescriptorPool pool;
+  const google::protobuf::FileDescriptor* fd = pool.BuildFile(fdp);
+  ASSERT_NE(nullptr, fd);
+  const google::protobuf::ServiceDescriptor* svc = fd->FindServiceByName("EchoService");
+  std::vector<const google::protobuf::MethodDescriptor*> methods;
+  for (int i = 0; i < svc->method_count(); i++) methods.push_back(svc->method(i));
+  methods.push_back(cxxtest::EchoService::descriptor()->FindMethodByName("Echo"));  // generated pool
+
+  constexpr int kThreads = 6, kRounds = 3;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; t++) {
+    threads.emplace_back([&, t] {
+      for (int r = 0; r < kRounds; r++) {
+        for (size_t k = 0; k < methods.size(); k++) {
+          const google::protobuf::MethodDescriptor* md = methods[(k + static_cast<size_t>(t) * 7) % methods.size()];
+          rrpc::Controller cntl;
+          EchoRequest req;
+          EchoResponse resp;
+          req.set_message(md->name() + "/" + std::to_string(t));
+          channel_.CallMethod(md, &cntl, &req, &resp, nullptr);
+          bool ok;
+          if (md->name() == "Echo") {
+            ok = !cntl.Failed() && resp.message() == req.message();
+          } else if (md->name() == "Nothing") {
+            ok = !cntl.Failed() || cntl.ErrorCode() == rrpc::ERESPONSE;  // Empty into EchoResponse
+          } else {
+            ok = cntl.ErrorCode() == rrpc::ENOMETHOD &&
+                 cntl.ErrorText().find("no method '" + md->name() + "'") != std::string::npos;
+          }
+          if (!ok) failures++;
+        }
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(0, failures.load());
+}
+
 TEST_F(CxxRpcTest, RequestMissingRequiredFieldsFailsBeforeSending) {
   cxxtest::EchoService_Stub stub(&channel_);
   rrpc::Controller cntl;

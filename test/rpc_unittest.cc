@@ -430,6 +430,12 @@ struct AsyncBatch {
     if (rc == 0) issued++;
     return rc;
   }
+  int issue(rrpc_channel *ch, const rrpc_method *m, int i) {
+    AsyncCall &a = calls[(size_t)i];
+    int rc = rrpc_channel_call_method(ch, m, a.cntl, a.req, a.resp, async_done, &a);
+    if (rc == 0) issued++;
+    return rc;
+  }
   void wait_for(int n) {
     std::unique_lock<std::mutex> g(st.mu);
     st.cv.wait(g, [&] { return st.done >= n; });
@@ -480,6 +486,65 @@ TEST_F(RpcTest, PoolWorkersReturnCallsWhileTheLoopTrimsThem) {
     });
   for (auto &t : ts) t.join();
   EXPECT_EQ(0, bad.load());
+}
+
+// A prepared method (rrpc_method) calls as its names do: the same echo,
+// sync and async, the same errors for a method the server lacks; bad names
+// are refused when it is made, and it may be freed as soon as the calls
+// through it have returned (async ones still in flight).
+TEST_F(RpcTest, PreparedMethodCallsAsItsNames) {
+  rrpc_method *m = reinterpret_cast<rrpc_method *>(1);
+  EXPECT_EQ(-EINVAL, rrpc_method_new(nullptr, "Echo", &m));
+  EXPECT_EQ(nullptr, m);
+  EXPECT_EQ(-EINVAL, rrpc_method_new("test.EchoService", nullptr, &m));
+  EXPECT_EQ(-EINVAL, rrpc_method_new("", "Echo", &m));
+  EXPECT_EQ(-EINVAL, rrpc_method_new("test.EchoService", "", &m));
+  std::string longest(RRPC_METHOD_NAME_MAX, 'x');
+  EXPECT_EQ(-EINVAL, rrpc_method_new((longest + "x").c_str(), "Echo", &m));
+  EXPECT_EQ(-EINVAL, rrpc_method_new("test.EchoService", nullptr, nullptr));
+  ASSERT_EQ(0, rrpc_method_new(longest.c_str(), longest.c_str(), &m));
+  rrpc_method_free(m);
+  rrpc_method_free(nullptr);
+
+  ASSERT_EQ(0, rrpc_method_new("test.EchoService", "Echo", &m));
+  EXPECT_STREQ("test.EchoService", rrpc_method_service(m));
+  EXPECT_STREQ("Echo", rrpc_method_name(m));
+  rrpc_controller *c;
+  ASSERT_EQ(0, rrpc_controller_new(&c));
+  rrpc_iobuf *rq, *rs;
+  rrpc_iobuf_new(&rq);
+  rrpc_iobuf_new(&rs);
+  rrpc_iobuf_append(rq, "prepared", 8);
+  rrpc_iobuf_append(rrpc_controller_request_attachment(c), "att", 3);
+  EXPECT_EQ(-EINVAL, rrpc_channel_call_method(channel_, nullptr, c, rq, rs, nullptr, nullptr));
+  EXPECT_EQ(-EINVAL, rrpc_channel_call_method(nullptr, m, c, rq, rs, nullptr, nullptr));
+  ASSERT_EQ(0, rrpc_channel_call_method(channel_, m, c, rq, rs, nullptr, nullptr));
+  EXPECT_EQ("prepared", iobuf_string(rs));
+  EXPECT_EQ("att", iobuf_string(rrpc_controller_response_attachment(c)));
+  rrpc_iobuf_free(rq);
+  rrpc_iobuf_free(rs);
+  rrpc_controller_free(c);
+
+  const int n = 64;
+  AsyncBatch b(n);
+  for (int i = 0; i < n; i++) {
+    AsyncCall &a = b.calls[(size_t)i];
+    a.expect = "prep-" + std::to_string(i);
+    rrpc_iobuf_append(a.req, a.expect.data(), a.expect.size());
+    ASSERT_EQ(0, b.issue(channel_, m, i));
+  }
+  rrpc_method_free(m);  // the calls in flight hold nothing of it
+  b.wait_all();
+  EXPECT_EQ(0, b.st.failed);
+  for (int i = 0; i < n; i++) EXPECT_EQ(1, b.st.times_called[(size_t)i]) << i;
+
+  rrpc_method *missing;
+  ASSERT_EQ(0, rrpc_method_new("test.EchoService", "NoSuchMethod", &missing));
+  ASSERT_EQ(0, rrpc_controller_new(&c));
+  EXPECT_EQ(-RRPC_ENOMETHOD, rrpc_channel_call_method(channel_, missing, c, nullptr, nullptr, nullptr, nullptr));
+  EXPECT_NE(nullptr, strstr(rrpc_controller_error_text(c), "NoSuchMethod"));
+  rrpc_controller_free(c);
+  rrpc_method_free(missing);
 }
 
 TEST_F(RpcTest, UnknownServiceAndMethod) {

@@ -14,15 +14,22 @@ static const uint8_t k_magic[4] = {'P', 'R', 'P', 'C'};
 /* Payloads up to this size are copied into the header's block by pack. */
 #define PACK_COPY_MAX 128
 
-static uint32_t load_be32(const uint8_t *p) {
-  return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+/* Whole-word loads and stores with a byte swap: GCC merged the header's two
+ * byte-wise stores into one 64-bit store assembled by ~25 shifts and ors. */
+static inline uint32_t load_be32(const uint8_t *p) {
+  uint32_t v;
+  memcpy(&v, p, 4);
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  v = __builtin_bswap32(v);
+#endif
+  return v;
 }
 
-static void store_be32(uint8_t *p, uint32_t v) {
-  p[0] = (uint8_t)(v >> 24);
-  p[1] = (uint8_t)(v >> 16);
-  p[2] = (uint8_t)(v >> 8);
-  p[3] = (uint8_t)v;
+static inline void store_be32(uint8_t *p, uint32_t v) {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  v = __builtin_bswap32(v);
+#endif
+  memcpy(p, &v, 4);
 }
 
 void rrpc__baidu_msg_init(rrpc__baidu_msg *m) {

@@ -861,15 +861,28 @@ static int conn_get(rrpc_channel *ch, struct conn **out) {
 
 /* ---- calls ------------------------------------------------------------------ */
 
+/* A prepared method (rrpc_method_new, below). */
+struct rrpc_method {
+  const char *service, *method; /* NUL-terminated copies in `bytes` */
+  rrpc__str names;              /* the encoded fields, in `bytes` */
+  char bytes[];
+};
+
 static int build_request(rrpc_channel *ch, struct call *c, const char *service, const char *method,
-                         const rrpc_iobuf *request, int32_t timeout_ms, rrpc_iobuf *frame) {
+                         const rrpc_method *pm, const rrpc_iobuf *request, int32_t timeout_ms,
+                         rrpc_iobuf *frame) {
   /* Only the fields named in `has` are read (rpc_meta's encoder), and
    * attachment_size, which pack sets: the rest is left unwritten. */
   rrpc__rpc_meta meta;
   meta.has = RRPC_META_HAS_REQUEST | RRPC_META_HAS_CORRELATION_ID;
   meta.attachment_size = 0;
-  meta.service_name = (rrpc__str){service, strlen(service)};
-  meta.method_name = (rrpc__str){method, strlen(method)};
+  if (pm != NULL) {
+    meta.has |= RRPC_META_HAS_NAMES_ENCODED;
+    meta.names_encoded = pm->names;
+  } else {
+    meta.service_name = (rrpc__str){service, strlen(service)};
+    meta.method_name = (rrpc__str){method, strlen(method)};
+  }
   if (c->cntl->log_id != 0) {
     meta.has |= RRPC_META_HAS_LOG_ID;
     meta.log_id = c->cntl->log_id;
@@ -1032,10 +1045,44 @@ static void call_init(struct call *c, rrpc_controller *cntl, rrpc_iobuf *respons
   c->next_done = NULL;
 }
 
-int rrpc_channel_call(rrpc_channel *ch, const char *service, const char *method, rrpc_controller *cntl,
-                      const rrpc_iobuf *request, rrpc_iobuf *response, rrpc_call_done done,
-                      void *arg) {
-  if (ch == NULL || service == NULL || method == NULL || cntl == NULL) return -EINVAL;
+/* ---- prepared methods (rrpc_method) ------------------------------------------ */
+
+int rrpc_method_new(const char *service, const char *method, rrpc_method **out) {
+  if (out == NULL) return -EINVAL;
+  *out = NULL;
+  if (service == NULL || method == NULL) return -EINVAL;
+  size_t ls = strlen(service), lm = strlen(method);
+  if (ls == 0 || lm == 0 || ls > RRPC_METHOD_NAME_MAX || lm > RRPC_METHOD_NAME_MAX) return -EINVAL;
+  rrpc__str s = {service, ls}, m = {method, lm};
+  size_t ln = rrpc__rpc_meta_names_size(s, m);
+  rrpc_method *pm = malloc(sizeof *pm + ls + 1 + lm + 1 + ln);
+  if (pm == NULL) return -ENOMEM;
+  char *p = pm->bytes;
+  memcpy(p, service, ls + 1);
+  pm->service = p;
+  p += ls + 1;
+  memcpy(p, method, lm + 1);
+  pm->method = p;
+  p += lm + 1;
+  pm->names = (rrpc__str){p, rrpc__rpc_meta_names_encode(s, m, (uint8_t *)p)};
+  *out = pm;
+  return 0;
+}
+
+void rrpc_method_free(rrpc_method *m) { free(m); }
+
+const char *rrpc_method_service(const rrpc_method *m) { return m ? m->service : NULL; }
+
+const char *rrpc_method_name(const rrpc_method *m) { return m ? m->method : NULL; }
+
+/* ---- calls ------------------------------------------------------------------ */
+
+/* Both entry points, their arguments checked; `pm` NULL or the prepared
+ * form of service.method. One body for both (inlined into each, it kept
+ * neither the request's building nor its issue inline). */
+static int call_start(rrpc_channel *ch, const char *service, const char *method, const rrpc_method *pm,
+                      rrpc_controller *cntl, const rrpc_iobuf *request, rrpc_iobuf *response,
+                      rrpc_call_done done, void *arg) {
   cntl->error_code = 0;
   cntl->error_text[0] = '\0';
   cntl->remote[0] = '\0';
@@ -1076,7 +1123,7 @@ int rrpc_channel_call(rrpc_channel *ch, const char *service, const char *method,
 
   rrpc_iobuf frame;
   rrpc__iobuf_init(&frame);
-  int rc = build_request(ch, c, service, method, request, timeout_ms, &frame);
+  int rc = build_request(ch, c, service, method, pm, request, timeout_ms, &frame);
   if (rc != 0) {
     rrpc__iobuf_destroy(&frame);
     return fail_unsent(ch, c, rc, rc == -RRPC_ETOOBIG ? "request larger than max_body_size" : NULL);
@@ -1086,6 +1133,20 @@ int rrpc_channel_call(rrpc_channel *ch, const char *service, const char *method,
   if (done != NULL) return rc;
   futex_wait_while(&c->state, 0); /* returns at once if it failed unsent */
   return c->result;
+}
+
+int rrpc_channel_call(rrpc_channel *ch, const char *service, const char *method, rrpc_controller *cntl,
+                      const rrpc_iobuf *request, rrpc_iobuf *response, rrpc_call_done done,
+                      void *arg) {
+  if (ch == NULL || service == NULL || method == NULL || cntl == NULL) return -EINVAL;
+  return call_start(ch, service, method, NULL, cntl, request, response, done, arg);
+}
+
+int rrpc_channel_call_method(rrpc_channel *ch, const rrpc_method *m, rrpc_controller *cntl,
+                             const rrpc_iobuf *request, rrpc_iobuf *response, rrpc_call_done done,
+                             void *arg) {
+  if (ch == NULL || m == NULL || cntl == NULL) return -EINVAL;
+  return call_start(ch, m->service, m->method, m, cntl, request, response, done, arg);
 }
 
 /* ---- channel lifetime ----------------------------------------------------- */

@@ -153,6 +153,36 @@ int rrpc_channel_call(rrpc_channel *ch, const char *service_full_name, const cha
                       rrpc_controller *cntl, const rrpc_iobuf *request, rrpc_iobuf *response,
                       rrpc_call_done done, void *arg);
 
+/* A method to call, prepared once: its names are checked, copied and
+ * encoded for the wire when it is made, so calls through it skip measuring
+ * and encoding them (rrpc_channel_call_method; the C++ Channel keeps one per
+ * protobuf method it calls). Immutable: any number of threads and channels
+ * may use one at once. The wire bytes are the same as rrpc_channel_call's. */
+typedef struct rrpc_method rrpc_method;
+
+/* Longest service or method name rrpc_method_new takes (bytes). */
+#define RRPC_METHOD_NAME_MAX 4096
+
+/* rrpc_method_new - prepare service_full_name.method (both copied). 0,
+ * -EINVAL (a NULL or empty name, or one longer than RRPC_METHOD_NAME_MAX)
+ * or -ENOMEM. */
+int rrpc_method_new(const char *service_full_name, const char *method, rrpc_method **out);
+
+/* rrpc_method_free - once no rrpc_channel_call_method through it is still
+ * running (a call returned from it holds nothing of it, async ones too).
+ * NULL is ignored. */
+void rrpc_method_free(rrpc_method *m);
+
+/* The names it was made with (borrowed: they live as long as `m`). */
+const char *rrpc_method_service(const rrpc_method *m);
+const char *rrpc_method_name(const rrpc_method *m);
+
+/* rrpc_channel_call_method - rrpc_channel_call of m's service and method:
+ * the same contract, -EINVAL for a NULL `m`. */
+int rrpc_channel_call_method(rrpc_channel *ch, const rrpc_method *m, rrpc_controller *cntl,
+                             const rrpc_iobuf *request, rrpc_iobuf *response, rrpc_call_done done,
+                             void *arg);
+
 /* rrpc_channel_late_responses - responses that arrived after their call had
  * ended (timed out or cancelled) and were dropped. Any thread. */
 uint64_t rrpc_channel_late_responses(const rrpc_channel *ch);

@@ -516,7 +516,9 @@ static size_t str_field_size(rrpc__str s) { return 1 + varint_size(s.len) + s.le
 static size_t int_field_size(uint64_t bits) { return 1 + varint_size(bits); }
 
 static size_t request_body_size(const rrpc__rpc_meta *m) {
-  size_t n = str_field_size(m->service_name) + str_field_size(m->method_name);
+  size_t n = (m->has & RRPC_META_HAS_NAMES_ENCODED)
+                 ? m->names_encoded.len
+                 : str_field_size(m->service_name) + str_field_size(m->method_name);
   if (m->has & RRPC_META_HAS_LOG_ID)
     n += int_field_size(i64_bits(m->log_id));
   if (m->has & RRPC_META_HAS_TIMEOUT_MS)
@@ -567,8 +569,13 @@ size_t rrpc__rpc_meta_encode_sized(const rrpc__rpc_meta *m, const rrpc__rpc_meta
   if (m->has & RRPC_META_HAS_REQUEST) {
     p = put_tag(p, F_META_REQUEST, WT_LEN);
     p = put_varint(p, s->request);
-    p = put_str(p, F_REQ_SERVICE_NAME, m->service_name);
-    p = put_str(p, F_REQ_METHOD_NAME, m->method_name);
+    if (m->has & RRPC_META_HAS_NAMES_ENCODED) {
+      copy_short(p, m->names_encoded.ptr, m->names_encoded.len);
+      p += m->names_encoded.len;
+    } else {
+      p = put_str(p, F_REQ_SERVICE_NAME, m->service_name);
+      p = put_str(p, F_REQ_METHOD_NAME, m->method_name);
+    }
     if (m->has & RRPC_META_HAS_LOG_ID) {
       p = put_tag(p, F_REQ_LOG_ID, WT_VARINT);
       p = put_varint(p, i64_bits(m->log_id));
@@ -600,6 +607,16 @@ size_t rrpc__rpc_meta_encode_sized(const rrpc__rpc_meta *m, const rrpc__rpc_meta
     p = put_tag(p, F_META_ATTACHMENT_SIZE, WT_VARINT);
     p = put_varint(p, i32_bits(m->attachment_size));
   }
+  return (size_t)(p - out);
+}
+
+size_t rrpc__rpc_meta_names_size(rrpc__str service, rrpc__str method) {
+  return str_field_size(service) + str_field_size(method);
+}
+
+size_t rrpc__rpc_meta_names_encode(rrpc__str service, rrpc__str method, uint8_t *out) {
+  uint8_t *p = put_str(out, F_REQ_SERVICE_NAME, service);
+  p = put_str(p, F_REQ_METHOD_NAME, method);
   return (size_t)(p - out);
 }
 

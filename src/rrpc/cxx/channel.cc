@@ -7,12 +7,16 @@
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/message.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <string>
 #include <typeinfo>
+#include <vector>
 
 #include "rrpc/cxx/detail.h"
 #include "rrpc/cxx/flag_value.h"
@@ -25,7 +29,73 @@ ChannelOptions::ChannelOptions()
     : max_body_size(
           static_cast<size_t>(detail::FlagUint64("max_body_size", detail::kDefaultMaxBodySize))) {}
 
-Channel::Channel() {
+// The prepared methods of one channel. A call looks in one of kSlots
+// direct-mapped slots (a load and a compare); a miss prepares the method
+// under the mutex, keeps it until the channel goes, and points the slot at
+// it. Entries are never freed before the channel, so a slot read without
+// the mutex always points at a live entry; there is one per distinct
+// method called, which a program's descriptors bound.
+class Channel::MethodCache {
+ public:
+  ~MethodCache() {
+    for (Entry* e : all_) {
+      rrpc_method_free(e->m);
+      delete e;
+    }
+  }
+
+  // The prepared method, or nullptr when it cannot be made (out of memory,
+  // a name over RRPC_METHOD_NAME_MAX): the caller then passes the names.
+  const rrpc_method* Get(const google::protobuf::MethodDescriptor* md) {
+    std::atomic<Entry*>& slot = slots_[Slot(md)];
+    Entry* e = slot.load(std::memory_order_acquire);
+    if (e != nullptr && e->key == md && e->method_len == md->name().size() &&
+        e->service_len == md->service()->full_name().size())
+      return e->m;
+    return Miss(md, &slot);
+  }
+
+ private:
+  struct Entry {
+    const google::protobuf::MethodDescriptor* key;
+    size_t service_len, method_len;
+    rrpc_method* m;
+  };
+  static constexpr size_t kSlots = 8;
+
+  static size_t Slot(const google::protobuf::MethodDescriptor* md) {
+    uintptr_t a = reinterpret_cast<uintptr_t>(md);
+    return ((a >> 4) ^ (a >> 10)) % kSlots;
+  }
+
+  const rrpc_method* Miss(const google::protobuf::MethodDescriptor* md, std::atomic<Entry*>* slot) {
+    const std::string& service = md->service()->full_name();
+    const std::string& method = md->name();
+    std::lock_guard<std::mutex> lk(mu_);
+    for (Entry* e : all_) {
+      if (e->key == md && service == rrpc_method_service(e->m) && method == rrpc_method_name(e->m)) {
+        slot->store(e, std::memory_order_release);
+        return e->m;
+      }
+    }
+    rrpc_method* m = nullptr;
+    if (rrpc_method_new(service.c_str(), method.c_str(), &m) != 0) return nullptr;
+    Entry* e = new (std::nothrow) Entry{md, service.size(), method.size(), m};
+    if (e == nullptr) {
+      rrpc_method_free(m);
+      return nullptr;
+    }
+    all_.push_back(e);
+    slot->store(e, std::memory_order_release);
+    return m;
+  }
+
+  std::atomic<Entry*> slots_[kSlots] = {};
+  std::mutex mu_;
+  std::vector<Entry*> all_;  // guarded by mu_
+};
+
+Channel::Channel() : methods_(new MethodCache) {
   detail::InitRuntimeOnce();
   detail::ApplyLimitFlags();
 }
@@ -253,15 +323,21 @@ void Channel::CallMethod(const google::protobuf::MethodDescriptor* method,
       return;
     }
   }
-  const char* service = method->service()->full_name().c_str();
-  const char* name = method->name().c_str();
+  const rrpc_method* prepared = methods_->Get(method);
+  // The C call: through the prepared method, or with the names when it
+  // could not be prepared.
+  auto call = [&](rrpc_iobuf* resp, rrpc_call_done cb, void* arg) {
+    if (prepared != nullptr)
+      return rrpc_channel_call_method(ch_, prepared, cntl->c_controller(), req, resp, cb, arg);
+    return rrpc_channel_call(ch_, method->service()->full_name().c_str(), method->name().c_str(),
+                             cntl->c_controller(), req, resp, cb, arg);
+  };
 
   if (done == nullptr) {
     thread_local IOBuf response_bytes;
     response_bytes.clear();
     // The code is also in the controller, which ParseResponse reads.
-    (void)rrpc_channel_call(ch_, service, name, cntl->c_controller(), req,
-                            response ? response_bytes.c_iobuf() : nullptr, nullptr, nullptr);
+    (void)call(response ? response_bytes.c_iobuf() : nullptr, nullptr, nullptr);
     rrpc_iobuf_reuse(req);
     ParseResponse(cntl, response_bytes.c_iobuf(), response);
     response_bytes.clear();
@@ -269,16 +345,14 @@ void Channel::CallMethod(const google::protobuf::MethodDescriptor* method,
   }
 
   if (cntl->async_ == nullptr) cntl->async_ = new AsyncCall{cntl, nullptr, nullptr, IOBuf()};
-  AsyncCall* call = cntl->async_;
-  call->response = response;
-  call->done = done;
-  int rc = rrpc_channel_call(ch_, service, name, cntl->c_controller(), req,
-                             response ? call->response_bytes.c_iobuf() : nullptr, OnAsyncDone,
-                             call);
+  AsyncCall* async = cntl->async_;
+  async->response = response;
+  async->done = done;
+  int rc = call(response ? async->response_bytes.c_iobuf() : nullptr, OnAsyncDone, async);
   rrpc_iobuf_reuse(req);
   if (rc != 0) {
     // The C channel refused the call outright, so its callback will not run.
-    call->done = nullptr;
+    async->done = nullptr;
     if (!cntl->Failed()) cntl->SetFailed(-rc, "%s", rrpc_strerror(rc));
     RunDone(done);
   }

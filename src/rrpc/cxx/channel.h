@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "rrpc/channel.h"
@@ -119,6 +120,13 @@ class Channel : public google::protobuf::RpcChannel {
   // The C options from opts and the flags; -1 after logging why not.
   int Prepare(const char* what, const ChannelOptions* opts, rrpc_channel_options* c);
   rrpc_channel* ch_ = nullptr;
+  // Each method called through this channel, prepared once (rrpc_method:
+  // its names encoded for the wire), found by its descriptor's address.
+  // Protobuf's generated descriptors live as long as the process; one of a
+  // DescriptorPool destroyed while the channel lives must not be replaced
+  // at the same address by a method with names of the same lengths.
+  class MethodCache;
+  std::unique_ptr<MethodCache> methods_;
 };
 
 }  // namespace rrpc

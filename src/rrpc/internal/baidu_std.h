@@ -40,6 +40,11 @@ enum {
   RRPC_META_HAS_TIMEOUT_MS = 1u << 6,
   RRPC_META_HAS_ERROR_CODE = 1u << 7,
   RRPC_META_HAS_ERROR_TEXT = 1u << 8,
+  /* Encoding only: with HAS_REQUEST, `names_encoded` holds the request's
+   * service_name and method_name fields as rrpc__rpc_meta_names_encode
+   * wrote them, copied as they are instead of the two names (rrpc_method).
+   * The decoder never sets it. */
+  RRPC_META_HAS_NAMES_ENCODED = 1u << 9,
 };
 
 typedef struct rrpc__rpc_meta {
@@ -56,6 +61,8 @@ typedef struct rrpc__rpc_meta {
   int32_t compress_type;
   int64_t correlation_id;
   int32_t attachment_size;
+  /* encoding only: see RRPC_META_HAS_NAMES_ENCODED */
+  rrpc__str names_encoded;
 } rrpc__rpc_meta;
 
 /* rrpc__rpc_meta_decode - parse protobuf bytes. Strings in *out borrow from
@@ -99,6 +106,13 @@ typedef struct rrpc__rpc_meta_sizes {
 } rrpc__rpc_meta_sizes;
 size_t rrpc__rpc_meta_measure(const rrpc__rpc_meta *m, rrpc__rpc_meta_sizes *s);
 size_t rrpc__rpc_meta_encode_sized(const rrpc__rpc_meta *m, const rrpc__rpc_meta_sizes *s, uint8_t *out);
+
+/* rrpc__rpc_meta_names_size / _encode - RpcRequestMeta's service_name and
+ * method_name fields (tags, lengths and bytes), for a caller that encodes
+ * them once and sends them with RRPC_META_HAS_NAMES_ENCODED. `out` must
+ * hold _size bytes; _encode returns the bytes written. Thread-safe. */
+size_t rrpc__rpc_meta_names_size(rrpc__str service, rrpc__str method);
+size_t rrpc__rpc_meta_names_encode(rrpc__str service, rrpc__str method, uint8_t *out);
 
 /* One cut message. Strings in `meta` point into the input's block (the
  * usual case: header and meta in one piece, read in place; meta_block holds
