@@ -197,6 +197,32 @@ void WaitAsleep(rrpc__loop *loop) {
   ASSERT_FALSE(rrpc__loop_awake(loop));
 }
 
+// A clock read lent to the round clock off a loop thread serves it until
+// given back; on a loop thread, or nested in another lend, a lend changes
+// nothing.
+TEST_F(LoopTest, RoundClockLendServesOffTheLoopOnlyUntilGivenBack) {
+  uint64_t lent = rrpc__round_lend(12345);
+  EXPECT_EQ(12345u, rrpc__round_now_us());
+  uint64_t inner = rrpc__round_lend(777);
+  EXPECT_EQ(12345u, rrpc__round_now_us());
+  rrpc__round_unlend(inner);
+  EXPECT_EQ(12345u, rrpc__round_now_us());
+  rrpc__round_unlend(lent);
+  uint64_t before = rrpc__now_us();
+  EXPECT_LE(before, rrpc__round_now_us());
+  uint64_t round = 0, during = 0, after = 0;
+  RunSync(loop_, [&] {
+    round = rrpc__round_now_us();
+    uint64_t l = rrpc__round_lend(1);
+    during = rrpc__round_now_us();
+    rrpc__round_unlend(l);
+    after = rrpc__round_now_us();
+  });
+  EXPECT_NE(1u, during);
+  EXPECT_EQ(round, during);
+  EXPECT_EQ(round, after);
+}
+
 // The round clock: off loop threads a fresh read; on a loop thread the read
 // taken when the round's wait returned - never ahead of the clock, and
 // taken again after every blocking wait (a task posted to a sleeping loop

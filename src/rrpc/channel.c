@@ -1128,7 +1128,9 @@ static int call_start(rrpc_channel *ch, const char *service, const char *method,
     rrpc__iobuf_destroy(&frame);
     return fail_unsent(ch, c, rc, rc == -RRPC_ETOOBIG ? "request larger than max_body_size" : NULL);
   }
+  uint64_t lent = rrpc__round_lend((uint64_t)cntl->start_us); /* the write stamps with the call's read */
   rc = issue(ch, c, timeout_ms, &frame);
+  rrpc__round_unlend(lent);
   rrpc__iobuf_destroy(&frame);
   if (done != NULL) return rc;
   futex_wait_while(&c->state, 0); /* returns at once if it failed unsent */

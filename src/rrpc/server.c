@@ -23,6 +23,7 @@
 #include "rrpc/internal/controller.h"
 #include "rrpc/internal/limits.h"
 #include "rrpc/internal/log.h"
+#include "rrpc/internal/loop.h"
 #include "rrpc/internal/metrics.h"
 #include "rrpc/builtin/builtin.h"
 #include "rrpc/internal/socket.h"
@@ -390,13 +391,16 @@ int rrpc_server_call_respond(rrpc_server_call *call, const rrpc_iobuf *response)
     meta.error_text.ptr = c->error_text;
     meta.error_text.len = strlen(c->error_text);
   }
-  c->latency_us = (int64_t)rrpc__now_us() - c->start_us;
+  uint64_t now = rrpc__now_us();
+  c->latency_us = (int64_t)now - c->start_us;
   stats_end(call);
   rrpc_iobuf frame;
   rrpc__iobuf_init(&frame);
   int rc = rrpc__baidu_pack(&frame, &meta, failed ? NULL : response, failed ? NULL : &c->resp_att);
   if (rc == 0) {
+    uint64_t lent = rrpc__round_lend(now); /* a worker's write stamps with this read */
     rc = rrpc__socket_write(call->sock, &frame);
+    rrpc__round_unlend(lent);
     /* A client that sends requests and never reads the responses: its
      * connection goes, not the process's memory. */
     if (rc == -RRPC_EOVERCROWDED) overcrowded(call);

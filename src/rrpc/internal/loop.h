@@ -43,6 +43,21 @@ static inline uint64_t rrpc__round_now_us(void) {
   return t != 0 ? t : rrpc__now_us();
 }
 
+/* rrpc__round_lend / rrpc__round_unlend - off a loop thread, let a clock
+ * read just taken (`now`) serve rrpc__round_now_us until unlend: a worker
+ * that read the clock for a call's latency then writes its response stamps
+ * the write with that read instead of taking another. On a loop thread
+ * (its round clock set) both do nothing, and so does a pair nested in
+ * another. Pairs on one thread. */
+static inline uint64_t rrpc__round_lend(uint64_t now) {
+  uint64_t had = rrpc__tls_round_us;
+  if (had == 0) rrpc__tls_round_us = now;
+  return had;
+}
+static inline void rrpc__round_unlend(uint64_t had) {
+  if (had == 0) rrpc__tls_round_us = 0;
+}
+
 /* ---- loop lifetime ------------------------------------------------------- */
 
 /* rrpc__loop_start - create a loop and start its thread. `name` (borrowed,
