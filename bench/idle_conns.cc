@@ -35,7 +35,9 @@
 // N idle seconds vs warm calls, and the first second of 1 MiB calls after N
 // idle seconds vs warm seconds (idle_probe lines with the ratios), beside a
 // raw socketpair echo's first round trip after idle (what the machine alone
-// adds); --idle_probe_busy_loops=2 keeps a VM's vCPUs from halting meanwhile.
+// adds); --idle_probe_busy_loops=2 keeps a VM's vCPUs from halting meanwhile;
+// --idle_probe_background=N has N other connections make paced 64 B calls
+// throughout, so that only the probe's connection idles.
 #include <fcntl.h>
 #include <gflags/gflags.h>
 #include <signal.h>

@@ -35,14 +35,18 @@ smoke() {
   # Every connection was proven with one call over RDMA: each side wrote at least once per connection.
   case $line in *" s_per_conn_writes=0."* | *" c_per_conn_writes=0."*) echo "FAIL: fewer writes than connections"; return 1 ;; esac
   # The busy-after-idle mode (--idle_probe_seconds) keeps working: one short round, its summary,
-  # with one busy loop beside it (--idle_probe_busy_loops), which must be gone when the tool is.
+  # with one busy loop beside it (--idle_probe_busy_loops), which must be gone when the tool is,
+  # and one background connection calling meanwhile (--idle_probe_background), none of its calls failed.
   probe=$(timeout -k 5 60 "$BIN" --n=1 --list_resources=false --idle_probe_seconds=1 --idle_probe_rounds=1 \
-    --idle_probe_busy_loops=1 | grep '^idle_probe_summary ')
+    --idle_probe_busy_loops=1 --idle_probe_background=1 --idle_probe_background_gap_us=2000 |
+    grep '^idle_probe_summary ')
   rc=$?
   echo "$probe"
   [ "$rc" -eq 0 ] || { echo "FAIL: idle_conns --idle_probe_seconds exited $rc"; return 1; }
   case " $probe " in *" ok=1 "*) ;; *) echo "FAIL: the idle probe did not finish (ok=1)"; return 1 ;; esac
   case " $probe " in *" busy_loops=1 "*) ;; *) echo "FAIL: the probe ran without its busy loop"; return 1 ;; esac
+  case " $probe " in *" background_failed=0 "*) ;; *) echo "FAIL: background calls failed"; return 1 ;; esac
+  case " $probe " in *" background_calls=0 "*) echo "FAIL: the background connection made no call"; return 1 ;; esac
   local d
   for d in /proc/[0-9]*; do
     if [ "$(cat "$d/comm" 2>/dev/null)" = idle_conns ]; then
