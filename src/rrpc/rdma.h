@@ -202,6 +202,9 @@ typedef struct rrpc_rdma_stats {
   uint64_t piece_wants;           /* WANT messages sent (this side short of space) */
   uint64_t piece_retire_refused;  /* retires refused by --rdma_retired_max_size (the stream waits) */
   uint64_t piece_grant_refused;   /* grants that found no piece in the cache (waited for a refill) */
+  uint64_t piece_table_full;      /* grants that found the receiver's piece table full (128 slots:
+                                     granted + retired-but-still-held pieces): the stream waits
+                                     for the application to release what it holds */
   uint64_t piece_cached_bytes;    /* cleared, registered pieces waiting in the cache, now */
   uint64_t piece_used_bytes;      /* pieces taken by connections (granted, full or held), now */
   /* Registered-pool growth (--rdma_memory_pool_low_water_mb): */

@@ -22,6 +22,7 @@
 
 #include "rrpc/rrpc.h"
 #include "test/common/test_util.h"
+#include "test/rdma/held_util.h"
 #include "test/rdma/rdma_test_util.h"
 #include "test/rdma/tsan_suppressions.h"
 
@@ -34,41 +35,9 @@ constexpr auto kHold = std::chrono::seconds(3);
 constexpr auto kSend = std::chrono::seconds(5);
 constexpr int kIdleMs = 300;
 
-// What the handler keeps: each request attachment (its blocks shared, not
-// copied) and when it came.
-struct Holder {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<std::pair<Clock::time_point, rrpc_iobuf *>> kept;
-  bool stop = false;
-};
-
-void keep_handler(void *arg, rrpc_server_call *call) {
-  Holder *h = static_cast<Holder *>(arg);
-  rrpc_controller *c = rrpc_server_call_controller(call);
-  rrpc_iobuf *b;
-  rrpc_iobuf_new(&b);
-  rrpc_iobuf_append_iobuf(b, rrpc_controller_request_attachment(c));
-  {
-    std::lock_guard<std::mutex> g(h->mu);
-    h->kept.emplace_back(Clock::now(), b);
-  }
-  rrpc_server_call_respond(call, rrpc_server_call_request(call));
-}
-
-// Releases what is older than kHold, or everything once stopped.
-void releaser(Holder *h) {
-  std::unique_lock<std::mutex> g(h->mu);
-  for (;;) {
-    while (!h->kept.empty() && (h->stop || Clock::now() - h->kept.front().first >= kHold)) {
-      rrpc_iobuf_free(h->kept.front().second);
-      h->kept.pop_front();
-    }
-    if (h->stop) return;
-    h->cv.wait_for(g, std::chrono::milliseconds(50));
-  }
-}
-
+using rrpc_held::Holder;
+using rrpc_held::keep_handler;
+using rrpc_held::releaser;
 using rrpc_rdma_test::stats;
 
 TEST(HeldAttachments, HeldForSecondsWhileTrafficContinuesNothingStalls) {
@@ -91,7 +60,7 @@ TEST(HeldAttachments, HeldForSecondsWhileTrafficContinuesNothingStalls) {
   ASSERT_EQ(0, rrpc_rdma_global_init(&ro));
   if (!rrpc_rdma_available()) GTEST_SKIP() << "no RDMA device here: run through tools/run-rdma-tests";
 
-  Holder h;
+  Holder h(kHold);
   rrpc_server_options so = {};
   so.use_rdma = 1;
   rrpc_server *s = nullptr;
@@ -104,33 +73,15 @@ TEST(HeldAttachments, HeldForSecondsWhileTrafficContinuesNothingStalls) {
 
   rrpc_rdma_stats before = stats();
   std::string att = rrpc_test::pattern(kAttachment, 7);
-  int calls = 0, failed = 0, rdma = 0;
-  double worst_ms = 0;
+  rrpc_held::CallRun r;
   auto end = Clock::now() + kSend;
-  while (Clock::now() < end && failed == 0) {
-    auto t0 = Clock::now();
-    int used = 0;
-    std::string err;
-    int rc = rrpc_rdma_test::echo(ch, "x", att, nullptr, &used, &err);
-    double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    if (ms > worst_ms) worst_ms = ms;
-    if (rc != 0) {
-      failed++;
-      printf("call %d failed: %d %s\n", calls, rc, err.c_str());
-    }
-    rdma += used;
-    calls++;
-  }
+  while (Clock::now() < end && r.failed == 0) rrpc_held::timed_echo(ch, "x", att, &r);
   rrpc_rdma_stats mid = stats();
-  printf("held attachments: %d calls of %zu KiB in %lld s, worst %.1f ms, retires_held %llu, "
-         "retire_refused %llu, grants %llu, copied recv %llu bytes\n",
-         calls, kAttachment >> 10, (long long)std::chrono::duration_cast<std::chrono::seconds>(kSend).count(),
-         worst_ms, (unsigned long long)(mid.piece_retires_held - before.piece_retires_held),
-         (unsigned long long)(mid.piece_retire_refused - before.piece_retire_refused),
-         (unsigned long long)(mid.piece_grants - before.piece_grants),
-         (unsigned long long)(mid.bytes_copied_recv - before.bytes_copied_recv));
-  EXPECT_EQ(0, failed);
-  EXPECT_EQ(calls, rdma);
+  rrpc_held::print_pieces("held attachments (256 KiB for 5 s)", r, before, mid);
+  const int calls = r.calls;
+  const double worst_ms = r.worst_ms;
+  EXPECT_EQ(0, r.failed);
+  EXPECT_EQ(calls, r.rdma);
   EXPECT_GT(mid.connections_elastic, before.connections_elastic);
   // More calls than one ring holds while the first attachments were still
   // kept: the stream went on past what a stalled ring allows.
@@ -151,11 +102,7 @@ TEST(HeldAttachments, HeldForSecondsWhileTrafficContinuesNothingStalls) {
 
   // Release everything; after the idle period each direction of the one
   // connection keeps one 4 KiB piece (both ends are in this process).
-  {
-    std::lock_guard<std::mutex> g(h.mu);
-    h.stop = true;
-  }
-  h.cv.notify_all();
+  rrpc_held::stop_releaser(&h);
   rel.join();
   const uint64_t floor = 2 * 4096;
   auto deadline = Clock::now() + std::chrono::milliseconds(20 * kIdleMs + 5000);

@@ -347,6 +347,7 @@ int rrpc_rdma_get_stats(rrpc_rdma_stats *out) {
   out->piece_wants = load(RRPC_RDMA_CNT_PIECE_WANTS);
   out->piece_retire_refused = load(RRPC_RDMA_CNT_PIECE_RETIRE_REFUSED);
   out->piece_grant_refused = load(RRPC_RDMA_CNT_PIECE_GRANT_REFUSED);
+  out->piece_table_full = load(RRPC_RDMA_CNT_PIECE_TABLE_FULL);
   out->pool_grows_ahead = load(RRPC_RDMA_CNT_POOL_GROWS_AHEAD);
   out->pool_grows_inline = load(RRPC_RDMA_CNT_POOL_GROWS_INLINE);
   out->pool_grow_waits = load(RRPC_RDMA_CNT_POOL_GROW_WAITS);

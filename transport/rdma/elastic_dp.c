@@ -32,6 +32,15 @@ enum {
    * if smaller): where a slice (two small allocations and a locked release)
    * costs about what copying the bytes would, and the smallest piece. */
   ZC_MIN = 4096,
+  /* Pieces that slices may pin at once: the receiver's table holds granted
+   * and retired-but-held pieces (RRPC_PIECES_SLOTS), and at most
+   * RRPC_PIECES_MAX are granted, so slices that pin no more than the rest
+   * leave a slot for every grant. Without it, small pieces (a ring that
+   * grows from its idle piece, a small --rdma_ring_size with a large
+   * --rdma_retired_max_size) held by the application could fill the table
+   * within the byte budget below: no grant, and the stream waited for the
+   * application (counter piece_table_full). */
+  ZC_PIECES_MAX = RRPC_PIECES_SLOTS - RRPC_PIECES_MAX,
 };
 
 static void on_piece_slice_released(void *data, void *arg);
@@ -199,9 +208,10 @@ void rrpc__edp_pump_locked(rrpc__rdma_ep *ep) {
   struct rrpc__ep_el *el = &ep->dp.el;
   for (int i = 0; i < PUMP_MAX && can_post_ctl(ep); i++) {
     struct rrpc__prx_action a;
-    uint64_t refused = el->rx.n.retire_refused;
+    uint64_t refused = el->rx.n.retire_refused, full = el->rx.n.table_full;
     int got = rrpc__prx_poll(&el->rx, &a);
     if (el->rx.n.retire_refused != refused) rrpc__rdma_count(RRPC_RDMA_CNT_PIECE_RETIRE_REFUSED, 1);
+    if (el->rx.n.table_full != full) rrpc__rdma_count(RRPC_RDMA_CNT_PIECE_TABLE_FULL, 1);
     if (!got) return;
     if (a.act == RRPC_PRX_ACT_RETIRE) {
       uint16_t id = a.m.u.retire.id;
@@ -364,13 +374,17 @@ static void zc_take_locked(rrpc__rdma_ep *ep, uint16_t id, uint32_t piece_len, u
   if (el->zc_slices[id - 1]++ == 0) {
     el->zc_pin_len[id - 1] = piece_len;
     el->zc_pinned += piece_len;
+    el->zc_npinned++;
   }
 }
 
 static void zc_give_locked(rrpc__rdma_ep *ep, uint16_t id, uint32_t n) {
   struct rrpc__ep_el *el = &ep->dp.el;
   ep->dp.zc_outstanding -= n;
-  if (--el->zc_slices[id - 1] == 0) el->zc_pinned -= el->zc_pin_len[id - 1];
+  if (--el->zc_slices[id - 1] == 0) {
+    el->zc_pinned -= el->zc_pin_len[id - 1];
+    el->zc_npinned--;
+  }
 }
 
 /* n bytes of piece id are released. Under mu. */
@@ -443,7 +457,8 @@ static int deliver(rrpc__rdma_ep *ep, struct rrpc__piece *p, uint16_t id, uint32
  * small). Small messages inside a piece are copied: cheaper than a slice.
  * All within a budget: the pieces the slices pin (whole pieces: a small
  * slice keeps its piece from being returned) stay within half the retired
- * cap, so every held piece can be retired and replaced, and an application
+ * cap and ZC_PIECES_MAX pieces, so every held piece can be retired and
+ * replaced, and an application
  * (or a message larger than the cap, waiting whole in the read buffer)
  * that keeps every slice never stops the stream - past it, bytes are
  * copied and released at once. Under mu, after rrpc__prx_on_write. */
@@ -452,8 +467,10 @@ static int zero_copy_wanted(const rrpc__rdma_ep *ep, uint16_t id, uint32_t n, ui
   const struct rrpc__ep_el *el = &ep->dp.el;
   uint32_t min = ep->opts->zerocopy_min_size < ZC_MIN ? (uint32_t)ep->opts->zerocopy_min_size : ZC_MIN;
   int spans = off + n == piece_len || (off == 0 && after_fill);
-  uint64_t pin = el->zc_slices[id - 1] > 0 ? 0 : piece_len; /* already pinned: free */
-  return (n >= min || spans) && el->zc_pinned + pin <= el->rx.cfg.retired_max / 2;
+  int pinned = el->zc_slices[id - 1] > 0; /* already pinned: free */
+  uint64_t pin = pinned ? 0 : piece_len;
+  return (n >= min || spans) && el->zc_pinned + pin <= el->rx.cfg.retired_max / 2 &&
+         (pinned || el->zc_npinned < ZC_PIECES_MAX);
 }
 
 int rrpc__edp_on_data(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int *got) {

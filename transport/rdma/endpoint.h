@@ -147,6 +147,7 @@ struct rrpc__ep_el {
   uint32_t zc_slices[RRPC_PIECES_SLOTS];
   uint32_t zc_pin_len[RRPC_PIECES_SLOTS];
   uint64_t zc_pinned;
+  uint32_t zc_npinned; /* pieces with a slice out */
 };
 
 /* The data path: the windows, the cursors and the send queue's

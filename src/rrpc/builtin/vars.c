@@ -113,6 +113,8 @@ static const struct {
      offsetof(rrpc_rdma_stats, piece_retire_refused)},
     {"rrpc_rdma_pieces_grant_refused_total", "Grants that waited for the piece cache", 1,
      offsetof(rrpc_rdma_stats, piece_grant_refused)},
+    {"rrpc_rdma_pieces_table_full_total", "Grants that waited for a slot in the piece table (held retired pieces fill it)", 1,
+     offsetof(rrpc_rdma_stats, piece_table_full)},
     {"rrpc_rdma_pieces_cached_bytes", "Cleared, registered pieces in the cache (bytes)", 0,
      offsetof(rrpc_rdma_stats, piece_cached_bytes)},
     {"rrpc_rdma_pieces_used_bytes", "Pieces taken by connections (bytes)", 0,
