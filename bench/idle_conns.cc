@@ -735,11 +735,7 @@ class Background {
     std::string s64(64, 'b');
     rrpc_iobuf_append(small, s64.data(), s64.size());
     while (!stop_) {
-      rrpc_controller_reset(c.cntl);
-      rrpc_iobuf_clear(c.resp);
-      rrpc_controller_set_timeout_ms(c.cntl, FLAGS_call_timeout_ms);
-      int rc = rrpc_channel_call(ch, "idle.Bench", "Echo", c.cntl, small, c.resp, nullptr, nullptr);
-      (rc == 0 && rrpc_controller_used_rdma(c.cntl) ? calls_ : failed_)++;
+      (timed_call(ch, "Echo", small, &c) >= 0 ? calls_ : failed_)++;
       if (gap_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(gap_us));  // pacing, not sync
     }
     rrpc_iobuf_free(small);

@@ -424,6 +424,12 @@ struct AsyncBatch {
       rrpc_iobuf_free(a.resp);
     }
   }
+  // Call i sends `text` and expects it back.
+  void set_request(int i, const std::string &text) {
+    AsyncCall &a = calls[(size_t)i];
+    a.expect = text;
+    rrpc_iobuf_append(a.req, text.data(), text.size());
+  }
   int issue(rrpc_channel *ch, const char *method, int i) {
     AsyncCall &a = calls[(size_t)i];
     int rc = rrpc_channel_call(ch, "test.EchoService", method, a.cntl, a.req, a.resp, async_done, &a);
@@ -447,9 +453,7 @@ TEST_F(RpcTest, AsyncManyInFlight) {
   const int n = 512;
   AsyncBatch b(n);
   for (int i = 0; i < n; i++) {
-    AsyncCall &a = b.calls[(size_t)i];
-    a.expect = "req-" + std::to_string(i);
-    rrpc_iobuf_append(a.req, a.expect.data(), a.expect.size());
+    b.set_request(i, "req-" + std::to_string(i));
     ASSERT_EQ(0, b.issue(channel_, "Echo", i));
   }
   b.wait_all();
@@ -473,9 +477,7 @@ TEST_F(RpcTest, PoolWorkersReturnCallsWhileTheLoopTrimsThem) {
       for (int r = 0; r < rounds; r++) {
         AsyncBatch b(n);
         for (int i = 0; i < n; i++) {
-          AsyncCall &a = b.calls[(size_t)i];
-          a.expect = std::to_string(t) + "-" + std::to_string(r) + "-" + std::to_string(i);
-          rrpc_iobuf_append(a.req, a.expect.data(), a.expect.size());
+          b.set_request(i, std::to_string(t) + "-" + std::to_string(r) + "-" + std::to_string(i));
           if (b.issue(channel_, "Echo", i) != 0) bad++;
         }
         b.wait_all();
@@ -528,9 +530,7 @@ TEST_F(RpcTest, PreparedMethodCallsAsItsNames) {
   const int n = 64;
   AsyncBatch b(n);
   for (int i = 0; i < n; i++) {
-    AsyncCall &a = b.calls[(size_t)i];
-    a.expect = "prep-" + std::to_string(i);
-    rrpc_iobuf_append(a.req, a.expect.data(), a.expect.size());
+    b.set_request(i, "prep-" + std::to_string(i));
     ASSERT_EQ(0, b.issue(channel_, m, i));
   }
   rrpc_method_free(m);  // the calls in flight hold nothing of it

@@ -36,7 +36,6 @@ constexpr auto kSend = std::chrono::seconds(5);
 constexpr int kIdleMs = 300;
 
 using rrpc_held::Holder;
-using rrpc_held::keep_handler;
 using rrpc_held::releaser;
 using rrpc_rdma_test::stats;
 
@@ -61,12 +60,8 @@ TEST(HeldAttachments, HeldForSecondsWhileTrafficContinuesNothingStalls) {
   if (!rrpc_rdma_available()) GTEST_SKIP() << "no RDMA device here: run through tools/run-rdma-tests";
 
   Holder h(kHold);
-  rrpc_server_options so = {};
-  so.use_rdma = 1;
-  rrpc_server *s = nullptr;
-  ASSERT_EQ(0, rrpc_server_new(&so, &s));
-  ASSERT_EQ(0, rrpc_server_add_method(s, "test.Echo", "Echo", keep_handler, &h));
-  ASSERT_EQ(0, rrpc_server_start(s, (rrpc_test::rdma_test_addr() + ":0").c_str()));
+  rrpc_server *s = rrpc_rdma_test::start_echo_server(rrpc_held::keep_handler, &h);
+  ASSERT_NE(nullptr, s);
   std::thread rel(releaser, &h);
   rrpc_channel *ch = rrpc_rdma_test::open_channel(rrpc_server_port(s), 1, 5000);
   ASSERT_NE(nullptr, ch);

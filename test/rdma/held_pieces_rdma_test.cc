@@ -52,12 +52,8 @@ TEST(HeldPieces, ManySmallHeldPiecesNeverFillThePieceTable) {
   if (!rrpc_rdma_available()) GTEST_SKIP() << "no RDMA device here: run through tools/run-rdma-tests";
 
   rrpc_held::Holder h(kHold);
-  rrpc_server_options so = {};
-  so.use_rdma = 1;
-  rrpc_server *s = nullptr;
-  ASSERT_EQ(0, rrpc_server_new(&so, &s));
-  ASSERT_EQ(0, rrpc_server_add_method(s, "test.Echo", "Echo", rrpc_held::keep_handler, &h));
-  ASSERT_EQ(0, rrpc_server_start(s, (rrpc_test::rdma_test_addr() + ":0").c_str()));
+  rrpc_server *s = rrpc_rdma_test::start_echo_server(rrpc_held::keep_handler, &h);
+  ASSERT_NE(nullptr, s);
   std::thread rel(rrpc_held::releaser, &h);
   rrpc_channel *ch = rrpc_rdma_test::open_channel(rrpc_server_port(s), 1, 5000);
   ASSERT_NE(nullptr, ch);

@@ -32,13 +32,13 @@ inline void echo_handler(void *, rrpc_server_call *call) {
 }
 
 // A server with use_rdma on rdma_test_addr():0 whose test.Echo/Echo is `fn`
-// (echo_handler unless said); started, or nullptr on failure.
-inline rrpc_server *start_echo_server(rrpc_handler_fn fn = echo_handler) {
+// (echo_handler unless said) with `arg`; started, or nullptr on failure.
+inline rrpc_server *start_echo_server(rrpc_handler_fn fn = echo_handler, void *arg = nullptr) {
   rrpc_server_options so = {};
   so.use_rdma = 1;
   rrpc_server *s = nullptr;
   if (rrpc_server_new(&so, &s) != 0) return nullptr;
-  if (rrpc_server_add_method(s, "test.Echo", "Echo", fn, nullptr) != 0 ||
+  if (rrpc_server_add_method(s, "test.Echo", "Echo", fn, arg) != 0 ||
       rrpc_server_start(s, (rrpc_test::rdma_test_addr() + ":0").c_str()) != 0) {
     rrpc_server_free(s);
     return nullptr;
