@@ -65,9 +65,12 @@ int rrpc__socket_write(rrpc__socket *s, rrpc_iobuf *msg);
  * half. Else 0. Loop thread (from on_data). */
 int rrpc__socket_pause_if_congested(rrpc__socket *s);
 /* rrpc__socket_request_begin / _end - a request read from the socket was
- * handed on / answered (or dropped). Any thread. */
-void rrpc__socket_request_begin(rrpc__socket *s);
-void rrpc__socket_request_end(rrpc__socket *s);
+ * handed on / answered (or dropped). Any thread. begin returns how many
+ * were pending before it, end how many are left after it (sequentially
+ * consistent: an owner can count its connections with requests pending,
+ * one step per 0 -> 1 and 1 -> 0, instead of a step per request). */
+int rrpc__socket_request_begin(rrpc__socket *s);
+int rrpc__socket_request_end(rrpc__socket *s);
 
 /* rrpc__socket_unwritten - bytes queued and not yet handed to the wire.
  * Any thread. */
@@ -95,7 +98,7 @@ int rrpc__socket_is_rdma(const rrpc__socket *s);
 
 /* ---- figures for the builtin pages ----------------------------------------- */
 typedef struct rrpc__socket_stats {
-  uint64_t bytes_in, bytes_out; /* message bytes delivered to / written by the owner */
+  uint64_t bytes_in, bytes_out; /* bytes delivered to the owner / sent (left the write queue) */
   uint64_t created_us;          /* rrpc__now_us clock */
   uint32_t fallback_code;       /* SMC decline code if RDMA fell back, else 0 */
   int is_client;
