@@ -107,11 +107,17 @@ struct rrpc_server {
   _Atomic int state;
   struct sconn conns; /* list head */
   size_t nconns;
-  /* Calls handed to handlers and not yet responded: raised before the
-   * state is read, both sequentially consistent, so a call that saw the
-   * server running is counted before a shutdown that stores STOPPING reads
-   * the count (no lock when a call starts); lowered by call_release, under
-   * mu for the one that reaches 0, which signals cv. From SRV_RUNNING until
+  /* Connections with calls handed to handlers and not yet responded (0
+   * exactly when no call is live). A connection counts from its socket's
+   * pending requests going 0 -> 1 to their going 1 -> 0 (see
+   * rrpc__socket_request_begin): one step per busy spell, not two per call
+   * - this line was written by the loops and every pool worker per call,
+   * 2 % of the CPU at saturation. Raised before the state is read, both
+   * sequentially consistent, so a call that saw the server running is
+   * counted (by itself, or by its connection's spell, which cannot end
+   * before the call does) before a shutdown that stores STOPPING reads the
+   * count (no lock when a call starts); lowered by call_release, under mu
+   * for the one that reaches 0, which signals cv. From SRV_RUNNING until
    * the stop it holds 1 more, the running bias, set and removed under mu
    * with the state: only once stopping can a call lower it to 0. */
   _Atomic size_t live_calls;
@@ -313,6 +319,10 @@ static rrpc_server_call *call_alloc(struct sconn *c) {
   if (call == NULL) return malloc(sizeof *call);
   c->spare = call->spare_next;
   if (c->nspare > 0) c->nspare--; /* the estimate may run low: see above */
+  /* The next spare was last written by a worker on another core: start
+   * fetching it now, so the next request's pop does not wait for it (that
+   * wait was the loop's largest stall per pool request at saturation). */
+  if (c->spare != NULL) __builtin_prefetch(c->spare, 1);
   return call;
 }
 
@@ -335,16 +345,15 @@ static void call_recycle(struct sconn *c, rrpc_server_call *call) {
                                                 memory_order_relaxed));
 }
 
-/* The last call is lowered under mu: rrpc_server_free frees the server as
+/* The last step is lowered under mu: rrpc_server_free frees the server as
  * soon as it sees 0 under mu, so nothing may touch it after that (lowering
- * it first and locking after could lock a freed mutex). Any other call is
- * lowered without the lock: another call still counted keeps the count
+ * it first and locking after could lock a freed mutex). Any other step is
+ * lowered without the lock: another one still counted keeps the count
  * above 0, and this thread touches nothing of the server after its
  * compare-and-swap. (The lock per call was contended by the pool's
  * workers at saturation.) While the server runs, the count holds one more
- * than the calls (the running bias, see live_calls), so no call reaches 0
- * and none takes the lock: one lock pair per call fewer with one call in
- * flight. */
+ * than the busy connections (the running bias, see live_calls), so no
+ * call reaches 0 and none takes the lock. */
 static void live_calls_lower(rrpc_server *srv) {
   size_t n = atomic_load(&srv->live_calls);
   while (n > 1)
@@ -354,17 +363,20 @@ static void live_calls_lower(rrpc_server *srv) {
   pthread_mutex_unlock(&srv->mu);
 }
 
+/* Once its connection's last pending request ends, this call's thread
+ * owns the connection's step in live_calls; any other must not touch the
+ * server after request_end (the last one may stop it meanwhile). */
 static void call_release(rrpc_server_call *call) {
   rrpc_server *srv = call->srv;
   struct sconn *c = call->conn;
   if (call->admitted) rrpc__gates_leave(&srv->gate, &call->m->gate);
-  rrpc__socket_request_end(call->sock);
+  int left = rrpc__socket_request_end(call->sock);
   rrpc__iobuf_destroy(&call->request);
   rrpc__controller_destroy(&call->cntl);
   rrpc__socket *sock = call->sock;
   call_recycle(c, call);
   conn_unref(c, sock); /* may free the call with its connection */
-  live_calls_lower(srv);
+  if (left == 0) live_calls_lower(srv);
 }
 
 static void overcrowded(rrpc_server_call *call) {
@@ -528,7 +540,7 @@ static int handle_request(struct sconn *c, rrpc__socket *sock, rrpc_iobuf *rbuf,
   call->conn = c;
   atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
   call->sock = sock;
-  rrpc__socket_request_begin(sock);
+  if (rrpc__socket_request_begin(sock) == 0) atomic_fetch_add(&srv->live_calls, 1);
   call->cid = msg->meta.correlation_id;
   call->cntl.start_us = (int64_t)b->read_us;
   call->cntl.log_id = msg->meta.log_id;
@@ -539,7 +551,6 @@ static int handle_request(struct sconn *c, rrpc__socket *sock, rrpc_iobuf *rbuf,
     call->cntl.deadline_us = call->cntl.start_us + (int64_t)msg->meta.timeout_ms * 1000;
   call->cntl.used_rdma = rrpc__socket_is_rdma(sock);
   rrpc__socket_peer_str(sock, call->cntl.remote, sizeof call->cntl.remote);
-  atomic_fetch_add(&srv->live_calls, 1);
   int stopping = atomic_load(&srv->state) != SRV_RUNNING;
   int bad = check_request(srv, msg, call) != 0 || admit(srv, call, stopping) != 0;
   stats_begin(call);
