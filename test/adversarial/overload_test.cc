@@ -39,13 +39,24 @@ struct Held {
     std::unique_lock<std::mutex> lk(mu);
     return cv.wait_for(lk, std::chrono::milliseconds(ms), [&] { return calls.size() >= n; });
   }
+  // Answers the i-th held call (in arrival order) and forgets it.
+  void release_at(size_t i) {
+    rrpc_server_call *c;
+    {
+      std::lock_guard<std::mutex> g(mu);
+      c = calls.at(i);
+      calls[i] = nullptr;
+    }
+    if (c != nullptr) rrpc_server_call_respond(c, nullptr);
+  }
   void release_all() {
     std::vector<rrpc_server_call *> v;
     {
       std::lock_guard<std::mutex> g(mu);
       v.swap(calls);
     }
-    for (auto *c : v) rrpc_server_call_respond(c, nullptr);
+    for (auto *c : v)
+      if (c != nullptr) rrpc_server_call_respond(c, nullptr);
   }
 };
 
@@ -96,6 +107,7 @@ class Overload : public ::testing::Test {
     }
     ASSERT_EQ(0, rrpc_server_start(server_, "127.0.0.1:0"));
     std::string addr = "127.0.0.1:" + std::to_string(rrpc_server_port(server_));
+    addr_ = addr;
     rrpc_channel_options co = {};
     co.timeout_ms = 5000;
     ASSERT_EQ(0, rrpc_channel_new(addr.c_str(), &co, &channel_));
@@ -111,6 +123,7 @@ class Overload : public ::testing::Test {
   }
   rrpc_server *server_ = nullptr;
   rrpc_channel *channel_ = nullptr;
+  std::string addr_;
   Held held_;
 };
 
@@ -170,6 +183,42 @@ TEST_F(Overload, GracefulStopAnswersELOGOFFAndLetsRunningCallsFinish) {
   EXPECT_GT(st.logoff_rejects, 0u);
   report("graceful-stop", "stop with closewait_ms=5000 and one running call: new requests got "
          "ELOGOFF, the running call's response arrived, then the server closed");
+}
+
+// The server counts a connection as live from its first pending request
+// to its last answer (not each call): a graceful stop must still wait for
+// the last call of every connection, however their answers interleave.
+TEST_F(Overload, GracefulStopWaitsForTheLastCallOfEveryConnection) {
+  start(0, 0);
+  rrpc_channel_options co = {};
+  co.timeout_ms = 10000;
+  rrpc_channel *second = nullptr;
+  ASSERT_EQ(0, rrpc_channel_new(addr_.c_str(), &co, &second));
+  Async a1, b1, a2, b2;  // a on channel_, b on the second connection
+  Async *order[] = {&a1, &b1, &a2, &b2};
+  for (size_t i = 0; i < 4; i++) {
+    rrpc_channel *ch = i % 2 == 0 ? channel_ : second;
+    ASSERT_EQ(0, rrpc_channel_call(ch, "test.S", "Hold", order[i]->c, nullptr, nullptr, Async::done, order[i]));
+    ASSERT_TRUE(held_.wait_for(i + 1, 5000));  // held in this order
+  }
+  std::atomic<bool> stopped{false};
+  std::thread stopper([&] {
+    rrpc_server_shutdown(server_, 10000);
+    stopped = true;
+  });
+  // a1 and b1 end while each connection has another call; a2 ends its
+  // connection's last; b2, the server's last, is still running.
+  for (size_t i = 0; i < 3; i++) {
+    held_.release_at(i);
+    ASSERT_TRUE(wait_until([&] { return order[i]->rc != INT32_MIN; }, 5000)) << i;
+    EXPECT_EQ(0, order[i]->rc.load()) << i;
+  }
+  EXPECT_FALSE(stopped.load());
+  held_.release_at(3);
+  ASSERT_TRUE(wait_until([&] { return b2.rc != INT32_MIN; }, 5000));
+  EXPECT_EQ(0, b2.rc.load());  // had the stop not waited, its connection would have closed first
+  stopper.join();
+  rrpc_channel_free(second);
 }
 
 TEST_F(Overload, StopGivesUpAfterClosewait) {
