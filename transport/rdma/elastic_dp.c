@@ -196,7 +196,12 @@ static int grant_locked(rrpc__rdma_ep *ep, uint32_t len, uint8_t flags) {
     ep->dp.qp_dead = 1;
     return -RRPC_ERDMA;
   }
-  if (rc == 0) ep->dp.wr_seq++; /* the bind is a signaled WR of its own */
+  if (rc == 0) {
+    ep->dp.wr_seq++; /* the bind is a signaled WR of its own */
+    el->bind_wr = ep->dp.wr_seq;
+    el->bind_id = id;
+    el->bind_len = len;
+  }
   m.u.grant.rkey = p->rkey;
   m.u.grant.addr = (uint64_t)(uintptr_t)p->buf;
   rrpc__rdma_count(RRPC_RDMA_CNT_PIECE_GRANTS, 1);

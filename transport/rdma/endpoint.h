@@ -148,6 +148,11 @@ struct rrpc__ep_el {
   uint32_t zc_pin_len[RRPC_PIECES_SLOTS];
   uint64_t zc_pinned;
   uint32_t zc_npinned; /* pieces with a slice out */
+  /* The last window bind posted (its WR id, piece id and length): what a
+   * failed send completion names when it was that bind (diagnostics). */
+  uint64_t bind_wr;
+  uint16_t bind_id;
+  uint32_t bind_len;
 };
 
 /* The data path: the windows, the cursors and the send queue's
