@@ -408,6 +408,12 @@ int rrpc__socket_pause_if_congested(rrpc__socket *s) {
   return 1;
 }
 
+/* A figure with one writer at a time, read by any thread: a load and a
+ * store, no locked add (the line stays the writer's). */
+static void count_one_writer(_Atomic uint64_t *figure, uint64_t n) {
+  atomic_store_explicit(figure, atomic_load_explicit(figure, memory_order_relaxed) + n, memory_order_relaxed);
+}
+
 /* The token holder writes until the queue is empty (token released), the
  * transport must wait (token kept), or the socket fails. */
 static void drain(rrpc__socket *s) {
@@ -421,8 +427,7 @@ static void drain(rrpc__socket *s) {
       /* Counted here, by the token's one holder (a load and a store), not
        * by each writer: a pool worker's atomic add on this line was 2 % of
        * the CPU at saturation. */
-      uint64_t out = atomic_load_explicit(&s->bytes_out, memory_order_relaxed);
-      atomic_store_explicit(&s->bytes_out, out + sent, memory_order_relaxed);
+      count_one_writer(&s->bytes_out, sent);
       written(s, sent);
     }
     s->pend_counted = pend;
@@ -618,8 +623,7 @@ void rrpc__socket_deliver(rrpc__socket *s) {
   atomic_store_explicit(&s->last_active_us, s->read_us, memory_order_relaxed);
   size_t len = rrpc__iobuf_length(&s->rbuf);
   if (len > s->rbuf_left) {
-    uint64_t in = atomic_load_explicit(&s->bytes_in, memory_order_relaxed); /* one writer */
-    atomic_store_explicit(&s->bytes_in, in + (len - s->rbuf_left), memory_order_relaxed);
+    count_one_writer(&s->bytes_in, len - s->rbuf_left);
     rrpc__loop_note(RRPC__WORK_BYTES_IN, len - s->rbuf_left);
   }
   int rc = s->handler->on_data(s->owner, s, &s->rbuf);
