@@ -217,6 +217,9 @@ typedef struct rrpc_rdma_stats {
   uint64_t ring_full_held;        /* ring mode: times a receive ring filled up while the
                                      application held zero-copy slices of it (--rdma_recv_zerocopy):
                                      its peer waits until they are dropped */
+  uint64_t piece_bind_waits;      /* grants that waited for their connection's send queue to drain
+                                     before binding the piece's window (Soft-RoCE re-runs a bind
+                                     queued behind a retried WR: docs/rdma-transport.md) */
 } rrpc_rdma_stats;
 /* rrpc_rdma_get_stats - copy the counters. 0 or -RRPC_ENORDMA. */
 int rrpc_rdma_get_stats(rrpc_rdma_stats *out);

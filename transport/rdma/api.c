@@ -353,6 +353,7 @@ int rrpc_rdma_get_stats(rrpc_rdma_stats *out) {
   out->pool_grow_waits = load(RRPC_RDMA_CNT_POOL_GROW_WAITS);
   out->blocked_on_send_queue = load(RRPC_RDMA_CNT_BLOCKED_SQ);
   out->ring_full_held = load(RRPC_RDMA_CNT_RING_FULL_HELD);
+  out->piece_bind_waits = load(RRPC_RDMA_CNT_PIECE_BIND_WAITS);
   struct rrpc__pieces_stats ps;
   rrpc__pieces_stats(&ps);
   out->piece_cached_bytes = ps.cached_bytes;

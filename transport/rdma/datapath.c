@@ -58,8 +58,10 @@ uint32_t rrpc__dp_sq_free(const rrpc__rdma_ep *ep) { return sq_free(ep); }
 static int want_signal(rrpc__rdma_ep *ep, uint32_t bytes, int force) {
   ep->dp.unsignaled++;
   ep->dp.unsignaled_bytes += bytes;
+  /* While a window bind waits for the queue to drain, the drain must be
+   * seen: every WR is signaled then (elastic_dp.c, bind_ready_locked). */
   if (force || ep->dp.unsignaled >= ep->vb.sq_size / 4 || ep->dp.unsignaled_bytes >= SIGNAL_BYTES ||
-      sq_free(ep) <= 2) {
+      sq_free(ep) <= 2 || ep->dp.el.bind_wait) {
     ep->dp.unsignaled = 0;
     ep->dp.unsignaled_bytes = 0;
     return 1;
@@ -174,6 +176,24 @@ int rrpc__dp_send_cdc_locked(rrpc__rdma_ep *ep, uint8_t conn_flags, int solicite
   rrpc__tx_window_commit(&ep->dp.tx, &plan);
   ep->dp.peer_asked = 0;
   rrpc__rdma_count(RRPC_RDMA_CNT_CDC_SENT, 1);
+  return 0;
+}
+
+int rrpc__dp_post_drain_mark(rrpc__rdma_ep *ep) {
+  if (ep->dp.qp_dead || ep->vb.qp == NULL) return -RRPC_ERDMA;
+  if (sq_free(ep) < 1) return -EAGAIN;
+  struct ibv_send_wr wr, *bad;
+  memset(&wr, 0, sizeof wr); /* no SGE, remote address and key 0 (IBA C9-88) */
+  wr.wr_id = ++ep->dp.wr_seq;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.send_flags = want_signal(ep, 0, 1) ? IBV_SEND_SIGNALED : 0;
+  int rc = ibv_post_send(ep->vb.qp, &wr, &bad);
+  if (rc != 0) {
+    ep->dp.wr_seq--;
+    ep->dp.qp_dead = 1;
+    RRPC_LOG(WARNING, "rdma qpn=%u: ibv_post_send of a drain mark: %s", ep->vb.qp->qp_num, rrpc_strerror(-rc));
+    return -RRPC_ERDMA;
+  }
   return 0;
 }
 

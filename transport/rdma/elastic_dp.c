@@ -170,12 +170,31 @@ static void wait_for_piece_locked(rrpc__rdma_ep *ep) {
   }
 }
 
+/* Whether a window may be bound now: only behind no WR the device may
+ * still retry. Soft-RoCE (rxe, kernel 6.1) re-runs every bind still in the
+ * send queue behind an unacknowledged WR when it retries that WR (a
+ * retransmission timeout, an RNR NAK), and a type-2 window bound once
+ * refuses a second bind: IBV_WC_MW_BIND_ERR, the QP fails and the calls on
+ * it (docs/rdma-transport.md, "Window binds and retries"). So a grant waits
+ * until every WR posted has completed: meanwhile every WR is signaled (so
+ * the drain is seen; a zero-length mark covers an unsignaled tail) and new
+ * data waits (so the queue does drain); each completion pumps again. `was`:
+ * the last pump waited too (one wait counted once). Under mu. */
+static int bind_ready_locked(rrpc__rdma_ep *ep, int was) {
+  if (!ep->dev->mw_type2 || ep->dp.wr_done == ep->dp.wr_seq) return 1;
+  if (!was) rrpc__rdma_count(RRPC_RDMA_CNT_PIECE_BIND_WAITS, 1);
+  ep->dp.el.bind_wait = 1;
+  if (ep->dp.unsignaled > 0) (void)rrpc__dp_post_drain_mark(ep); /* a full queue's last WR was signaled */
+  return 0;
+}
+
 /* GRANT: a cleared, registered piece from the cache, its window bound to
  * our QP before the GRANT that names its key (same send queue, in order).
- * 0, or -EAGAIN when the cache is empty. Under mu. */
-static int grant_locked(rrpc__rdma_ep *ep, uint32_t len, uint8_t flags) {
+ * 0, or -EAGAIN when the cache is empty or the bind must wait. Under mu. */
+static int grant_locked(rrpc__rdma_ep *ep, uint32_t len, uint8_t flags, int was_waiting) {
   struct rrpc__ep_el *el = &ep->dp.el;
   struct rrpc__piece *p;
+  if (!bind_ready_locked(ep, was_waiting)) return -EAGAIN;
   if (rrpc__piece_take(ep->dev, len, &p) != 0) {
     rrpc__prx_grant_failed(&el->rx);
     rrpc__rdma_count(RRPC_RDMA_CNT_PIECE_GRANT_REFUSED, 1);
@@ -211,6 +230,10 @@ static int grant_locked(rrpc__rdma_ep *ep, uint32_t len, uint8_t flags) {
 void rrpc__edp_pump_locked(rrpc__rdma_ep *ep) {
   if (!ep->elastic) return;
   struct rrpc__ep_el *el = &ep->dp.el;
+  /* Set again below while a grant still waits to bind (so it never
+   * outlives the grant it was for: a return may have met the need). */
+  int was_waiting = el->bind_wait;
+  el->bind_wait = 0;
   for (int i = 0; i < PUMP_MAX && can_post_ctl(ep); i++) {
     struct rrpc__prx_action a;
     uint64_t refused = el->rx.n.retire_refused, full = el->rx.n.table_full;
@@ -228,7 +251,7 @@ void rrpc__edp_pump_locked(rrpc__rdma_ep *ep) {
       if (a.free_id != RRPC_PIECE_ID_NONE) free_piece_locked(ep, a.free_id);
       else if (el->mem[id - 1] != NULL) rrpc__piece_unbind(el->mem[id - 1]);
       if (post_ctl_locked(ep, &a.m) != 0) return;
-    } else if (grant_locked(ep, a.grant_len, a.grant_flags) != 0) {
+    } else if (grant_locked(ep, a.grant_len, a.grant_flags, was_waiting) != 0) {
       return;
     }
   }
@@ -339,6 +362,10 @@ int rrpc__edp_write_locked(rrpc__rdma_ep *ep, rrpc_iobuf *data, uint32_t max_sge
     if (ep->dp.closed_sent) return -RRPC_ECLOSE;
     /* Our grants and retires go ahead of the returns this write carries. */
     rrpc__edp_pump_locked(ep);
+    if (ep->dp.el.bind_wait) { /* a grant waits for the queue to drain: so does data */
+      ep->dp.write_blocked = 1;
+      return -EAGAIN;
+    }
     uint32_t sqf = rrpc__dp_sq_free(ep);
     uint32_t credits = rrpc__tx_window_data_credits(&ep->dp.tx), segs = credits;
     if (sqf < 3) segs = 0; /* one WR kept for a control message or CDC */

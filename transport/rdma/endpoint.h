@@ -153,6 +153,10 @@ struct rrpc__ep_el {
   uint64_t bind_wr;
   uint16_t bind_id;
   uint32_t bind_len;
+  /* A grant waits for the send queue to drain before it binds its window
+   * (elastic_dp.c, bind_ready_locked): meanwhile every WR is signaled and
+   * new data waits. */
+  int bind_wait;
 };
 
 /* The data path: the windows, the cursors and the send queue's
@@ -347,6 +351,10 @@ int rrpc__dp_want_signal(rrpc__rdma_ep *ep, uint32_t bytes, int force);
 /* One WRITE_WITH_IMM of all of seg to (raddr, rkey). */
 int rrpc__dp_post_write(rrpc__rdma_ep *ep, rrpc_iobuf *seg, uint64_t raddr, uint32_t rkey, uint32_t imm,
                         int solicited, rrpc_iobuf *drop);
+/* A signaled zero-length RDMA WRITE: nothing reaches the peer (no bytes,
+ * no key checked, no receive used); its completion says every WR posted
+ * before it completed. 0, -EAGAIN (send queue full) or -RRPC_ERDMA. */
+int rrpc__dp_post_drain_mark(rrpc__rdma_ep *ep);
 /* One inline SEND_WITH_IMM of a 44-byte message (CDC or elastic control). */
 int rrpc__dp_post_send44(rrpc__rdma_ep *ep, const uint8_t *msg, uint32_t imm, int solicited, int force_signal);
 uint64_t rrpc__dp_bytes_in_pieces(const rrpc_iobuf *buf, uint32_t max_pieces);

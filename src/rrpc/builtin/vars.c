@@ -129,6 +129,8 @@ static const struct {
      offsetof(rrpc_rdma_stats, blocked_on_send_queue)},
     {"rrpc_rdma_ring_full_held_total", "Receive rings that filled up while the application held zero-copy slices", 1,
      offsetof(rrpc_rdma_stats, ring_full_held)},
+    {"rrpc_rdma_pieces_bind_waits_total", "Grants that waited for their send queue to drain before binding a window", 1,
+     offsetof(rrpc_rdma_stats, piece_bind_waits)},
 };
 
 /* ---- the list ------------------------------------------------------------------ */
