@@ -180,8 +180,18 @@ struct Elastic : rogue::Peer {
         }
       }
     }
-    post_recv(wc.wr_id);
+    if (hold_reposts) held.push_back(wc.wr_id);
+    else post_recv(wc.wr_id);
     owed++;
+  }
+  // Keep consumed receives unposted (credits still reported): past them
+  // the server's next message is answered with an RNR NAK.
+  bool hold_reposts = false;
+  std::vector<uint64_t> held;
+  void repost_held() {
+    hold_reposts = false;
+    for (uint64_t id : held) post_recv(id);
+    held.clear();
   }
 
   // The immediate of a SEND or write of ours: credits back, no returns.
@@ -551,6 +561,96 @@ TEST(ElasticRogue, WriteThroughTheKeyOfARetiredPieceFailsOnlyTheRogue) {
   EXPECT_NE(st, IBV_WC_SUCCESS);  // the window went with the retire
   EXPECT_TRUE(closed);
   EXPECT_TRUE(served);
+}
+
+// A grant made while the server's earlier messages wait out an RNR NAK
+// (the peer was slow to repost receives). rxe re-runs every bind still in
+// the send queue behind a WR it retries, and a type-2 window bound once
+// refuses a second bind: the server's QP failed (IBV_WC_MW_BIND_ERR) and
+// the connection with it - the rare loss of thousand-conns.sh, where
+// retransmission timeouts do the same. The server must bind a window only
+// behind nothing the device may still retry: the connection survives, the
+// GRANT and every answer arrive. Bounded: RNR timer 491 ms, 5 s waits.
+rrpc_rdma_stats server_stats() {
+  rrpc_rdma_stats st;
+  rrpc_rdma_get_stats(&st);
+  return st;
+}
+// The server took up a WANT: it granted, or it waits to bind the window.
+uint64_t server_grant_steps() {
+  rrpc_rdma_stats st = server_stats();
+  return st.piece_grants + st.piece_bind_waits;
+}
+
+// RNR NAKs the device's requesters received (rxe's hw counter; the rogue
+// and the in-process server share the device), or -1 without it.
+int64_t rnr_naks_received() {
+  rrpc__rdma_dev *d = rogue::device();
+  if (d == nullptr) return -1;
+  std::string path = std::string("/sys/class/infiniband/") + ibv_get_device_name(d->ctx->device) + "/ports/" +
+                     std::to_string(d->port) + "/hw_counters/rcvd_rnr_err";
+  FILE *f = fopen(path.c_str(), "r");
+  if (f == nullptr) return -1;
+  long long v = -1;
+  if (fscanf(f, "%lld", &v) != 1) v = -1;
+  fclose(f);
+  return v;
+}
+
+TEST(ElasticRogue, GrantWhileAnRnrRetryIsPendingKeepsTheConnection) {
+  Server srv;
+  ASSERT_GT(srv.port, 0);
+  Elastic r;
+  r.post_recvs = 8;        // 64 announced: the server believes in 56 more
+  r.min_rnr_timer = 31;    // our RNR NAKs ask for 491 ms (x 7 tries): time for the grant
+  ELASTIC_UP(r, srv.port);
+  if (rnr_naks_received() < 0) GTEST_SKIP() << "no rcvd_rnr_err counter on this device (rxe has one)";
+  ASSERT_EQ(r.grant_own(), IBV_WC_SUCCESS);
+  size_t mark = log_mark();
+  r.hold_reposts = true;
+  // One echo at a time (each answer its own write, one receive each) until
+  // the server's answer meets an empty receive queue: an RNR NAK.
+  int64_t rnr0 = rnr_naks_received();
+  auto answered_n = [&](int i) { return r.answers.find("rnr-" + std::to_string(i) + "-") != std::string::npos; };
+  int sent = 0;
+  for (; sent < 24 && rnr_naks_received() == rnr0; sent++) {
+    ASSERT_EQ(r.write_echo("rnr-" + std::to_string(sent) + "-", 10 + sent), IBV_WC_SUCCESS) << sent;
+    int i = sent;
+    r.poll_for(kCloseMs, [&] { return answered_n(i) || rnr_naks_received() != rnr0; });
+  }
+  ASSERT_GT(rnr_naks_received(), rnr0) << "the server never ran out of our receives";
+  // Now a grant, while that answer waits for its RNR retry.
+  size_t grants_before = r.grants.size();
+  uint64_t steps0 = server_grant_steps(), waits0 = server_stats().piece_bind_waits;
+  rrpc__grant_msg want = {};
+  want.type = RRPC_GRANT_T_WANT;
+  want.u.want.bytes = 64 * 1024;
+  ASSERT_EQ(r.send_ctl(want), IBV_WC_SUCCESS);
+  r.poll_for(kCloseMs, [&] { return server_grant_steps() > steps0; });
+  bool took_up = server_grant_steps() > steps0;
+  size_t held = r.held.size();
+  r.repost_held();
+  auto all_answered = [&] {
+    for (int i = 0; i < sent; i++)
+      if (!answered_n(i)) return false;
+    return true;
+  };
+  r.poll_for(kCloseMs, [&] { return r.grants.size() > grants_before && all_answered(); });
+  bool granted = r.grants.size() > grants_before, answered = all_answered();
+  bool closed = rogue::tcp_closed_within(r.fd, 100);
+  bool bind_failed = logged_since(mark, "memory management operation error");
+  uint64_t waited = server_stats().piece_bind_waits - waits0;
+  printf("ELASTIC-ROGUE grant-during-rnr: %d echoes, receives held %zu, WANT taken up: %s (bind waits +%llu), "
+         "GRANT arrived: %s, all answers: %s, QP failed: %s, closed by the server: %s, a bind failed: %s\n",
+         sent, held, took_up ? "yes" : "NO", (unsigned long long)waited, granted ? "yes" : "NO", answered ? "yes" : "NO",
+         r.qp_failed ? "YES" : "no", closed ? "YES" : "no", bind_failed ? "YES" : "no");
+  EXPECT_TRUE(took_up);
+  EXPECT_EQ(waited, 1u);  // the grant came while the answer waited: its bind waited for the drain
+  EXPECT_TRUE(granted);
+  EXPECT_TRUE(answered);
+  EXPECT_FALSE(r.qp_failed);
+  EXPECT_FALSE(closed);
+  EXPECT_FALSE(bind_failed);
 }
 
 TEST(ElasticRogue, GrantOfAnotherConnectionsKeyFailsOnlyTheRogue) {
