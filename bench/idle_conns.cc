@@ -560,6 +560,8 @@ std::string run_traffic(const std::vector<rrpc_channel *> &chans, bool *ok) {
          " traffic_failed=" + std::to_string(t.failed) + " traffic_corrupt=" + std::to_string(t.corrupt) +
          " traffic_not_rdma=" + std::to_string(t.not_rdma) + " traffic_reconnects=" + std::to_string(reconnects) +
          " traffic_mib=" + fmt((double)t.bytes_sent / (1 << 20)) + " traffic_seed=" + std::to_string(seed) +
+         " traffic_c_grants=" + std::to_string(after.piece_grants - before.piece_grants) +
+         " traffic_c_bind_waits=" + std::to_string(after.piece_bind_waits - before.piece_bind_waits) +
          " traffic_stalled=" + (finished ? "0" : "1") + (e.empty() ? "" : " traffic_first_error=" + e) +
          " traffic_ok=" + (*ok ? "1" : "0");
 }
