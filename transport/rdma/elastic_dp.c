@@ -22,6 +22,7 @@
 
 #include "rrpc/errors.h"
 #include "rrpc/internal/log.h"
+#include "rrpc/internal/loop.h"
 #include "transport/rdma/endpoint.h"
 
 enum {
@@ -351,7 +352,10 @@ static int write_pieces(rrpc__rdma_ep *ep, rrpc_iobuf *data, const struct rrpc__
     return -RRPC_ERDMA;
   }
   ep->dp.peer_asked = 0;
-  el->last_tx_us = rrpc__now_us();
+  /* The idle check's stamps need seconds, not microseconds: the loop
+   * round's clock serves (a clock read is a system call in the VM, ~0.7 us,
+   * and this was one per message sent and one per message received). */
+  el->last_tx_us = rrpc__round_now_us();
   return 0;
 }
 
@@ -529,7 +533,7 @@ int rrpc__edp_on_data(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int *got) {
     atomic_fetch_add(&ep->refs, 1); /* the slice's reference */
     zc_take_locked(ep, e.piece, p->len, n);
   }
-  if (n > 0) el->last_rx_us = rrpc__now_us();
+  if (n > 0) el->last_rx_us = rrpc__round_now_us();
   rrpc__ep_unlock(ep);
   if (rc != 0) {
     RRPC_LOG(WARNING, "rdma qpn=%u: the peer broke the elastic ring protocol (write of %u bytes, piece %u)",
