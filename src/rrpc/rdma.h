@@ -219,7 +219,7 @@ typedef struct rrpc_rdma_stats {
                                      its peer waits until they are dropped */
   uint64_t piece_bind_waits;      /* grants that waited for their connection's send queue to drain
                                      before binding the piece's window (Soft-RoCE re-runs a bind
-                                     queued behind a retried WR: docs/rdma-transport.md) */
+                                     queued behind a retried WR: docs/elastic-rings.md) */
 } rrpc_rdma_stats;
 /* rrpc_rdma_get_stats - copy the counters. 0 or -RRPC_ENORDMA. */
 int rrpc_rdma_get_stats(rrpc_rdma_stats *out);

@@ -176,7 +176,7 @@ static void wait_for_piece_locked(rrpc__rdma_ep *ep) {
  * send queue behind an unacknowledged WR when it retries that WR (a
  * retransmission timeout, an RNR NAK), and a type-2 window bound once
  * refuses a second bind: IBV_WC_MW_BIND_ERR, the QP fails and the calls on
- * it (docs/rdma-transport.md, "Window binds and retries"). So a grant waits
+ * it (docs/elastic-rings.md, "A bind only at a drained send queue"). So a grant waits
  * until every WR posted has completed: meanwhile every WR is signaled (so
  * the drain is seen; a zero-length mark covers an unsignaled tail) and new
  * data waits (so the queue does drain); each completion pumps again. `was`:
@@ -185,7 +185,8 @@ static int bind_ready_locked(rrpc__rdma_ep *ep, int was) {
   if (!ep->dev->mw_type2 || ep->dp.wr_done == ep->dp.wr_seq) return 1;
   if (!was) rrpc__rdma_count(RRPC_RDMA_CNT_PIECE_BIND_WAITS, 1);
   ep->dp.el.bind_wait = 1;
-  if (ep->dp.unsignaled > 0) (void)rrpc__dp_post_drain_mark(ep); /* a full queue's last WR was signaled */
+  /* -EAGAIN (queue full) is fine: want_signal signaled its last WR. */
+  if (ep->dp.unsignaled > 0) (void)rrpc__dp_post_drain_mark(ep);
   return 0;
 }
 
