@@ -115,13 +115,26 @@ void rrpc__dp_view(rrpc__rdma_ep *ep, struct rrpc__dp_view *out) {
 
 /* ---- CDC ---------------------------------------------------------------------- */
 
+/* Post wr, whose wr_id the caller took with ++wr_seq. A failed post gives
+ * the number back, marks the QP dead and says why (`what`): the connection
+ * then fails with a bare "RDMA verbs error". Under mu. */
+static int post_or_fail(rrpc__rdma_ep *ep, struct ibv_send_wr *wr, const char *what) {
+  struct ibv_send_wr *bad;
+  int rc = ibv_post_send(ep->vb.qp, wr, &bad);
+  if (rc == 0) return 0;
+  ep->dp.wr_seq--;
+  ep->dp.qp_dead = 1;
+  RRPC_LOG(WARNING, "rdma qpn=%u: ibv_post_send of %s: %s", ep->vb.qp->qp_num, what, rrpc_strerror(-rc));
+  return -RRPC_ERDMA;
+}
+
 /* Post one 44-byte SEND_WITH_IMM (a CDC or an elastic control message)
  * from buf: inline or from registered memory (lkey), signaled when
  * want_signal says so. A failed post marks the QP dead. Under mu. */
 static int post_44(rrpc__rdma_ep *ep, const void *buf, uint32_t lkey, int inl, uint32_t imm, int solicited,
                    int force_signal) {
   struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = RRPC_CDC_LEN, .lkey = lkey};
-  struct ibv_send_wr wr, *bad;
+  struct ibv_send_wr wr;
   memset(&wr, 0, sizeof wr);
   wr.wr_id = ++ep->dp.wr_seq;
   wr.sg_list = &sge;
@@ -130,14 +143,8 @@ static int post_44(rrpc__rdma_ep *ep, const void *buf, uint32_t lkey, int inl, u
   wr.imm_data = htonl(imm);
   wr.send_flags = (inl ? IBV_SEND_INLINE : 0) | (solicited ? IBV_SEND_SOLICITED : 0) |
                   (want_signal(ep, 0, force_signal) ? IBV_SEND_SIGNALED : 0);
-  int rc = ibv_post_send(ep->vb.qp, &wr, &bad);
-  if (rc != 0) {
-    ep->dp.wr_seq--;
-    ep->dp.qp_dead = 1;
-    /* Said here: the connection fails with a bare "RDMA verbs error". */
-    RRPC_LOG(WARNING, "rdma qpn=%u: ibv_post_send of a 44-byte message: %s", ep->vb.qp->qp_num, rrpc_strerror(-rc));
-    return -RRPC_ERDMA;
-  }
+  int rc = post_or_fail(ep, &wr, "a 44-byte message");
+  if (rc != 0) return rc;
   if (solicited) rrpc__rdma_count(RRPC_RDMA_CNT_SOLICITED, 1);
   return 0;
 }
@@ -182,19 +189,12 @@ int rrpc__dp_send_cdc_locked(rrpc__rdma_ep *ep, uint8_t conn_flags, int solicite
 int rrpc__dp_post_drain_mark(rrpc__rdma_ep *ep) {
   if (ep->dp.qp_dead || ep->vb.qp == NULL) return -RRPC_ERDMA;
   if (sq_free(ep) < 1) return -EAGAIN;
-  struct ibv_send_wr wr, *bad;
+  struct ibv_send_wr wr;
   memset(&wr, 0, sizeof wr); /* no SGE, remote address and key 0 (IBA C9-88) */
   wr.wr_id = ++ep->dp.wr_seq;
   wr.opcode = IBV_WR_RDMA_WRITE;
   wr.send_flags = want_signal(ep, 0, 1) ? IBV_SEND_SIGNALED : 0;
-  int rc = ibv_post_send(ep->vb.qp, &wr, &bad);
-  if (rc != 0) {
-    ep->dp.wr_seq--;
-    ep->dp.qp_dead = 1;
-    RRPC_LOG(WARNING, "rdma qpn=%u: ibv_post_send of a drain mark: %s", ep->vb.qp->qp_num, rrpc_strerror(-rc));
-    return -RRPC_ERDMA;
-  }
-  return 0;
+  return post_or_fail(ep, &wr, "a drain mark");
 }
 
 int rrpc__dp_post_send44(rrpc__rdma_ep *ep, const uint8_t *msg, uint32_t imm, int solicited, int force_signal) {
