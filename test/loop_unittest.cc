@@ -539,6 +539,85 @@ struct Probe {
   std::string data_;
 };
 
+// ---- pollers ------------------------------------------------------------------
+
+// A poller that counts its calls and how many of them began with the round's
+// clock unread (0) - a spin - and reports work when told to.
+struct SpinProbe {
+  std::atomic<int> calls{0}, spins{0}, work{0};
+  std::atomic<int> stale{0};  // a spin's clock read older than a read just before it
+  std::atomic<int> uncached{0};  // a spin's second round read differed from its first
+  static int Poll(void *arg) {
+    auto *s = static_cast<SpinProbe *>(arg);
+    s->calls.fetch_add(1);
+    if (rrpc__tls_round_us == 0) {
+      s->spins.fetch_add(1);
+      uint64_t before = rrpc__now_us();
+      uint64_t r = rrpc__round_now_us();
+      if (r < before) s->stale.fetch_add(1);
+      if (rrpc__round_now_us() != r) s->uncached.fetch_add(1);
+    }
+    return s->work.load();
+  }
+};
+
+// A polling loop that finds nothing spins on its pollers alone - no clock
+// read, no timers, no epoll (system calls where the clock is not in the
+// vDSO) - and reads the round's clock at its first use, fresh, once. Its
+// fds, timers and tasks are still served: tasks every spin, fds and timers
+// within a bounded number of spins. A poller that finds work gets a full
+// round after each call.
+TEST_F(LoopTest, IdlePollingLoopSpinsWithoutTheClockAndStillServesFdsAndTimers) {
+  SpinProbe probe;
+  RunSync(loop_, [&] { ASSERT_EQ(0, rrpc__loop_poller_add(loop_, SpinProbe::Poll, &probe)); });
+  // A bounded wait: a polling loop spins without pause.
+  auto wait_calls = [&](int n) {
+    auto end = std::chrono::steady_clock::now() + kWaitLimit;
+    while (probe.calls.load() < n && std::chrono::steady_clock::now() < end) std::this_thread::yield();
+    return probe.calls.load() >= n;
+  };
+  ASSERT_TRUE(wait_calls(2000));
+  int calls = probe.calls.load(), spins = probe.spins.load();
+  EXPECT_GE(spins, calls * 8 / 10) << "most idle rounds should be spins: " << spins << " of " << calls;
+  EXPECT_LT(spins, calls) << "full rounds still come between spins";
+  EXPECT_EQ(0, probe.stale.load());
+  EXPECT_EQ(0, probe.uncached.load());
+
+  // Fds and timers are served while it spins.
+  Pipe p;
+  ASSERT_GE(p.rd, 0);
+  Probe fd;
+  fd.Init(p.rd, EPOLLIN);
+  ASSERT_EQ(0, rrpc__loop_watch_add(loop_, &fd.w));
+  p.Write("x");
+  ASSERT_TRUE(fd.calls.WaitFor(1));
+  struct TimerCtx {
+    uint64_t deadline = 0, at = 0;
+    Counter fired;
+  } t;
+  t.deadline = rrpc__now_us() + 2000;
+  rrpc__timer_id id;
+  ASSERT_EQ(0, rrpc__loop_timer_add(
+                   loop_, t.deadline,
+                   [](void *a) {
+                     auto *c = static_cast<TimerCtx *>(a);
+                     c->at = rrpc__now_us();
+                     c->fired.Add();
+                   },
+                   &t, &id));
+  ASSERT_TRUE(t.fired.WaitFor(1));
+  EXPECT_GE(t.at, t.deadline) << "a timer fired early";
+  ASSERT_EQ(0, rrpc__loop_watch_del(loop_, &fd.w));
+
+  // A poller that finds work every time: every round is a full one.
+  probe.work.store(1);
+  Flush(loop_);  // from here every round sees the work flag
+  int spins_before = probe.spins.load(), calls_before = probe.calls.load();
+  ASSERT_TRUE(wait_calls(calls_before + 2000));
+  EXPECT_LE(probe.spins.load() - spins_before, 1) << "a poller with work got spins without a full round";
+  RunSync(loop_, [&] { rrpc__loop_poller_del(loop_, SpinProbe::Poll, &probe); });
+}
+
 TEST_F(LoopTest, PipeReadableEvents) {
   Pipe p;
   ASSERT_GE(p.rd, 0);

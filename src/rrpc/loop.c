@@ -42,6 +42,7 @@ enum {
   TASKS_MIN_CAP = 64,    /* first allocation of a task vector */
   TASKS_KEEP_CAP = 4096, /* a drained vector larger than this is freed */
   THREAD_NAME_MAX = 16,  /* Linux limit, NUL included */
+  SPIN_ROUNDS = 16,      /* a polling loop's idle spins between full rounds */
 };
 
 struct poller {
@@ -100,7 +101,7 @@ struct rrpc__loop {
   int woken;                  /* the eventfd was read since the last run_tasks */
   struct poller *pollers;     /* owned; fn NULL = deleted, compacted after a round */
   int npollers, cap_pollers;
-  struct poller *stop_hooks; /* owned; fn NULL = deleted (rrpc__loop_stop_hook_add) */
+  struct task *stop_hooks;   /* owned; fn NULL = deleted (rrpc__loop_stop_hook_add) */
   int nstop_hooks, cap_stop_hooks;
 };
 
@@ -116,8 +117,16 @@ uint64_t rrpc__now_us(void) {
   return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-/* The loop thread's round clock (rrpc__round_now_us); 0 on other threads. */
+/* The loop thread's round clock (rrpc__round_now_us); 0 on other threads,
+ * and on a polling loop's spin until something reads it. */
 _Thread_local uint64_t rrpc__tls_round_us;
+static _Thread_local int tls_round_lazy; /* a spin: the first read is kept */
+
+uint64_t rrpc__round_read_us(void) {
+  uint64_t t = rrpc__now_us();
+  if (tls_round_lazy) rrpc__tls_round_us = t;
+  return t;
+}
 
 int rrpc__loop_in_thread(const rrpc__loop *loop) { return loop && tls_current == loop; }
 
@@ -527,19 +536,19 @@ void rrpc__loop_poller_del(rrpc__loop *loop, rrpc__poll_fn fn, void *arg) {
 int rrpc__loop_stop_hook_add(rrpc__loop *loop, rrpc__task_fn fn, void *arg) {
   if (loop->nstop_hooks == loop->cap_stop_hooks) {
     int ncap = loop->cap_stop_hooks ? loop->cap_stop_hooks * 2 : 8;
-    struct poller *np = realloc(loop->stop_hooks, (size_t)ncap * sizeof *np);
+    struct task *np = realloc(loop->stop_hooks, (size_t)ncap * sizeof *np);
     if (np == NULL) return -ENOMEM;
     loop->stop_hooks = np;
     loop->cap_stop_hooks = ncap;
   }
-  loop->stop_hooks[loop->nstop_hooks++] = (struct poller){fn, arg};
+  loop->stop_hooks[loop->nstop_hooks++] = (struct task){fn, arg};
   return 0;
 }
 
 void rrpc__loop_stop_hook_del(rrpc__loop *loop, rrpc__task_fn fn, void *arg) {
   int k = 0;
   for (int i = 0; i < loop->nstop_hooks; i++) {
-    struct poller *h = &loop->stop_hooks[i];
+    struct task *h = &loop->stop_hooks[i];
     if (h->fn == fn && h->arg == arg) h->fn = NULL;
     if (h->fn != NULL) loop->stop_hooks[k++] = *h;
   }
@@ -550,28 +559,33 @@ void rrpc__loop_stop_hook_del(rrpc__loop *loop, rrpc__task_fn fn, void *arg) {
  * delete itself or others (del compacts, so index by what is left). */
 static void run_stop_hooks(rrpc__loop *loop) {
   while (loop->nstop_hooks > 0) {
-    struct poller h = loop->stop_hooks[0];
+    struct task h = loop->stop_hooks[0];
     rrpc__loop_stop_hook_del(loop, h.fn, h.arg);
     h.fn(h.arg);
   }
 }
 
-/* Run every poller once; drop the ones deleted meanwhile. */
-static void run_pollers(rrpc__loop *loop) {
+/* Run every poller once; drop the ones deleted meanwhile. 1 if any found
+ * work. */
+static int run_pollers(rrpc__loop *loop) {
+  int work = 0;
   for (int i = 0; i < loop->npollers; i++)
     if (loop->pollers[i].fn != NULL)
-      WD_RUN(loop, "poller", loop->pollers[i].fn, loop->pollers[i].fn(loop->pollers[i].arg));
+      WD_RUN(loop, "poller", loop->pollers[i].fn, work |= loop->pollers[i].fn(loop->pollers[i].arg));
   int k = 0;
   for (int i = 0; i < loop->npollers; i++)
     if (loop->pollers[i].fn != NULL) loop->pollers[k++] = loop->pollers[i];
   loop->npollers = k;
+  return work;
 }
 
 static void *loop_main(void *p) {
   rrpc__loop *loop = p;
   tls_current = loop;
   rrpc__tls_round_us = rrpc__now_us(); /* the first round's tasks run before any wait */
+  tls_round_lazy = 1;
   rrpc__loop_stack_thread(1);
+  int spins = 0, worked = 1;
   /* One round: tasks, due timers, then block for fds. Tasks posted while
    * a round runs make the next wait non-blocking, so neither I/O nor tasks
    * can starve the other. */
@@ -579,6 +593,20 @@ static void *loop_main(void *p) {
     int stop = run_tasks(loop);
     if (loop->deferred.len) run_deferred(loop);
     if (stop) break;
+    if (!worked && spins < SPIN_ROUNDS && loop->npollers) {
+      /* A polling loop that found nothing last time spins on its pollers
+       * alone: no clock read, timers or epoll - system calls, the clock
+       * too where it is not in the vDSO (a VM guest's HPET: ~0.7 us a
+       * read). Tasks are still seen every spin; fds and timers
+       * at most SPIN_ROUNDS idle spins late, and after every spin that
+       * found work. The round's clock is read when first used. */
+      rrpc__tls_round_us = 0;
+      worked = run_pollers(loop);
+      if (loop->deferred.len) run_deferred(loop);
+      spins++;
+      continue;
+    }
+    spins = 0;
     uint64_t read_us;
     uint64_t deadline = run_timers_and_plan_wait(loop, &read_us);
     int n = wait_events(loop, deadline, read_us);
@@ -589,7 +617,8 @@ static void *loop_main(void *p) {
      * fresh: a polling loop's round reads the clock once, as before. */
     rrpc__tls_round_us = deadline == 0 && read_us != 0 ? read_us : rrpc__now_us();
     dispatch(loop, n);
-    if (loop->npollers) run_pollers(loop);
+    worked = n > 0;
+    if (loop->npollers) worked |= run_pollers(loop);
     if (loop->deferred.len) run_deferred(loop);
   }
   run_stop_hooks(loop);
@@ -597,6 +626,7 @@ static void *loop_main(void *p) {
   rrpc__loop_stack_thread(0);
   tls_current = NULL;
   rrpc__tls_round_us = 0;
+  tls_round_lazy = 0;
   return NULL;
 }
 

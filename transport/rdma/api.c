@@ -92,6 +92,13 @@ static size_t ring_round_up(size_t want) {
 }
 
 /* Copy `in` with zeros turned into defaults and checked. 0 or -EINVAL. */
+/* An environment variable "0" or "1" overrides a switch; anything else is
+ * ignored. */
+static void env_switch(const char *name, int *sw) {
+  const char *v = getenv(name);
+  if (v != NULL && (v[0] == '0' || v[0] == '1') && v[1] == '\0') *sw = v[0] == '1';
+}
+
 static int options_normalize(const rrpc_rdma_options *in, rrpc_rdma_options *out,
                              char device[DEVICE_NAME_MAX]) {
   rrpc_rdma_options def;
@@ -146,10 +153,10 @@ static int options_normalize(const rrpc_rdma_options *in, rrpc_rdma_options *out
   /* The cache's bytes are registered: never more than the process may pin
    * (a small cap with the default cache is a valid setting, not an error). */
   if (out->piece_cache_size_mb > out->registered_max_size_mb) out->piece_cache_size_mb = out->registered_max_size_mb;
-  /* One knob for a whole test suite's processes, whatever options each
-   * test passes: RRPC_RDMA_ELASTIC=1 (or 0) wins. */
-  const char *el = getenv("RRPC_RDMA_ELASTIC");
-  if (el != NULL && (el[0] == '0' || el[0] == '1') && el[1] == '\0') out->elastic = el[0] == '1';
+  /* Knobs for a whole test suite's processes, whatever options each test
+   * passes: RRPC_RDMA_ELASTIC=1 (or 0) and RRPC_RDMA_POLLING=1 (or 0) win. */
+  env_switch("RRPC_RDMA_ELASTIC", &out->elastic);
+  env_switch("RRPC_RDMA_POLLING", &out->use_polling);
   return 0;
 }
 

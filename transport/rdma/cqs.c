@@ -275,7 +275,8 @@ static int snapshot(rrpc__rdma_cqs *c) {
   return 1;
 }
 
-static void cqs_poll(rrpc__rdma_cqs *c) {
+/* 1 if it handled any completion. */
+static int cqs_poll(rrpc__rdma_cqs *c) {
   int snapped = snapshot(c), held = 0;
   struct rrpc__cq_member *touched = NULL;
   rrpc_iobuf drop;
@@ -304,6 +305,7 @@ static void cqs_poll(rrpc__rdma_cqs *c) {
     ops->unref(user); /* m may be gone after this */
   }
   if (held) unref_ex(c, !c->polling); /* a poller may delete itself at once */
+  return held | snapped;
 }
 
 static void on_cc_event(rrpc__watcher *w, uint32_t events) {
@@ -316,11 +318,11 @@ static void on_cc_event(rrpc__watcher *w, uint32_t events) {
     ibv_ack_cq_events(cq, 1);
     rrpc__rdma_count(RRPC_RDMA_CNT_WAKEUPS, 1);
   }
-  cqs_poll(c);
+  (void)cqs_poll(c);
 }
 
 /* --rdma_use_polling: the loop runs this every round instead of sleeping. */
-static void on_poll(void *arg) { cqs_poll(arg); }
+static int on_poll(void *arg) { return cqs_poll(arg); }
 
 /* ---- sets: create, find, destroy ------------------------------------------------ */
 

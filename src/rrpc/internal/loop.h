@@ -29,7 +29,8 @@ uint64_t rrpc__now_us(void);
 
 /* rrpc__round_now_us - on a loop thread, the clock as read when the loop's
  * current round woke from its wait (older by at most the round's own work
- * so far); elsewhere a fresh rrpc__now_us. For stamps that tolerate that
+ * so far; a polling loop's spin reads it at its first use); elsewhere a
+ * fresh rrpc__now_us. For stamps that tolerate that
  * age (activity for idle sweeps, a read's arrival time): one clock read a
  * round instead of one per socket and per write. Never for deadlines of
  * new calls or timers. */
@@ -38,9 +39,12 @@ extern thread_local uint64_t rrpc__tls_round_us; /* 0 off loop threads */
 #else
 extern _Thread_local uint64_t rrpc__tls_round_us; /* 0 off loop threads */
 #endif
+/* The slow half: a fresh read, kept as the round's clock where the round
+ * has not read it yet (a polling loop's spin reads it only when used). */
+uint64_t rrpc__round_read_us(void);
 static inline uint64_t rrpc__round_now_us(void) {
   uint64_t t = rrpc__tls_round_us;
-  return t != 0 ? t : rrpc__now_us();
+  return t != 0 ? t : rrpc__round_read_us();
 }
 
 /* rrpc__round_lend / rrpc__round_unlend - off a loop thread, let a clock
@@ -150,9 +154,11 @@ int rrpc__loop_timer_cancel(rrpc__loop *loop, rrpc__timer_id id);
 /* ---- pollers ---------------------------------------------------------------
  * A poller runs once per loop round, after the fd events; while a loop has
  * any, it never blocks in epoll (busy polling, e.g. RDMA CQs with
- * --rdma_use_polling). Loop thread only, for add and del; a poller may del
- * itself or another from inside a round. */
-typedef void (*rrpc__poll_fn)(void *arg);
+ * --rdma_use_polling). It returns nonzero when it found work: after a
+ * round where none did, the loop spins on tasks and pollers alone (no
+ * clock read, timers or epoll) for up to 16 rounds. Loop thread only, for
+ * add and del; a poller may del itself or another from inside a round. */
+typedef int (*rrpc__poll_fn)(void *arg); /* nonzero: it found work */
 int rrpc__loop_poller_add(rrpc__loop *loop, rrpc__poll_fn fn, void *arg);
 void rrpc__loop_poller_del(rrpc__loop *loop, rrpc__poll_fn fn, void *arg);
 
