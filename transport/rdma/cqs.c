@@ -14,6 +14,7 @@
 
 #include "rrpc/errors.h"
 #include "rrpc/internal/iobuf.h"
+#include "rrpc/internal/lock.h"
 #include "rrpc/internal/log.h"
 #include "transport/rdma/verbs_bg.h"
 
@@ -46,7 +47,7 @@ struct rrpc__rdma_cqs {
   struct ibv_comp_channel *cc;
   rrpc__watcher watch;
   int watching, poller_added;
-  pthread_mutex_t mu; /* the table and the pairs */
+  rrpc__lock mu; /* the table and the pairs (one futex word: taken every poll) */
   struct rrpc__cq_pair *pairs;
   struct rrpc__cq_member **table;
   uint32_t nbuckets, nmembers;
@@ -183,7 +184,7 @@ static int table_grow(rrpc__rdma_cqs *c) {
 
 int rrpc__cqs_add(struct rrpc__cq_member *m, uint32_t qp_num) {
   rrpc__rdma_cqs *c = m->cqs;
-  pthread_mutex_lock(&c->mu);
+  rrpc__lock_acquire(&c->mu);
   int rc = c->nmembers + 1 > 2 * c->nbuckets ? table_grow(c) : 0;
   if (rc == 0) {
     m->qp_num = qp_num;
@@ -193,14 +194,14 @@ int rrpc__cqs_add(struct rrpc__cq_member *m, uint32_t qp_num) {
     c->nmembers++;
     m->in_table = 1;
   }
-  pthread_mutex_unlock(&c->mu);
+  rrpc__lock_release(&c->mu);
   return rc;
 }
 
 void rrpc__cqs_remove(struct rrpc__cq_member *m) {
   rrpc__rdma_cqs *c = m->cqs;
   if (c == NULL || !m->in_table) return;
-  pthread_mutex_lock(&c->mu);
+  rrpc__lock_acquire(&c->mu);
   for (struct rrpc__cq_member **pp = &c->table[bucket(c, m->qp_num)]; *pp != NULL; pp = &(*pp)->hnext) {
     if (*pp == m) {
       *pp = m->hnext;
@@ -209,7 +210,7 @@ void rrpc__cqs_remove(struct rrpc__cq_member *m) {
     }
   }
   m->in_table = 0;
-  pthread_mutex_unlock(&c->mu);
+  rrpc__lock_release(&c->mu);
 }
 
 /* ---- the shared poll (loop thread) ------------------------------------------------ */
@@ -234,7 +235,7 @@ static int drain(rrpc__rdma_cqs *c, struct ibv_cq *cq, int is_send, struct rrpc_
       *held = 1;
     }
     for (int i = 0; i < n; i++) {
-      pthread_mutex_lock(&c->mu);
+      rrpc__lock_acquire(&c->mu);
       struct rrpc__cq_member *m = find_locked(c, wc[i].qp_num);
       int first = m != NULL && !m->touched;
       if (first) {
@@ -243,7 +244,7 @@ static int drain(rrpc__rdma_cqs *c, struct ibv_cq *cq, int is_send, struct rrpc_
         *touched = m;
         m->ops->ref(m->user);
       }
-      pthread_mutex_unlock(&c->mu);
+      rrpc__lock_release(&c->mu);
       /* A miss: the QP was destroyed with this completion queued. */
       if (m == NULL) atomic_fetch_add_explicit(&g_misses, 1, memory_order_relaxed);
       else m->ops->on_wc(m->user, &wc[i], is_send, drop);
@@ -266,12 +267,12 @@ static void unref_ex(rrpc__rdma_cqs *c, int in_own_callback);
 /* Pending reservations as of now (new pairs start with none). 1 if any. */
 static int snapshot(rrpc__rdma_cqs *c) {
   if (atomic_load_explicit(&c->pending, memory_order_relaxed) == 0) return 0;
-  pthread_mutex_lock(&c->mu);
+  rrpc__lock_acquire(&c->mu);
   for (struct rrpc__cq_pair *p = c->pairs; p != NULL; p = p->next) {
     p->snap_s = p->pend_s;
     p->snap_r = p->pend_r;
   }
-  pthread_mutex_unlock(&c->mu);
+  rrpc__lock_release(&c->mu);
   return 1;
 }
 
@@ -290,9 +291,9 @@ static int cqs_poll(rrpc__rdma_cqs *c) {
       if (arm(p) != 0) RRPC_LOG(ERROR, "rdma: cannot re-arm a shared CQ");
   }
   if (snapped) {
-    pthread_mutex_lock(&c->mu);
+    rrpc__lock_acquire(&c->mu);
     release_pending(c);
-    pthread_mutex_unlock(&c->mu);
+    rrpc__lock_release(&c->mu);
   }
   rrpc__iobuf_destroy(&drop); /* may release ring slices: no lock held */
   while (touched != NULL) {
@@ -336,7 +337,6 @@ static void cqs_free(rrpc__rdma_cqs *c) {
   }
   if (c->cc != NULL) ibv_destroy_comp_channel(c->cc);
   free(c->table);
-  pthread_mutex_destroy(&c->mu);
   free(c);
   atomic_fetch_sub_explicit(&g_sets_n, 1, memory_order_relaxed);
 }
@@ -440,7 +440,7 @@ static int cqs_new(rrpc__loop *loop, rrpc__rdma_dev *dev, int polling, rrpc__rdm
   c->loop = loop;
   c->dev = dev;
   c->polling = polling;
-  pthread_mutex_init(&c->mu, NULL);
+  rrpc__lock_init(&c->mu);
   c->nbuckets = TABLE_MIN;
   c->table = calloc(c->nbuckets, sizeof *c->table);
   int rc = c->table == NULL ? -ENOMEM : cqs_watch(c);
@@ -489,9 +489,9 @@ int rrpc__cqs_join(rrpc__loop *loop, rrpc__rdma_dev *dev, int polling, uint32_t 
   int rc = cqs_get(loop, dev, polling, &c);
   if (rc != 0) return rc;
   struct rrpc__cq_pair *p = NULL;
-  pthread_mutex_lock(&c->mu);
+  rrpc__lock_acquire(&c->mu);
   rc = reserve(c, sq, rq, &p);
-  pthread_mutex_unlock(&c->mu);
+  rrpc__lock_release(&c->mu);
   if (rc != 0) {
     cqs_unref(c);
     return rc;
@@ -506,13 +506,13 @@ void rrpc__cqs_leave(struct rrpc__cq_member *m) {
   rrpc__rdma_cqs *c = m->cqs;
   if (c == NULL) return;
   rrpc__cqs_remove(m);
-  pthread_mutex_lock(&c->mu);
+  rrpc__lock_acquire(&c->mu);
   /* Its destroyed QP's completions may still be queued: the reservation
    * stays until the next poll has drained them. */
   m->pair->pend_s += m->sq;
   m->pair->pend_r += m->rq;
   atomic_fetch_add_explicit(&c->pending, m->sq + m->rq, memory_order_relaxed);
-  pthread_mutex_unlock(&c->mu);
+  rrpc__lock_release(&c->mu);
   m->cqs = NULL;
   m->pair = NULL;
   atomic_fetch_sub_explicit(&g_members_n, 1, memory_order_relaxed);

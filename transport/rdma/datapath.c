@@ -312,20 +312,21 @@ static int bounce_unregistered(rrpc_iobuf *seg, rrpc_iobuf *drop) {
 int rrpc__dp_post_write(rrpc__rdma_ep *ep, rrpc_iobuf *seg, uint64_t raddr, uint32_t rkey, uint32_t imm,
                         int solicited, rrpc_iobuf *drop) {
   uint32_t len = (uint32_t)rrpc_iobuf_length(seg);
-  int inl = len <= ep->dev->max_inline;
+  int inl = len <= ep->vb.max_inline;
   if (!inl) {
     int rc = bounce_unregistered(seg, drop);
     if (rc != 0) return rc;
   }
-  struct ibv_sge sge[16];
+  struct ibv_sge sge[RRPC_RDMA_SEND_SGE];
   int n = 0, pins_ring = 0;
-  for (size_t i = 0; i < 16; i++) {
+  for (size_t i = 0; i < RRPC_RDMA_SEND_SGE; i++) {
     const rrpc_iobuf_ref *r = rrpc__iobuf_ref_at(seg, i);
     if (r == NULL) break;
     const char *p = r->block->data + r->off;
-    const rrpc__rdma_region *reg = rrpc__rdma_block_region(r->block, p, r->len);
+    /* Inline data is copied at the post: no key, and nothing is pinned. */
+    const rrpc__rdma_region *reg = inl ? NULL : rrpc__rdma_block_region(r->block, p, r->len);
     sge[n++] = (struct ibv_sge){.addr = (uintptr_t)p, .length = r->len, .lkey = reg ? reg->lkey : 0};
-    pins_ring |= is_recv_slice(r->block);
+    if (!inl) pins_ring |= is_recv_slice(r->block);
   }
   struct ibv_send_wr wr, *bad;
   memset(&wr, 0, sizeof wr);

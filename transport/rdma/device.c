@@ -471,9 +471,13 @@ static int async_watch(dev_impl *d) {
 
 /* ---- open / close ------------------------------------------------------------- */
 
-/* Ask a tiny RC QP for INLINE_PROBE bytes of inline data and keep what the
- * device grants (providers may round up); 0 when it refuses inline data. */
-static uint32_t probe_max_inline(struct ibv_context *ctx, struct ibv_pd *pd) {
+/* Ask a tiny RC QP shaped like a data QP (its send SGE list) for
+ * INLINE_PROBE bytes of inline data and keep what the device grants: a
+ * provider sizes a send WQE for the larger of the two and may grant the
+ * inline bytes that size holds (Soft-RoCE: 256 for 16 SGEs) - the same
+ * queue memory, and a small message sent inline needs no registered copy
+ * and no key. 0 when it refuses inline data. */
+static uint32_t probe_max_inline(struct ibv_context *ctx, struct ibv_pd *pd, int max_sge) {
   struct ibv_cq *cq = ibv_create_cq(ctx, 2, NULL, NULL, 0);
   if (cq == NULL) return 0;
   uint32_t got = 0;
@@ -485,7 +489,7 @@ static uint32_t probe_max_inline(struct ibv_context *ctx, struct ibv_pd *pd) {
     ia.qp_type = IBV_QPT_RC;
     ia.cap.max_send_wr = 1;
     ia.cap.max_recv_wr = 1;
-    ia.cap.max_send_sge = 1;
+    ia.cap.max_send_sge = (uint32_t)(max_sge < RRPC_RDMA_SEND_SGE ? max_sge : RRPC_RDMA_SEND_SGE);
     ia.cap.max_recv_sge = 1;
     ia.cap.max_inline_data = ask;
     struct ibv_qp *qp = ibv_create_qp(pd, &ia);
@@ -591,7 +595,7 @@ int rrpc__rdma_dev_open(const char *name, int port, rrpc__rdma_dev **out) {
     rc = -RRPC_ERDMA;
     goto fail_impl;
   }
-  d->pub.max_inline = probe_max_inline(ctx, d->pub.pd);
+  d->pub.max_inline = probe_max_inline(ctx, d->pub.pd, d->pub.max_sge);
 
   pthread_mutex_lock(&d->gid_mu);
   rc = gid_refresh_locked(d);

@@ -23,13 +23,17 @@ typedef struct rrpc__rdma_dev {
   uint8_t link_layer;     /* IBV_LINK_LAYER_ETHERNET (RoCE) or _INFINIBAND */
   enum ibv_mtu active_mtu;
   uint16_t lid;
-  uint32_t max_inline;    /* what a QP of this device accepts; 0 if none */
+  uint32_t max_inline;    /* inline bytes a data QP (RRPC_RDMA_SEND_SGE SGEs) gets; 0 if none */
   int max_sge;
   int max_cqe;            /* entries a CQ may have (shared CQs grow up to it) */
   int mw_type2;           /* type-2 memory windows: rings are bound to one QP */
   char name[64];
   uint8_t mac[6];         /* of the RoCE netdev (for CLC), zero if unknown */
 } rrpc__rdma_dev;
+
+/* The SGE list of a data QP's send WRs (at most; less where the device has
+ * fewer): one WRITE gathers up to this many iobuf pieces. */
+#define RRPC_RDMA_SEND_SGE 16
 
 /* rrpc__rdma_options - the effective global options (defaults applied).
  * The first call freezes them (rrpc_rdma_global_init after that returns

@@ -25,7 +25,6 @@
 
 #define RDMA_QUEUE_MIN 16
 #define RDMA_QUEUE_MAX 4096
-#define RDMA_MAX_SEND_SGE 16
 /* Elastic mode's receive slots per connection: 16 x 64 B (CDCs and
  * control messages only; data lands in granted pieces). */
 #define RDMA_ELASTIC_RQ 16
@@ -86,7 +85,6 @@ static void ep_free(rrpc__rdma_ep *ep) {
   rrpc__edp_free_all(ep);
   rrpc__iobuf_destroy(&ep->el_held);
   rrpc__rx_reclaim_destroy(&ep->dp.reclaim);
-  pthread_mutex_destroy(&ep->dp.mu);
   free(ep);
 }
 
@@ -285,12 +283,15 @@ static int create_qp(const rrpc__rdma_ep *ep, struct rrpc__ep_verbs *vb) {
   qa.qp_type = IBV_QPT_RC;
   qa.cap.max_send_wr = vb->sq_size;
   qa.cap.max_recv_wr = vb->rq_size;
-  qa.cap.max_send_sge = ep->dev->max_sge < RDMA_MAX_SEND_SGE ? (uint32_t)ep->dev->max_sge : RDMA_MAX_SEND_SGE;
+  qa.cap.max_send_sge = ep->dev->max_sge < RRPC_RDMA_SEND_SGE ? (uint32_t)ep->dev->max_sge : RRPC_RDMA_SEND_SGE;
   qa.cap.max_recv_sge = 1;
   qa.cap.max_inline_data = ep->dev->max_inline;
   vb->qp = ibv_create_qp(ep->dev->pd, &qa);
   if (vb->qp == NULL) return errno ? -errno : -RRPC_ERDMA;
   vb->max_send_sge = qa.cap.max_send_sge; /* what the device granted */
+  /* What was granted (device.c, probe_max_inline: at least what the probe
+   * got for this shape): a message up to it is posted inline. */
+  vb->max_inline = qa.cap.max_inline_data;
   struct ibv_qp_attr a;
   memset(&a, 0, sizeof a);
   a.qp_state = IBV_QPS_INIT;
@@ -911,7 +912,7 @@ static int rdma_start_dialect(rrpc__socket *s, int is_client, int dialect) {
   ep->my_psn = random_u32() & 0xffffff;
   do ep->my_token = random_u32();
   while (ep->my_token == 0);
-  pthread_mutex_init(&ep->dp.mu, NULL);
+  rrpc__lock_init(&ep->dp.mu);
   rrpc__rx_reclaim_init(&ep->dp.reclaim, 0, 0);
   rrpc__socket_set_tstate(s, ep);
   rrpc__ep_hs_apply(ep, rrpc__hs_start(ep));

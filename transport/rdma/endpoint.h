@@ -28,6 +28,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "rrpc/internal/lock.h"
 #include "rrpc/transport.h"
 #include "transport/rdma/cqs.h"
 #include "transport/rdma/device.h"
@@ -94,6 +95,7 @@ struct rrpc__ep_verbs {
   struct ibv_mr *slots_mr;
   uint32_t rq_size, sq_size;
   uint32_t max_send_sge;
+  uint32_t max_inline; /* inline bytes this QP was granted (>= the device's probe) */
 };
 
 /* A closing connection's verbs objects, detached on its loop (out of the
@@ -168,7 +170,7 @@ struct rrpc__ep_el {
  * (windows, inflight ring, the window bind's WR) and marks the QP dead at
  * teardown under mu; describe.c reads it through rrpc__dp_view only. */
 struct rrpc__ep_dp {
-  pthread_mutex_t mu;
+  rrpc__lock mu; /* one futex word (internal/lock.h): a pair every message */
   struct rrpc__tx_window tx;
   struct rrpc__rx_window rx;
   struct rrpc__rx_reclaim reclaim;

@@ -18,7 +18,7 @@ static _Thread_local struct rrpc__ep_deferred *tls_head;
 static _Thread_local int tls_running; /* running the list: do not recurse */
 
 void rrpc__ep_lock(rrpc__rdma_ep *ep) {
-  pthread_mutex_lock(&ep->dp.mu);
+  rrpc__lock_acquire(&ep->dp.mu);
   tls_depth++;
 }
 
@@ -34,7 +34,7 @@ static void run_deferred(void) {
 }
 
 void rrpc__ep_unlock(rrpc__rdma_ep *ep) {
-  pthread_mutex_unlock(&ep->dp.mu);
+  rrpc__lock_release(&ep->dp.mu);
   if (--tls_depth == 0 && tls_head != NULL && !tls_running) run_deferred();
 }
 
