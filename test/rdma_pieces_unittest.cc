@@ -167,13 +167,19 @@ TEST(PiecesTx, WantOnlyWhenShortOnceAndBelowCap) {
   rrpc__ptx_init(&tx, 8 * K);
   rrpc__grant_msg m, g = GrantMsg(1, 4 * K);
   ASSERT_EQ(0, rrpc__ptx_on_ctl(&tx, &g));
+  // rrpc__ptx_want_due says, without a change, what each want does.
+  EXPECT_EQ(0, rrpc__ptx_want_due(&tx, 4 * K));
   EXPECT_EQ(0, rrpc__ptx_want(&tx, 4 * K, &m));  // it fits
+  EXPECT_EQ(1, rrpc__ptx_want_due(&tx, 10 * K));
+  EXPECT_EQ(1, rrpc__ptx_want_due(&tx, 10 * K));  // asking changed nothing
   ASSERT_EQ(1, rrpc__ptx_want(&tx, 10 * K, &m));
   EXPECT_EQ(RRPC_GRANT_T_WANT, m.type);
   EXPECT_EQ(6u * K, m.u.want.bytes);
+  EXPECT_EQ(0, rrpc__ptx_want_due(&tx, 10 * K));
   EXPECT_EQ(0, rrpc__ptx_want(&tx, 10 * K, &m));  // one unanswered at a time
   g = GrantMsg(2, 4 * K);
   ASSERT_EQ(0, rrpc__ptx_on_ctl(&tx, &g));  // answered
+  EXPECT_EQ(0, rrpc__ptx_want_due(&tx, 100 * K));
   EXPECT_EQ(0, rrpc__ptx_want(&tx, 100 * K, &m));  // at the peer's cap: no point
   EXPECT_EQ(1u, tx.n.wants);
 }

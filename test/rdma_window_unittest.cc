@@ -219,17 +219,22 @@ TEST(TxWindow, ReserveAndLastCreditRules) {
   EXPECT_EQ(2u, tx.credits);
   EXPECT_EQ(RRPC_TX_BLOCKED_CREDITS, p.blocked);
   // Pure ACKs may use the reserve...
+  EXPECT_TRUE(rrpc__tx_window_can_ack(&tx, 0));  // the predicate says what plan_ack does
   ASSERT_EQ(0, rrpc__tx_window_plan_ack(&tx, 0, &p));
   EXPECT_EQ(0u, p.nseg);
   EXPECT_EQ(1u, p.nmsg);
   ASSERT_EQ(0, rrpc__tx_window_commit(&tx, &p));
   EXPECT_EQ(1u, tx.credits);
   // ...but the last credit only if the ACK returns credits.
+  EXPECT_FALSE(rrpc__tx_window_can_ack(&tx, 0));
   EXPECT_EQ(-EAGAIN, rrpc__tx_window_plan_ack(&tx, 0, &p));
   EXPECT_EQ(RRPC_TX_BLOCKED_CREDITS, p.blocked);
+  EXPECT_TRUE(rrpc__tx_window_can_ack(&tx, 1));
   ASSERT_EQ(0, rrpc__tx_window_plan_ack(&tx, 1, &p));
   ASSERT_EQ(0, rrpc__tx_window_commit(&tx, &p));
   EXPECT_EQ(0u, tx.credits);
+  EXPECT_FALSE(rrpc__tx_window_can_ack(&tx, 1));
+  EXPECT_FALSE(rrpc__tx_window_can_ack(&tx, 0));
   EXPECT_EQ(-EAGAIN, rrpc__tx_window_plan_ack(&tx, 1, &p));
   rrpc__tx_plan forged = p;
   forged.nmsg = 1;

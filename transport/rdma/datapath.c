@@ -308,6 +308,26 @@ static int bounce_unregistered(rrpc_iobuf *seg, rrpc_iobuf *drop) {
   return rc;
 }
 
+int rrpc__dp_copy_in(const rrpc__rdma_ep *ep, rrpc_iobuf *dst, const char *p, uint32_t n) {
+  if (n == 0) return 0;
+  int rc;
+  if (n <= ep->vb.max_inline) {
+    /* One contiguous reserve: the tail of dst's last block if n fits
+     * there, else a host block. */
+    void *at;
+    size_t avail;
+    rc = rrpc__iobuf_reserve_from(dst, n, rrpc__block_host_allocator(), &at, &avail);
+    if (rc == 0) {
+      memcpy(at, p, n);
+      rrpc__iobuf_commit(dst, n);
+    }
+  } else {
+    rc = rrpc_iobuf_append(dst, p, n);
+  }
+  if (rc == 0) rrpc__rdma_count(RRPC_RDMA_CNT_COPIED_RECV, n);
+  return rc;
+}
+
 /* Post one WRITE_WITH_IMM of all of `seg` at the peer's (raddr, rkey). */
 int rrpc__dp_post_write(rrpc__rdma_ep *ep, rrpc_iobuf *seg, uint64_t raddr, uint32_t rkey, uint32_t imm,
                         int solicited, rrpc_iobuf *drop) {
@@ -502,8 +522,7 @@ static int deliver_bytes(rrpc__rdma_ep *ep, uint64_t start, uint32_t n, int zero
     rrpc__ep_unlock(ep);
     rrpc__ep_unref(ep);
   }
-  int rc = rrpc_iobuf_append(rbuf, p, n);
-  if (rc == 0) rrpc__rdma_count(RRPC_RDMA_CNT_COPIED_RECV, n);
+  int rc = rrpc__dp_copy_in(ep, rbuf, p, n);
   rrpc__ep_lock(ep);
   release_locked(ep, start, n);
   rrpc__ep_unlock(ep);
@@ -543,9 +562,8 @@ static int unpin_rbuf(rrpc__rdma_ep *ep) {
     const rrpc_iobuf_ref *r = rrpc__iobuf_ref_at(rbuf, i);
     if (r == NULL) break;
     int unpin = must_unpin(r, pressed);
-    rc = unpin ? rrpc_iobuf_append(&copy, r->block->data + r->off, r->len)
+    rc = unpin ? rrpc__dp_copy_in(ep, &copy, r->block->data + r->off, r->len)
                : rrpc__iobuf_append_block(&copy, r->block, r->off, r->len);
-    if (rc == 0 && unpin) rrpc__rdma_count(RRPC_RDMA_CNT_COPIED_RECV, r->len);
   }
   if (rc == 0) {
     rrpc_iobuf_clear(rbuf); /* drops the read buffer's references: space may come back */

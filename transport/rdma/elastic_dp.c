@@ -106,8 +106,7 @@ void rrpc__edp_free_all(rrpc__rdma_ep *ep) {
 static int can_post_ctl(const rrpc__rdma_ep *ep) {
   if (ep->state != EP_UP || ep->dp.qp_dead || ep->dp.closed_sent || ep->vb.qp == NULL) return 0;
   if (rrpc__dp_sq_free(ep) < 3) return 0;
-  struct rrpc__tx_plan plan;
-  return rrpc__tx_window_plan_ack(&ep->dp.tx, rrpc__rx_window_owes_credits(&ep->dp.rx), &plan) == 0;
+  return rrpc__tx_window_can_ack(&ep->dp.tx, rrpc__rx_window_owes_credits(&ep->dp.rx));
 }
 
 uint32_t rrpc__edp_ack_imm_locked(rrpc__rdma_ep *ep) {
@@ -262,7 +261,8 @@ void rrpc__edp_pump_locked(rrpc__rdma_ep *ep) {
 /* We are the sender and short of space: ask once (WANT). Under mu. */
 static void maybe_want_locked(rrpc__rdma_ep *ep, uint64_t pending) {
   struct rrpc__grant_msg m;
-  if (!can_post_ctl(ep)) return;
+  /* Short of space is rare; whether a message could go, asked second. */
+  if (!rrpc__ptx_want_due(&ep->dp.el.tx, pending) || !can_post_ctl(ep)) return;
   if (!rrpc__ptx_want(&ep->dp.el.tx, pending, &m)) return;
   rrpc__rdma_count(RRPC_RDMA_CNT_PIECE_WANTS, 1);
   (void)post_ctl_locked(ep, &m);
@@ -479,8 +479,7 @@ static int deliver(rrpc__rdma_ep *ep, struct rrpc__piece *p, uint16_t id, uint32
     rrpc__ep_unlock(ep);
     rrpc__ep_unref(ep);
   }
-  int rc = rrpc_iobuf_append(dst, at, n);
-  if (rc == 0) rrpc__rdma_count(RRPC_RDMA_CNT_COPIED_RECV, n);
+  int rc = rrpc__dp_copy_in(ep, dst, at, n);
   rrpc__ep_lock(ep);
   release_locked(ep, id, n);
   rrpc__ep_unlock(ep);

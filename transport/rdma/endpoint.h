@@ -350,6 +350,13 @@ void rrpc__dp_view(rrpc__rdma_ep *ep, struct rrpc__dp_view *out);
 /* Helpers of datapath.c that elastic_dp.c shares (under mu). */
 uint32_t rrpc__dp_sq_free(const rrpc__rdma_ep *ep);
 int rrpc__dp_want_signal(rrpc__rdma_ep *ep, uint32_t bytes, int force);
+/* rrpc__dp_copy_in - append a copy of [p, p+n) received bytes to dst and
+ * count it as copied: up to the QP's inline size in host memory (malloc's
+ * per-thread blocks: cheaper than a pool block, and bytes that go back out
+ * inline need no registration), larger copies in the current allocator's
+ * (the registered pool while RDMA is on: an echo or a proxy sends them on
+ * without another copy). 0 or -ENOMEM. No lock needed. */
+int rrpc__dp_copy_in(const rrpc__rdma_ep *ep, rrpc_iobuf *dst, const char *p, uint32_t n);
 /* One WRITE_WITH_IMM of all of seg to (raddr, rkey). */
 int rrpc__dp_post_write(rrpc__rdma_ep *ep, rrpc_iobuf *seg, uint64_t raddr, uint32_t rkey, uint32_t imm,
                         int solicited, rrpc_iobuf *drop);

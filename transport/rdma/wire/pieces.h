@@ -130,6 +130,9 @@ int rrpc__ptx_on_returns(struct rrpc__ptx *tx, uint32_t k);
  * WANT as unanswered and returns 1; else 0. Answered by the next GRANT,
  * RETIRE or non-zero return. */
 int rrpc__ptx_want(struct rrpc__ptx *tx, uint64_t pending, struct rrpc__grant_msg *m);
+/* rrpc__ptx_want_due - whether rrpc__ptx_want(tx, pending, ...) would ask
+ * now; changes nothing. */
+int rrpc__ptx_want_due(const struct rrpc__ptx *tx, uint64_t pending);
 
 /* rrpc__ptx_idle_handback - the sender has been idle for the idle period:
  * hands back, one message per call, every writable piece except the first

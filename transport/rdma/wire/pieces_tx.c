@@ -132,6 +132,10 @@ int rrpc__ptx_on_returns(struct rrpc__ptx *tx, uint32_t k) {
   return 0;
 }
 
+int rrpc__ptx_want_due(const struct rrpc__ptx *tx, uint64_t pending) {
+  return !tx->want_out && tx->granted < tx->max_granted && pending > rrpc__ptx_space(tx);
+}
+
 int rrpc__ptx_want(struct rrpc__ptx *tx, uint64_t pending, struct rrpc__grant_msg *m) {
   uint64_t space = rrpc__ptx_space(tx);
   if (pending <= space || tx->want_out || tx->granted >= tx->max_granted) return 0;

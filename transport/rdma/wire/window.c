@@ -77,10 +77,14 @@ int rrpc__tx_window_plan(const struct rrpc__tx_window *tx, uint64_t pending,
   return 0;
 }
 
+int rrpc__tx_window_can_ack(const struct rrpc__tx_window *tx, int returns_credits) {
+  return !(tx->credits == 0 || (tx->credits == 1 && !returns_credits));
+}
+
 int rrpc__tx_window_plan_ack(const struct rrpc__tx_window *tx,
                              int returns_credits, struct rrpc__tx_plan *plan) {
   memset(plan, 0, sizeof(*plan));
-  if (tx->credits == 0 || (tx->credits == 1 && !returns_credits)) {
+  if (!rrpc__tx_window_can_ack(tx, returns_credits)) {
     plan->blocked = RRPC_TX_BLOCKED_CREDITS;
     return -EAGAIN;
   }

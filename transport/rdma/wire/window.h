@@ -125,6 +125,11 @@ int rrpc__tx_window_plan(const struct rrpc__tx_window *tx, uint64_t pending,
 int rrpc__tx_window_plan_ack(const struct rrpc__tx_window *tx,
                              int returns_credits, struct rrpc__tx_plan *plan);
 
+/* rrpc__tx_window_can_ack - whether rrpc__tx_window_plan_ack would return 0
+ * now: the same rule, without building a plan (asked before every control
+ * message, several times a message). */
+int rrpc__tx_window_can_ack(const struct rrpc__tx_window *tx, int returns_credits);
+
 /* rrpc__tx_window_commit - the plan was posted: advance prod by its bytes
  * and take its credits. Returns 0, or -EINVAL for a plan that no longer fits
  * the state (not made from it, or already committed); tx is then unchanged. */
