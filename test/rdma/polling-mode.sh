@@ -8,25 +8,10 @@
 # is bounded.
 set -u -o pipefail
 cd "$(dirname "$0")/../.." || exit 2
-DIR=${RRPC_BUILD:-build}/test/rdma
 export RRPC_RDMA_POLLING=1
-# gtest XML beside the default pass's, not over it.
-[ -n "${GTEST_OUTPUT:-}" ] && export GTEST_OUTPUT=${GTEST_OUTPUT%/}/polling-mode/
-fail=0
-# run NAME LOG LIMIT CMD...: one bounded binary; its last line, or all of its output on failure.
-run() {
-  local name=$1 log=${TMPDIR:-/tmp}/polling-mode.$2.log limit=$3
-  shift 3
-  echo "--- $name"
-  if timeout -k 10 "$limit" "$@" > "$log" 2>&1; then
-    tail -1 "$log"
-  else
-    echo "FAIL: $name (exit $?); its output:"
-    cat "$log"
-    fail=1
-  fi
-}
+PASS=polling-mode
+. test/rdma/suite-pass.sh
 for t in rpc_rdma_test teardown_rdma_test shared_cq_rdma_test callctl_rdma_test; do
   run "$t (RRPC_RDMA_POLLING=1)" "$t" 240 "$DIR/$t"
 done
-[ "$fail" = 0 ] && echo "PASS polling-mode" || { echo "FAIL polling-mode"; exit 1; }
+finish

@@ -9,24 +9,9 @@
 # (make test-rdma) inside the VM, or on a host with an RDMA port. Each binary is bounded.
 set -u -o pipefail
 cd "$(dirname "$0")/../.." || exit 2
-DIR=${RRPC_BUILD:-build}/test/rdma
 export RRPC_RDMA_ELASTIC=0
-# gtest XML beside the default pass's, not over it.
-[ -n "${GTEST_OUTPUT:-}" ] && export GTEST_OUTPUT=${GTEST_OUTPUT%/}/ring-mode/
-fail=0
-# run NAME LOG LIMIT CMD...: one bounded binary; its last line, or all of its output on failure.
-run() {
-  local name=$1 log=${TMPDIR:-/tmp}/ring-mode.$2.log limit=$3
-  shift 3
-  echo "--- $name"
-  if timeout -k 10 "$limit" "$@" > "$log" 2>&1; then
-    tail -1 "$log"
-  else
-    echo "FAIL: $name (exit $?); its output:"
-    cat "$log"
-    fail=1
-  fi
-}
+PASS=ring-mode
+. test/rdma/suite-pass.sh
 for t in rpc_rdma_test adversarial_rdma_test teardown_rdma_test shared_cq_rdma_test oom_rdma_test \
     legacy_peer_rdma_test brpc_peer_rdma_test callctl_rdma_test cluster_rdma_test builtin_rdma_test \
     zerocopy_forward_test app_allocator_test; do
@@ -37,4 +22,4 @@ done
 # every time, where the sizes above only made it intermittent).
 RRPC_TEST_ZC_MIN=4096 run "rpc_rdma_test SlowReceiver (RRPC_RDMA_ELASTIC=0 RRPC_TEST_ZC_MIN=4096)" zc 120 \
   "$DIR/rpc_rdma_test" --gtest_filter='*SlowReceiver*'
-[ "$fail" = 0 ] && echo "PASS ring-mode" || { echo "FAIL ring-mode"; exit 1; }
+finish

@@ -91,7 +91,6 @@ static size_t ring_round_up(size_t want) {
   return r;
 }
 
-/* Copy `in` with zeros turned into defaults and checked. 0 or -EINVAL. */
 /* An environment variable "0" or "1" overrides a switch; anything else is
  * ignored. */
 static void env_switch(const char *name, int *sw) {
@@ -99,6 +98,7 @@ static void env_switch(const char *name, int *sw) {
   if (v != NULL && (v[0] == '0' || v[0] == '1') && v[1] == '\0') *sw = v[0] == '1';
 }
 
+/* Copy `in` with zeros turned into defaults and checked. 0 or -EINVAL. */
 static int options_normalize(const rrpc_rdma_options *in, rrpc_rdma_options *out,
                              char device[DEVICE_NAME_MAX]) {
   rrpc_rdma_options def;

@@ -477,7 +477,9 @@ static int async_watch(dev_impl *d) {
  * inline bytes that size holds (Soft-RoCE: 256 for 16 SGEs) - the same
  * queue memory, and a small message sent inline needs no registered copy
  * and no key. 0 when it refuses inline data. */
-static uint32_t probe_max_inline(struct ibv_context *ctx, struct ibv_pd *pd, int max_sge) {
+static uint32_t probe_max_inline(const rrpc__rdma_dev *d) {
+  struct ibv_context *ctx = d->ctx;
+  struct ibv_pd *pd = d->pd;
   struct ibv_cq *cq = ibv_create_cq(ctx, 2, NULL, NULL, 0);
   if (cq == NULL) return 0;
   uint32_t got = 0;
@@ -489,7 +491,7 @@ static uint32_t probe_max_inline(struct ibv_context *ctx, struct ibv_pd *pd, int
     ia.qp_type = IBV_QPT_RC;
     ia.cap.max_send_wr = 1;
     ia.cap.max_recv_wr = 1;
-    ia.cap.max_send_sge = (uint32_t)(max_sge < RRPC_RDMA_SEND_SGE ? max_sge : RRPC_RDMA_SEND_SGE);
+    ia.cap.max_send_sge = rrpc__rdma_send_sge(d);
     ia.cap.max_recv_sge = 1;
     ia.cap.max_inline_data = ask;
     struct ibv_qp *qp = ibv_create_qp(pd, &ia);
@@ -595,7 +597,7 @@ int rrpc__rdma_dev_open(const char *name, int port, rrpc__rdma_dev **out) {
     rc = -RRPC_ERDMA;
     goto fail_impl;
   }
-  d->pub.max_inline = probe_max_inline(ctx, d->pub.pd, d->pub.max_sge);
+  d->pub.max_inline = probe_max_inline(&d->pub);
 
   pthread_mutex_lock(&d->gid_mu);
   rc = gid_refresh_locked(d);

@@ -34,6 +34,11 @@ typedef struct rrpc__rdma_dev {
 /* The SGE list of a data QP's send WRs (at most; less where the device has
  * fewer): one WRITE gathers up to this many iobuf pieces. */
 #define RRPC_RDMA_SEND_SGE 16
+/* rrpc__rdma_send_sge - what a data QP of d asks for: RRPC_RDMA_SEND_SGE,
+ * or the device's max_sge if that is smaller. */
+static inline uint32_t rrpc__rdma_send_sge(const rrpc__rdma_dev *d) {
+  return d->max_sge < RRPC_RDMA_SEND_SGE ? (uint32_t)d->max_sge : RRPC_RDMA_SEND_SGE;
+}
 
 /* rrpc__rdma_options - the effective global options (defaults applied).
  * The first call freezes them (rrpc_rdma_global_init after that returns

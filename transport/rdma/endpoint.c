@@ -283,7 +283,7 @@ static int create_qp(const rrpc__rdma_ep *ep, struct rrpc__ep_verbs *vb) {
   qa.qp_type = IBV_QPT_RC;
   qa.cap.max_send_wr = vb->sq_size;
   qa.cap.max_recv_wr = vb->rq_size;
-  qa.cap.max_send_sge = ep->dev->max_sge < RRPC_RDMA_SEND_SGE ? (uint32_t)ep->dev->max_sge : RRPC_RDMA_SEND_SGE;
+  qa.cap.max_send_sge = rrpc__rdma_send_sge(ep->dev);
   qa.cap.max_recv_sge = 1;
   qa.cap.max_inline_data = ep->dev->max_inline;
   vb->qp = ibv_create_qp(ep->dev->pd, &qa);

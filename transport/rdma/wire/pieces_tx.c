@@ -137,9 +137,8 @@ int rrpc__ptx_want_due(const struct rrpc__ptx *tx, uint64_t pending) {
 }
 
 int rrpc__ptx_want(struct rrpc__ptx *tx, uint64_t pending, struct rrpc__grant_msg *m) {
-  uint64_t space = rrpc__ptx_space(tx);
-  if (pending <= space || tx->want_out || tx->granted >= tx->max_granted) return 0;
-  uint64_t short_by = pending - space;
+  if (!rrpc__ptx_want_due(tx, pending)) return 0;
+  uint64_t short_by = pending - rrpc__ptx_space(tx);
   memset(m, 0, sizeof(*m));
   m->type = RRPC_GRANT_T_WANT;
   if (short_by > tx->max_granted) short_by = tx->max_granted; /* more is refused */
