@@ -61,6 +61,7 @@ double g_seconds = 3.0;
 size_t g_size = 64;
 std::string g_case = "all";  // or raw, sync, async: one case alone (for profiling)
 int g_rescue_us = 0;           // --pool_rescue_us: the pool servers' rrpc_server_options.pool_rescue_us
+int g_batch_sched = 0;         // --pool_batch_sched: their pool_batch_sched (< 0: SCHED_OTHER workers)
 
 uint64_t now_ns() {
   return (uint64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
@@ -502,6 +503,7 @@ OneConn bench_oneconn(int threads) {
   if (threads <= 1) so.handlers_in_loop = 1;
   else so.pool_threads = threads - 1;
   so.pool_rescue_us = g_rescue_us;
+  so.pool_batch_sched = g_batch_sched;
   rrpc_server *srv;
   if (rrpc_server_new(&so, &srv) != 0 || rrpc_server_add_method(srv, "bench.Echo", "Echo", echo_handler, nullptr) != 0 ||
       rrpc_server_start(srv, "127.0.0.1:0") != 0)
@@ -589,8 +591,9 @@ int main(int argc, char **argv) {
     else if (strncmp(argv[i], "--client_loops=", 15) == 0) rrpc_set_event_dispatcher_num(atoi(argv[i] + 15));
     else if (strncmp(argv[i], "--handoff=", 10) == 0) rrpc_set_completion_handoff(atoi(argv[i] + 10));
     else if (strncmp(argv[i], "--pool_rescue_us=", 17) == 0) g_rescue_us = atoi(argv[i] + 17);
+    else if (strncmp(argv[i], "--pool_batch_sched=", 19) == 0) g_batch_sched = atoi(argv[i] + 19);
     else {
-      fprintf(stderr, "usage: %s [--seconds=S] [--size=BYTES] [--case=all|raw|sync|syncpool|async|sat|rawpipe|satone|satloopone|oneconn] [--client_loops=N] [--handoff=MIN (>= 2: on; default off)] [--pool_rescue_us=US (< 0: pass on at once)]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--seconds=S] [--size=BYTES] [--case=all|raw|sync|syncpool|async|sat|rawpipe|satone|satloopone|oneconn] [--client_loops=N] [--handoff=MIN (>= 2: on; default off)] [--pool_rescue_us=US (< 0: pass on at once)] [--pool_batch_sched=N (< 0: SCHED_OTHER pool threads)]\n", argv[0]);
       return 2;
     }
   }
@@ -600,6 +603,7 @@ int main(int argc, char **argv) {
   rrpc_server_options lo = {}, po = {};
   lo.handlers_in_loop = 1;
   po.pool_rescue_us = g_rescue_us;
+  po.pool_batch_sched = g_batch_sched;
   if (rrpc_server_new(&lo, &srv) != 0 ||
       rrpc_server_add_method(srv, "bench.Echo", "Echo", echo_handler, nullptr) != 0 ||
       rrpc_server_start(srv, "127.0.0.1:0") != 0 || rrpc_server_new(&po, &psrv) != 0 ||

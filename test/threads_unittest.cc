@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <dirent.h>
 #include <unistd.h>
@@ -586,6 +587,53 @@ TEST(Handlers, SyncCallFromInLoopMethodFailsWithEDEADLK) {
   rrpc_server_free(sf);
   rrpc_channel_free(front.next);
   rrpc_server_free(sb);
+}
+
+// Answers with the scheduling policy of the thread it runs on.
+void policy_handler(void *, rrpc_server_call *call) {
+  std::string p = std::to_string(sched_getscheduler(0));
+  rrpc_iobuf *out;
+  rrpc_iobuf_new(&out);
+  rrpc_iobuf_append(out, p.data(), p.size());
+  rrpc_server_call_respond(call, out);
+  rrpc_iobuf_free(out);
+}
+
+// The policy a "Policy" call on a server with `o` ran under, or -1.
+int handler_policy(const rrpc_server_options *o, rrpc_run_mode mode) {
+  rrpc_server *s = nullptr;
+  if (rrpc_server_new(o, &s) != 0) return -1;
+  rrpc_server_add_method(s, "t.S", "Policy", policy_handler, nullptr);
+  rrpc_server_set_method_mode(s, "t.S", "Policy", mode);
+  if (rrpc_server_start(s, "127.0.0.1:0") != 0) {
+    rrpc_server_free(s);
+    return -1;
+  }
+  rrpc_channel *ch = channel_to(rrpc_server_port(s), 5000);
+  rrpc_controller *c;
+  rrpc_iobuf *req, *resp;
+  rrpc_controller_new(&c);
+  rrpc_iobuf_new(&req);
+  rrpc_iobuf_new(&resp);
+  int rc = rrpc_channel_call(ch, "t.S", "Policy", c, req, resp, nullptr, nullptr);
+  int policy = rc == 0 ? std::atoi(iobuf_string(resp).c_str()) : -1;
+  rrpc_iobuf_free(req);
+  rrpc_iobuf_free(resp);
+  rrpc_controller_free(c);
+  rrpc_channel_free(ch);
+  rrpc_server_free(s);
+  return policy;
+}
+
+// Pool threads run under SCHED_BATCH by default (a woken one does not
+// preempt a busy loop; docs/threads.md), SCHED_OTHER when the server says
+// so; in-loop handlers run on the loops, which are never changed.
+TEST(Handlers, PoolThreadsRunUnderSchedBatchByDefault) {
+  EXPECT_EQ(SCHED_BATCH, handler_policy(nullptr, RRPC_RUN_DEFAULT));
+  rrpc_server_options o = {};
+  o.pool_batch_sched = -1;
+  EXPECT_EQ(SCHED_OTHER, handler_policy(&o, RRPC_RUN_DEFAULT));
+  EXPECT_EQ(SCHED_OTHER, handler_policy(nullptr, RRPC_RUN_IN_LOOP));
 }
 
 // A handler that waits until the test opens the gate.

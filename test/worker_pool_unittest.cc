@@ -9,6 +9,7 @@
 // generous limit so a lost wake-up fails the test instead of hanging it.
 #include <ctype.h>
 #include <dirent.h>
+#include <sched.h>
 
 #include <atomic>
 #include <chrono>
@@ -88,7 +89,7 @@ TEST(WorkerPool, OneBatchReachesEveryIdleWorker) {
   for (int mode : kModes)
   for (int nthreads : {2, 4, 8}) {
     rrpc__worker_pool *p;
-    ASSERT_EQ(rrpc__worker_pool_start(nthreads, 1024, mode, "wp-test", &p), 0);
+    ASSERT_EQ(rrpc__worker_pool_start(nthreads, 1024, mode, 1, "wp-test", &p), 0);
     ASSERT_TRUE(wait_workers_asleep(nthreads));
     Rendezvous r;
     r.n = nthreads;
@@ -113,7 +114,7 @@ TEST(WorkerPool, SingleSubmitsWhileOthersBlockEachWakeAWorker) {
   for (int mode : kModes) {
   const int n = 4;
   rrpc__worker_pool *p;
-  ASSERT_EQ(rrpc__worker_pool_start(n, 1024, mode, "wp-test", &p), 0);
+  ASSERT_EQ(rrpc__worker_pool_start(n, 1024, mode, 1, "wp-test", &p), 0);
   Rendezvous r;
   r.n = n;
   std::vector<rrpc__work> works(n);
@@ -142,7 +143,7 @@ void count_task(void *arg) { static_cast<Counter *>(arg)->runs.fetch_add(1); }
 // and none is lost between a sleeping worker and a submit.
 TEST(WorkerPool, ConcurrentSubmittersRunEveryTaskOnce) {
   rrpc__worker_pool *p;
-  ASSERT_EQ(rrpc__worker_pool_start(3, 1 << 20, kRescueUs, "wp-test", &p), 0);
+  ASSERT_EQ(rrpc__worker_pool_start(3, 1 << 20, kRescueUs, 1, "wp-test", &p), 0);
   const int submitters = 3, rounds = 2000;
   std::vector<Counter> counters(submitters);
   std::vector<std::thread> ts;
@@ -169,7 +170,7 @@ TEST(WorkerPool, ConcurrentSubmittersRunEveryTaskOnce) {
 
 TEST(WorkerPool, FullQueueRefusesTheRestAndCountsIt) {
   rrpc__worker_pool *p;
-  ASSERT_EQ(rrpc__worker_pool_start(1, 2, kRescueUs, "wp-test", &p), 0);
+  ASSERT_EQ(rrpc__worker_pool_start(1, 2, kRescueUs, 1, "wp-test", &p), 0);
   Rendezvous r;
   r.n = 2;  // the first task blocks until the end of the test
   rrpc__work blocker{nullptr, rendezvous_task, &r};
@@ -202,7 +203,7 @@ TEST(WorkerPool, FullQueueRefusesTheRestAndCountsIt) {
 TEST(WorkerPool, ABatchOfShortTasksWakesOneWorker) {
   const int n = 4, tasks = 64;
   rrpc__worker_pool *p;
-  ASSERT_EQ(rrpc__worker_pool_start(n, 1024, kRescueUs, "wp-test", &p), 0);
+  ASSERT_EQ(rrpc__worker_pool_start(n, 1024, kRescueUs, 1, "wp-test", &p), 0);
   ASSERT_TRUE(wait_workers_asleep(n));
   Counter c;
   auto batch = make_batch(tasks, count_task, &c);
@@ -223,7 +224,7 @@ TEST(WorkerPool, ABatchOfShortTasksWakesOneWorker) {
 // 20 s limit is only against a hang), and counts that.
 TEST(WorkerPool, ATaskBehindABlockedOneIsRescued) {
   rrpc__worker_pool *p;
-  ASSERT_EQ(rrpc__worker_pool_start(2, 1024, kRescueUs, "wp-test", &p), 0);
+  ASSERT_EQ(rrpc__worker_pool_start(2, 1024, kRescueUs, 1, "wp-test", &p), 0);
   ASSERT_TRUE(wait_workers_asleep(2));
   uint64_t rejected0, rescues0, wakeups0;
   rrpc__worker_pools_totals(&rejected0, &rescues0, &wakeups0);
@@ -257,6 +258,44 @@ TEST(WorkerPool, ATaskBehindABlockedOneIsRescued) {
   EXPECT_LT(waited, 100000) << "the rescue took " << waited << " us (period " << kRescueUs << " us)";
   rrpc__worker_pool_stop(p);
   EXPECT_EQ(r.timed_out, 0);
+}
+
+
+// The policy a task runs under, and when it ran.
+struct PolicySeen {
+  std::mutex mu;
+  std::condition_variable cv;
+  int policy = -2;  // not run yet
+};
+
+void record_policy(void *arg) {
+  auto *s = static_cast<PolicySeen *>(arg);
+  std::lock_guard<std::mutex> g(s->mu);
+  s->policy = sched_getscheduler(0);  // 0: the calling thread
+  s->cv.notify_all();
+}
+
+int policy_of_a_task(int batch_sched) {
+  rrpc__worker_pool *p;
+  if (rrpc__worker_pool_start(2, 16, kRescueUs, batch_sched, "wp-test", &p) != 0) return -3;
+  PolicySeen seen;
+  rrpc__work w{nullptr, record_policy, &seen};
+  rrpc__work *rest;
+  int why = 0;
+  int policy = -4;
+  if (rrpc__worker_pool_submit(p, &w, 1, &rest, &why) == 1) {
+    std::unique_lock<std::mutex> g(seen.mu);
+    if (seen.cv.wait_for(g, kLimit, [&] { return seen.policy != -2; })) policy = seen.policy;
+  }
+  rrpc__worker_pool_stop(p);
+  return policy;
+}
+
+// Asked for, the workers run under SCHED_BATCH (a woken worker does not
+// preempt a busy loop); not asked for, under the ordinary policy.
+TEST(WorkerPool, WorkersRunUnderSchedBatchWhenAsked) {
+  EXPECT_EQ(policy_of_a_task(1), SCHED_BATCH);
+  EXPECT_EQ(policy_of_a_task(0), SCHED_OTHER);
 }
 
 }  // namespace

@@ -52,6 +52,7 @@ DECLARE_int32(usercode_pool_threads);
 DECLARE_bool(usercode_in_loop);
 DECLARE_int32(usercode_queue_max);
 DECLARE_int32(rrpc_pool_rescue_us);
+DECLARE_bool(rrpc_pool_batch_sched);
 // Limits (rrpc/limits.h, docs/security.md). The process-wide ones are applied
 // whenever a Server starts or a Channel is created.
 DECLARE_int32(rrpc_idle_timeout_second);

@@ -83,7 +83,8 @@ ServerOptions::ServerOptions()
       pool_queue_max(FLAGS_usercode_queue_max),
       idle_timeout_sec(FLAGS_rrpc_idle_timeout_second),
       max_concurrency(FLAGS_rrpc_max_concurrency),
-      pool_rescue_us(FLAGS_rrpc_pool_rescue_us) {}
+      pool_rescue_us(FLAGS_rrpc_pool_rescue_us),
+      pool_batch_sched(FLAGS_rrpc_pool_batch_sched) {}
 
 // ---- one served call -----------------------------------------------------------
 
@@ -384,6 +385,7 @@ int Server::Start(const char* addr, const ServerOptions* opts) {
   c.idle_timeout_s = o.idle_timeout_sec > 0 ? o.idle_timeout_sec : 0;
   c.max_concurrency = o.max_concurrency;
   c.pool_rescue_us = o.pool_rescue_us;
+  c.pool_batch_sched = o.pool_batch_sched ? 1 : -1;
   detail::ApplyLimitFlags();
   rrpc_server* s = nullptr;
   int rc = rrpc_server_new(&c, &s);

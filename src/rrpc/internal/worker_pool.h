@@ -22,9 +22,11 @@ typedef struct rrpc__work {
  * not wake another; a rescuer thread wakes one if no task was taken for
  * a period of rescue_us (0 counts as 1) while tasks wait - the workers
  * are blocked in handlers. < 0: the worker wakes the next idle one at
- * once (no rescuer). 0, -ENOMEM or -errno from pthread_create (then
- * nothing is left running). */
-int rrpc__worker_pool_start(int nthreads, int max_queue, int rescue_us, const char *name,
+ * once (no rescuer). batch_sched != 0: each worker asks for SCHED_BATCH
+ * as it starts (no wake-up preemption of busy loops; refused = left as
+ * is). 0, -ENOMEM or -errno from pthread_create (then nothing is left
+ * running). */
+int rrpc__worker_pool_start(int nthreads, int max_queue, int rescue_us, int batch_sched, const char *name,
                             rrpc__worker_pool **out);
 /* submit - queue the list of `n` tasks at `head` (linked by next) in one
  * go: one lock and at most one wake-up (none while a thread is between
