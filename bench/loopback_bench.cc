@@ -61,7 +61,7 @@ double g_seconds = 3.0;
 size_t g_size = 64;
 std::string g_case = "all";  // or raw, sync, async: one case alone (for profiling)
 int g_rescue_us = 0;           // --pool_rescue_us: the pool servers' rrpc_server_options.pool_rescue_us
-int g_batch_sched = 0;         // --pool_batch_sched: their pool_batch_sched (< 0: SCHED_OTHER workers)
+int g_batch_sched = 0;         // --pool_batch_sched: their pool_batch_sched (> 0: SCHED_BATCH workers)
 
 uint64_t now_ns() {
   return (uint64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
@@ -593,7 +593,7 @@ int main(int argc, char **argv) {
     else if (strncmp(argv[i], "--pool_rescue_us=", 17) == 0) g_rescue_us = atoi(argv[i] + 17);
     else if (strncmp(argv[i], "--pool_batch_sched=", 19) == 0) g_batch_sched = atoi(argv[i] + 19);
     else {
-      fprintf(stderr, "usage: %s [--seconds=S] [--size=BYTES] [--case=all|raw|sync|syncpool|async|sat|rawpipe|satone|satloopone|oneconn] [--client_loops=N] [--handoff=MIN (>= 2: on; default off)] [--pool_rescue_us=US (< 0: pass on at once)] [--pool_batch_sched=N (< 0: SCHED_OTHER pool threads)]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--seconds=S] [--size=BYTES] [--case=all|raw|sync|syncpool|async|sat|rawpipe|satone|satloopone|oneconn] [--client_loops=N] [--handoff=MIN (>= 2: on; default off)] [--pool_rescue_us=US (< 0: pass on at once)] [--pool_batch_sched=N (> 0: SCHED_BATCH pool threads)]\n", argv[0]);
       return 2;
     }
   }

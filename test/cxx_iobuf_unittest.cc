@@ -397,7 +397,7 @@ TEST(CxxFlagsTest, OptionsTakeTheirDefaultsFromFlags) {
   FLAGS_usercode_in_loop = true;
   FLAGS_usercode_queue_max = 77;
   FLAGS_rrpc_pool_rescue_us = 250;
-  FLAGS_rrpc_pool_batch_sched = false;
+  FLAGS_rrpc_pool_batch_sched = true;
   rrpc::ServerOptions s;
   EXPECT_EQ(12345678u, s.max_body_size);
   // --event_dispatcher_num sizes the process-wide loops (brpc's meaning),
@@ -408,7 +408,7 @@ TEST(CxxFlagsTest, OptionsTakeTheirDefaultsFromFlags) {
   EXPECT_TRUE(s.handlers_in_loop);
   EXPECT_EQ(77, s.pool_queue_max);
   EXPECT_EQ(250, s.pool_rescue_us);
-  EXPECT_FALSE(s.pool_batch_sched);
+  EXPECT_TRUE(s.pool_batch_sched);
   EXPECT_FALSE(s.use_rdma);
   rrpc::ChannelOptions c;
   EXPECT_EQ(12345678u, c.max_body_size);

@@ -625,15 +625,17 @@ int handler_policy(const rrpc_server_options *o, rrpc_run_mode mode) {
   return policy;
 }
 
-// Pool threads run under SCHED_BATCH by default (a woken one does not
-// preempt a busy loop; docs/threads.md), SCHED_OTHER when the server says
-// so; in-loop handlers run on the loops, which are never changed.
-TEST(Handlers, PoolThreadsRunUnderSchedBatchByDefault) {
-  EXPECT_EQ(SCHED_BATCH, handler_policy(nullptr, RRPC_RUN_DEFAULT));
+// Pool threads run under SCHED_BATCH when the server asks for it (a woken
+// one does not preempt a busy loop; docs/threads.md), SCHED_OTHER by
+// default; in-loop handlers run on the loops, which are never changed.
+TEST(Handlers, PoolThreadsRunUnderSchedBatchWhenAsked) {
+  EXPECT_EQ(SCHED_OTHER, handler_policy(nullptr, RRPC_RUN_DEFAULT));
   rrpc_server_options o = {};
+  o.pool_batch_sched = 1;
+  EXPECT_EQ(SCHED_BATCH, handler_policy(&o, RRPC_RUN_DEFAULT));
+  EXPECT_EQ(SCHED_OTHER, handler_policy(&o, RRPC_RUN_IN_LOOP));
   o.pool_batch_sched = -1;
   EXPECT_EQ(SCHED_OTHER, handler_policy(&o, RRPC_RUN_DEFAULT));
-  EXPECT_EQ(SCHED_OTHER, handler_policy(nullptr, RRPC_RUN_IN_LOOP));
 }
 
 // A handler that waits until the test opens the gate.

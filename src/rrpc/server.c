@@ -875,7 +875,7 @@ static int start_runtime(rrpc_server *s) {
   if (need_pool) {
     s->pool_queue_max = s->opts.pool_queue_max > 0 ? s->opts.pool_queue_max : DEFAULT_POOL_QUEUE_MAX;
     int rescue_us = s->opts.pool_rescue_us != 0 ? s->opts.pool_rescue_us : DEFAULT_POOL_RESCUE_US;
-    rc = rrpc__worker_pool_start(pool_size(&s->opts), s->pool_queue_max, rescue_us, s->opts.pool_batch_sched >= 0,
+    rc = rrpc__worker_pool_start(pool_size(&s->opts), s->pool_queue_max, rescue_us, s->opts.pool_batch_sched > 0,
                                  "rrpc-work", &s->pool);
   }
   return rc;

@@ -52,12 +52,13 @@ typedef struct rrpc_server_options {
                               (counted: rrpc_server_pool_rescues). 0 = 1000;
                               negative = wake the next thread at once, as
                               before (a futex wake per request at saturation) */
-  int pool_batch_sched;    /* 0 (default) or positive: pool threads run under
-                              SCHED_BATCH - a woken one does not preempt a busy
-                              loop but runs when it sleeps or its slice ends
-                              (fewer context switches when threads outnumber
-                              cores; docs/threads.md). Negative: SCHED_OTHER,
-                              as before. Threads a handler starts inherit it */
+  int pool_batch_sched;    /* positive: pool threads run under SCHED_BATCH - a
+                              woken one does not preempt a busy loop but runs
+                              when it sleeps or its slice ends (fewer context
+                              switches when threads outnumber cores; never with
+                              busy-polling loops, which do not sleep:
+                              docs/threads.md). 0 (default) or negative:
+                              SCHED_OTHER. Threads a handler starts inherit it */
 } rrpc_server_options;
 
 /* Where a method's handler runs. */

@@ -25,7 +25,7 @@
  *   the kernel. glibc's condition variables cost several futex calls per
  *   signal under contention (measured: 0.4 futex calls per request), which
  *   the per-worker word avoids.
- * - the workers may run under SCHED_BATCH (the server's default): a worker
+ * - the workers may run under SCHED_BATCH (a server's opt-in): a worker
  *   woken while every core runs a loop does not preempt one (the kernel
  *   skips wake-up preemption for batch threads) but runs when a loop
  *   sleeps or its slice ends. On a host with more busy threads than cores
@@ -33,9 +33,11 @@
  *   requests - instead of being switched out and back per hand-off; where
  *   a core is idle the woken worker runs there at once, as before.
  *   Measured (docs/performance.md, round nineteen): a third fewer context
- *   switches and ~18 % less CPU per call at saturation on 2 cores, light
- *   load unchanged. Same priority and share as the loops: only the
- *   preemption on wake-up goes.
+ *   switches and 17 % less CPU per call at saturation on 2 cores. Not the
+ *   default: a loop that never sleeps (busy polling) leaves a woken worker
+ *   waiting out whole time slices (4.6 ms a call measured), and with one
+ *   call in flight it cost a few microseconds in some runs. Same priority
+ *   and share as the loops: only the preemption on wake-up goes.
  * A handler may block: a worker running one is neither idle nor looking,
  * so work queued meanwhile wakes another worker as before. */
 #include "rrpc/internal/worker_pool.h"

@@ -89,10 +89,11 @@ DEFINE_int32(rrpc_pool_rescue_us, 0,
              "Default ServerOptions::pool_rescue_us: requests held behind a pool thread's "
              "blocked handler get an idle thread after this long without progress; "
              "0 = 1000, negative = wake the next thread for every request at once");
-DEFINE_bool(rrpc_pool_batch_sched, true,
+DEFINE_bool(rrpc_pool_batch_sched, false,
             "Default ServerOptions::pool_batch_sched: pool threads run under SCHED_BATCH, so a "
             "woken one does not preempt a busy event loop (fewer context switches when threads "
-            "outnumber cores); false = SCHED_OTHER");
+            "outnumber cores at saturation); not with --rdma_use_polling (polling loops never "
+            "sleep, so woken pool threads wait out whole time slices)");
 DEFINE_int32(rrpc_idle_timeout_second, 0,
              "Default ServerOptions::idle_timeout_sec: a server connection that reads and writes "
              "nothing for so many seconds is closed; <= 0 = never (brpc's idle_timeout_second "

@@ -75,10 +75,11 @@ struct ServerOptions {
   // thread is woken for them. 0 = 1000 us; negative = wake the next thread
   // at once. Default --rrpc_pool_rescue_us (docs/threads.md).
   int pool_rescue_us;
-  // Pool threads run under SCHED_BATCH: a woken one does not preempt a busy
-  // loop, it runs when the loop sleeps or its slice ends (fewer context
-  // switches when threads outnumber cores). false = SCHED_OTHER. Default
-  // --rrpc_pool_batch_sched (docs/threads.md).
+  // true: pool threads run under SCHED_BATCH - a woken one does not preempt
+  // a busy loop, it runs when the loop sleeps or its slice ends (fewer
+  // context switches when threads outnumber cores; not with busy-polling
+  // loops, --rdma_use_polling). Default --rrpc_pool_batch_sched (false;
+  // docs/threads.md).
   bool pool_batch_sched;
   // Answer HTTP on this port with the builtin pages (/status, /vars,
   // /connections, /rdma, /flags, /metrics); docs/observability.md.
