@@ -26,6 +26,19 @@ using namespace rrpc_test;
 
 void echo(void *, rrpc_server_call *call) { rrpc_server_call_respond(call, rrpc_server_call_request(call)); }
 
+// The child's CPU over the 1 s window (refusing ~200 connections a second
+// and serving a probe call every 10 ms), in % of one core. What the test is
+// for - an accept loop that spins at EMFILE - takes a whole core (100 %).
+// Plain builds measured 1 - 3 %; under ASan and TSan, which slow every
+// system call's user-space side several-fold, 3 - 8 % on a VM host whose
+// system calls cost 1 us (read in 10 ms clock ticks: 1 % steps), so their
+// bound is 15 %, as the loop watchdog's is 5x for them.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr double kCpuBoundPct = 15.0;
+#else
+constexpr double kCpuBoundPct = 5.0;
+#endif
+
 // The child: a server with 64 descriptors at most, its log in a file.
 __attribute__((constructor)) void maybe_emfile_child() {
   const char *log = getenv("RRPC_TEST_EMFILE_CHILD");
@@ -107,7 +120,7 @@ TEST(AcceptAtFdLimit, NoSpinNoLogFloodStillServing) {
            "(%d failed)", hogs.size(), cpu_pct, wall, lines, percentile(lat, 50), percentile(lat, 99),
            failed);
   report("accept-emfile", line);
-  EXPECT_LT(cpu_pct, 5.0);
+  EXPECT_LT(cpu_pct, kCpuBoundPct);
   EXPECT_LE(lines, 3);
   EXPECT_EQ(0, failed);
   for (int fd : hogs) close(fd);
