@@ -32,7 +32,7 @@ void echo(void *, rrpc_server_call *call) { rrpc_server_call_respond(call, rrpc_
 // Plain builds measured 1 - 3 %; under ASan and TSan, which slow every
 // system call's user-space side several-fold, 3 - 8 % on a VM host whose
 // system calls cost 1 us (read in 10 ms clock ticks: 1 % steps), so their
-// bound is 15 %, as the loop watchdog's is 5x for them.
+// bound is 15 % (3x; the loop watchdog gives them 5x).
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 constexpr double kCpuBoundPct = 15.0;
 #else
