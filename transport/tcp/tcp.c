@@ -24,16 +24,18 @@
  * 3 MiB; copying that and faulting in its fresh blocks held a loop for
  * 56-75 ms under TSan (6,900 page faults; the loop watchdog's bound there
  * is 50 ms, CI failed on it), so other connections waited that long.
- * 1 MiB per round keeps a round near 1 ms of copying on the host, and a
+ * 1 MiB per round kept a round near 1 ms of copying on the host, but on a
+ * VM host whose page faults cost ~30 us it still took 52 ms under TSan
+ * (1.24 MiB, 1,525 faults; CI failed on it again): 512 KiB per round. A
  * large message costs a few more epoll_waits, not more copies. */
-#define TCP_READ_ROUND_BYTES (1024 * 1024)
+#define TCP_READ_ROUND_BYTES (512 * 1024)
 /* Bytes one write call on a loop thread sends before it yields, as if the
  * socket were full (EPOLLOUT armed, -EAGAIN; the socket is still writable,
  * so the level-triggered loop resumes the write next round). Without it a
  * multi-MB message to a peer that keeps reading went out in one copy after
  * another in a single loop callback: 10.5 ms of system time for an 8 MiB
  * attachment on a VM host (the loop watchdog's bound is 10 ms; CI failed on
- * it), while the loop's other connections waited. The same 1 MiB as reads.
+ * it), while the loop's other connections waited.
  * Other threads (a worker writing a response, a caller) write on: their
  * time holds up no other connection, and handing the rest to the loop
  * would serialize large messages on it. */
