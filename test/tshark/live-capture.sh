@@ -9,8 +9,8 @@ set -u -o pipefail
 cd "$(dirname "$0")/../.."
 ADDR=${RXE_VM_ADDR:-${RRPC_TEST_RDMA_ADDR:-10.99.0.1}}
 OUT=$(mktemp -d)
-caps=""
-trap 'kill $caps 2>/dev/null; rm -rf "$OUT"' EXIT
+declare -A cap   # capture name -> its dumpcap's pid
+trap 'kill "${cap[@]}" 2>/dev/null; rm -rf "$OUT"' EXIT
 fail=0
 
 # start_capture NAME PORT: dumpcap records the port for CAPTURE_SECONDS, in the background.
@@ -21,18 +21,16 @@ start_capture() {
   local name=$1 port=$2
   dumpcap -q -i lo -f "tcp port $port" -a duration:"${CAPTURE_SECONDS:-20}" -w "$OUT/$name.pcap" \
     2>"$OUT/$name.dumpcap" &
-  echo $! > "$OUT/$name.pid"
-  caps="$caps $!"
+  cap[$name]=$!
 }
 
 # wait_live NAME: dumpcap says "Capturing on" once the filter is live; its first start in an
 # emulated guest takes seconds (bounded wait: 60 s).
 wait_live() {
-  local name=$1 cap
-  cap=$(cat "$OUT/$name.pid")
+  local name=$1
   for _ in $(seq 1200); do
     grep -q "Capturing on" "$OUT/$name.dumpcap" 2>/dev/null && return 0
-    kill -0 "$cap" 2>/dev/null || break
+    kill -0 "${cap[$name]}" 2>/dev/null || break
     sleep 0.05
   done
   echo "FAIL: $name: dumpcap did not start capturing:"; cat "$OUT/$name.dumpcap"; fail=1
@@ -45,7 +43,7 @@ run_rpcs() {
   RRPC_PERF_PORT=$port tools/run-rdma-performance --server-flags="$sflags" --use_rdma=true \
     --test_seconds=0 --test_iterations=5 >"$OUT/$name.run" 2>&1 || {
     echo "FAIL: $name: the RPCs failed:"; tail -5 "$OUT/$name.run"; fail=1; }
-  if ! kill -0 "$(cat "$OUT/$name.pid")" 2>/dev/null; then
+  if ! kill -0 "${cap[$name]}" 2>/dev/null; then
     echo "FAIL: $name: the run outlasted the capture (raise CAPTURE_SECONDS)"; fail=1
   fi
 }
@@ -53,7 +51,7 @@ run_rpcs() {
 # decode NAME: wait for the capture to end, then decode it (a summary and the full tree).
 decode() {
   local name=$1
-  wait "$(cat "$OUT/$name.pid")" 2>/dev/null
+  wait "${cap[$name]}" 2>/dev/null
   tshark -r "$OUT/$name.pcap" -o tcp.try_heuristic_first:TRUE >"$OUT/$name.summary" 2>&1
   tshark -r "$OUT/$name.pcap" -o tcp.try_heuristic_first:TRUE -V >"$OUT/$name.decode" 2>&1
 }
