@@ -105,6 +105,48 @@ TEST(CxxIOBufTest, CutnMovesBytes) {
   EXPECT_EQ(Pattern(10000, 3), b.to_string());
 }
 
+// brpc's idioms with a std::string and an IOBuf target, as a brpc program
+// writes them: they used to bind to the void* overloads and write over the
+// string object itself (ASan: stack-buffer-overflow in rrpc_iobuf_copy_out).
+TEST(CxxIOBufTest, BrpcStringAndIOBufIdioms) {
+  const std::string all = Pattern(20000, 7);
+  rrpc::IOBuf a;
+  ASSERT_EQ(0, a.append(all.substr(0, 9000)));
+  ASSERT_EQ(0, a.append(all.substr(9000)));  // two pieces at least
+
+  // cutn(std::string*, n) APPENDS and consumes.
+  std::string s = "keep:";
+  EXPECT_EQ(100u, a.cutn(&s, 100));
+  EXPECT_EQ("keep:" + all.substr(0, 100), s);
+  EXPECT_EQ(all.size() - 100, a.size());
+
+  // copy_to(std::string*, n, pos) REPLACES and consumes nothing; clipped at the end.
+  std::string c = "old contents that must go";
+  EXPECT_EQ(10u, a.copy_to(&c, 10));
+  EXPECT_EQ(all.substr(100, 10), c);
+  EXPECT_EQ(5000u, a.copy_to(&c, 5000, 8850));  // across the piece boundary
+  EXPECT_EQ(all.substr(100 + 8850, 5000), c);
+  EXPECT_EQ(50u, a.copy_to(&c, 1000, a.size() - 50));
+  EXPECT_EQ(all.substr(all.size() - 50), c);
+  EXPECT_EQ(0u, a.copy_to(&c, 10, a.size()));
+  EXPECT_EQ(all.substr(all.size() - 50), c);  // untouched past the end, as brpc
+  std::string whole;
+  EXPECT_EQ(a.size(), a.copy_to(&whole));
+  EXPECT_EQ(all.substr(100), whole);
+
+  // append_to(std::string*) and append_to(IOBuf*) APPEND, consume nothing.
+  std::string t = "x";
+  EXPECT_EQ(3u, a.append_to(&t, 3, 1));
+  EXPECT_EQ("x" + all.substr(101, 3), t);
+  rrpc::IOBuf d;
+  ASSERT_EQ(0, d.append("head:"));
+  EXPECT_EQ(6000u, a.append_to(&d, 6000, 8000));
+  EXPECT_EQ("head:" + all.substr(100 + 8000, 6000), d.to_string());
+  EXPECT_EQ(all.size() - 100, a.size());
+  EXPECT_EQ(0u, a.append_to(&d, 10, a.size() + 1));
+  EXPECT_EQ(all.substr(100), a.to_string());
+}
+
 TEST(CxxIOBufTest, UserDataIsSharedAndDeletedOnce) {
   static std::string storage = Pattern(3000, 4);
   int deletes = 0;

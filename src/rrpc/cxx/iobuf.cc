@@ -85,10 +85,48 @@ size_t IOBuf::cutn(void* out, size_t n) {
   return rrpc_iobuf_pop_front(buf_, got);
 }
 
+size_t IOBuf::cutn(std::string* out, size_t n) {
+  size_t len = size();
+  if (n > len) n = len;
+  size_t old = out->size();
+  out->resize(old + n);
+  return cutn(out->data() + old, n);
+}
+
 size_t IOBuf::pop_front(size_t n) { return rrpc_iobuf_pop_front(buf_, n); }
 
 size_t IOBuf::copy_to(void* out, size_t n, size_t pos) const {
   return rrpc_iobuf_copy_out(buf_, pos, out, n);
+}
+
+// The bytes [pos, pos+n) clipped to the iobuf: how many there are.
+static size_t clip(size_t len, size_t n, size_t pos) {
+  if (pos >= len) return 0;
+  return n < len - pos ? n : len - pos;
+}
+
+size_t IOBuf::copy_to(std::string* out, size_t n, size_t pos) const {
+  if (pos >= size()) return 0;  // *out untouched, as brpc's
+  n = clip(size(), n, pos);
+  out->resize(n);
+  return copy_to(out->data(), n, pos);
+}
+
+size_t IOBuf::append_to(std::string* out, size_t n, size_t pos) const {
+  n = clip(size(), n, pos);
+  size_t old = out->size();
+  out->resize(old + n);
+  return copy_to(out->data() + old, n, pos);
+}
+
+// Shares the blocks: a temporary view of the whole iobuf is trimmed to the
+// range and moved onto out (no byte is copied).
+size_t IOBuf::append_to(IOBuf* out, size_t n, size_t pos) const {
+  n = clip(size(), n, pos);
+  if (n == 0) return 0;
+  IOBuf view(*this);
+  view.pop_front(pos);
+  return view.cutn(out, n);
 }
 
 std::string IOBuf::to_string() const {

@@ -14,6 +14,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "rrpc/iobuf.h"
 
@@ -66,10 +67,30 @@ class IOBuf {
   size_t cutn(IOBuf* out, size_t n);
   // COPIES the first min(n, size()) bytes to out and drops them here.
   size_t cutn(void* out, size_t n);
+  // COPIES the first min(n, size()) bytes to the END of *out (brpc's
+  // overload: the string grows, nothing in it is overwritten) and drops them
+  // here. Returns the bytes moved.
+  size_t cutn(std::string* out, size_t n);
+  // Any other object pointer must not reach cutn(void*) (it would overwrite
+  // the object itself): a compile error, not a stack overflow.
+  template <typename T, typename = std::enable_if_t<std::is_class_v<T>>>
+  size_t cutn(T* out, size_t n) = delete;
   // Drops the first min(n, size()) bytes; returns how many.
   size_t pop_front(size_t n);
   // COPIES up to n bytes starting at pos into out without consuming them.
-  size_t copy_to(void* out, size_t n, size_t pos = 0) const;
+  size_t copy_to(void* out, size_t n = static_cast<size_t>(-1), size_t pos = 0) const;
+  // brpc's string form: *out is REPLACED by the (up to n) bytes from pos
+  // (left untouched when pos is at or past the end).
+  size_t copy_to(std::string* out, size_t n = static_cast<size_t>(-1), size_t pos = 0) const;
+  // brpc refuses copy_to(IOBuf*) at compile time too (its meaning would be
+  // unclear): append_to says it appends.
+  size_t copy_to(IOBuf* out, size_t n = static_cast<size_t>(-1), size_t pos = 0) const = delete;
+  template <typename T, typename = std::enable_if_t<std::is_class_v<T>>>
+  size_t copy_to(T* out, size_t n = static_cast<size_t>(-1), size_t pos = 0) const = delete;
+  // APPENDS up to n bytes from pos to *out without consuming them: COPIES
+  // into a string, SHARES blocks with an IOBuf. Returns the bytes appended.
+  size_t append_to(std::string* out, size_t n = static_cast<size_t>(-1), size_t pos = 0) const;
+  size_t append_to(IOBuf* out, size_t n = static_cast<size_t>(-1), size_t pos = 0) const;
   // COPIES all bytes into a new string.
   std::string to_string() const;
 
