@@ -1,6 +1,7 @@
 // cxx_rpc_unittest.cc - rrpc::Server, rrpc::Channel and rrpc::Controller end
 // to end on loopback TCP: sync/async calls, attachments, timeouts, error
 // codes, unknown services/methods, many threads on one channel.
+#include <glog/logging.h>
 #include <gtest/gtest.h>
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/descriptor.pb.h>
@@ -83,6 +84,60 @@ TEST_F(CxxRpcTest, SyncEcho) {
     // The server saw us from 127.0.0.1 on some port.
     EXPECT_EQ(0u, resp.remote_side().rfind("127.0.0.1:", 0)) << resp.remote_side();
   }
+}
+
+// brpc's examples call the cluster form with an empty load balancer for one
+// server (echo_c++: Init(FLAGS_server, FLAGS_load_balancer = "", &options));
+// brpc treats it as the single-server form, and so must rrpc.
+TEST_F(CxxRpcTest, InitWithEmptyLoadBalancerIsTheSingleServerForm) {
+  rrpc::ChannelOptions opts;
+  opts.timeout_ms = 5000;
+  const std::string addr = "127.0.0.1:" + std::to_string(port_);
+  for (const char* lb : {"", static_cast<const char*>(nullptr)}) {
+    rrpc::Channel ch;
+    ASSERT_EQ(0, ch.Init(addr.c_str(), lb, &opts)) << (lb ? "\"\"" : "nullptr");
+    rrpc::Controller cntl;
+    EchoRequest req;
+    EchoResponse resp;
+    req.set_message("single");
+    cxxtest::EchoService_Stub(&ch).Echo(&cntl, &req, &resp, nullptr);
+    ASSERT_FALSE(cntl.Failed()) << cntl.ErrorText();
+    EXPECT_EQ("single", resp.message());
+  }
+}
+
+// Records what reaches glog, to read the reason a call logged.
+class TextSink : public google::LogSink {
+ public:
+  void send(google::LogSeverity, const char*, const char*, int, const struct ::tm*, const char* msg,
+            size_t len) override {
+    std::lock_guard<std::mutex> g(mu_);
+    text_.append(msg, len).append("\n");
+  }
+  std::string text() {
+    std::lock_guard<std::mutex> g(mu_);
+    return text_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::string text_;
+};
+
+// A wildcard address (echo_c++'s default server flag is 0.0.0.0:8000) is
+// refused, and the log says why rather than a bare "Invalid argument".
+TEST_F(CxxRpcTest, WildcardAddressIsRefusedSayingWhy) {
+  TextSink sink;
+  google::AddLogSink(&sink);
+  rrpc::Channel a, b;
+  int ra = a.Init(("0.0.0.0:" + std::to_string(port_)).c_str(), nullptr);
+  int rb = b.Init(("[::]:" + std::to_string(port_)).c_str(), "", nullptr);
+  google::RemoveLogSink(&sink);
+  EXPECT_EQ(-1, ra);
+  EXPECT_EQ(-1, rb);
+  std::string text = sink.text();
+  EXPECT_NE(std::string::npos, text.find("0.0.0.0:" + std::to_string(port_) + " is a wildcard address")) << text;
+  EXPECT_NE(std::string::npos, text.find("is a wildcard address", text.find("[::]"))) << text;
 }
 
 // A controller of a class derived from rrpc::Controller is still ours

@@ -1160,7 +1160,11 @@ int rrpc_channel_new(const char *addr, const rrpc_channel_options *opts, rrpc_ch
   rrpc_channel *ch = calloc(1, sizeof *ch);
   if (ch == NULL) return -ENOMEM;
   int rc = rrpc__addr_parse_any(addr, &ch->addr);
-  if (rc == 0 && rrpc__addr_is_any(&ch->addr)) rc = -EINVAL;
+  if (rc == 0 && rrpc__addr_is_any(&ch->addr)) {
+    RRPC_LOG(ERROR, "channel to %s: %s is a wildcard address (a server listens on it; no server can be "
+             "called there): use the server's own address, 127.0.0.1 or ::1 for this host", addr, addr);
+    rc = -EINVAL;
+  }
   /* A unix socket has no RDMA device behind it: it always speaks plain. */
   if (rc == 0 && o.rdma_dialect != 0 && o.rdma_dialect != RRPC_RDMA_DIALECT_IMM && o.rdma_dialect != RRPC_RDMA_DIALECT_BRPC)
     rc = -EINVAL; /* RRPC_RDMA_DIALECT_CURSOR is not built */

@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <cstring>
 #include <string>
 #include <typeinfo>
 #include <vector>
@@ -198,6 +199,10 @@ int Channel::Init(const char* server_addr, const ChannelOptions* opts) {
 }
 
 int Channel::Init(const char* naming_url, const char* load_balancer_name, const ChannelOptions* opts) {
+  // brpc: no load balancer and no naming scheme is the single-server form.
+  bool no_lb = load_balancer_name == nullptr || load_balancer_name[0] == '\0';
+  if (no_lb && naming_url != nullptr && std::strstr(naming_url, "://") == nullptr)
+    return Init(naming_url, opts);
   rrpc_channel_options c;
   if (Prepare(naming_url, opts, &c) != 0) return -1;
   int rc = rrpc_channel_new_lb(naming_url, load_balancer_name, &c, &ch_);

@@ -91,6 +91,8 @@ class Channel : public google::protobuf::RpcChannel {
   // load_balancer_name ("rr", "random", "wrr", "la", "c_murmurhash"; nullptr
   // or "" = "rr"). --health_check_interval and --ns_access_interval (brpc's
   // flags, seconds) apply. Reads the naming source once here (may block).
+  // As in brpc, an empty (or nullptr) load_balancer_name with an address
+  // that names no scheme ("ip:port") is the single-server Init above.
   // 0, or -1 after logging why.
   int Init(const char* naming_url, const char* load_balancer_name, const ChannelOptions* opts);
 
