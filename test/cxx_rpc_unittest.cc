@@ -1,6 +1,7 @@
 // cxx_rpc_unittest.cc - rrpc::Server, rrpc::Channel and rrpc::Controller end
 // to end on loopback TCP: sync/async calls, attachments, timeouts, error
 // codes, unknown services/methods, many threads on one channel.
+#include <gflags/gflags.h>
 #include <glog/logging.h>
 #include <gtest/gtest.h>
 #include <google/protobuf/descriptor.h>
@@ -8,6 +9,13 @@
 #include <google/protobuf/stubs/callback.h>
 
 #include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
@@ -138,6 +146,45 @@ TEST_F(CxxRpcTest, WildcardAddressIsRefusedSayingWhy) {
   std::string text = sink.text();
   EXPECT_NE(std::string::npos, text.find("0.0.0.0:" + std::to_string(port_) + " is a wildcard address")) << text;
   EXPECT_NE(std::string::npos, text.find("is a wildcard address", text.find("[::]"))) << text;
+}
+
+// brpc's --graceful_quit_on_sigterm: once a Server started, SIGTERM is a
+// quit request (IsAskedToQuit) rather than the end of the process, even
+// before the program waits in RunUntilAskedToQuit. Run in a child (this
+// binary again, this test alone): without the flag it dies of the signal.
+TEST(CxxGracefulQuit, SigtermAfterStartIsAQuitRequestWithTheFlag) {
+  const char* mode = getenv("RRPC_TEST_GRACEFUL_CHILD");
+  if (mode != nullptr) {  // the child
+    gflags::SetCommandLineOption("graceful_quit_on_sigterm", mode);
+    EchoServiceImpl service;
+    rrpc::Server server;
+    ASSERT_EQ(0, server.AddService(&service, rrpc::SERVER_DOESNT_OWN_SERVICE));
+    ASSERT_EQ(0, server.Start(0, nullptr));
+    raise(SIGTERM);  // the handler, if any, has run when raise returns
+    EXPECT_TRUE(rrpc::IsAskedToQuit());
+    return;
+  }
+  // This binary, this test only, its output discarded; the exit status.
+  auto run_child = [](const char* flag) {
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    self[n > 0 ? n : 0] = '\0';
+    std::string filter = "--gtest_filter=CxxGracefulQuit.SigtermAfterStartIsAQuitRequestWithTheFlag";
+    std::string env = std::string("RRPC_TEST_GRACEFUL_CHILD=") + flag;
+    char* argv[] = {self, filter.data(), nullptr};
+    char* envp[] = {env.data(), nullptr};
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    pid_t pid = -1;
+    int rc = posix_spawn(&pid, self, &fa, nullptr, argv, envp);
+    posix_spawn_file_actions_destroy(&fa);
+    int status = 0;
+    if (rc != 0 || waitpid(pid, &status, 0) != pid) return -2;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+  };
+  EXPECT_EQ(0, run_child("true"));
+  EXPECT_EQ(-SIGTERM, run_child("false")) << "without the flag SIGTERM kills, as before";
 }
 
 // A controller of a class derived from rrpc::Controller is still ours

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "rrpc/loops.h"
 #include "rrpc/metrics.h"
 #include "rrpc/rdma.h"
+#include "rrpc/version.h"
 
 // The flags brpc also defines (max_body_size, rdma_sq_size, ...) are not
 // here: they live in librrpc_flags (src/rrpc/flags/) and are read by name, so
@@ -132,6 +134,10 @@ DEFINE_uint64(builtin_max_concurrent_listings, 4,
 
 namespace {
 
+// gflags' --version prints the program name and this string; a program that
+// sets its own (gflags::SetVersionString in main) replaces it.
+const bool g_version_set = (gflags::SetVersionString("(rrpc " RRPC_VERSION_STRING ")"), true);
+
 bool ValidRingSize(const char*, uint64_t v) {
   // 16 KiB << n, n <= 15: what a CLC Accept can announce.
   if (v >= (16u << 10) && v <= (uint64_t{512} << 20) && (v & (v - 1)) == 0) return true;
@@ -140,7 +146,17 @@ bool ValidRingSize(const char*, uint64_t v) {
   return false;
 }
 
+// Refused when parsed (a typo used to pass until the first use_rdma Server
+// or Channel started the RDMA runtime).
+bool ValidRdmaDialect(const char*, const std::string& v) {
+  if (v.empty() || v == "auto" || v == "imm" || v == "brpc") return true;
+  fprintf(stderr, "--rdma_dialect=%s: %s\n", v.c_str(),
+          v == "cursor" ? "the cursor dialect is not built into this rrpc" : "unknown (auto, imm or brpc)");
+  return false;
+}
+
 const bool g_validators_registered =
+    gflags::RegisterFlagValidator(&FLAGS_rdma_dialect, ValidRdmaDialect) &&
     gflags::RegisterFlagValidator(&FLAGS_rdma_ring_size, ValidRingSize) &&
     gflags::RegisterFlagValidator(&FLAGS_rdma_memory_pool_max_size_mb, rrpc::detail::FlagNonNegative) &&
     gflags::RegisterFlagValidator(&FLAGS_rdma_registered_max_size_mb, rrpc::detail::FlagNonNegative) &&
@@ -174,7 +190,33 @@ void VisitAllFlags(void*, rrpc_flag_visit_fn visit, void* ctx) {
 }
 }  // namespace
 
+namespace {
+
+// brpc's flags rrpc accepts and ignores are the ones src/rrpc/flags/
+// brpc_unused.cc defines: found by that file's name, so when brpc's own
+// definitions were linked instead (brpc honours them) nothing is reported.
+// Each one set explicitly is reported once per process.
+void WarnIgnoredBrpcFlags() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    std::vector<gflags::CommandLineFlagInfo> all;
+    gflags::GetAllFlags(&all);
+    const std::string file = "brpc_unused.cc";
+    for (const gflags::CommandLineFlagInfo& f : all) {
+      if (f.is_default || f.filename.size() < file.size() ||
+          f.filename.compare(f.filename.size() - file.size(), file.size(), file) != 0)
+        continue;
+      LOG(WARNING) << "--" << f.name << "=" << f.current_value
+                   << " is a brpc flag with no meaning in rrpc: ignored (docs/from-brpc.md, "
+                      "\"brpc flags rrpc accepts\")";
+    }
+  });
+}
+
+}  // namespace
+
 void ApplyObservabilityFlags() {
+  WarnIgnoredBrpcFlags();
   rrpc_metrics_set_enabled(FLAGS_enable_metrics ? 1 : 0);
   rrpc_builtin_options o{};
   o.max_request_bytes = static_cast<size_t>(FLAGS_builtin_max_request_bytes);

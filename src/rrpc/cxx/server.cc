@@ -370,6 +370,9 @@ int Server::Start(const char* addr, const ServerOptions* opts) {
   }
   ServerOptions o = opts ? *opts : ServerOptions();
   if (o.use_rdma && detail::PrepareRdma() != 0) return -1;
+  // brpc's flag: SIGTERM becomes a quit request from the start, not only
+  // once the program waits in RunUntilAskedToQuit or asks IsAskedToQuit.
+  if (detail::FlagBool("graceful_quit_on_sigterm", false)) InstallQuitHandlers();
   detail::ApplyLoopFlags();
   detail::ApplyObservabilityFlags();
 

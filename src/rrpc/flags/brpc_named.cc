@@ -52,6 +52,9 @@ DEFINE_int32(health_check_interval, kDefaultHealthCheckIntervalS,
              "(then doubling, up to 8x); it takes calls again once a probe connects");
 DEFINE_int32(max_connection_pool_size, kDefaultMaxConnectionPoolSize,
              "Idle connections a pooled channel keeps per server; one more is closed");
+DEFINE_bool(graceful_quit_on_sigterm, false,
+            "SIGTERM asks the process to quit (rrpc::IsAskedToQuit, RunUntilAskedToQuit returns and "
+            "the server stops) instead of killing it; installed when a Server starts");
 DEFINE_int32(ns_access_interval, kDefaultNsAccessIntervalS,
              "Seconds between fetches of periodic naming services (file://, dns://)");
 
