@@ -106,6 +106,14 @@ const rrpc_transport_ops *rrpc__transport_tcp_default(void);
  * ("no SMC device"); never NULL. Any thread. */
 const char *rrpc__transport_fallback_text(uint32_t decline_code);
 
+/* rrpc__rdma_note_fallback - one connection whose peer asked for RDMA goes
+ * on over TCP: counted in rrpc_rdma_stats (rrpc_rdma_fallbacks_total) and
+ * logged once per reason. Only for peers that asked (a CLC message, a brpc
+ * hello, an RDMA client's own fallback): HTTP and plain baidu_std clients
+ * of a server that offers RDMA did not. Nothing in a build without RDMA.
+ * Any thread. */
+void rrpc__rdma_note_fallback(uint32_t decline_code);
+
 /* The RDMA runtime as /rdma shows it. */
 typedef struct rrpc__rdma_runtime_facts {
   int device_open;       /* 0 until a device was opened (nothing below is set) */

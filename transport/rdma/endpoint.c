@@ -870,9 +870,9 @@ static int rdma_start_dialect(rrpc__socket *s, int is_client, int dialect) {
   if (rc == 0) rc = rrpc__rdma_pool_start(dev);
   if (rc != 0) {
     if (opts->no_fallback) return -RRPC_ENODEV;
-    rrpc__rdma_note_fallback(RRPC_CLC_DECL_NOSMCDEV);
-    rrpc__socket_note_fallback(s, RRPC_CLC_DECL_NOSMCDEV);
     if (is_client) {
+      rrpc__rdma_note_fallback(RRPC_CLC_DECL_NOSMCDEV);
+      rrpc__socket_note_fallback(s, RRPC_CLC_DECL_NOSMCDEV);
       /* Plain TCP from the first byte, as brpc's client without a device
        * does. A Linux SMC client says so with a Decline, but only after the
        * TCP handshake's SMC option told it the server speaks CLC; we cannot
@@ -880,7 +880,9 @@ static int rdma_start_dialect(rrpc__socket *s, int is_client, int dialect) {
       rrpc__socket_switch_transport(s, rrpc__transport_tcp());
       return rrpc__transport_tcp()->start(s, is_client);
     }
-    /* A server without a device still declines clients' proposals. */
+    /* A server without a device still declines clients' proposals; the
+     * sniffer counts a fallback only for a peer that asks for RDMA (HTTP
+     * scrapes and plain baidu_std clients never did). */
     rrpc__socket_switch_transport(s, rrpc__transport_tcp_default());
     return rrpc__transport_tcp_default()->start(s, is_client);
   }

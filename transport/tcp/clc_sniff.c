@@ -109,10 +109,13 @@ int rrpc__tcp_sniff_check(rrpc__socket *s) {
   if (is_decline) {
     /* The client gave up on RDMA itself; /connections shows its reason. */
     struct rrpc__clc_decline d;
-    rrpc__socket_note_fallback(s, rrpc__clc_decode_decline(buf, len, &d) == 0 ? d.diag : 0);
+    uint32_t code = rrpc__clc_decode_decline(buf, len, &d) == 0 ? d.diag : 0;
+    rrpc__rdma_note_fallback(code);
+    rrpc__socket_note_fallback(s, code);
     return 1;
   }
   RRPC_LOG(INFO, "declining an SMC-R %s: this server does not offer RDMA", rrpc__clc_type_name(buf[4]));
+  rrpc__rdma_note_fallback(RRPC_CLC_DECL_NOSMCDEV);
   rrpc__socket_note_fallback(s, RRPC_CLC_DECL_NOSMCDEV);
   int rc = rrpc__clc_send_decline(rrpc__socket_fd(s), RRPC_CLC_DECL_NOSMCDEV);
   return rc < 0 ? rc : 1;

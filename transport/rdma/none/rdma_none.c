@@ -37,6 +37,8 @@ int rrpc_rdma_get_stats(rrpc_rdma_stats *out) {
   return -RRPC_ENORDMA;
 }
 
+void rrpc__rdma_note_fallback(uint32_t decline_code) { (void)decline_code; }
+
 int rrpc__rdma_runtime_facts_get(rrpc__rdma_runtime_facts *out) {
   memset(out, 0, sizeof *out);
   return -RRPC_ENORDMA;
