@@ -50,6 +50,60 @@ TEST(CallStats, SlotsMadeOnFirstUseCountEveryCallWhileRead) {
   rrpc__call_stats_free(s);
 }
 
+// One latency: every percentile reports its bucket's middle, which for
+// 1030 us (bucket 1024..1151) is 1088 - but none may pass the largest
+// latency seen, which is exact.
+TEST(CallStats, PercentilesNeverPassTheMax) {
+  rrpc__call_stats *s = nullptr;
+  ASSERT_EQ(0, rrpc__call_stats_new(&s));
+  rrpc__call_stats_begin(s);
+  rrpc__call_stats_end(s, 1030, 0);
+  rrpc_call_stats st;
+  rrpc__call_stats_read(s, &st);
+  EXPECT_EQ(1030u, st.latency_max_us);
+  EXPECT_LE(st.latency_p999_us, st.latency_max_us);
+  EXPECT_LE(st.latency_p50_us, st.latency_max_us);
+  EXPECT_GE(st.latency_p50_us, 1024u);  // still within its bucket
+  rrpc__call_stats_free(s);
+}
+
+// The histogram counts every call since the start into the bucket whose
+// bound is the first >= its latency (bounds inclusive, as Prometheus' le),
+// from any number of threads; sum is exact.
+TEST(CallStats, HistogramBucketsEveryCallSinceStart) {
+  rrpc__call_stats *s = nullptr;
+  ASSERT_EQ(0, rrpc__call_stats_new(&s));
+  const int64_t lat[] = {0, 10, 11, 100, 101, 999999, 1000000, 20000000};
+  std::vector<std::thread> ws;
+  for (int t = 0; t < 4; t++)
+    ws.emplace_back([&] {
+      for (int64_t l : lat) {
+        rrpc__call_stats_begin(s);
+        rrpc__call_stats_end(s, l, 0);
+      }
+    });
+  for (auto &w : ws) w.join();
+  rrpc__latency_hist h;
+  rrpc__call_stats_histogram(s, &h);
+  auto at = [](uint64_t bound) {
+    for (int i = 0; i < RRPC__LATENCY_BOUNDS; i++)
+      if (rrpc__latency_bounds_us[i] == bound) return i;
+    return -1;
+  };
+  EXPECT_EQ(8u, h.count[at(10)]);       // 0 and 10
+  EXPECT_EQ(4u, h.count[at(25)]);       // 11
+  EXPECT_EQ(4u, h.count[at(100)]);      // 100
+  EXPECT_EQ(4u, h.count[at(250)]);      // 101
+  EXPECT_EQ(8u, h.count[at(1000000)]);  // 999999 and 1000000
+  EXPECT_EQ(4u, h.count[RRPC__LATENCY_BOUNDS]);  // past 10 s
+  uint64_t n = 0, sum = 0;
+  for (uint64_t c : h.count) n += c;
+  for (int64_t l : lat) sum += 4 * static_cast<uint64_t>(l);
+  EXPECT_EQ(32u, n);
+  EXPECT_EQ(sum, h.sum_us);
+  rrpc__call_stats_free(s);
+}
+
 // A call begun on one thread and ended on another (a caller and its
 // loop): counted once, nothing left in flight.
 TEST(CallStats, BeginAndEndOnDifferentThreads) {

@@ -36,7 +36,20 @@ struct shard {
   _Atomic int64_t in_flight;
   _Atomic uint64_t calls, errors;
   _Atomic(struct slot *) slot[SLOTS];
+  /* Since the recorder was made (rrpc__call_stats_histogram). */
+  _Atomic uint64_t hist[RRPC__LATENCY_BOUNDS + 1], hist_sum_us;
 };
+
+/* 10 us (an RDMA round trip) to 10 s, 1-2.5-5 per decade. */
+const uint64_t rrpc__latency_bounds_us[RRPC__LATENCY_BOUNDS] = {
+    10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000,
+    100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000};
+
+static unsigned hist_bucket_of(uint64_t us) {
+  unsigned i = 0;
+  while (i < RRPC__LATENCY_BOUNDS && us > rrpc__latency_bounds_us[i]) i++;
+  return i;
+}
 
 struct err_entry {
   atomic_int code; /* 0 = free */
@@ -183,7 +196,7 @@ static void atomic_max(_Atomic uint64_t *a, uint64_t v) {
 /* One finished call, as every recorder it goes to sees it. */
 struct record {
   uint64_t lat, sec;
-  unsigned bucket;
+  unsigned bucket, hist_bucket;
   int code;
 };
 
@@ -228,6 +241,8 @@ static void end_in(struct shard *sh, const struct record *r) {
     SHARD_ADD(&sl->bucket[r->bucket], 1);
     atomic_max(&sl->max_us, r->lat);
   }
+  SHARD_ADD(&sh->hist[r->hist_bucket], 1);
+  SHARD_ADD(&sh->hist_sum_us, r->lat);
   SHARD_ADD(&sh->in_flight, -1);
   SHARD_ADD(&sh->calls, 1);
   if (r->code != 0) SHARD_ADD(&sh->errors, 1);
@@ -246,6 +261,7 @@ void rrpc__call_stats_end2(rrpc__call_stats *a, rrpc__call_stats *b, int64_t lat
   struct record r = {.lat = latency_us > 0 ? (uint64_t)latency_us : 0, .code = code};
   r.sec = now_coarse_us() / 1000000u;
   r.bucket = bucket_of(r.lat);
+  r.hist_bucket = hist_bucket_of(r.lat);
   if (a != NULL) end_one(a, &r);
   if (b != NULL) end_one(b, &r);
 }
@@ -305,6 +321,23 @@ void rrpc__call_stats_read(const rrpc__call_stats *s, rrpc_call_stats *out) {
   out->latency_p99_us = percentile(b, n, 0.99);
   out->latency_p999_us = percentile(b, n, 0.999);
   out->latency_max_us = max;
+  /* A percentile reports its bucket's middle, which can pass the largest
+   * value actually seen (p999 above max); the largest is exact. */
+  uint64_t *pct[] = {&out->latency_p50_us, &out->latency_p90_us, &out->latency_p99_us, &out->latency_p999_us};
+  for (size_t i = 0; i < sizeof pct / sizeof pct[0]; i++)
+    if (*pct[i] > max) *pct[i] = max;
+}
+
+void rrpc__call_stats_histogram(const rrpc__call_stats *s, rrpc__latency_hist *out) {
+  memset(out, 0, sizeof *out);
+  if (s == NULL) return;
+  for (int i = 0; i < SHARDS; i++) {
+    const struct shard *sh = atomic_load_explicit(&s->shard[i], memory_order_acquire);
+    if (sh == NULL) continue;
+    for (int b = 0; b <= RRPC__LATENCY_BOUNDS; b++)
+      out->count[b] += atomic_load_explicit(&sh->hist[b], memory_order_relaxed);
+    out->sum_us += atomic_load_explicit(&sh->hist_sum_us, memory_order_relaxed);
+  }
 }
 
 void rrpc__call_stats_errors(const rrpc__call_stats *s, rrpc__code_count_fn fn, void *ctx) {

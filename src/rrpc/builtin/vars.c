@@ -158,6 +158,7 @@ void rrpc__vars_add(rrpc__varlist *l, const char *name, const char *help, int is
   snprintf(v->name, sizeof v->name, "%s", name);
   v->help = help;
   v->is_counter = is_counter;
+  v->suffix = "";
   v->value = value;
   va_list ap;
   va_start(ap, value);
@@ -218,6 +219,36 @@ static const char *kind_prefix(rrpc__stats_kind k) {
   return "rrpc_";
 }
 
+/* The last var added is a part of a histogram (when it was added). */
+static void mark_part(rrpc__varlist *l, size_t before, const char *suffix) {
+  if (l->n > before) l->v[l->n - 1].suffix = suffix;
+}
+
+/* <prefix>latency_seconds as a Prometheus histogram: cumulative buckets
+ * (le in seconds), then _sum and _count, each since the recorder was made. */
+static void add_histogram(rrpc__varlist *l, const rrpc__stats_info *info) {
+  static const char *help = "Latency of completed calls since start (s)";
+  rrpc__latency_hist h;
+  rrpc__call_stats_histogram(info->stats, &h);
+  char name[RRPC_VAR_NAME_MAX], le[24];
+  snprintf(name, sizeof name, "%slatency_seconds", kind_prefix(info->kind));
+  uint64_t cum = 0;
+  for (int b = 0; b <= RRPC__LATENCY_BOUNDS; b++) {
+    cum += h.count[b];
+    if (b < RRPC__LATENCY_BOUNDS) snprintf(le, sizeof le, "%g", (double)rrpc__latency_bounds_us[b] / 1e6);
+    else snprintf(le, sizeof le, "+Inf");
+    size_t before = l->n;
+    add_labeled(l, name, help, RRPC_VAR_HISTOGRAM, (double)cum, info, "le", le);
+    mark_part(l, before, "_bucket");
+  }
+  size_t before = l->n;
+  add_labeled(l, name, help, RRPC_VAR_HISTOGRAM, (double)h.sum_us / 1e6, info, NULL, NULL);
+  mark_part(l, before, "_sum");
+  before = l->n;
+  add_labeled(l, name, help, RRPC_VAR_HISTOGRAM, (double)cum, info, NULL, NULL);
+  mark_part(l, before, "_count");
+}
+
 static void add_recorder(void *ctx, const rrpc__stats_info *info) {
   rrpc__varlist *l = ctx;
   rrpc_call_stats st;
@@ -230,6 +261,7 @@ static void add_recorder(void *ctx, const rrpc__stats_info *info) {
   snprintf(name, sizeof name, "%serrors_by_code_total", kind_prefix(info->kind));
   struct err_ctx e = {l, name, info};
   rrpc__call_stats_errors(info->stats, add_error_code, &e);
+  add_histogram(l, info);
 }
 
 static void add_fallback(void *ctx, uint32_t code, uint64_t n) {
@@ -389,7 +421,9 @@ static void render_json(const rrpc__varlist *l, const char *prefix, rrpc__sb *b)
     if (strncmp(v->name, prefix, strlen(prefix)) != 0) continue;
     rrpc__sb_puts(b, first ? "\n{\"name\":" : ",\n{\"name\":");
     first = 0;
-    rrpc__sb_json_str(b, v->name);
+    char full[RRPC_VAR_NAME_MAX + 16];
+    snprintf(full, sizeof full, "%s%s", v->name, v->suffix);
+    rrpc__sb_json_str(b, full);
     rrpc__sb_puts(b, ",\"labels\":{");
     for (int k = 0; k < v->nlabels; k++) {
       if (k) rrpc__sb_puts(b, ",");
@@ -416,10 +450,13 @@ void rrpc__vars_render(const rrpc__varlist *l, int fmt, const char *prefix, rrpc
     if (strncmp(v->name, prefix, strlen(prefix)) != 0) continue;
     if (fmt == RRPC_FMT_PROM && strcmp(last, v->name) != 0) {
       rrpc__sb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", v->name, v->help, v->name,
-                      v->is_counter ? "counter" : "gauge");
+                      v->is_counter == RRPC_VAR_HISTOGRAM ? "histogram"
+                      : v->is_counter                     ? "counter"
+                                                          : "gauge");
       last = v->name;
     }
     rrpc__sb_puts(b, v->name);
+    rrpc__sb_puts(b, v->suffix);
     render_labels(b, v);
     rrpc__sb_puts(b, fmt == RRPC_FMT_PROM ? " " : " : ");
     render_value(b, v->value);

@@ -16,7 +16,8 @@
 typedef struct rrpc__var {
   char name[RRPC_VAR_NAME_MAX];
   const char *help; /* static */
-  int is_counter;   /* else a gauge */
+  int is_counter;   /* RRPC_VAR_GAUGE, _COUNTER or _HISTOGRAM */
+  const char *suffix; /* static; a histogram's "_bucket", "_sum" or "_count", else "" */
   int nlabels;
   const char *lk[RRPC_VAR_LABELS]; /* static */
   char lv[RRPC_VAR_LABELS][RRPC_VAR_LABEL_MAX];
@@ -34,6 +35,8 @@ typedef struct rrpc__varlist {
 void rrpc__vars_collect(rrpc__varlist *out);
 void rrpc__vars_free(rrpc__varlist *l);
 
+enum { RRPC_VAR_GAUGE = 0, RRPC_VAR_COUNTER = 1, RRPC_VAR_HISTOGRAM = 2 };
+
 /* Append one var (labels: NULL-terminated key/value pairs). */
 void rrpc__vars_add(rrpc__varlist *l, const char *name, const char *help, int is_counter, double value,
                     ...);
@@ -49,8 +52,12 @@ typedef struct rrpc__process_facts {
   unsigned long long rss_bytes, vsize_bytes;
   long threads;
   long open_fds;
+  double start_unix; /* wall-clock start, seconds since the epoch */
 } rrpc__process_facts;
 /* From /proc/self; fields it cannot read stay 0. */
 void rrpc__process_facts_get(rrpc__process_facts *out);
+/* The command line, arguments separated by spaces, cut to len-1 bytes
+ * ("" when unreadable). */
+void rrpc__process_cmdline(char *buf, size_t len);
 
 #endif /* RRPC_BUILTIN_VARS_H */

@@ -50,6 +50,19 @@ static inline int rrpc__metrics_on(void) {
 
 /* rrpc__call_stats_read - a snapshot (see rrpc_call_stats). Any thread. */
 void rrpc__call_stats_read(const rrpc__call_stats *s, rrpc_call_stats *out);
+/* Every latency recorded since the recorder was made, in fixed buckets (a
+ * Prometheus histogram: unlike the window's percentiles these add up across
+ * processes). count[i] holds latencies <= rrpc__latency_bounds_us[i] and
+ * above the bound before; count[RRPC__LATENCY_BOUNDS] the rest. Not
+ * cumulative; their sum is the histogram's count. */
+#define RRPC__LATENCY_BOUNDS 19
+extern const uint64_t rrpc__latency_bounds_us[RRPC__LATENCY_BOUNDS];
+typedef struct rrpc__latency_hist {
+  uint64_t count[RRPC__LATENCY_BOUNDS + 1];
+  uint64_t sum_us;
+} rrpc__latency_hist;
+void rrpc__call_stats_histogram(const rrpc__call_stats *s, rrpc__latency_hist *out);
+
 /* Failed calls by code: fn(ctx, code, count) for each code seen; codes past
  * the table's 16 distinct ones are reported once as code 0 ("other"). */
 typedef void (*rrpc__code_count_fn)(void *ctx, int code, uint64_t n);
