@@ -515,34 +515,129 @@ std::string sample_name(const std::string &line) {
   return name;
 }
 
-void check_prometheus_text(const std::string &text) {
+// A histogram family's samples are <family>_bucket (with le), _sum and
+// _count; each series' buckets never decrease, and its +Inf bucket equals
+// its _count. Returns the number of histogram series seen.
+int check_prometheus_text(const std::string &text) {
   std::istringstream in(text);
   std::string line, family;
   std::set<std::string> done;
+  bool histogram = false;
+  std::map<std::string, double> last_bucket, inf_bucket, count;  // by series (labels without le)
   int samples = 0;
   while (std::getline(in, line)) {
     if (line.rfind("# HELP ", 0) == 0) {
       std::string name = line.substr(7, line.find(' ', 7) - 7);
-      ASSERT_TRUE(valid_name(name)) << line;
-      ASSERT_EQ(0u, done.count(name)) << "family split: " << line;
+      EXPECT_TRUE(valid_name(name)) << line;
+      EXPECT_EQ(0u, done.count(name)) << "family split: " << line;
       if (!family.empty()) done.insert(family);
       family = name;
     } else if (line.rfind("# TYPE ", 0) == 0) {
-      ASSERT_TRUE(line == "# TYPE " + family + " counter" || line == "# TYPE " + family + " gauge") << line;
+      histogram = line == "# TYPE " + family + " histogram";
+      EXPECT_TRUE(histogram || line == "# TYPE " + family + " counter" || line == "# TYPE " + family + " gauge")
+          << line;
     } else {
       std::string name = sample_name(line);
-      ASSERT_EQ(family, name) << "bad line: " << line;
       samples++;
+      if (!histogram) {
+        EXPECT_EQ(family, name) << "bad line: " << line;
+        continue;
+      }
+      double v = std::stod(line.substr(line.rfind(' ') + 1));
+      std::string series = family + line.substr(name.size(), line.rfind(' ') - name.size());
+      size_t le = series.find("le=\"");
+      if (name == family + "_bucket") {
+        EXPECT_NE(std::string::npos, le) << line;
+        if (le == std::string::npos) continue;
+        std::string bound = series.substr(le + 4, series.find('"', le + 4) - le - 4);
+        series.erase(le, bound.size() + 5);
+        if (series[series.size() - 2] == ',') series.erase(series.size() - 2, 1);
+        if (series.size() >= 2 && series.compare(series.size() - 2, 2, "{}") == 0) series.resize(series.size() - 2);
+        EXPECT_GE(v, last_bucket.count(series) ? last_bucket[series] : 0.0) << line;
+        last_bucket[series] = v;
+        if (bound == "+Inf") inf_bucket[series] = v;
+      } else if (name == family + "_count") {
+        count[series] = v;
+      } else {
+        EXPECT_EQ(family + "_sum", name) << "bad line: " << line;
+      }
     }
   }
   EXPECT_GT(samples, 10);
+  EXPECT_EQ(inf_bucket.size(), count.size());
+  for (const auto &c : count) EXPECT_EQ(c.second, inf_bucket[c.first]) << c.first;
+  return static_cast<int>(count.size());
+}
+
+// Probes and load balancers ask /health; operators ask /version.
+TEST_F(Builtin, HealthAndVersion) {
+  Reply r = raw_request(port_, "GET /health HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(200, r.status) << r.head;
+  EXPECT_EQ("OK\n", r.body);
+  r = raw_request(port_, "GET /health HTTP/1.1\r\nAccept: text/html\r\n\r\n");
+  EXPECT_EQ("OK\n", r.body);  // the same for a browser
+  r = raw_request(port_, "GET /version HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(200, r.status) << r.head;
+  EXPECT_EQ(std::string("rrpc ") + rrpc_version_string() + "\n", r.body);
+  EXPECT_EQ(std::string("{\"rrpc_version\":\"") + rrpc_version_string() + "\"}\n",
+            curl(port_, "/version?format=json"));
+}
+
+// /status says which process this is: version, pid, start time, command line.
+TEST_F(Builtin, StatusNamesTheProcess) {
+  std::string text = curl(port_, "/status");
+  EXPECT_NE(std::string::npos, text.find(std::string("rrpc ") + rrpc_version_string() + " server on port")) << text;
+  EXPECT_NE(std::string::npos, text.find("pid " + std::to_string(getpid()) + ", started 20")) << text;
+  EXPECT_NE(std::string::npos, text.find("command line: ")) << text;
+  EXPECT_NE(std::string::npos, text.find("builtin_unittest")) << text;
+  std::string json = curl(port_, "/status?format=json");
+  EXPECT_EQ(getpid(), json_num(json, "pid")) << json;
+  EXPECT_NE(std::string::npos, json.find(std::string("\"version\":\"") + rrpc_version_string() + "\"")) << json;
+  EXPECT_NE(std::string::npos, json.find("\"start_time\":\"20")) << json;
+  EXPECT_NE(std::string::npos, json.find("\"command_line\":\"")) << json;
+}
+
+// A browser (Accept: text/html) gets HTML: the index links every page,
+// /connections is a table, the text pages come escaped in <pre>; curl and
+// rrpc_stat keep the text.
+TEST_F(Builtin, BrowsersGetHtmlWithLinks) {
+  ASSERT_EQ(0, call(ch_, "Echo"));
+  const std::string html = "Accept: text/html,application/xhtml+xml\r\n";
+  Reply r = raw_request(port_, "GET / HTTP/1.1\r\n" + html + "\r\n");
+  EXPECT_NE(std::string::npos, r.head.find("Content-Type: text/html")) << r.head;
+  for (const char *page : {"/status", "/connections", "/rdma", "/vars", "/flags", "/metrics", "/health", "/version"})
+    EXPECT_NE(std::string::npos, r.body.find(std::string("<a href=\"") + page + "\">")) << page << r.body;
+  r = raw_request(port_, "GET /connections?detail=1 HTTP/1.1\r\n" + html + "\r\n");
+  EXPECT_NE(std::string::npos, r.body.find("<th>Peer</th>")) << r.body;
+  EXPECT_NE(std::string::npos, r.body.find("<th>GID</th>")) << r.body;
+  EXPECT_NE(std::string::npos, r.body.find("<td>server</td>")) << r.body;
+  r = raw_request(port_, "GET /status HTTP/1.1\r\n" + html + "\r\n");
+  EXPECT_NE(std::string::npos, r.body.find("<pre>")) << r.body;
+  EXPECT_NE(std::string::npos, r.body.find("test.Svc.Echo")) << r.body;
+  EXPECT_EQ(std::string::npos, curl(port_, "/").find("<")) << "curl gets text";
+  EXPECT_EQ(std::string::npos, curl(port_, "/connections?detail=1").find("<td>"));
+}
+
+// handlers_in_pool shows where handlers run (the pool, by default), not the
+// compatibility option as given (0 by default).
+TEST_F(Builtin, FlagsShowWhereHandlersRun) {
+  std::string flags = curl(port_, "/flags");
+  EXPECT_NE("", line_with(flags, {"server.handlers_in_pool", " 1 "})) << flags;
+  EXPECT_NE("", line_with(flags, {"server.handlers_in_loop", " 0 "})) << flags;
 }
 
 TEST_F(Builtin, MetricsPassTheTextFormatCheckAndPromtool) {
   ASSERT_EQ(0, call(ch_, "Echo"));
   EXPECT_EQ(-RRPC_EREQUEST, call(ch_, "Fail"));
   std::string text = curl(port_, "/metrics");
-  check_prometheus_text(text);
+  // Histograms (they add up across instances, unlike the percentiles): the
+  // server's, each method's and the channel's.
+  EXPECT_GE(check_prometheus_text(text), 4);
+  EXPECT_NE(std::string::npos, text.find("# TYPE rrpc_method_latency_seconds histogram\n")) << text;
+  std::string echo = "{port=\"" + std::to_string(port_) + "\",service=\"test.Svc\",method=\"Echo\"";
+  EXPECT_NE(std::string::npos, text.find("rrpc_method_latency_seconds_bucket" + echo + ",le=\"+Inf\"} 1\n")) << text;
+  EXPECT_NE(std::string::npos, text.find("rrpc_method_latency_seconds_count" + echo + "} 1\n")) << text;
+  EXPECT_NE(std::string::npos, text.find("rrpc_method_latency_seconds_sum" + echo + "} ")) << text;
   EXPECT_NE(std::string::npos, text.find("rrpc_method_latency_p99_seconds{")) << text;
   EXPECT_NE(std::string::npos, text.find("rrpc_process_resident_memory_bytes ")) << text;
   int has = -1;

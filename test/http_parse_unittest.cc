@@ -48,6 +48,20 @@ TEST(HttpParse, GoodHeads) {
   EXPECT_EQ(18u, r.head_len);
 }
 
+// A browser names text/html in Accept and gets the HTML pages; curl, probes
+// and rrpc_stat (*/* or no Accept) keep the text.
+TEST(HttpParse, AcceptTextHtmlMarksABrowser) {
+  rrpc__http_req r;
+  EXPECT_EQ(1, parse("GET / HTTP/1.1\r\naccept: text/html,application/xhtml+xml,*/*;q=0.8\r\n\r\n", 8192, &r));
+  EXPECT_EQ(1, r.accepts_html);
+  EXPECT_EQ(1, parse("GET / HTTP/1.1\r\nAccept: */*\r\nX-Note: text/html\r\n\r\n", 8192, &r));
+  EXPECT_EQ(0, r.accepts_html);
+  EXPECT_EQ(1, parse("GET / HTTP/1.1\r\nAccept: text/htm\r\n\r\n", 8192, &r));
+  EXPECT_EQ(0, r.accepts_html);
+  EXPECT_EQ(1, parse("GET / HTTP/1.1\r\n\r\n", 8192, &r));
+  EXPECT_EQ(0, r.accepts_html);
+}
+
 TEST(HttpParse, Incomplete) {
   rrpc__http_req r;
   EXPECT_EQ(0, parse("GET /status HTTP/1.1\r\nHost: a\r\n", 8192, &r));

@@ -58,6 +58,12 @@ void rrpc__page_serve(rrpc_server *srv, rrpc__socket *sock, const rrpc__http_req
 void rrpc__page_connections(rrpc_server *srv, rrpc__socket *sock, const rrpc__http_req *req, int json,
                             int rdma_page);
 int rrpc__page_want_json(const rrpc__http_req *req);
+/* A 200 answer with body b: a text page goes to a browser (Accept:
+ * text/html) escaped inside an HTML page with links to the others. */
+void rrpc__page_respond(rrpc__socket *sock, const rrpc__http_req *req, const char *ctype, rrpc__sb *b);
+/* The start (title, style, links to every page) and end of an HTML page. */
+void rrpc__page_html_begin(rrpc__sb *b, const char *title);
+void rrpc__page_html_end(rrpc__sb *b);
 
 /* ---- what server.c offers the pages ------------------------------------------ */
 const rrpc_server_options *rrpc__server_options(const rrpc_server *s);

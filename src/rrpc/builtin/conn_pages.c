@@ -106,6 +106,85 @@ static void conn_text(struct gather *g, size_t i, rrpc__sb *b) {
   rrpc__sb_puts(b, "\n");
 }
 
+/* One table cell: text escaped; numeric cells align right. */
+static void cell(rrpc__sb *b, const char *text, int numeric) {
+  rrpc__sb_puts(b, numeric ? "<td class=\"n\">" : "<td>");
+  rrpc__sb_html(b, text, strlen(text));
+  rrpc__sb_puts(b, "</td>");
+}
+
+static void cell_u(rrpc__sb *b, unsigned long long v) {
+  char t[24];
+  snprintf(t, sizeof t, "%llu", v);
+  cell(b, t, 1);
+}
+
+static const char *const k_cols[] = {"Peer", "Side", "Transport", "Fallback", "Loop", "QPN", "PeerQPN",
+                                     "Window", "Credits", "BytesIn", "BytesOut", "Age(s)"};
+static const char *const k_detail_cols[] = {"State", "Device", "Port", "GidX", "GID", "Ring",
+                                            "PeerRing", "SQUsed", "Blk", "ZcHeld"};
+
+/* A browser's /connections: the text page's columns as an HTML table, which
+ * stays readable where the detail lines (~290 characters) would not. */
+static void conn_html(struct gather *g, size_t i, rrpc__sb *b) {
+  const rrpc__conn_facts *f = &g->facts[i];
+  const rrpc__socket_stats *s = &g->stats[i];
+  char fb[96], t[24];
+  fallback_text(s->fallback_code, fb, sizeof fb);
+  rrpc__sb_puts(b, "<tr>");
+  cell(b, g->peer[i], 0);
+  cell(b, s->is_client ? "client" : "server", 0);
+  cell(b, transport_name(f), 0);
+  cell(b, fb, 0);
+  cell(b, g->loop[i], 0);
+  if (f->qpn) cell_u(b, f->qpn); else cell(b, "-", 1);
+  if (f->peer_qpn) cell_u(b, f->peer_qpn); else cell(b, "-", 1);
+  if (f->peer_ring_size) {
+    cell_u(b, (unsigned long long)f->window_free);
+    snprintf(t, sizeof t, "%u/%u", f->credits, f->credits_max);
+    cell(b, t, 1);
+  } else {
+    cell(b, "-", 1);
+    cell(b, "-", 1);
+  }
+  cell_u(b, (unsigned long long)s->bytes_in);
+  cell_u(b, (unsigned long long)s->bytes_out);
+  snprintf(t, sizeof t, "%.0f", (double)(g->now_us - s->created_us) / 1e6);
+  cell(b, t, 1);
+  if (g->detail) {
+    cell(b, f->state, 0);
+    cell(b, f->device[0] ? f->device : "-", 0);
+    snprintf(t, sizeof t, "%d", f->port);
+    cell(b, t, 1);
+    snprintf(t, sizeof t, "%d", f->gid_index);
+    cell(b, t, 1);
+    cell(b, f->gid[0] ? f->gid : "-", 0);
+    cell_u(b, f->ring_size);
+    cell_u(b, f->peer_ring_size);
+    cell_u(b, (unsigned long long)f->sq_used);
+    snprintf(t, sizeof t, "%d", f->write_blocked);
+    cell(b, t, 1);
+    cell_u(b, (unsigned long long)f->zc_held);
+  }
+  rrpc__sb_puts(b, "</tr>\n");
+}
+
+static void render_connections_html(struct gather *g, rrpc__sb *b) {
+  rrpc__page_html_begin(b, g->req.path);
+  rrpc__sb_printf(b, "<h3>Connections of the server on port %d: %zu</h3><table><tr>", g->port, g->total);
+  for (size_t c = 0; c < sizeof k_cols / sizeof k_cols[0]; c++) rrpc__sb_printf(b, "<th>%s</th>", k_cols[c]);
+  for (size_t c = 0; g->detail && c < sizeof k_detail_cols / sizeof k_detail_cols[0]; c++)
+    rrpc__sb_printf(b, "<th>%s</th>", k_detail_cols[c]);
+  rrpc__sb_puts(b, "</tr>\n");
+  for (size_t i = 0; i < g->n; i++) conn_html(g, i, b);
+  rrpc__sb_puts(b, "</table>");
+  if (g->n < g->total)
+    rrpc__sb_printf(b, "<p>%zu more not listed: builtin_max_connections_listed</p>", g->total - g->n);
+  rrpc__sb_puts(b, g->detail ? "<p><a href=\"/connections\">fewer columns</a></p>"
+                             : "<p><a href=\"/connections?detail=1\">more columns</a></p>");
+  rrpc__page_html_end(b);
+}
+
 static void render_connections(struct gather *g, rrpc__sb *b) {
   if (g->json) {
     rrpc__sb_printf(b, "{\"port\":%d,\"total\":%zu,\"listed\":%zu,\"connections\":[", g->port, g->total, g->n);
@@ -200,11 +279,20 @@ static void one_done(void *arg) {
   if (atomic_fetch_sub(&g->pending, 1) != 1) return;
   rrpc__sb b;
   rrpc__sb_init(&b, RRPC_SB_PAGE_MAX);
-  if (g->rdma_page) render_rdma(g, &b);
-  else render_connections(g, &b);
-  if (b.truncated) rrpc__sb_puts(&b, "\n(truncated)\n");
-  rrpc__builtin_count_status(200);
-  rrpc__http_respond(g->http, 200, g->json ? "application/json" : "text/plain; charset=utf-8", &b, g->req.is_head);
+  if (g->rdma_page) {
+    render_rdma(g, &b);
+  } else if (g->req.accepts_html && !g->json) {
+    render_connections_html(g, &b);
+    if (b.truncated) rrpc__sb_puts(&b, "<p>(truncated)</p>");
+    rrpc__builtin_count_status(200);
+    rrpc__http_respond(g->http, 200, "text/html; charset=utf-8", &b, g->req.is_head);
+    rrpc__sb_free(&b);
+    gather_free(g);
+    return;
+  } else {
+    render_connections(g, &b);
+  }
+  rrpc__page_respond(g->http, &g->req, g->json ? "application/json" : "text/plain; charset=utf-8", &b);
   rrpc__sb_free(&b);
   gather_free(g);
 }

@@ -75,8 +75,16 @@ static int parse_request_line(const char *line, size_t len, rrpc__http_req *out)
   return 0;
 }
 
+/* Does v[0, n) hold "text/html"? (Case as browsers send it.) */
+static int names_html(const char *v, size_t n) {
+  static const char k[] = "text/html";
+  for (size_t i = 0; i + sizeof k - 1 <= n; i++)
+    if (memcmp(v + i, k, sizeof k - 1) == 0) return 1;
+  return 0;
+}
+
 /* One "Name: value" line. 0 or a status. */
-static int parse_header(const char *line, size_t len) {
+static int parse_header(const char *line, size_t len, rrpc__http_req *out) {
   size_t i = 0;
   while (i < len && is_tchar((unsigned char)line[i])) i++;
   if (i == 0 || i >= len || line[i] != ':') return 400; /* also obs-fold lines */
@@ -85,6 +93,7 @@ static int parse_header(const char *line, size_t len) {
   while (vlen > 0 && (*v == ' ' || *v == '\t')) v++, vlen--;
   while (vlen > 0 && (v[vlen - 1] == ' ' || v[vlen - 1] == '\t')) vlen--;
   if (ieq(line, i, "transfer-encoding")) return 413; /* a body follows: not taken */
+  if (ieq(line, i, "accept") && names_html(v, vlen)) out->accepts_html = 1;
   if (ieq(line, i, "content-length")) {
     if (vlen == 0) return 400;
     for (size_t k = 0; k < vlen; k++)
@@ -112,7 +121,7 @@ int rrpc__http_parse(const char *buf, size_t len, size_t max, rrpc__http_req *ou
     if (cr == NULL || cr + 1 >= stop || cr[1] != '\n') return 400;
     size_t llen = (size_t)(cr - p);
     if (memchr(p, '\n', llen) != NULL) return 400; /* a bare LF */
-    int rc = first ? parse_request_line(p, llen, out) : parse_header(p, llen);
+    int rc = first ? parse_request_line(p, llen, out) : parse_header(p, llen, out);
     if (rc != 0) return rc;
     first = 0;
     p = cr + 2;

@@ -17,6 +17,7 @@ typedef struct rrpc__http_req {
   char path[RRPC_HTTP_PATH_MAX];    /* the target before '?', NUL-terminated */
   char query[RRPC_HTTP_QUERY_MAX];  /* after '?', raw, NUL-terminated */
   size_t head_len;                  /* bytes of the head, final CRLFCRLF included */
+  int accepts_html;                 /* an Accept header names text/html (a browser) */
 } rrpc__http_req;
 
 /* rrpc__http_sniff - do the first bytes of a connection start an HTTP

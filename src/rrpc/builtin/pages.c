@@ -1,32 +1,80 @@
 /* pages.c - the builtin pages that need nothing but this thread: the index,
- * /status, /vars, /metrics and /flags, as plain text or JSON
- * (?format=json). /connections and /rdma ask each connection's loop and
+ * /status, /vars, /metrics, /flags, /health and /version, as plain text or
+ * JSON (?format=json); a browser (Accept: text/html) gets the text pages
+ * wrapped in HTML with links to the others. /connections and /rdma ask each connection's loop and
  * live in conn_pages.c. Reads the server's view and the metrics; changes
  * nothing. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "rrpc/builtin/builtin.h"
 #include "rrpc/builtin/vars.h"
 #include "rrpc/errors.h"
 #include "rrpc/internal/socket.h"
 #include "rrpc/rdma.h"
+#include "rrpc/version.h"
 
 #define TEXT "text/plain; charset=utf-8"
 #define JSON "application/json"
 #define PROM "text/plain; version=0.0.4; charset=utf-8"
+#define HTML "text/html; charset=utf-8"
 
 int rrpc__page_want_json(const rrpc__http_req *req) {
   char v[16];
   return rrpc__http_query_get(req->query, "format", v, sizeof v) && strcmp(v, "json") == 0;
 }
 
-static void finish(rrpc__socket *sock, const rrpc__http_req *req, const char *ctype, rrpc__sb *b) {
+/* ---- HTML for browsers ---------------------------------------------------------- */
+
+static const char *const k_nav[] = {"/", "/status", "/connections", "/connections?detail=1", "/rdma",
+                                    "/vars", "/flags", "/metrics", "/health", "/version"};
+
+void rrpc__page_html_begin(rrpc__sb *b, const char *title) {
+  rrpc__sb_puts(b, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>rrpc ");
+  rrpc__sb_html(b, title, strlen(title));
+  rrpc__sb_puts(b, "</title><style>"
+                   "body{font-family:sans-serif;margin:12px}nav a{margin-right:14px}"
+                   "pre{font-size:13px}table{border-collapse:collapse;font:12px monospace}"
+                   "th,td{border:1px solid #ccc;padding:2px 5px;text-align:left;vertical-align:top}"
+                   "th{background:#eee}td.n{text-align:right}tr:nth-child(even){background:#f8f8f8}"
+                   "</style></head><body><nav>");
+  for (size_t i = 0; i < sizeof k_nav / sizeof k_nav[0]; i++) {
+    rrpc__sb_puts(b, "<a href=\"");
+    rrpc__sb_html(b, k_nav[i], strlen(k_nav[i]));
+    rrpc__sb_puts(b, "\">");
+    rrpc__sb_html(b, k_nav[i], strlen(k_nav[i]));
+    rrpc__sb_puts(b, "</a>");
+  }
+  rrpc__sb_puts(b, "</nav>\n");
+}
+
+void rrpc__page_html_end(rrpc__sb *b) { rrpc__sb_puts(b, "</body></html>\n"); }
+
+void rrpc__page_respond(rrpc__socket *sock, const rrpc__http_req *req, const char *ctype, rrpc__sb *b) {
   if (b->truncated) rrpc__sb_puts(b, "\n(truncated)\n");
   rrpc__builtin_count_status(200);
-  rrpc__http_respond(sock, 200, ctype, b, req->is_head);
+  if (!req->accepts_html || strcmp(ctype, TEXT) != 0) {
+    rrpc__http_respond(sock, 200, ctype, b, req->is_head);
+    return;
+  }
+  /* A browser: the same text, escaped, in a page with links to the others. */
+  rrpc__sb h;
+  rrpc__sb_init(&h, RRPC_SB_PAGE_MAX);
+  rrpc__page_html_begin(&h, req->path);
+  rrpc__sb_puts(&h, "<pre>");
+  rrpc__sb_html(&h, b->p ? b->p : "", b->len);
+  rrpc__sb_puts(&h, "</pre>");
+  rrpc__page_html_end(&h);
+  rrpc__http_respond(sock, 200, HTML, &h, req->is_head);
+  rrpc__sb_free(&h);
+}
+
+static void finish(rrpc__socket *sock, const rrpc__http_req *req, const char *ctype, rrpc__sb *b) {
+  rrpc__page_respond(sock, req, ctype, b);
 }
 
 /* ---- /status ----------------------------------------------------------------- */
@@ -78,16 +126,26 @@ static void page_status(rrpc_server *srv, rrpc__socket *sock, const rrpc__http_r
   rrpc__process_facts_get(&p);
   rrpc_call_stats tot;
   rrpc__call_stats_read(rrpc__server_totals(srv), &tot);
+  char started[32] = "?", cmdline[1024];
+  time_t t0 = (time_t)p.start_unix;
+  struct tm tm0;
+  if (p.start_unix > 0 && gmtime_r(&t0, &tm0) != NULL) strftime(started, sizeof started, "%Y-%m-%dT%H:%M:%SZ", &tm0);
+  rrpc__process_cmdline(cmdline, sizeof cmdline);
   if (json) {
-    rrpc__sb_printf(&b, "{\"port\":%d,\"connections\":%zu,\"uptime_s\":%.1f,\"metrics_enabled\":%d,\"total\":{",
-                    rrpc_server_port(srv), nconns, p.uptime_seconds, rrpc_metrics_enabled());
+    rrpc__sb_printf(&b, "{\"port\":%d,\"connections\":%zu,\"uptime_s\":%.1f,\"metrics_enabled\":%d,"
+                        "\"version\":\"%s\",\"pid\":%ld,\"start_time\":\"%s\",\"command_line\":",
+                    rrpc_server_port(srv), nconns, p.uptime_seconds, rrpc_metrics_enabled(), rrpc_version_string(),
+                    (long)getpid(), started);
+    rrpc__sb_json_str(&b, cmdline);
+    rrpc__sb_puts(&b, ",\"total\":{");
     stats_json(&b, &tot, rrpc__server_totals(srv));
     rrpc__sb_puts(&b, "},\"methods\":[");
   } else {
-    rrpc__sb_printf(&b, "rrpc server on port %d: %zu connections, up %.0f s, metrics %s\n"
+    rrpc__sb_printf(&b, "rrpc %s server on port %d: %zu connections, up %.0f s, metrics %s\n"
+                        "pid %ld, started %s\ncommand line: %s\n"
                         "latencies in us over the last %d s\n\n",
-                    rrpc_server_port(srv), nconns, p.uptime_seconds, rrpc_metrics_enabled() ? "on" : "off",
-                    RRPC_METRICS_WINDOW_S);
+                    rrpc_version_string(), rrpc_server_port(srv), nconns, p.uptime_seconds,
+                    rrpc_metrics_enabled() ? "on" : "off", (long)getpid(), started, cmdline, RRPC_METRICS_WINDOW_S);
     rrpc__sb_printf(&b, "%-40s %10s %8s %6s %9s %8s %8s %8s %8s %8s %8s  %s\n", "Method", "Calls", "Errors",
                     "InFl", "QPS", "Avg", "P50", "P90", "P99", "P999", "Max", "ErrorsByCode");
   }
@@ -189,7 +247,11 @@ static void page_flags(rrpc_server *srv, rrpc__socket *sock, const rrpc__http_re
   const rrpc_server_options *o = rrpc__server_options(srv);
   flag_num(&f, "server.num_threads", o->num_threads, "loop threads of this server (0 = shared)");
   flag_num(&f, "server.use_rdma", o->use_rdma, "this server offers RDMA");
-  flag_num(&f, "server.handlers_in_pool", o->handlers_in_pool, "handlers run on a worker pool");
+  /* handlers_in_pool is the option as given (brpc's usercode_in_pthread,
+   * kept for compatibility); where handlers run is handlers_in_loop's. */
+  flag_num(&f, "server.handlers_in_pool", !o->handlers_in_loop,
+           "handlers run on the worker pool (all but RRPC_RUN_IN_LOOP methods)");
+  flag_num(&f, "server.handlers_in_loop", o->handlers_in_loop, "handlers run on the loop thread that read them");
   flag_num(&f, "server.max_body_size", (long long)o->max_body_size, "0 = 64 MiB");
   rrpc__rdma_runtime_facts rt;
   if (rrpc__rdma_runtime_facts_get(&rt) == 0) {
@@ -213,17 +275,58 @@ static void page_flags(rrpc_server *srv, rrpc__socket *sock, const rrpc__http_re
 
 /* ---- the router ------------------------------------------------------------------ */
 
+static const struct {
+  const char *path, *what;
+} k_pages[] = {
+    {"/status", "version, pid, start time, command line; methods and their figures"},
+    {"/connections", "one line per connection (?detail=1 for more columns)"},
+    {"/rdma", "device, port, GIDs in use, memory pool, RDMA counters"},
+    {"/vars", "every metric (?prefix=rrpc_method_)"},
+    {"/flags", "current settings"},
+    {"/metrics", "Prometheus text format"},
+    {"/health", "200 \"OK\" while the server runs (load balancers, probes)"},
+    {"/version", "the rrpc version"},
+};
+
 static void page_index(rrpc__socket *sock, const rrpc__http_req *req) {
   rrpc__sb b;
-  rrpc__sb_init(&b, 4096);
-  rrpc__sb_puts(&b, "rrpc builtin pages (add ?format=json for JSON):\n"
-                    "/status       methods and their figures\n"
-                    "/vars         every metric (?prefix=rrpc_method_)\n"
-                    "/connections  one line per connection (?detail=1 for more columns)\n"
-                    "/rdma         device, port, GIDs in use, memory pool, RDMA counters\n"
-                    "/flags        current settings\n"
-                    "/metrics      Prometheus text format\n");
+  rrpc__sb_init(&b, 8192);
+  size_t n = sizeof k_pages / sizeof k_pages[0];
+  if (req->accepts_html) {
+    rrpc__page_html_begin(&b, "builtin pages");
+    rrpc__sb_printf(&b, "<h3>rrpc %s builtin pages</h3><table>", rrpc_version_string());
+    for (size_t i = 0; i < n; i++)
+      rrpc__sb_printf(&b, "<tr><td><a href=\"%s\">%s</a></td><td>%s</td></tr>", k_pages[i].path, k_pages[i].path,
+                      k_pages[i].what);
+    rrpc__sb_puts(&b, "</table><p>Add ?format=json for JSON.</p>");
+    rrpc__page_html_end(&b);
+    rrpc__builtin_count_status(200);
+    rrpc__http_respond(sock, 200, HTML, &b, req->is_head);
+    rrpc__sb_free(&b);
+    return;
+  }
+  rrpc__sb_puts(&b, "rrpc builtin pages (add ?format=json for JSON):\n");
+  for (size_t i = 0; i < n; i++) rrpc__sb_printf(&b, "%-13s %s\n", k_pages[i].path, k_pages[i].what);
   finish(sock, req, TEXT, &b);
+  rrpc__sb_free(&b);
+}
+
+/* /health is for probes: 200 with a short body whatever they accept. */
+static void page_health(rrpc__socket *sock, const rrpc__http_req *req) {
+  rrpc__sb b;
+  rrpc__sb_init(&b, 64);
+  rrpc__sb_puts(&b, "OK\n");
+  rrpc__builtin_count_status(200);
+  rrpc__http_respond(sock, 200, TEXT, &b, req->is_head);
+  rrpc__sb_free(&b);
+}
+
+static void page_version(rrpc__socket *sock, const rrpc__http_req *req, int json) {
+  rrpc__sb b;
+  rrpc__sb_init(&b, 128);
+  if (json) rrpc__sb_printf(&b, "{\"rrpc_version\":\"%s\"}\n", rrpc_version_string());
+  else rrpc__sb_printf(&b, "rrpc %s\n", rrpc_version_string());
+  finish(sock, req, json ? JSON : TEXT, &b);
   rrpc__sb_free(&b);
 }
 
@@ -237,6 +340,8 @@ void rrpc__page_serve(rrpc_server *srv, rrpc__socket *sock, const rrpc__http_req
   else if (strcmp(p, "/flags") == 0) page_flags(srv, sock, req, json);
   else if (strcmp(p, "/connections") == 0) rrpc__page_connections(srv, sock, req, json, 0);
   else if (strcmp(p, "/rdma") == 0) rrpc__page_connections(srv, sock, req, json, 1);
+  else if (strcmp(p, "/health") == 0) page_health(sock, req);
+  else if (strcmp(p, "/version") == 0) page_version(sock, req, json);
   else {
     rrpc__builtin_count_status(404);
     rrpc__sb b;

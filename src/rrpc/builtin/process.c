@@ -41,6 +41,22 @@ static void read_stat(rrpc__process_facts *out) {
   out->vsize_bytes = vsize;
   out->rss_bytes = (unsigned long long)rss * (unsigned long long)(page > 0 ? page : 4096);
   out->uptime_seconds = boot_uptime() - (double)start / (double)hz;
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  out->start_unix = (double)now.tv_sec + (double)now.tv_nsec / 1e9 - out->uptime_seconds;
+}
+
+void rrpc__process_cmdline(char *buf, size_t len) {
+  if (len == 0) return;
+  buf[0] = '\0';
+  FILE *f = fopen("/proc/self/cmdline", "re");
+  if (f == NULL) return;
+  size_t n = fread(buf, 1, len - 1, f);
+  fclose(f);
+  while (n > 0 && buf[n - 1] == '\0') n--; /* the last argument's terminator */
+  for (size_t i = 0; i < n; i++)
+    if (buf[i] == '\0') buf[i] = ' ';
+  buf[n] = '\0';
 }
 
 static long count_fds(void) {

@@ -77,3 +77,18 @@ void rrpc__sb_json_str(rrpc__sb *b, const char *s) {
   }
   rrpc__sb_add(b, "\"", 1);
 }
+
+void rrpc__sb_html(rrpc__sb *b, const char *s, size_t n) {
+  size_t run = 0; /* bytes before s[i] not yet added */
+  for (size_t i = 0; i < n; i++) {
+    const char *e = s[i] == '&' ? "&amp;" : s[i] == '<' ? "&lt;" : s[i] == '>' ? "&gt;" : s[i] == '"' ? "&quot;" : NULL;
+    if (e == NULL) {
+      run++;
+      continue;
+    }
+    rrpc__sb_add(b, s + i - run, run);
+    rrpc__sb_puts(b, e);
+    run = 0;
+  }
+  rrpc__sb_add(b, s + n - run, run);
+}

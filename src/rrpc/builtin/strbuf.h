@@ -23,5 +23,7 @@ void rrpc__sb_puts(rrpc__sb *b, const char *s);
 void rrpc__sb_printf(rrpc__sb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A JSON string literal of s (quotes included, control bytes escaped). */
 void rrpc__sb_json_str(rrpc__sb *b, const char *s);
+/* n bytes of s as HTML text (& < > " escaped). */
+void rrpc__sb_html(rrpc__sb *b, const char *s, size_t n);
 
 #endif /* RRPC_BUILTIN_STRBUF_H */
