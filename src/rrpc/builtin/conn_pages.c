@@ -106,9 +106,10 @@ static void conn_text(struct gather *g, size_t i, rrpc__sb *b) {
   rrpc__sb_puts(b, "\n");
 }
 
-/* One table cell: text escaped; numeric cells align right. */
-static void cell(rrpc__sb *b, const char *text, int numeric) {
-  rrpc__sb_puts(b, numeric ? "<td class=\"n\">" : "<td>");
+/* One table cell: text escaped; numeric (1) cells align right, long text
+ * ones (2: fallback reason, GID) may wrap. */
+static void cell(rrpc__sb *b, const char *text, int kind) {
+  rrpc__sb_puts(b, kind == 1 ? "<td class=\"n\">" : kind == 2 ? "<td class=\"w\">" : "<td>");
   rrpc__sb_html(b, text, strlen(text));
   rrpc__sb_puts(b, "</td>");
 }
@@ -135,7 +136,7 @@ static void conn_html(struct gather *g, size_t i, rrpc__sb *b) {
   cell(b, g->peer[i], 0);
   cell(b, s->is_client ? "client" : "server", 0);
   cell(b, transport_name(f), 0);
-  cell(b, fb, 0);
+  cell(b, fb, 2);
   cell(b, g->loop[i], 0);
   if (f->qpn) cell_u(b, f->qpn); else cell(b, "-", 1);
   if (f->peer_qpn) cell_u(b, f->peer_qpn); else cell(b, "-", 1);
@@ -152,13 +153,13 @@ static void conn_html(struct gather *g, size_t i, rrpc__sb *b) {
   snprintf(t, sizeof t, "%.0f", (double)(g->now_us - s->created_us) / 1e6);
   cell(b, t, 1);
   if (g->detail) {
-    cell(b, f->state, 0);
+    cell(b, f->state[0] ? f->state : "-", 0);
     cell(b, f->device[0] ? f->device : "-", 0);
     snprintf(t, sizeof t, "%d", f->port);
     cell(b, t, 1);
     snprintf(t, sizeof t, "%d", f->gid_index);
     cell(b, t, 1);
-    cell(b, f->gid[0] ? f->gid : "-", 0);
+    cell(b, f->gid[0] ? f->gid : "-", 2);
     cell_u(b, f->ring_size);
     cell_u(b, f->peer_ring_size);
     cell_u(b, (unsigned long long)f->sq_used);

@@ -38,8 +38,9 @@ void rrpc__page_html_begin(rrpc__sb *b, const char *title) {
   rrpc__sb_html(b, title, strlen(title));
   rrpc__sb_puts(b, "</title><style>"
                    "body{font-family:sans-serif;margin:12px}nav a{margin-right:14px}"
-                   "pre{font-size:13px}table{border-collapse:collapse;font:12px monospace}"
-                   "th,td{border:1px solid #ccc;padding:2px 5px;text-align:left;vertical-align:top}"
+                   "pre{font-size:13px}table{border-collapse:collapse;font:11px monospace}"
+                   "th,td{border:1px solid #ccc;padding:2px 3px;text-align:left;vertical-align:top;white-space:nowrap}"
+                   "td.w{white-space:normal;overflow-wrap:anywhere;min-width:9em}"
                    "th{background:#eee}td.n{text-align:right}tr:nth-child(even){background:#f8f8f8}"
                    "</style></head><body><nav>");
   for (size_t i = 0; i < sizeof k_nav / sizeof k_nav[0]; i++) {
