@@ -57,7 +57,7 @@ static const struct {
 } k_rdma_metrics[] = {
     {"rrpc_rdma_connections_total", "Connections whose handshake ended on RDMA", 1,
      offsetof(rrpc_rdma_stats, connections_rdma)},
-    {"rrpc_rdma_fallbacks_total", "Connections that fell back to TCP", 1,
+    {"rrpc_rdma_fallbacks_total", "Connections whose peer asked for RDMA that went on over TCP", 1,
      offsetof(rrpc_rdma_stats, connections_fallback)},
     {"rrpc_rdma_fallback_last_reason", "SMC decline code of the last fallback", 0,
      offsetof(rrpc_rdma_stats, fallback_last_reason)},
