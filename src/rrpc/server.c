@@ -551,6 +551,7 @@ static int handle_request(struct sconn *c, rrpc__socket *sock, rrpc_iobuf *rbuf,
     call->cntl.deadline_us = call->cntl.start_us + (int64_t)msg->meta.timeout_ms * 1000;
   call->cntl.used_rdma = rrpc__socket_is_rdma(sock);
   rrpc__socket_peer_str(sock, call->cntl.remote, sizeof call->cntl.remote);
+  rrpc__socket_local_str(sock, call->cntl.local);
   int stopping = atomic_load(&srv->state) != SRV_RUNNING;
   int bad = check_request(srv, msg, call) != 0 || admit(srv, call, stopping) != 0;
   stats_begin(call);

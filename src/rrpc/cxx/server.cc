@@ -359,6 +359,10 @@ int Server::Start(int port, const ServerOptions* opts) {
   return Start(std::to_string(port).c_str(), opts);
 }
 
+int Server::Start(const EndPoint& point, const ServerOptions* opts) {
+  return Start(endpoint2str(point).c_str(), opts);
+}
+
 int Server::Start(const char* addr, const ServerOptions* opts) {
   if (server_ != nullptr) {
     LOG(ERROR) << "rrpc::Server::Start: already started";
