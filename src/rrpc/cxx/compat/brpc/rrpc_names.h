@@ -6,6 +6,8 @@
 #ifndef RRPC_COMPAT_BRPC_RRPC_NAMES_H
 #define RRPC_COMPAT_BRPC_RRPC_NAMES_H
 
+#include "butil/endpoint.h"  // brpc's headers bring butil's along
+#include "butil/iobuf.h"
 #include "rrpc/cxx/rrpc.h"
 
 namespace brpc {
