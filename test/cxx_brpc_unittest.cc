@@ -1,16 +1,20 @@
 // cxx_brpc_unittest.cc - the brpc helpers of the C++ face: ClosureGuard,
 // NewCallback/NewPermanentCallback/DoNothing, CallId and Join, EndPoint and
 // str2endpoint, printing an IOBuf, Controller::local_side, Server::Start with
-// an EndPoint, and ChannelOptions' connection_type names and protocol.
+// an EndPoint, ChannelOptions' connection_type names and protocol,
+// Controller::set_after_rpc_resp_fn, and json2pb's ProtoMessageToJson.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "rrpc/cxx/compat/json2pb/pb_to_json.h"
 #include "rrpc/cxx/rrpc.h"
 #include "test/cxx_echo.pb.h"
 #include "test/cxx_echo_service.h"
@@ -426,6 +430,101 @@ TEST(ServerEndPoint, StartsOnIpAnyWithAPortFromTheEndPoint) {
   EXPECT_EQ("any", resp.message());
   server.Stop();
   server.Join();
+}
+
+// ---- after_rpc_resp_fn ------------------------------------------------------------
+
+// A one-shot flag to wait on.
+class Flag {
+ public:
+  void Set() {
+    std::lock_guard<std::mutex> lk(mu_);
+    set_ = true;
+    cv_.notify_all();
+  }
+  void Wait() {
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_.wait(lk, [this] { return set_; });
+  }
+  bool IsSet() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return set_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool set_ = false;
+};
+
+// Echo whose after_rpc_resp_fn records what it sees and then waits until the
+// test lets it finish, so the client's answer provably came first.
+class AfterService : public EchoServiceImpl {
+ public:
+  void Echo(google::protobuf::RpcController* base, const EchoRequest* req, EchoResponse* resp,
+            google::protobuf::Closure* done) override {
+    rrpc::ClosureGuard guard(done);
+    auto* cntl = static_cast<rrpc::Controller*>(base);
+    resp->set_message("re:" + req->message());
+    cntl->response_attachment().append("att");
+    cntl->set_after_rpc_resp_fn(
+        [this](rrpc::Controller* c, const google::protobuf::Message* rq,
+               const google::protobuf::Message* rs) {
+          log_id = c->log_id();
+          remote = c->remote_side();
+          request = static_cast<const EchoRequest*>(rq)->message();
+          response = static_cast<const EchoResponse*>(rs)->message();
+          attachment = c->response_attachment().to_string();
+          may_finish.Wait();
+          finished.Set();
+        });
+  }
+  int64_t log_id = -1;
+  std::string remote, request, response, attachment;
+  Flag may_finish, finished;
+};
+
+TEST(AfterRpcRespFn, RunsAfterTheResponseLeftWithEverythingStillValid) {
+  AfterService service;
+  rrpc::Server server;
+  ASSERT_EQ(0, server.AddService(&service, rrpc::SERVER_DOESNT_OWN_SERVICE));
+  ASSERT_EQ(0, server.Start("127.0.0.1:0", nullptr));
+  rrpc::Channel ch;
+  rrpc::ChannelOptions opts;
+  opts.timeout_ms = 10000;
+  ASSERT_EQ(0, ch.Init("127.0.0.1", server.listen_port(), &opts));
+  rrpc::Controller cntl;
+  cntl.set_log_id(77);
+  EchoRequest req;
+  EchoResponse resp;
+  req.set_message("q");
+  // Returns while the server's function still waits: the answer went first.
+  cxxtest::EchoService_Stub(&ch).Echo(&cntl, &req, &resp, nullptr);
+  ASSERT_FALSE(cntl.Failed()) << cntl.ErrorText();
+  EXPECT_EQ("re:q", resp.message());
+  EXPECT_FALSE(service.finished.IsSet());
+  service.may_finish.Set();
+  service.finished.Wait();
+  EXPECT_EQ(77, service.log_id);
+  EXPECT_EQ(cntl.local_side(), service.remote);
+  EXPECT_EQ("q", service.request);
+  EXPECT_EQ("re:q", service.response);
+  EXPECT_EQ("att", service.attachment);
+  server.Stop();
+  server.Join();
+}
+
+// ---- json2pb ----------------------------------------------------------------------
+
+TEST(Json2pb, PrintsProtoFieldNames) {
+  EchoResponse resp;
+  resp.set_message("hi");
+  resp.set_attachment_ok(true);
+  resp.set_remote_side("1.2.3.4:5");
+  std::string json, error;
+  ASSERT_TRUE(json2pb::ProtoMessageToJson(resp, &json, &error)) << error;
+  EXPECT_EQ("{\"message\":\"hi\",\"attachment_ok\":true,\"remote_side\":\"1.2.3.4:5\"}", json);
+  ASSERT_TRUE(json2pb::ProtoMessageToJson(resp, &json, nullptr));
 }
 
 }  // namespace

@@ -17,7 +17,7 @@ PUBLIC_HDRS := $(filter-out src/rrpc/transport.h,$(wildcard src/rrpc/*.h))
 PUBLIC_CXX_HDRS := $(filter-out src/rrpc/cxx/detail.h src/rrpc/cxx/flag_value.h \
                      src/rrpc/cxx/flag_validators.h,\
                      $(wildcard src/rrpc/cxx/*.h))
-COMPAT_DIRS := brpc butil
+COMPAT_DIRS := brpc butil json2pb
 # Libraries a static link of the C core needs beyond librrpc.a.
 PKG_CORE_PRIVATE := $(if $(filter 1,$(WITH_RDMA)),-libverbs) -lpthread
 

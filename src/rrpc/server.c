@@ -387,7 +387,8 @@ static void overcrowded(rrpc_server_call *call) {
   rrpc__socket_fail(call->sock, -RRPC_EOVERCROWDED);
 }
 
-int rrpc_server_call_respond(rrpc_server_call *call, const rrpc_iobuf *response) {
+/* The response frame goes to the connection; the call stays. */
+static int send_response(rrpc_server_call *call, const rrpc_iobuf *response) {
   rrpc_controller *c = &call->cntl;
   /* Only the fields named in `has` are read (rpc_meta's encoder), and
    * attachment_size, which pack sets: the rest is left unwritten. */
@@ -422,9 +423,20 @@ int rrpc_server_call_respond(rrpc_server_call *call, const rrpc_iobuf *response)
     rrpc__socket_fail(call->sock, rc); /* the client must not wait forever */
   }
   rrpc__iobuf_destroy(&frame);
+  return rc;
+}
+
+int rrpc_server_call_respond(rrpc_server_call *call, const rrpc_iobuf *response) {
+  int rc = send_response(call, response);
   call_release(call);
   return rc;
 }
+
+int rrpc_server_call_respond_hold(rrpc_server_call *call, const rrpc_iobuf *response) {
+  return send_response(call, response);
+}
+
+void rrpc_server_call_release(rrpc_server_call *call) { call_release(call); }
 
 const rrpc_iobuf *rrpc_server_call_request(const rrpc_server_call *call) { return &call->request; }
 rrpc_controller *rrpc_server_call_controller(rrpc_server_call *call) { return &call->cntl; }

@@ -46,6 +46,7 @@ void Controller::Rebind(rrpc_controller* c) {
     async_ = nullptr;
   }
   DropCallId();
+  after_rpc_resp_fn_ = nullptr;
   c_ = c;
   request_attachment_.buf_ = rrpc_controller_request_attachment(c);
   response_attachment_.buf_ = rrpc_controller_response_attachment(c);

@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "rrpc/controller.h"
@@ -115,6 +116,15 @@ class Controller : public google::protobuf::RpcController {
   // fallback from RDMA).
   bool used_rdma() const;
 
+  // Server side, brpc's: `fn` runs once after the response was handed to
+  // the connection, on the thread that ran done->Run(), with this
+  // controller, the request and the response still valid (for logging that
+  // should not delay the answer). The call counts as running until it
+  // returns. Set before done->Run().
+  using AfterRpcRespFnType = std::function<void(
+      Controller*, const google::protobuf::Message*, const google::protobuf::Message*)>;
+  void set_after_rpc_resp_fn(AfterRpcRespFnType fn) { after_rpc_resp_fn_ = std::move(fn); }
+
   // The C controller, borrowed.
   rrpc_controller* c_controller() { return c_; }
   const rrpc_controller* c_controller() const { return c_; }
@@ -143,6 +153,7 @@ class Controller : public google::protobuf::RpcController {
   // this controller's first async call and reused by the next ones (one call
   // at a time), so an async call allocates nothing per call.
   detail::AsyncCall* async_ = nullptr;
+  AfterRpcRespFnType after_rpc_resp_fn_;  // server side; see set_after_rpc_resp_fn
   // The call id (call_id.h): 0 = none handed out for this call; an id; or
   // kCallEndedBit | the id (or 0) once the call ended (its done started).
   // The channel reads it with one atomic operation as the call ends, since
