@@ -3,7 +3,9 @@
 // names; tools/check-install). A server (ClosureGuard, done_guard.release()
 // for answers from another thread, butil::EndPoint) and a client (brpc's
 // string options, sync calls, async calls with NewCallback whose callback
-// deletes the controller, Join by CallId) in one process on loopback.
+// deletes the controller, Join by CallId) in one process on loopback; the
+// server also logs each call after its response left (set_after_rpc_resp_fn,
+// json2pb).
 // Exit status 0 only if every call came back right.
 #include <gflags/gflags.h>
 #include <butil/logging.h>
@@ -11,6 +13,7 @@
 #include <butil/time.h>
 #include <brpc/server.h>
 #include <brpc/channel.h>
+#include <json2pb/pb_to_json.h>
 
 #include <atomic>
 #include <memory>
@@ -25,6 +28,8 @@ DEFINE_string(connection_type, "", "Connection type. Available values: single, p
 DEFINE_string(protocol, "baidu_std", "Protocol type");
 DEFINE_int32(calls, 50, "Async calls (and as many sync ones)");
 
+static std::atomic<int> g_after_ok{0};
+
 namespace example {
 class EchoServiceImpl : public EchoService {
  public:
@@ -36,10 +41,24 @@ class EchoServiceImpl : public EchoService {
     response->set_log_id(cntl->log_id());
     response->set_client_side(cntl->remote_side());
     cntl->response_attachment().append(cntl->request_attachment());
+    cntl->set_after_rpc_resp_fn(&EchoServiceImpl::CallAfterRpc);
     if (request->answer_later()) {
       // Answer from another thread: the guard lets go of done.
       std::lock_guard<std::mutex> lk(mu_);
       threads_.emplace_back([d = done_guard.release()] { d->Run(); });
+    }
+  }
+  static void CallAfterRpc(brpc::Controller* cntl, const google::protobuf::Message* req,
+                           const google::protobuf::Message* res) {
+    std::string req_str, res_str;
+    json2pb::ProtoMessageToJson(*req, &req_str, nullptr);
+    json2pb::ProtoMessageToJson(*res, &res_str, nullptr);
+    const std::string& text = static_cast<const EchoRequest*>(req)->message();
+    if (req_str.find("\"" + text + "\"") != std::string::npos &&
+        res_str.find("\"log_id\":\"" + std::to_string(cntl->log_id()) + "\"") != std::string::npos) {
+      g_after_ok++;
+    } else {
+      LOG(ERROR) << "after_rpc_resp_fn saw req:" << req_str << " res:" << res_str;
     }
   }
   ~EchoServiceImpl() override {
@@ -132,10 +151,11 @@ int main(int argc, char* argv[]) {
   for (const brpc::CallId& id : ids) brpc::Join(id);
 
   const int want = 2 * FLAGS_calls;
-  printf("brpc_style: %d of %d calls right (connection_type=%s) to %s in %lld us\n", g_ok.load(),
-         want, FLAGS_connection_type.c_str(), butil::endpoint2str(point).c_str(),
-         static_cast<long long>(butil::monotonic_time_us() - start_us));
+  const long long took_us = butil::monotonic_time_us() - start_us;
   server.Stop();
-  server.Join();
-  return g_ok.load() == want && g_bad.load() == 0 ? 0 : 1;
+  server.Join();  // every after_rpc_resp_fn has returned
+  printf("brpc_style: %d of %d calls right, %d logged after the response (connection_type=%s) "
+         "to %s in %lld us\n", g_ok.load(), want, g_after_ok.load(), FLAGS_connection_type.c_str(),
+         butil::endpoint2str(point).c_str(), took_us);
+  return g_ok.load() == want && g_bad.load() == 0 && g_after_ok.load() == want ? 0 : 1;
 }
