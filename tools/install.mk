@@ -2,8 +2,11 @@
 #
 # Installs the public headers (include/rrpc, include/rrpc/cxx), the static
 # and shared libraries (lib/, soname lib<name>.so.MAJOR), pkg-config files
-# (lib/pkgconfig/rrpc.pc, rrpc-cxx.pc, rrpc-cxx-with-brpc.pc) and a CMake
-# package (lib/cmake/rrpc: find_package(rrpc)). Templates: tools/pkg/.
+# (lib/pkgconfig/rrpc.pc, rrpc-cxx.pc, rrpc-cxx-with-brpc.pc,
+# rrpc-brpc-compat.pc) and a CMake package (lib/cmake/rrpc:
+# find_package(rrpc)). Templates: tools/pkg/. The brpc-named headers
+# (brpc/server.h, butil/endpoint.h, ...) go to include/rrpc/compat, a
+# directory only rrpc-brpc-compat puts on the include path.
 PREFIX ?= /usr/local
 LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
@@ -14,6 +17,7 @@ PUBLIC_HDRS := $(filter-out src/rrpc/transport.h,$(wildcard src/rrpc/*.h))
 PUBLIC_CXX_HDRS := $(filter-out src/rrpc/cxx/detail.h src/rrpc/cxx/flag_value.h \
                      src/rrpc/cxx/flag_validators.h,\
                      $(wildcard src/rrpc/cxx/*.h))
+COMPAT_DIRS := brpc butil json2pb
 # Libraries a static link of the C core needs beyond librrpc.a.
 PKG_CORE_PRIVATE := $(if $(filter 1,$(WITH_RDMA)),-libverbs) -lpthread
 
@@ -27,13 +31,17 @@ install: libs
 	  $(DESTDIR)$(LIBDIR)/cmake/rrpc
 	install -m 644 $(PUBLIC_HDRS) $(DESTDIR)$(INCLUDEDIR)/rrpc/
 	install -m 644 $(PUBLIC_CXX_HDRS) $(DESTDIR)$(INCLUDEDIR)/rrpc/cxx/
+	for d in $(COMPAT_DIRS); do \
+	  install -d $(DESTDIR)$(INCLUDEDIR)/rrpc/compat/$$d && \
+	  install -m 644 src/rrpc/cxx/compat/$$d/*.h $(DESTDIR)$(INCLUDEDIR)/rrpc/compat/$$d/ || exit 1; \
+	done
 	install -m 644 $(LIBRRPC) $(LIBRRPC_CXX) $(LIBRRPC_FLAGS) $(DESTDIR)$(LIBDIR)/
 	for so in $(notdir $(SHARED_LIBS)); do \
 	  install -m 755 $(BUILD)/$$so.$(VERSION) $(DESTDIR)$(LIBDIR)/ && \
 	  ln -sf $$so.$(VERSION) $(DESTDIR)$(LIBDIR)/$$so.$(SOMAJOR) && \
 	  ln -sf $$so.$(SOMAJOR) $(DESTDIR)$(LIBDIR)/$$so || exit 1; \
 	done
-	for pc in rrpc rrpc-cxx rrpc-cxx-with-brpc; do \
+	for pc in rrpc rrpc-cxx rrpc-cxx-with-brpc rrpc-brpc-compat; do \
 	  $(call pkg_subst,tools/pkg/$$pc.pc.in,$(DESTDIR)$(LIBDIR)/pkgconfig/$$pc.pc) || exit 1; \
 	done
 	$(call pkg_subst,tools/pkg/rrpcConfig.cmake.in,$(DESTDIR)$(LIBDIR)/cmake/rrpc/rrpcConfig.cmake)

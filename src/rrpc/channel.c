@@ -470,6 +470,7 @@ static int decide_meta(struct conn *cn, struct call *c, const rrpc__baidu_msg *m
   drop_timer(cn, c);
   rrpc_controller *cntl = c->cntl;
   cntl->used_rdma = rrpc__socket_is_rdma(cn->sock);
+  rrpc__socket_local_str(cn->sock, cntl->local);
   cntl->responded = 1;
   int64_t lat = (int64_t)read_us - cntl->start_us;
   cntl->latency_us = lat > 0 ? lat : 0;
@@ -1086,6 +1087,7 @@ static int call_start(rrpc_channel *ch, const char *service, const char *method,
   cntl->error_code = 0;
   cntl->error_text[0] = '\0';
   cntl->remote[0] = '\0';
+  cntl->local[0] = '\0';
   cntl->used_rdma = 0;
   cntl->responded = 0;
   rrpc__iobuf_destroy(&cntl->resp_att);

@@ -136,6 +136,7 @@ static void finish_locked(ccall *cc, attempt *at, int code, const char *text) {
     code = at->cntl.error_code;
     if (code != 0) rrpc__controller_fail(u, code, at->cntl.error_text, strlen(at->cntl.error_text));
     memcpy(u->remote, at->cntl.remote, sizeof u->remote);
+    memcpy(u->local, at->cntl.local, sizeof u->local);
     u->used_rdma = at->cntl.used_rdma;
     u->responded = at->cntl.responded;
     if (code == 0 && cc->response != NULL) rrpc_iobuf_move(cc->response, &at->resp);

@@ -15,6 +15,7 @@ void rrpc__controller_init(rrpc_controller *c) {
    * are five vector stores. */
   memset(c, 0, offsetof(rrpc_controller, req_att));
   c->remote[0] = '\0';
+  c->local[0] = '\0';
   c->error_text[0] = '\0';
   atomic_init(&c->cancel_state, 0);
   atomic_init(&c->cancel_lock, 0);
@@ -83,6 +84,14 @@ void rrpc_controller_remote_side(const rrpc_controller *c, char *buf, size_t len
   size_t n = strnlen(c->remote, sizeof c->remote);
   if (n >= len) n = len - 1;
   memcpy(buf, c->remote, n);
+  buf[n] = '\0';
+}
+
+void rrpc_controller_local_side(const rrpc_controller *c, char *buf, size_t len) {
+  if (len == 0) return;
+  size_t n = strnlen(c->local, sizeof c->local);
+  if (n >= len) n = len - 1;
+  memcpy(buf, c->local, n);
   buf[n] = '\0';
 }
 

@@ -98,6 +98,12 @@ rrpc_iobuf *rrpc_controller_response_attachment(rrpc_controller *c);
 /* rrpc_controller_remote_side - "ip:port" of the peer into buf (NUL
  * terminated, truncated to len). Empty before the call was sent. */
 void rrpc_controller_remote_side(const rrpc_controller *c, char *buf, size_t len);
+/* rrpc_controller_local_side - "ip:port" of this end of the call's
+ * connection into buf, the same way (NUL terminated, truncated to len).
+ * Client: set when the response arrived (empty for a call that failed
+ * before one). Server: set for every request. Thread-compatible, as the
+ * controller. */
+void rrpc_controller_local_side(const rrpc_controller *c, char *buf, size_t len);
 
 /* rrpc_controller_used_rdma - 1 if the call's connection carried it over
  * RDMA, 0 if over TCP (including an RDMA request that fell back). */

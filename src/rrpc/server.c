@@ -387,7 +387,8 @@ static void overcrowded(rrpc_server_call *call) {
   rrpc__socket_fail(call->sock, -RRPC_EOVERCROWDED);
 }
 
-int rrpc_server_call_respond(rrpc_server_call *call, const rrpc_iobuf *response) {
+/* The response frame goes to the connection; the call stays. */
+static int send_response(rrpc_server_call *call, const rrpc_iobuf *response) {
   rrpc_controller *c = &call->cntl;
   /* Only the fields named in `has` are read (rpc_meta's encoder), and
    * attachment_size, which pack sets: the rest is left unwritten. */
@@ -422,9 +423,20 @@ int rrpc_server_call_respond(rrpc_server_call *call, const rrpc_iobuf *response)
     rrpc__socket_fail(call->sock, rc); /* the client must not wait forever */
   }
   rrpc__iobuf_destroy(&frame);
+  return rc;
+}
+
+int rrpc_server_call_respond(rrpc_server_call *call, const rrpc_iobuf *response) {
+  int rc = send_response(call, response);
   call_release(call);
   return rc;
 }
+
+int rrpc_server_call_respond_hold(rrpc_server_call *call, const rrpc_iobuf *response) {
+  return send_response(call, response);
+}
+
+void rrpc_server_call_release(rrpc_server_call *call) { call_release(call); }
 
 const rrpc_iobuf *rrpc_server_call_request(const rrpc_server_call *call) { return &call->request; }
 rrpc_controller *rrpc_server_call_controller(rrpc_server_call *call) { return &call->cntl; }
@@ -551,6 +563,7 @@ static int handle_request(struct sconn *c, rrpc__socket *sock, rrpc_iobuf *rbuf,
     call->cntl.deadline_us = call->cntl.start_us + (int64_t)msg->meta.timeout_ms * 1000;
   call->cntl.used_rdma = rrpc__socket_is_rdma(sock);
   rrpc__socket_peer_str(sock, call->cntl.remote, sizeof call->cntl.remote);
+  rrpc__socket_local_str(sock, call->cntl.local);
   int stopping = atomic_load(&srv->state) != SRV_RUNNING;
   int bad = check_request(srv, msg, call) != 0 || admit(srv, call, stopping) != 0;
   stats_begin(call);

@@ -149,6 +149,18 @@ const char *rrpc_server_call_method(const rrpc_server_call *call);
  * per call, from any thread. Returns 0 or -RRPC_ECLOSE when the connection
  * is gone (the call is released either way). */
 int rrpc_server_call_respond(rrpc_server_call *call, const rrpc_iobuf *response);
+/* rrpc_server_call_respond_hold - send the response as rrpc_server_call_respond
+ * does (same returns, any thread, never blocks), but keep the call: its
+ * controller and request stay readable (for work done after the response
+ * left, brpc's after_rpc_resp_fn) until rrpc_server_call_release. The call
+ * still counts as running (Stop's closewait, max_concurrency, the
+ * connection's pending requests) until then. Exactly once per call, instead
+ * of rrpc_server_call_respond. */
+int rrpc_server_call_respond_hold(rrpc_server_call *call, const rrpc_iobuf *response);
+/* rrpc_server_call_release - release a call answered with
+ * rrpc_server_call_respond_hold; it must not be used afterwards. Once, any
+ * thread, never blocks. */
+void rrpc_server_call_release(rrpc_server_call *call);
 
 #ifdef __cplusplus
 }

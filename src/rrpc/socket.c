@@ -108,6 +108,7 @@ struct rrpc__socket {
   struct sockaddr_storage peer;
   struct sockaddr_storage local;
   char peer_str[64]; /* "ip:port", formatted once: calls copy it per request */
+  char local_str[64]; /* our end, the same way (Controller::local_side) */
   socklen_t peer_len;     /* client sockets made by rrpc__socket_connect: */
   int connect_timeout_ms; /* what a reconnect (rrpc__socket_reconnect) reuses */
   /* figures for the builtin pages: bytes delivered to the owner (loop
@@ -182,6 +183,12 @@ void rrpc__socket_peer_str(const rrpc__socket *s, char *buf, size_t len) {
   if (n >= len) n = len - 1;
   memcpy(buf, s->peer_str, n);
   buf[n] = '\0';
+}
+
+void rrpc__socket_local_str(const rrpc__socket *s, char buf[64]) {
+  /* Fixed size, as the peer's above: formatted when the connection came
+   * up, never written after. */
+  memcpy(buf, s->local_str, sizeof s->local_str);
 }
 
 int rrpc__socket_describe(const rrpc__socket *s, char *buf, size_t len) {
@@ -684,6 +691,7 @@ static void connect_done(rrpc__socket *s) {
   free(s->plan);
   s->plan = NULL;
   fill_addrs(s);
+  addr_str(&s->local, s->local_str, sizeof s->local_str);
   tune_fd(s->fd);
   atomic_store(&s->fd_ready, 1);
   int rc = rrpc__loop_watch_mod(s->loop, &s->watcher, EPOLLIN);
@@ -854,6 +862,7 @@ int rrpc__socket_create(rrpc__loop *loop, int fd, int is_client, const rrpc_tran
   atomic_init(&s->fd_ready, 1);
   fill_addrs(s);
   addr_str(&s->peer, s->peer_str, sizeof s->peer_str);
+  addr_str(&s->local, s->local_str, sizeof s->local_str);
   tune_fd(fd);
   return socket_post_start(s, out);
 }

@@ -177,6 +177,9 @@ int rrpc__socket_read_paused(const rrpc__socket *s);
 int rrpc__socket_failed(const rrpc__socket *s);
 /* rrpc__socket_peer_str - "ip:port" of the peer (for logs). Any thread. */
 void rrpc__socket_peer_str(const rrpc__socket *s, char *buf, size_t len);
+/* rrpc__socket_local_str - "ip:port" of our end ("" before a client socket
+ * is connected). Its loop thread, or any thread once connected. */
+void rrpc__socket_local_str(const rrpc__socket *s, char buf[64]);
 /* rrpc__socket_describe - the transport's one-line description. */
 int rrpc__socket_describe(const rrpc__socket *s, char *buf, size_t len);
 /* rrpc__socket_note_fallback - RDMA could not be used on this connection

@@ -162,6 +162,16 @@ int Channel::Prepare(const char* what, const ChannelOptions* opts, rrpc_channel_
                << (o.rdma_dialect == "cursor" ? ": not built into this rrpc" : ": unknown (imm or brpc)");
     return -1;
   }
+  if (!o.connection_type.unknown_name().empty()) {
+    LOG(ERROR) << "rrpc::Channel::Init: connection_type \"" << o.connection_type.unknown_name()
+               << "\": unknown (single, pooled or short)";
+    return -1;
+  }
+  if (!o.protocol.empty() && o.protocol != "baidu_std") {
+    LOG(ERROR) << "rrpc::Channel::Init: protocol \"" << o.protocol
+               << "\": rrpc speaks baidu_std only (docs/from-brpc.md)";
+    return -1;
+  }
   detail::ApplyLoopFlags();
   detail::ApplyObservabilityFlags();
   *c = rrpc_channel_options{};
@@ -257,6 +267,14 @@ void RunDone(google::protobuf::Closure* done) {
   }
 }
 
+// The call on `cntl` ended: run `done` (if any), then wake the joiners of
+// its id (call_id.h) - after done, which may have deleted cntl.
+void EndCall(Controller* cntl, google::protobuf::Closure* done) {
+  uint64_t id = detail::EndCallIdOfCall(cntl);
+  if (done != nullptr) RunDone(done);
+  if (id != 0) detail::EndCallId(id);
+}
+
 }  // namespace
 
 namespace detail {
@@ -294,7 +312,7 @@ void OnAsyncDone(void* arg, rrpc_controller* /*c*/) {
   google::protobuf::Closure* done = call->done;
   call->done = nullptr;
   call->response_bytes.clear();
-  RunDone(done);
+  EndCall(call->cntl, done);
 }
 
 }  // namespace
@@ -310,9 +328,10 @@ void Channel::CallMethod(const google::protobuf::MethodDescriptor* method,
     if (done != nullptr) RunDone(done);
     return;
   }
+  detail::BeginCallId(cntl);
   if (ch_ == nullptr) {
     cntl->SetFailed(ENOTREADY, "rrpc::Channel is not initialized");
-    if (done != nullptr) RunDone(done);
+    EndCall(cntl, done);
     return;
   }
 
@@ -324,7 +343,7 @@ void Channel::CallMethod(const google::protobuf::MethodDescriptor* method,
       cntl->SetFailed(rc == -ENOMEM ? ENOMEM : EREQUEST, "cannot serialize the request %s: %s",
                       request->GetDescriptor()->full_name().c_str(), why.c_str());
       rrpc_iobuf_clear(req);
-      if (done != nullptr) RunDone(done);
+      EndCall(cntl, done);
       return;
     }
   }
@@ -346,6 +365,7 @@ void Channel::CallMethod(const google::protobuf::MethodDescriptor* method,
     rrpc_iobuf_reuse(req);
     ParseResponse(cntl, response_bytes.c_iobuf(), response);
     response_bytes.clear();
+    EndCall(cntl, nullptr);
     return;
   }
 
@@ -359,7 +379,7 @@ void Channel::CallMethod(const google::protobuf::MethodDescriptor* method,
     // The C channel refused the call outright, so its callback will not run.
     async->done = nullptr;
     if (!cntl->Failed()) cntl->SetFailed(-rc, "%s", rrpc_strerror(rc));
-    RunDone(done);
+    EndCall(cntl, done);
   }
 }
 

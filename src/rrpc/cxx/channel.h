@@ -38,6 +38,38 @@ enum ConnectionType {
 // "single", "pooled", "short" (brpc's names) into *out; false for others.
 bool ParseConnectionType(const std::string& name, ConnectionType* out);
 
+// The type of ChannelOptions::connection_type, as brpc's: assigned the enum
+// or one of brpc's names ("single", "pooled", "short"; "" = single, so a
+// string flag left empty keeps the default). Another name makes
+// Channel::Init fail and say so.
+class AdaptiveConnectionType {
+ public:
+  AdaptiveConnectionType(ConnectionType type = CONNECTION_TYPE_SINGLE) : type_(type) {}
+  AdaptiveConnectionType(const std::string& name) { *this = name; }
+  AdaptiveConnectionType(const char* name) { *this = std::string(name ? name : ""); }
+  AdaptiveConnectionType& operator=(ConnectionType type) {
+    type_ = type;
+    unknown_.clear();
+    return *this;
+  }
+  AdaptiveConnectionType& operator=(const std::string& name) {
+    unknown_.clear();
+    if (!ParseConnectionType(name, &type_)) {
+      type_ = CONNECTION_TYPE_SINGLE;
+      unknown_ = name;
+    }
+    return *this;
+  }
+  AdaptiveConnectionType& operator=(const char* name) { return *this = std::string(name ? name : ""); }
+  operator ConnectionType() const { return type_; }
+  // The name assigned last if it was none of brpc's, else "".
+  const std::string& unknown_name() const { return unknown_; }
+
+ private:
+  ConnectionType type_ = CONNECTION_TYPE_SINGLE;
+  std::string unknown_;
+};
+
 struct ChannelOptions {
   // Defaults: brpc's for the call settings, --max_body_size for the size cap.
   ChannelOptions();
@@ -65,7 +97,10 @@ struct ChannelOptions {
   const RetryPolicy* retry_policy = nullptr;
   // brpc's connection_type. Pooled keeps at most --max_connection_pool_size
   // idle connections.
-  ConnectionType connection_type = CONNECTION_TYPE_SINGLE;
+  AdaptiveConnectionType connection_type = CONNECTION_TYPE_SINGLE;
+  // brpc's protocol name: "baidu_std" (or "" for it) is the one rrpc
+  // speaks; any other makes Init fail and say so.
+  std::string protocol;
   // Largest response body accepted. Default --max_body_size.
   size_t max_body_size;
 };

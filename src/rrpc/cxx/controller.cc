@@ -33,6 +33,7 @@ Controller::~Controller() {
   // without responding) still must run once.
   RunCancelCallback();
   detail::DeleteAsyncCall(async_);
+  DropCallId();
   if (owned_) rrpc_controller_free(c_);
 }
 
@@ -44,6 +45,8 @@ void Controller::Rebind(rrpc_controller* c) {
     detail::DeleteAsyncCall(async_);
     async_ = nullptr;
   }
+  DropCallId();
+  after_rpc_resp_fn_ = nullptr;
   c_ = c;
   request_attachment_.buf_ = rrpc_controller_request_attachment(c);
   response_attachment_.buf_ = rrpc_controller_response_attachment(c);
@@ -51,6 +54,7 @@ void Controller::Rebind(rrpc_controller* c) {
 
 void Controller::Reset() {
   rrpc_controller_reset(c_);
+  DropCallId();
   // The C controller keeps its attachment iobufs across a reset; fetching
   // them again costs nothing and does not depend on that.
   request_attachment_.buf_ = rrpc_controller_request_attachment(c_);
@@ -116,6 +120,45 @@ std::string Controller::remote_side() const {
   char buf[64];
   rrpc_controller_remote_side(c_, buf, sizeof buf);
   return buf;
+}
+
+std::string Controller::local_side() const {
+  char buf[64];
+  rrpc_controller_local_side(c_, buf, sizeof buf);
+  return buf;
+}
+
+CallId Controller::call_id() {
+  uint64_t v = call_id_.load(std::memory_order_acquire);
+  if (v != 0) return CallId{v & ~kCallEndedBit};
+  uint64_t id = detail::NewCallId();
+  if (call_id_.compare_exchange_strong(v, id, std::memory_order_acq_rel)) return CallId{id};
+  // The call ended meanwhile, no id had been handed out: nothing to wait for.
+  detail::EndCallId(id);
+  return CallId{v & ~kCallEndedBit};
+}
+
+namespace detail {
+
+// A call starts on `cntl`. Reused without Reset: the ended call's id is not
+// the new call's.
+void BeginCallId(Controller* cntl) {
+  if (cntl->call_id_.load(std::memory_order_relaxed) & Controller::kCallEndedBit)
+    cntl->call_id_.store(0, std::memory_order_relaxed);
+}
+
+// The call on `cntl` ended: the id to pass to EndCallId once its done
+// returned, or 0 if none was handed out.
+uint64_t EndCallIdOfCall(Controller* cntl) {
+  uint64_t v = cntl->call_id_.fetch_or(Controller::kCallEndedBit, std::memory_order_acq_rel);
+  return v & Controller::kCallEndedBit ? 0 : v;
+}
+
+}  // namespace detail
+
+void Controller::DropCallId() {
+  uint64_t v = call_id_.exchange(0, std::memory_order_acq_rel);
+  if (v != 0 && !(v & kCallEndedBit)) detail::EndCallId(v);
 }
 
 bool Controller::used_rdma() const { return rrpc_controller_used_rdma(c_) != 0; }

@@ -13,10 +13,13 @@
 
 #include <google/protobuf/service.h>
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "rrpc/controller.h"
+#include "rrpc/cxx/call_id.h"
 #include "rrpc/cxx/iobuf.h"
 #include "rrpc/errors.h"
 
@@ -26,6 +29,9 @@ namespace detail {
 struct ServerCall;
 struct AsyncCall;
 void DeleteAsyncCall(AsyncCall* call);
+// The channel's side of call ids (Controller::call_id_).
+void BeginCallId(Controller* cntl);
+uint64_t EndCallIdOfCall(Controller* cntl);
 }  // namespace detail
 
 class Controller : public google::protobuf::RpcController {
@@ -99,9 +105,25 @@ class Controller : public google::protobuf::RpcController {
   int64_t latency_us() const;
   // "ip:port" of the peer ("" before the call was sent).
   std::string remote_side() const;
+  // "ip:port" of this end of the call's connection (client: "" until the
+  // response arrived; server: the address the request came in on).
+  std::string local_side() const;
+  // Client: the id of this controller's call, for Join (rrpc/cxx/call_id.h):
+  // take it before the call (or, if the controller outlives the call,
+  // after). A controller carries a new id after Reset().
+  CallId call_id();
   // true if the call's connection used RDMA (false over TCP, including a
   // fallback from RDMA).
   bool used_rdma() const;
+
+  // Server side, brpc's: `fn` runs once after the response was handed to
+  // the connection, on the thread that ran done->Run(), with this
+  // controller, the request and the response still valid (for logging that
+  // should not delay the answer). The call counts as running until it
+  // returns. Set before done->Run().
+  using AfterRpcRespFnType = std::function<void(
+      Controller*, const google::protobuf::Message*, const google::protobuf::Message*)>;
+  void set_after_rpc_resp_fn(AfterRpcRespFnType fn) { after_rpc_resp_fn_ = std::move(fn); }
 
   // The C controller, borrowed.
   rrpc_controller* c_controller() { return c_; }
@@ -110,6 +132,8 @@ class Controller : public google::protobuf::RpcController {
  private:
   friend struct detail::ServerCall;
   friend class Channel;
+  friend void detail::BeginCallId(Controller* cntl);
+  friend uint64_t detail::EndCallIdOfCall(Controller* cntl);
   struct Borrow {};
   // Server side: borrows the call's C controller.
   Controller(Borrow, rrpc_controller* c);
@@ -129,6 +153,15 @@ class Controller : public google::protobuf::RpcController {
   // this controller's first async call and reused by the next ones (one call
   // at a time), so an async call allocates nothing per call.
   detail::AsyncCall* async_ = nullptr;
+  AfterRpcRespFnType after_rpc_resp_fn_;  // server side; see set_after_rpc_resp_fn
+  // The call id (call_id.h): 0 = none handed out for this call; an id; or
+  // kCallEndedBit | the id (or 0) once the call ended (its done started).
+  // The channel reads it with one atomic operation as the call ends, since
+  // call_id() may be asked from another thread while the call is in flight.
+  static constexpr uint64_t kCallEndedBit = uint64_t{1} << 63;
+  std::atomic<uint64_t> call_id_{0};
+  // Reset/destruction: an id handed out for a call never made ends now.
+  void DropCallId();
 };
 
 // brpc-style positive error codes, for SetFailed/ErrorCode comparisons

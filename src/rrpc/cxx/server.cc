@@ -276,9 +276,18 @@ struct ServerCall final : google::protobuf::Closure {
       out = nullptr;
       cntl.SetFailed(EINTERNAL, "out of memory while serializing the response");
     }
-    rrpc_server_call_respond(call, out);  // releases the C call and controller
+    if (cntl.after_rpc_resp_fn_) {
+      // The response leaves now; the C call (controller, request) is kept
+      // for the function and released after it.
+      rrpc_server_call_respond_hold(call, out);
+      if (out != nullptr) rrpc_iobuf_reuse(out);
+      RunAfterRpcResp();
+      rrpc_server_call_release(call);
+    } else {
+      rrpc_server_call_respond(call, out);  // releases the C call and controller
+      if (out != nullptr) rrpc_iobuf_reuse(out);
+    }
     call = nullptr;
-    if (out != nullptr) rrpc_iobuf_reuse(out);
     try {
       cntl.RunCancelCallback();
     } catch (...) {
@@ -288,6 +297,20 @@ struct ServerCall final : google::protobuf::Closure {
 
   void Unref() {
     if (refs.fetch_sub(1) == 1) Release();
+  }
+
+  // The method's Controller::set_after_rpc_resp_fn, once; nothing unwinds
+  // into the C core from here.
+  void RunAfterRpcResp() {
+    Controller::AfterRpcRespFnType fn;
+    fn.swap(cntl.after_rpc_resp_fn_);
+    try {
+      fn(&cntl, request, response);
+    } catch (const std::exception& e) {
+      LOG(ERROR) << method->md->full_name() << ": after_rpc_resp_fn threw: " << e.what();
+    } catch (...) {
+      LOG(ERROR) << method->md->full_name() << ": after_rpc_resp_fn threw";
+    }
   }
 
   Server::Method* method;
@@ -357,6 +380,10 @@ int Server::Start(int port, const ServerOptions* opts) {
     return -1;
   }
   return Start(std::to_string(port).c_str(), opts);
+}
+
+int Server::Start(const EndPoint& point, const ServerOptions* opts) {
+  return Start(endpoint2str(point).c_str(), opts);
 }
 
 int Server::Start(const char* addr, const ServerOptions* opts) {

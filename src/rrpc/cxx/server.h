@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "rrpc/cxx/controller.h"
+#include "rrpc/cxx/endpoint.h"
 #include "rrpc/server.h"
 
 namespace rrpc {
@@ -114,6 +115,8 @@ class Server {
   // logging why (address in use, no services, use_rdma without RDMA, ...).
   int Start(int port, const ServerOptions* opts);
   int Start(const char* addr, const ServerOptions* opts);
+  // brpc's form: Start(EndPoint(IP_ANY, port), ...) or a str2endpoint result.
+  int Start(const EndPoint& point, const ServerOptions* opts);
 
   // MaxConcurrencyOf - the limit of one method ("package.Service.Method" or
   // "package.Service/Method"), 0 = none of its own; set it before Start.

@@ -42,6 +42,7 @@ struct rrpc_controller {
    * are read as NUL-terminated strings), so a call does not zero 600 bytes
    * it never reads. */
   char remote[80];
+  char local[64];
   char error_text[RRPC_ERROR_TEXT_MAX + 1];
   /* Room for the channel's record of the async call in flight on this
    * controller (channel.c's struct call), so an async call allocates

@@ -1,0 +1,5 @@
+// brpc/channel.h - rrpc's C++ face under brpc's header name (brpc/rrpc_names.h).
+#ifndef RRPC_COMPAT_BRPC_CHANNEL_H
+#define RRPC_COMPAT_BRPC_CHANNEL_H
+#include "brpc/rrpc_names.h"
+#endif
