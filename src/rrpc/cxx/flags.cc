@@ -225,9 +225,10 @@ void ApplyLoopFlags() {
   }
 }
 
-int PrepareRdma() {
+int PrepareRdma(std::string* why) {
   static std::once_flag once;
   static int init_rc;
+  static std::string refused;  // why the flags were refused, before the runtime saw them
   // The options hold a pointer to the device name; keep it for the process.
   static std::string device;
   std::call_once(once, [] {
@@ -270,9 +271,9 @@ int PrepareRdma() {
     else if (dialect == "imm") o.dialect = RRPC_RDMA_DIALECT_IMM;
     else if (dialect == "brpc") o.dialect = RRPC_RDMA_DIALECT_BRPC;
     else {
-      LOG(ERROR) << "--rdma_dialect=" << dialect
-                 << (dialect == "cursor" ? ": the cursor dialect is not built into this rrpc"
-                                         : ": unknown (auto, imm or brpc)");
+      refused = "--rdma_dialect=" + dialect +
+                (dialect == "cursor" ? ": the cursor dialect is not built into this rrpc"
+                                     : ": unknown (auto, imm or brpc)");
       o.dialect = -1;  // refused below, with the rest
     }
     init_rc = rrpc_rdma_global_init(&o);
@@ -281,12 +282,16 @@ int PrepareRdma() {
     if (init_rc == -EALREADY) init_rc = 0;
   });
   if (init_rc == 0) return 0;
+  std::string text;
   if (init_rc == -RRPC_ENORDMA) {
-    LOG(ERROR) << "use_rdma=true, but " << rrpc_strerror(init_rc);
+    text = std::string("use_rdma=true, but ") + rrpc_strerror(init_rc);
   } else {
-    LOG(ERROR) << "cannot start the RDMA runtime: " << rrpc_strerror(init_rc) << " ("
-               << rrpc_err_name(init_rc) << ")";
+    text = "cannot start the RDMA runtime: " +
+           (refused.empty() ? std::string(rrpc_strerror(init_rc)) + " (" + rrpc_err_name(init_rc) + ")"
+                            : refused);
   }
+  LOG(ERROR) << text;
+  if (why != nullptr) *why = text;
   return -1;
 }
 
