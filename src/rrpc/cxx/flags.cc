@@ -73,6 +73,10 @@ DEFINE_int32(rrpc_rdma_tcp_only_ttl_s, 300,
              "An RDMA client whose server closed the connection during the RDMA handshake (a "
              "server that predates it, e.g. brpc) calls it again over TCP and reaches it over "
              "TCP only for so many seconds; <= 0 = never remember");
+DEFINE_int32(rdma_brpc_ack_settle_us, 20000,
+             "A brpc-dialect client waits so long after its handshake ACK before its first "
+             "data over RDMA: a brpc server before apache/brpc#3505 closes the connection when "
+             "RDMA bytes reach it before it has parsed the ACK; <= 0 = no wait");
 DEFINE_string(rdma_dialect, "auto",
               "RDMA dialect of clients: auto (= imm), imm (rrpc's CLC handshake and "
               "write-with-immediate ring), brpc (Apache brpc's RDMA hello and SEND data path); "
@@ -266,6 +270,7 @@ int PrepareRdma(std::string* why) {
     o.piece_cache_size_mb = static_cast<size_t>(FLAGS_rdma_piece_cache_size_mb);
     o.pool_low_water_mb = static_cast<size_t>(FLAGS_rdma_memory_pool_low_water_mb);
     o.tcp_only_ttl_s = FLAGS_rrpc_rdma_tcp_only_ttl_s != 0 ? FLAGS_rrpc_rdma_tcp_only_ttl_s : -1;
+    o.brpc_ack_settle_us = FLAGS_rdma_brpc_ack_settle_us != 0 ? FLAGS_rdma_brpc_ack_settle_us : -1;
     const std::string dialect = FLAGS_rdma_dialect;
     if (dialect == "auto" || dialect.empty()) o.dialect = RRPC_RDMA_DIALECT_AUTO;
     else if (dialect == "imm") o.dialect = RRPC_RDMA_DIALECT_IMM;
