@@ -210,7 +210,12 @@ std::condition_variable g_live_cv;
 std::atomic<int> g_live{0};
 
 std::mutex g_reach_mu;
-std::string g_unreachable;  // the first "cannot reach" message
+std::string g_unreachable;  // why the first thread that could not start could not
+
+void CouldNotStart(const std::string& why) {
+  std::lock_guard<std::mutex> lk(g_reach_mu);
+  if (g_unreachable.empty()) g_unreachable = why;
+}
 
 // One synchronous RPC before the test, as brpc's client makes: a server that
 // cannot be reached ends the test at once instead of failing RPCs for all of
@@ -222,11 +227,8 @@ bool Reachable(rrpc::Channel* channel, const std::string& server) {
   request.set_echo_attachment(false);
   test::PerfTestService_Stub(channel).Test(&cntl, &request, &response, nullptr);
   if (!cntl.Failed()) return true;
-  std::lock_guard<std::mutex> lk(g_reach_mu);
-  if (g_unreachable.empty()) {
-    g_unreachable = "cannot reach " + server + ": [E" + std::to_string(cntl.ErrorCode()) + "] " +
-                    cntl.ErrorText();
-  }
+  CouldNotStart("cannot reach " + server + ": [E" + std::to_string(cntl.ErrorCode()) + "] " +
+                cntl.ErrorText());
   return false;
 }
 
@@ -275,6 +277,7 @@ void ClientThread(int index, const std::string& server, const rrpc::IOBuf* attac
   const bool naming = server.find("://") != std::string::npos;
   int rc = naming ? channel.Init(server.c_str(), FLAGS_load_balancer.c_str(), &options)
                   : channel.Init(server.c_str(), &options);
+  if (rc != 0) CouldNotStart("cannot set up a channel to " + server + ": " + channel.init_error());
   if (rc != 0 || !Reachable(&channel, server)) {
     init_failures->fetch_add(1);
     g_stop = true;  // the numbers would be meaningless: end the other threads too
@@ -423,8 +426,8 @@ int main(int argc, char* argv[]) {
             static_cast<unsigned long long>(rs.bytes_copied_recv));
   if (init_failures.load() > 0) {
     std::lock_guard<std::mutex> lk(g_reach_mu);
-    fprintf(stderr, "%d of %d client threads could not start%s%s\n", init_failures.load(),
-            FLAGS_thread_num, g_unreachable.empty() ? "" : "; ", g_unreachable.c_str());
+    fprintf(stderr, "%d of %d client threads could not start; %s\n", init_failures.load(),
+            FLAGS_thread_num, g_unreachable.c_str());
     return 1;
   }
   if (t.failed > 0) {

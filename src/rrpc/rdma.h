@@ -115,6 +115,12 @@ typedef struct rrpc_rdma_options {
                                       into the process (rxe: (n + 1) rounded up to a power of
                                       two, 512 B each: 31 = 16 KiB, 128 = 128 KiB). 0 = 31;
                                       8 .. 4096 */
+  int brpc_ack_settle_us;          /* rdma_brpc_ack_settle_us: a brpc-dialect client waits so
+                                      long after its ACK before its first data WR. A brpc
+                                      server before apache/brpc#3505 parses the TCP ACK and
+                                      the first RDMA bytes from one buffer on two threads;
+                                      RDMA bytes that get there before the ACK is parsed make
+                                      it close the connection. 0 = 20000; < 0 = no wait */
 } rrpc_rdma_options;
 
 enum {

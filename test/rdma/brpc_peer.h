@@ -8,6 +8,10 @@
 // What it checks of the other side, besides the bytes coming back:
 //  - the other side's hello is a valid v2 hello (40 B, versions 2/1, sizes),
 //    and a client's ACK says RDMA;
+//  - as a server, as brpc's own server before apache/brpc#3505 (whose QP
+//    takes data from the moment it is up, into the buffer the ACK is parsed
+//    from): the client sends nothing over RDMA before this server has parsed
+//    the ACK, which takes it ack_parse_ms, and nothing after the ACK on TCP;
 //  - the other side never sends more data WRs than the credits it holds
 //    (min(its sq, our rq) - 3, returned through our immediates) and never
 //    returns more credits than we used; a WR over our block size would be a
@@ -124,6 +128,10 @@ class Peer {
   std::string error;             // why the last step failed
   Hello peer_hello;              // as received
   uint64_t data_wrs_sent = 0, data_wrs_received = 0, pure_acks_sent = 0, pure_acks_received = 0;
+  // Server role: how long this server takes to parse the client's ACK once
+  // it is there to read (brpc: a bthread reads the fd and runs its parsers).
+  // RDMA data that arrives before then is a closed connection at brpc.
+  int ack_parse_ms = 50;
 
   // sq, rq and recv_payload (the block_size we announce) as brpc's
   // rdma_sq_size, rdma_rq_size and block type would set them.
@@ -133,6 +141,10 @@ class Peer {
   Peer &operator=(const Peer &) = delete;
   ~Peer() { close_all(); }
   uint32_t recv_payload() const { return payload_; }
+  // Closes the TCP connection, as brpc closes one it finds at fault.
+  void hang_up() {
+    if (fd_ >= 0) shutdown(fd_, SHUT_RDWR);
+  }
 
   // TCP connect, hellos, QP bring-up, ACK=1. dev: device name ("" = first).
   bool connect(const std::string &dev, const std::string &ip, int port) {
@@ -151,8 +163,12 @@ class Peer {
     timeval tv = {kWaitMs / 1000, 0};
     setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     if (!read_hello() || !bring_up() || !send_hello()) return false;
+    if (!parse_time_passes_without_data()) return false;
     uint8_t ack[4];
     if (!read_all(fd_, ack, 4)) return fail("read ACK");
+    char more;
+    if (recv(fd_, &more, 1, MSG_PEEK | MSG_DONTWAIT) > 0)
+      return fail("bytes after the ACK on TCP (brpc: \"Too many bytes in handshake ACK\", closed)");
     return (get32(ack) & 1) != 0 || fail("client's ACK says no RDMA");
   }
 
@@ -379,6 +395,31 @@ class Peer {
                       IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
                           IBV_QP_MAX_QP_RD_ATOMIC))
       return fail("to RTS");
+    return true;
+  }
+
+  // Server role, between the ACK's arrival and its parse: our QP is up with
+  // every receive posted, so a data WR the client sends now completes here.
+  // Waits ack_parse_ms for the ACK's parse, woken early by a receive.
+  bool parse_time_passes_without_data() {
+    pollfd p = {fd_, POLLIN, 0};
+    if (poll(&p, 1, kWaitMs) != 1) return fail("no ACK");
+    if (ibv_req_notify_cq(rcq_, 0)) return fail("arm cq");
+    ibv_wc wc;
+    int n = ibv_poll_cq(rcq_, 1, &wc);
+    if (n == 0 && ack_parse_ms > 0) {
+      pollfd c = {chan_->fd, POLLIN, 0};
+      if (poll(&c, 1, ack_parse_ms) == 1) {
+        ibv_cq *cq;
+        void *ctx;
+        if (ibv_get_cq_event(chan_, &cq, &ctx) != 0) return fail("get cq event");
+        ibv_ack_cq_events(cq, 1);
+      }
+      n = ibv_poll_cq(rcq_, 1, &wc);
+    }
+    if (n != 0)
+      return fail("RDMA data before this server parsed the ACK (brpc: \"Too many bytes in handshake ACK\" "
+                  "or \"unknown message\", closed)");
     return true;
   }
 

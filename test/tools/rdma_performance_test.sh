@@ -7,7 +7,8 @@
 #      --connection_type=pooled / short work;
 #   4. --expected_qps paces the RPCs;
 #   5. --servers takes a naming URL (list://) with --load_balancer, and a dead server in the
-#      list costs no failed RPC (retried on the live one, then isolated).
+#      list costs no failed RPC (retried on the live one, then isolated);
+#   6. a channel that cannot be set up: "N of M client threads could not start" says why.
 # Needs the make build (build/examples/rdma_performance). Every run is bounded by `timeout`.
 set -u
 cd "$(dirname "$0")/../.."
@@ -118,5 +119,13 @@ check "--servers=list://... --load_balancer=rr: exit 0 (got $rc)" [ $rc -eq 0 ]
 check "naming URL: no failed RPC (got ${failed:-none}) of ${rpcs:-none}" test "${failed:-1}" -eq 0 -a "${rpcs:-0}" -ge 200
 timeout 10 "$BIN/client" --servers="list://127.0.0.1:$port" --load_balancer=nope > "$dir/out" 2>&1
 check "--load_balancer=nope refused (exit $?)" grep -q 'nope' "$dir/out"
+
+# 6. --rdma_dialect=bogus: no channel can be set up, and the last line says why.
+timeout 10 "$BIN/client" --servers=127.0.0.1:$port --use_rdma=true --rdma_dialect=bogus \
+  --thread_num=2 > "$dir/out" 2>&1
+rc=$?
+check "channel not set up: exit 1 (got $rc)" [ $rc -eq 1 ]
+check "channel not set up: 'could not start' carries the reason ($(grep 'could not start' "$dir/out"))" \
+  grep -q "^2 of 2 client threads could not start; cannot set up a channel to 127.0.0.1:$port: .*rdma_dialect=bogus" "$dir/out"
 
 [ $fails -eq 0 ]

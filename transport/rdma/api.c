@@ -25,6 +25,7 @@ enum {
   DEFAULT_MAX_HANDSHAKES = 64,
   DEFAULT_CLOSE_WAIT_MS = 1000,
   DEFAULT_TCP_ONLY_TTL_S = 300,
+  DEFAULT_BRPC_ACK_SETTLE_US = 20000,
   DEFAULT_POOL_INITIAL_MB = 64,
   DEFAULT_POOL_INCREASE_MB = 64,
   DEFAULT_POOL_MAX_MB = 4096,
@@ -76,6 +77,7 @@ void rrpc_rdma_options_init(rrpc_rdma_options *o) {
   o->registered_max_size_mb = DEFAULT_REGISTERED_MAX_MB;
   o->close_wait_ms = DEFAULT_CLOSE_WAIT_MS;
   o->tcp_only_ttl_s = DEFAULT_TCP_ONLY_TTL_S;
+  o->brpc_ack_settle_us = DEFAULT_BRPC_ACK_SETTLE_US;
   o->bg_queue_max = DEFAULT_BG_QUEUE_MAX;
   o->piece_cache_size_mb = DEFAULT_PIECE_CACHE_MB;
   o->elastic_sq_size = DEFAULT_ELASTIC_SQ;
@@ -134,6 +136,7 @@ static int options_normalize(const rrpc_rdma_options *in, rrpc_rdma_options *out
   if (out->max_handshakes == 0) out->max_handshakes = def.max_handshakes;
   if (out->close_wait_ms == 0) out->close_wait_ms = def.close_wait_ms;
   if (out->tcp_only_ttl_s == 0) out->tcp_only_ttl_s = def.tcp_only_ttl_s;
+  if (out->brpc_ack_settle_us == 0) out->brpc_ack_settle_us = def.brpc_ack_settle_us;
   if (out->bg_queue_max == 0) out->bg_queue_max = def.bg_queue_max;
   if (out->registered_max_size_mb == 0) out->registered_max_size_mb = def.registered_max_size_mb;
   if (out->registered_max_size_mb > (SIZE_MAX >> 21)) return -EINVAL;

@@ -7,6 +7,7 @@
  *                                    <--  RTS, then its hello (else brpc's
  *   valid: receives, RTR, RTS,            "won't do RDMA" hello)
  *   ACK 1 (else ACK 0: TCP)           -->  ACK 1: up; ACK 0: TCP
+ *   first data after the settle time  -->  (settle(): brpc servers' ACK race)
  *
  * The QP is brought up as brpc does (PSN 0 both ways, path MTU at most
  * 1024, GRH, no RNR retry): PSNs and MTU are not exchanged. Every wait has
@@ -367,6 +368,46 @@ static void up(rrpc__brpc_ep *ep) {
   rrpc__bdp_poll(ep);
 }
 
+/* The ACK has had its head start: the first data may go, over RDMA or,
+ * after ACK 0, over TCP. */
+static void settled(rrpc__brpc_ep *ep) {
+  if (ep->tcp_reason != 0) to_tcp(ep, ep->tcp_reason);
+  else up(ep);
+}
+
+static void on_settled(void *arg) {
+  rrpc__brpc_ep *ep = arg;
+  ep->timer = 0;
+  settled(ep);
+}
+
+/* After the ACK, hold the first data for --rdma_brpc_ack_settle_us. A brpc
+ * server before apache/brpc#3505 parses the ACK from the bytes it read off
+ * TCP, and from the moment its QP is up appends what arrives over RDMA to
+ * the same buffer, on another thread: bytes there before the ACK was parsed
+ * make it close the connection ("Too many bytes in handshake ACK", or
+ * "unknown message" when they land on the other side of the ACK). After
+ * ACK 0 the same holds for TCP bytes read together with the ACK. Nothing
+ * in the protocol says when the server has parsed the ACK, so the client
+ * leaves it that long; queued calls wait, on a timer. brpc's TCP-mode
+ * refusal comes from a parser that takes exactly the 4 bytes: no wait.
+ * tcp_reason: 0 = RDMA, else go on over TCP for this reason. */
+static void settle(rrpc__brpc_ep *ep, uint32_t tcp_reason) {
+  int us = ep->opts->brpc_ack_settle_us;
+  cancel_timer(ep);
+  ep->tcp_reason = tcp_reason;
+  int tcp_mode_refusal = tcp_reason != 0 && ep->peer.version == 2 && ep->peer.hello_ver == RRPC_BRPC_V2_TCP_MODE_VER;
+  if (us <= 0 || tcp_mode_refusal) {
+    settled(ep);
+    return;
+  }
+  ep->state = BEP_CLIENT_SETTLE;
+  if (rrpc__loop_timer_add(ep->loop, rrpc__now_us() + (uint64_t)us, on_settled, ep, &ep->timer) != 0) {
+    ep->timer = 0;
+    settled(ep);
+  }
+}
+
 static void on_deadline(void *arg) {
   rrpc__brpc_ep *ep = arg;
   ep->timer = 0;
@@ -387,7 +428,7 @@ static void client_on_hello(rrpc__brpc_ep *ep) {
     /* The server will not do RDMA: say so and go on over TCP. */
     int rc = send_ack(ep, 0);
     if (rc != 0) hard_fail(ep, rc, "sending the ACK");
-    else to_tcp(ep, RRPC_FB_BRPC_NOT_SERVED);
+    else settle(ep, RRPC_FB_BRPC_NOT_SERVED);
     return;
   }
   int rc = bring_up(ep);
@@ -396,7 +437,7 @@ static void client_on_hello(rrpc__brpc_ep *ep) {
     RRPC_LOG(WARNING, "rdma (brpc dialect): cannot bring the QP up: %s", rrpc_strerror(rc));
     rc = send_ack(ep, 0);
     if (rc != 0) hard_fail(ep, rc, "sending the ACK");
-    else to_tcp(ep, RRPC_CLC_DECL_INTERR);
+    else settle(ep, RRPC_CLC_DECL_INTERR);
     return;
   }
   rc = send_ack(ep, RRPC_BRPC_ACK_RDMA);
@@ -404,7 +445,7 @@ static void client_on_hello(rrpc__brpc_ep *ep) {
     hard_fail(ep, rc, "sending the ACK");
     return;
   }
-  up(ep);
+  settle(ep, 0);
 }
 
 /* ---- server -------------------------------------------------------------------- */
@@ -520,6 +561,7 @@ static int brpc_is_rdma(const rrpc__socket *s) {
 static const char *state_name(rrpc__bep_state st) {
   switch (st) {
   case BEP_CLIENT_WAIT_HELLO: return "BRPC_CLIENT_WAIT_HELLO";
+  case BEP_CLIENT_SETTLE: return "BRPC_CLIENT_SETTLE";
   case BEP_SERVER_WAIT_HELLO: return "BRPC_SERVER_WAIT_HELLO";
   case BEP_SERVER_WAIT_ACK: return "BRPC_SERVER_WAIT_ACK";
   case BEP_UP: return "UP";

@@ -31,6 +31,7 @@
 
 typedef enum {
   BEP_CLIENT_WAIT_HELLO, /* client: hello sent */
+  BEP_CLIENT_SETTLE,     /* client: ACK sent, no data yet (--rdma_brpc_ack_settle_us) */
   BEP_SERVER_WAIT_HELLO, /* server: reading the client's hello */
   BEP_SERVER_WAIT_ACK,   /* server: hello sent, QP up */
   BEP_UP,
@@ -54,6 +55,7 @@ typedef struct rrpc__brpc_ep {
   union ibv_gid gid;
   int holds_slot; /* server: one of --rdma_max_concurrent_handshakes */
   uint32_t refused; /* server: the refusal was sent for this reason, 0 = none */
+  uint32_t tcp_reason; /* client, settling: TCP after it for this reason, 0 = RDMA */
   struct rrpc__brpc_hello peer;
 
   /* verbs (created and destroyed on the loop thread) */

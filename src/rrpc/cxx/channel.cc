@@ -146,21 +146,22 @@ bool ParseConnectionType(const std::string& name, ConnectionType* out) {
   return true;
 }
 
+int Channel::Refuse(const std::string& why) {
+  LOG(ERROR) << why;
+  init_error_ = why;
+  return -1;
+}
+
 int Channel::Prepare(const char* what, const ChannelOptions* opts, rrpc_channel_options* c) {
-  if (ch_ != nullptr) {
-    LOG(ERROR) << "rrpc::Channel::Init called twice";
-    return -1;
-  }
-  if (what == nullptr) {
-    LOG(ERROR) << "rrpc::Channel::Init: no server address";
-    return -1;
-  }
+  if (ch_ != nullptr) return Refuse("rrpc::Channel::Init called twice");
+  init_error_.clear();
+  if (what == nullptr) return Refuse("rrpc::Channel::Init: no server address");
   ChannelOptions o = opts ? *opts : ChannelOptions();
-  if (o.use_rdma && detail::PrepareRdma() != 0) return -1;
+  // PrepareRdma logs its reason; kept here too.
+  if (o.use_rdma && detail::PrepareRdma(&init_error_) != 0) return -1;
   if (!o.rdma_dialect.empty() && o.rdma_dialect != "imm" && o.rdma_dialect != "brpc") {
-    LOG(ERROR) << "rrpc::Channel::Init: rdma_dialect \"" << o.rdma_dialect << "\""
-               << (o.rdma_dialect == "cursor" ? ": not built into this rrpc" : ": unknown (imm or brpc)");
-    return -1;
+    return Refuse("rrpc::Channel::Init: rdma_dialect \"" + o.rdma_dialect + "\"" +
+                  (o.rdma_dialect == "cursor" ? ": not built into this rrpc" : ": unknown (imm or brpc)"));
   }
   if (!o.connection_type.unknown_name().empty()) {
     LOG(ERROR) << "rrpc::Channel::Init: connection_type \"" << o.connection_type.unknown_name()
@@ -202,8 +203,7 @@ int Channel::Init(const char* server_addr, const ChannelOptions* opts) {
   int rc = rrpc_channel_new(server_addr, &c, &ch_);
   if (rc != 0) {
     ch_ = nullptr;
-    LOG(ERROR) << "rrpc::Channel::Init(\"" << server_addr << "\"): " << rrpc_strerror(rc);
-    return -1;
+    return Refuse("rrpc::Channel::Init(\"" + std::string(server_addr) + "\"): " + rrpc_strerror(rc));
   }
   return 0;
 }
@@ -218,9 +218,8 @@ int Channel::Init(const char* naming_url, const char* load_balancer_name, const 
   int rc = rrpc_channel_new_lb(naming_url, load_balancer_name, &c, &ch_);
   if (rc != 0) {
     ch_ = nullptr;
-    LOG(ERROR) << "rrpc::Channel::Init(\"" << naming_url << "\", \""
-               << (load_balancer_name ? load_balancer_name : "") << "\"): " << rrpc_strerror(rc);
-    return -1;
+    return Refuse("rrpc::Channel::Init(\"" + std::string(naming_url) + "\", \"" +
+                  (load_balancer_name ? load_balancer_name : "") + "\"): " + rrpc_strerror(rc));
   }
   return 0;
 }

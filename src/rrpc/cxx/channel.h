@@ -152,11 +152,17 @@ class Channel : public google::protobuf::RpcChannel {
 
   // The C channel, borrowed (nullptr before Init).
   rrpc_channel* c_channel() { return ch_; }
+  // Why the last Init failed, as it was logged ("" when none failed). rrpc's
+  // own: brpc's Channel::Init only logs it.
+  const std::string& init_error() const { return init_error_; }
 
  private:
   // The C options from opts and the flags; -1 after logging why not.
   int Prepare(const char* what, const ChannelOptions* opts, rrpc_channel_options* c);
+  // Logs `why`, keeps it for init_error(); -1.
+  int Refuse(const std::string& why);
   rrpc_channel* ch_ = nullptr;
+  std::string init_error_;
   // Each method called through this channel, prepared once (rrpc_method:
   // its names encoded for the wire), found by its descriptor's address.
   // Protobuf's generated descriptors live as long as the process; one of a

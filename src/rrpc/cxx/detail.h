@@ -32,8 +32,9 @@ void ApplyObservabilityFlags();
 
 // PrepareRdma - start the RDMA runtime from the rdma_* flags (once; a runtime
 // someone else started already is fine). 0, or -1 after logging why (for a
-// build without RDMA: how to build with it).
-int PrepareRdma();
+// build without RDMA: how to build with it); `why`, when given, gets the
+// same text.
+int PrepareRdma(std::string* why = nullptr);
 
 // SerializeToIOBuf - append `m`'s bytes to `out` (small messages are copied
 // into the tail block, large ones written straight into fresh blocks). 0, or

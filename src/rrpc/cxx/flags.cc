@@ -75,6 +75,10 @@ DEFINE_int32(rrpc_rdma_tcp_only_ttl_s, 300,
              "An RDMA client whose server closed the connection during the RDMA handshake (a "
              "server that predates it, e.g. brpc) calls it again over TCP and reaches it over "
              "TCP only for so many seconds; <= 0 = never remember");
+DEFINE_int32(rdma_brpc_ack_settle_us, 20000,
+             "A brpc-dialect client waits so long after its handshake ACK before its first "
+             "data over RDMA: a brpc server before apache/brpc#3505 closes the connection when "
+             "RDMA bytes reach it before it has parsed the ACK; <= 0 = no wait");
 DEFINE_string(rdma_dialect, "auto",
               "RDMA dialect of clients: auto (= imm), imm (rrpc's CLC handshake and "
               "write-with-immediate ring), brpc (Apache brpc's RDMA hello and SEND data path); "
@@ -267,9 +271,10 @@ void ApplyLoopFlags() {
   }
 }
 
-int PrepareRdma() {
+int PrepareRdma(std::string* why) {
   static std::once_flag once;
   static int init_rc;
+  static std::string refused;  // why the flags were refused, before the runtime saw them
   // The options hold a pointer to the device name; keep it for the process.
   static std::string device;
   std::call_once(once, [] {
@@ -307,14 +312,15 @@ int PrepareRdma() {
     o.piece_cache_size_mb = static_cast<size_t>(FLAGS_rdma_piece_cache_size_mb);
     o.pool_low_water_mb = static_cast<size_t>(FLAGS_rdma_memory_pool_low_water_mb);
     o.tcp_only_ttl_s = FLAGS_rrpc_rdma_tcp_only_ttl_s != 0 ? FLAGS_rrpc_rdma_tcp_only_ttl_s : -1;
+    o.brpc_ack_settle_us = FLAGS_rdma_brpc_ack_settle_us != 0 ? FLAGS_rdma_brpc_ack_settle_us : -1;
     const std::string dialect = FLAGS_rdma_dialect;
     if (dialect == "auto" || dialect.empty()) o.dialect = RRPC_RDMA_DIALECT_AUTO;
     else if (dialect == "imm") o.dialect = RRPC_RDMA_DIALECT_IMM;
     else if (dialect == "brpc") o.dialect = RRPC_RDMA_DIALECT_BRPC;
     else {
-      LOG(ERROR) << "--rdma_dialect=" << dialect
-                 << (dialect == "cursor" ? ": the cursor dialect is not built into this rrpc"
-                                         : ": unknown (auto, imm or brpc)");
+      refused = "--rdma_dialect=" + dialect +
+                (dialect == "cursor" ? ": the cursor dialect is not built into this rrpc"
+                                     : ": unknown (auto, imm or brpc)");
       o.dialect = -1;  // refused below, with the rest
     }
     init_rc = rrpc_rdma_global_init(&o);
@@ -323,12 +329,16 @@ int PrepareRdma() {
     if (init_rc == -EALREADY) init_rc = 0;
   });
   if (init_rc == 0) return 0;
+  std::string text;
   if (init_rc == -RRPC_ENORDMA) {
-    LOG(ERROR) << "use_rdma=true, but " << rrpc_strerror(init_rc);
+    text = std::string("use_rdma=true, but ") + rrpc_strerror(init_rc);
   } else {
-    LOG(ERROR) << "cannot start the RDMA runtime: " << rrpc_strerror(init_rc) << " ("
-               << rrpc_err_name(init_rc) << ")";
+    text = "cannot start the RDMA runtime: " +
+           (refused.empty() ? std::string(rrpc_strerror(init_rc)) + " (" + rrpc_err_name(init_rc) + ")"
+                            : refused);
   }
+  LOG(ERROR) << text;
+  if (why != nullptr) *why = text;
   return -1;
 }
 

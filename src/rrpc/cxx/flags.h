@@ -47,6 +47,7 @@ DECLARE_int32(rdma_ring_idle_ms);
 DECLARE_uint64(rdma_retired_max_size);
 DECLARE_uint64(rdma_memory_pool_low_water_mb);
 DECLARE_int32(rrpc_rdma_tcp_only_ttl_s);
+DECLARE_int32(rdma_brpc_ack_settle_us);
 DECLARE_string(rdma_dialect);
 DECLARE_int32(usercode_pool_threads);
 DECLARE_bool(usercode_in_loop);
