@@ -30,7 +30,9 @@ ignored=(--bthread_concurrency=16 --bthread_min_concurrency=4 --stack_size_norma
   --socket_keepalive --http_verbose --pb_enum_as_number --crash_on_fatal_log
   --free_memory_to_system_interval=10)
 
-timeout 20 "$BIN" --port=0 "${ignored[@]}" --graceful_quit_on_sigterm > "$dir/out" 2> "$dir/err" &
+# --foreground: timeout forwards our SIGTERM to the server once; without it, it signals its whole
+# process group too, and the second SIGTERM meets the default action the first one restored.
+timeout --foreground 20 "$BIN" --port=0 "${ignored[@]}" --graceful_quit_on_sigterm > "$dir/out" 2> "$dir/err" &
 spid=$!
 port=
 for _ in $(seq 200); do  # bounded: 200 x 50 ms
@@ -55,11 +57,15 @@ if [ -n "$port" ]; then
 fi
 [ "$fails" -eq 0 ] || { echo "--- server stderr:"; cat "$dir/err"; }
 
-timeout 20 "$BIN" --port=0 --rdma_dialect=foo > "$dir/out2" 2> "$dir/err2"; rc=$?
+# --foreground: timeout forwards our SIGTERM to the server once; without it, it signals its whole
+# process group too, and the second SIGTERM meets the default action the first one restored.
+timeout --foreground 20 "$BIN" --port=0 --rdma_dialect=foo > "$dir/out2" 2> "$dir/err2"; rc=$?
 check "--rdma_dialect=foo is refused at parsing (exit $rc)" test "$rc" -ne 0 -a "$rc" -ne 124
 check "... saying why" grep -q -- "--rdma_dialect=foo: unknown (auto, imm or brpc)" "$dir/err2"
 check "... before any server started" test ! -s "$dir/out2"
-timeout 20 "$BIN" --port=0 --rdma_dialect=brpc --version > "$dir/v" 2>&1
+# --foreground: timeout forwards our SIGTERM to the server once; without it, it signals its whole
+# process group too, and the second SIGTERM meets the default action the first one restored.
+timeout --foreground 20 "$BIN" --port=0 --rdma_dialect=brpc --version > "$dir/v" 2>&1
 version=$(sed -n 's/^#define RRPC_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\)$/\2/p' src/rrpc/version.h | paste -sd.)
 check "--version names rrpc $version: $(head -1 "$dir/v")" grep -q "rrpc $version" "$dir/v"
 
