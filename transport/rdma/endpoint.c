@@ -17,7 +17,7 @@
 #include "transport/rdma/budget.h"
 #include "transport/clc_decline.h"
 #include "transport/fallback_codes.h"
-#include "transport/rdma/brpc_ep.h"
+#include "transport/rdma/brpc/brpc_ep.h"
 #include "transport/rdma/slots.h"
 #include "transport/rdma/tcp_only.h"
 #include "transport/rdma/rdma_transport.h"

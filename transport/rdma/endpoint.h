@@ -35,7 +35,7 @@
 #include "transport/rdma/pool.h"
 #include "transport/rdma/verbs_bg.h"
 #include "transport/smc/clc.h"
-#include "transport/rdma/pieces_mem.h"
+#include "transport/rdma/imm/pieces_mem.h"
 #include "transport/rdma/wire/pieces.h"
 #include "transport/rdma/wire/rx_reclaim.h"
 #include "transport/rdma/wire/window.h"

@@ -36,7 +36,7 @@
 
 #include "rrpc/errors.h"
 #include "rrpc/internal/log.h"
-#include "transport/rdma/brpc_ep.h"
+#include "transport/rdma/brpc/brpc_ep.h"
 #include "transport/rdma/endpoint.h"
 
 /* ---- outcomes --------------------------------------------------------------------- */

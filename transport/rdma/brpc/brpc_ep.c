@@ -26,7 +26,7 @@
 #include "rrpc/internal/log.h"
 #include "transport/clc_decline.h"
 #include "transport/fallback_codes.h"
-#include "transport/rdma/brpc_ep.h"
+#include "transport/rdma/brpc/brpc_ep.h"
 #include "transport/rdma/budget.h"
 #include "transport/rdma/endpoint.h"
 
