@@ -1,4 +1,4 @@
-// iobuf_unittest.cc - tests of the iobuf and its blocks/allocator (src/rrpc/iobuf.c, block.c).
+// iobuf_unittest.cc - tests of the iobuf and its blocks/allocator (src/rrpc/core/iobuf.c, block.c).
 #include <gtest/gtest.h>
 #include <sys/uio.h>
 

@@ -1,5 +1,5 @@
-// loop_unittest.cc - tests for the event loops (src/rrpc/loop.c), the timer
-// heap (src/rrpc/timer_heap.c) and loop groups (src/rrpc/loop_group.c).
+// loop_unittest.cc - tests for the event loops (src/rrpc/core/loop.c), the timer
+// heap (src/rrpc/core/timer_heap.c) and loop groups (src/rrpc/core/loop_group.c).
 //
 // Synchronisation is by futures and condition variables only. Waits carry a
 // generous limit so a bug fails the test instead of hanging it.

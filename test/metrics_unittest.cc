@@ -1,4 +1,4 @@
-// metrics_unittest.cc - the call-figure recorder (src/rrpc/metrics.c): its
+// metrics_unittest.cc - the call-figure recorder (src/rrpc/core/metrics.c): its
 // per-second slots are made on the first call that ends in them, by
 // whichever thread gets there first, and read by any thread meanwhile.
 #include <gtest/gtest.h>

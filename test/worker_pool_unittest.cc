@@ -1,5 +1,5 @@
 // worker_pool_unittest.cc - the worker pool's wake-up rules
-// (src/rrpc/worker_pool.c): a batch wakes at most one worker, which takes
+// (src/rrpc/core/worker_pool.c): a batch wakes at most one worker, which takes
 // the rest itself unless it blocks, when the rescuer wakes another (or, with
 // rescue_us < 0, passes the wake-up on at once); either way every task must
 // still reach an idle worker - also while other workers are blocked inside

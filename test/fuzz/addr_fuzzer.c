@@ -1,5 +1,5 @@
 /* addr_fuzzer.c - libFuzzer target for the address text channels and
- * servers take (src/rrpc/addr.c): any bytes either fail cleanly or give a
+ * servers take (src/rrpc/core/addr.c): any bytes either fail cleanly or give a
  * socket address of a known family and size, and the text rrpc prints for
  * that address parses back to the same address. Host names are not looked
  * up (resolve = 0), so no input reaches DNS. */

@@ -15,34 +15,15 @@
 
 #include "rrpc/rrpc.h"
 #include "test/common/test_util.h"
+#include "test/rdma/rdma_test_util.h"
 #include "test/rdma/tsan_suppressions.h"
 
 using rrpc_test::rdma_test_addr;
 
 namespace {
 
-void echo(void *, rrpc_server_call *call) {
-  rrpc_controller *c = rrpc_server_call_controller(call);
-  rrpc_iobuf_append_iobuf(rrpc_controller_response_attachment(c), rrpc_controller_request_attachment(c));
-  rrpc_server_call_respond(call, rrpc_server_call_request(call));
-}
-
-// Bytes the kernel counted on the TCP connections to/from `port` (ss -ti).
-long long tcp_bytes_on_port(int port) {
-  std::string cmd = "ss -tinH '( sport = :" + std::to_string(port) + " )' 2>/dev/null";
-  FILE *p = popen(cmd.c_str(), "r");
-  if (!p) return -1;
-  long long total = 0;
-  char line[4096];
-  while (fgets(line, sizeof line, p)) {
-    for (const char *key : {"bytes_acked:", "bytes_received:"}) {
-      const char *k = strstr(line, key);
-      if (k) total += atoll(k + strlen(key));
-    }
-  }
-  pclose(p);
-  return total;
-}
+using rrpc_rdma_test::echo_handler;
+using rrpc_rdma_test::tcp_bytes_on_port;
 
 struct Echoed {
   int rc, used_rdma;
@@ -50,22 +31,11 @@ struct Echoed {
 };
 
 Echoed echo_call(rrpc_channel *ch, size_t size) {
-  std::string att = rrpc_test::pattern(size, static_cast<unsigned>(size));
-  rrpc_controller *c;
-  rrpc_controller_new(&c);
-  rrpc_iobuf *rq, *rs;
-  rrpc_iobuf_new(&rq);
-  rrpc_iobuf_new(&rs);
-  rrpc_iobuf_append(rq, "x", 1);
-  rrpc_iobuf_append(rrpc_controller_request_attachment(c), att.data(), att.size());
+  std::string att = rrpc_test::pattern(size, static_cast<unsigned>(size)), ratt, err;
   Echoed e;
-  e.rc = rrpc_channel_call(ch, "test.Echo", "Echo", c, rq, rs, nullptr, nullptr);
-  if (e.rc != 0) fprintf(stderr, "call of %zu bytes: %s\n", size, rrpc_controller_error_text(c));
-  e.same = rrpc_test::iobuf_string(rrpc_controller_response_attachment(c)) == att;
-  e.used_rdma = rrpc_controller_used_rdma(c);
-  rrpc_iobuf_free(rq);
-  rrpc_iobuf_free(rs);
-  rrpc_controller_free(c);
+  e.rc = rrpc_rdma_test::echo(ch, "x", att, &ratt, &e.used_rdma, &err);
+  if (e.rc != 0) fprintf(stderr, "call of %zu bytes: %s\n", size, err.c_str());
+  e.same = ratt == att;
   return e;
 }
 
@@ -87,7 +57,7 @@ TEST_F(BrpcDialect, ClientAndServerCarryAttachmentsOverRdma) {
   so.use_rdma = 1;
   rrpc_server *server = nullptr;
   ASSERT_EQ(0, rrpc_server_new(&so, &server));
-  ASSERT_EQ(0, rrpc_server_add_method(server, "test.Echo", "Echo", echo, nullptr));
+  ASSERT_EQ(0, rrpc_server_add_method(server, "test.Echo", "Echo", echo_handler, nullptr));
   ASSERT_EQ(0, rrpc_server_start(server, (rdma_test_addr() + ":0").c_str()));
   int port = rrpc_server_port(server);
   rrpc_channel *ch = open_channel(port, RRPC_RDMA_DIALECT_BRPC);

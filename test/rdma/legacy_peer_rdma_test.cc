@@ -30,6 +30,7 @@
 #include "rrpc/rrpc.h"
 #include "test/common/hostile.h"
 #include "test/common/test_util.h"
+#include "test/rdma/rdma_test_util.h"
 #include "test/rdma/tsan_suppressions.h"
 
 extern "C" {
@@ -41,18 +42,14 @@ using rrpc_test::rdma_test_addr;
 
 namespace {
 
-void echo(void *, rrpc_server_call *call) {
-  rrpc_controller *c = rrpc_server_call_controller(call);
-  rrpc_iobuf_append_iobuf(rrpc_controller_response_attachment(c), rrpc_controller_request_attachment(c));
-  rrpc_server_call_respond(call, rrpc_server_call_request(call));
-}
+using rrpc_rdma_test::echo_handler;
 
 rrpc_server *start_server(int use_rdma, int *port) {
   rrpc_server_options o = {};
   o.use_rdma = use_rdma;
   rrpc_server *s = nullptr;
   if (rrpc_server_new(&o, &s) != 0) return nullptr;
-  rrpc_server_add_method(s, "test.Echo", "Echo", echo, nullptr);
+  rrpc_server_add_method(s, "test.Echo", "Echo", echo_handler, nullptr);
   if (rrpc_server_start(s, (rdma_test_addr() + ":0").c_str()) != 0) return nullptr;
   *port = rrpc_server_port(s);
   return s;
@@ -175,20 +172,9 @@ rrpc_channel *open_channel(int port, int dialect = 0) {
 
 // One echo with `att_size` bytes of attachment; content checked.
 int echo_call(rrpc_channel *ch, size_t att_size, int *used_rdma) {
-  std::string att = rrpc_test::pattern(att_size, 7);
-  rrpc_controller *c;
-  rrpc_controller_new(&c);
-  rrpc_iobuf *rq, *rs;
-  rrpc_iobuf_new(&rq);
-  rrpc_iobuf_new(&rs);
-  rrpc_iobuf_append(rq, "hi", 2);
-  rrpc_iobuf_append(rrpc_controller_request_attachment(c), att.data(), att.size());
-  int rc = rrpc_channel_call(ch, "test.Echo", "Echo", c, rq, rs, nullptr, nullptr);
-  if (rc == 0 && rrpc_test::iobuf_string(rrpc_controller_response_attachment(c)) != att) rc = -1;
-  *used_rdma = rrpc_controller_used_rdma(c);
-  rrpc_iobuf_free(rq);
-  rrpc_iobuf_free(rs);
-  rrpc_controller_free(c);
+  std::string att = rrpc_test::pattern(att_size, 7), ratt;
+  int rc = rrpc_rdma_test::echo(ch, "hi", att, &ratt, used_rdma);
+  if (rc == 0 && ratt != att) rc = -1;
   return rc;
 }
 

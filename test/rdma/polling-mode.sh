@@ -2,7 +2,7 @@
 # test/rdma/polling-mode.sh - RDMA suite binaries again with busy-polling loops
 # (RRPC_RDMA_POLLING=1, i.e. --rdma_use_polling): the loops then spin on their completion queues
 # instead of sleeping on a completion channel, and an idle spin skips the clock, timers and epoll
-# (src/rrpc/loop.c). These runs show that calls, timeouts, fds (the TCP side of each handshake,
+# (src/rrpc/core/loop.c). These runs show that calls, timeouts, fds (the TCP side of each handshake,
 # fallback), teardown and shared CQs all still work that way. Needs real verbs: run by
 # tools/run-rdma-tests (make test-rdma) inside the VM, or on a host with an RDMA port. Each binary
 # is bounded.

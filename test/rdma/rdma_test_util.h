@@ -1,6 +1,7 @@
 // rdma_test_util.h - scaffolding the RDMA test binaries share: an echo
 // method and a server with it, a channel to a test server, one checked echo call,
-// a raw HTTP GET of a builtin page, the RDMA counters and a millisecond clock. Header-only so
+// a raw HTTP GET of a builtin page, the TCP bytes on a port, the RDMA counters and a
+// millisecond clock. Header-only so
 // every binary of test/rdma/ (each its own program, see the Makefile and
 // BUILD) takes it without another library. Tests with needs of their own
 // (other handlers, hostile peers) keep their own helpers.
@@ -14,6 +15,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <cstdint>
 #include <string>
 
@@ -122,6 +126,24 @@ inline std::string http_get(int port, const std::string &path) {
   close(fd);
   size_t he = all.find("\r\n\r\n");
   return he == std::string::npos ? "" : all.substr(he + 4);
+}
+
+// Bytes the kernel counted on the TCP connections to/from `port` (ss -ti); -1
+// when ss cannot run.
+inline long long tcp_bytes_on_port(int port) {
+  std::string cmd = "ss -tinH '( sport = :" + std::to_string(port) + " )' 2>/dev/null";
+  FILE *p = popen(cmd.c_str(), "r");
+  if (!p) return -1;
+  long long total = 0;
+  char line[4096];
+  while (fgets(line, sizeof line, p)) {
+    for (const char *key : {"bytes_acked:", "bytes_received:"}) {
+      const char *k = strstr(line, key);
+      if (k) total += atoll(k + strlen(key));
+    }
+  }
+  pclose(p);
+  return total;
 }
 
 // The process's RDMA counters now (rrpc_rdma_get_stats, checked).

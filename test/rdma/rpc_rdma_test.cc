@@ -114,22 +114,7 @@ long long hw_counter(const char *name) {
   return v;
 }
 
-// Bytes the kernel counted on the TCP connections to/from `port` (ss -ti).
-long long tcp_bytes_on_port(int port) {
-  std::string cmd = "ss -tinH '( sport = :" + std::to_string(port) + " )' 2>/dev/null";
-  FILE *p = popen(cmd.c_str(), "r");
-  if (!p) return -1;
-  long long total = 0;
-  char line[4096];
-  while (fgets(line, sizeof line, p)) {
-    for (const char *key : {"bytes_acked:", "bytes_received:"}) {
-      const char *k = strstr(line, key);
-      if (k) total += atoll(k + strlen(key));
-    }
-  }
-  pclose(p);
-  return total;
-}
+using rrpc_rdma_test::tcp_bytes_on_port;
 
 // Async echo calls with an attachment of `want` bytes: counts completions,
 // failures and short responses; each response's attachment is dropped as

@@ -77,21 +77,12 @@ TEST(ZeroCopyForward, ProxyForwardsReceivedAttachmentsWithoutStalling) {
   const int kCalls = 40;  // the stall showed after 15
   int ok = 0, rdma = 0;
   for (int i = 0; i < kCalls; i++) {
-    std::string att = rrpc_test::pattern(64 * 1024, (unsigned)i);
-    rrpc_controller *c;
-    rrpc_controller_new(&c);
-    rrpc_iobuf *rq, *rs;
-    rrpc_iobuf_new(&rq);
-    rrpc_iobuf_new(&rs);
-    rrpc_iobuf_append(rq, "x", 1);
-    rrpc_iobuf_append(rrpc_controller_request_attachment(c), att.data(), att.size());
-    int rc = rrpc_channel_call(ch, "test.Proxy", "Forward", c, rq, rs, nullptr, nullptr);
-    if (rc == 0 && rrpc_test::iobuf_string(rrpc_controller_response_attachment(c)) == att) ok++;
-    rdma += rrpc_controller_used_rdma(c);
-    if (rc != 0) printf("call %d failed: %s\n", i, rrpc_controller_error_text(c));
-    rrpc_iobuf_free(rq);
-    rrpc_iobuf_free(rs);
-    rrpc_controller_free(c);
+    std::string att = rrpc_test::pattern(64 * 1024, (unsigned)i), ratt, err;
+    int used_rdma = 0;
+    int rc = rrpc_rdma_test::echo(ch, "x", att, &ratt, &used_rdma, &err, "test.Proxy", "Forward");
+    if (rc == 0 && ratt == att) ok++;
+    rdma += used_rdma;
+    if (rc != 0) printf("call %d failed: %s\n", i, err.c_str());
     if (rc != 0) break;  // after a stall every further call would wait its timeout
   }
   printf("zero-copy forward: %d of %d proxied 64 KiB calls intact (%d over RDMA)\n", ok, kCalls, rdma);

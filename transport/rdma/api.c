@@ -14,7 +14,7 @@
 #include "rrpc/rdma.h"
 #include "rrpc/transport.h"
 #include "transport/rdma/device.h"
-#include "transport/rdma/pieces_mem.h"
+#include "transport/rdma/imm/pieces_mem.h"
 #include "transport/rdma/pool.h"
 #include "transport/rdma/verbs_bg.h"
 

@@ -17,7 +17,8 @@
 #include "transport/rdma/budget.h"
 #include "transport/clc_decline.h"
 #include "transport/fallback_codes.h"
-#include "transport/rdma/brpc_ep.h"
+#include "transport/rdma/dialect.h"
+#include "transport/rdma/imm/pieces_mem.h"
 #include "transport/rdma/slots.h"
 #include "transport/rdma/tcp_only.h"
 #include "transport/rdma/rdma_transport.h"
@@ -697,14 +698,15 @@ static void hs_plain_tcp(rrpc__rdma_ep *ep) {
   tcp->on_fd_event(s, EPOLLIN);
 }
 
-/* A brpc client with RDMA on: its dialect takes the connection over. */
-static void hs_brpc(rrpc__rdma_ep *ep) {
+/* A client that opened with another dialect's hello (brpc's, with RDMA on):
+ * that dialect takes the connection over. */
+static void hs_handover(rrpc__rdma_ep *ep, const struct rrpc__rdma_dialect *d) {
   rrpc__socket *s = ep->s;
   rrpc__rdma_dev *dev = ep->dev;
   hs_timer_cancel(ep);
   ep->s = NULL;
   rrpc__ep_unref(ep);
-  rrpc__brpc_server_take(s, dev);
+  d->server_take(s, dev);
 }
 
 static void hs_fail(rrpc__rdma_ep *ep, int err) {
@@ -760,7 +762,7 @@ void rrpc__ep_hs_apply(rrpc__rdma_ep *ep, struct rrpc__hs_out o) {
     case RRPC_HS_FALLBACK: ep_fallback(ep, o.code, o.send_decline); return;
     case RRPC_HS_FAIL: hs_fail(ep, o.err); return;
     case RRPC_HS_PLAIN_TCP: hs_plain_tcp(ep); return;
-    case RRPC_HS_BRPC: hs_brpc(ep); return;
+    case RRPC_HS_HANDOVER: hs_handover(ep, o.dialect); return;
     case RRPC_HS_RETRY_TCP: hs_retry_over_tcp(ep); return;
     }
     return;
@@ -858,9 +860,11 @@ static int rdma_start_dialect(rrpc__socket *s, int is_client, int dialect) {
   if (is_client && !opts->no_fallback && remembered_tcp_only(s)) return start_tcp_only(s);
   rrpc__rdma_dev *dev = NULL;
   int rc = rrpc__rdma_dev_get(&dev);
-  if (is_client && dialect == RRPC_RDMA_DIALECT_BRPC) {
-    /* brpc's client without a device sends no hello: plain TCP. */
-    if (rc == 0) return rrpc__brpc_client_start(s, dev);
+  const struct rrpc__rdma_dialect *d = rrpc__rdma_dialect_of(dialect);
+  if (is_client && d != NULL && d->client_start != NULL) {
+    /* A client of a dialect with its own hello (brpc's) sends none
+     * without a device: plain TCP. */
+    if (rc == 0) return d->client_start(s, dev);
     if (opts->no_fallback) return -RRPC_ENODEV;
     rrpc__rdma_note_fallback(RRPC_CLC_DECL_NOSMCDEV);
     rrpc__socket_note_fallback(s, RRPC_CLC_DECL_NOSMCDEV);

@@ -35,10 +35,11 @@
 #include "transport/rdma/pool.h"
 #include "transport/rdma/verbs_bg.h"
 #include "transport/smc/clc.h"
-#include "transport/rdma/pieces_mem.h"
 #include "transport/rdma/wire/pieces.h"
 #include "transport/rdma/wire/rx_reclaim.h"
 #include "transport/rdma/wire/window.h"
+
+struct rrpc__piece; /* imm/pieces_mem.h: elastic mode's memory, owned by the imm dialect */
 
 /* Handshake and life states, client and server in one enum. */
 typedef enum rrpc__ep_state {
@@ -278,7 +279,7 @@ enum rrpc__hs_do {
   RRPC_HS_FALLBACK,  /* go on over TCP: code, send_decline */
   RRPC_HS_FAIL,      /* fail the connection with err */
   RRPC_HS_PLAIN_TCP, /* the client does not speak CLC: hand the fd to TCP */
-  RRPC_HS_BRPC,      /* the client opened with brpc's RDMA hello: hand it to brpc_ep.c */
+  RRPC_HS_HANDOVER,  /* the client opened with another dialect's hello: hand it over */
   RRPC_HS_RETRY_TCP, /* the server closed on our Proposal: reconnect over TCP, remember it */
 };
 struct rrpc__hs_out {
@@ -289,6 +290,7 @@ struct rrpc__hs_out {
   int send_decline;     /* FALLBACK */
   int err;              /* FAIL */
   int first_cdc;        /* ESTABLISH: send the first CDC over RDMA first */
+  const struct rrpc__rdma_dialect *dialect; /* HANDOVER: whose hello it was (dialect.h) */
 };
 /* What the endpoint's verbs resources look like, for the Accept/Confirm. */
 struct rrpc__hs_local {

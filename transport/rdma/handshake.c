@@ -36,7 +36,7 @@
 
 #include "rrpc/errors.h"
 #include "rrpc/internal/log.h"
-#include "transport/rdma/brpc_ep.h"
+#include "transport/rdma/dialect.h"
 #include "transport/rdma/endpoint.h"
 
 /* ---- outcomes --------------------------------------------------------------------- */
@@ -261,13 +261,15 @@ static struct rrpc__hs_out server_on_confirm(rrpc__rdma_ep *ep, const struct rrp
   return out_of(RRPC_HS_CONNECT);
 }
 
-/* The first bytes of a connection to an RDMA server: CLC or plain TCP? */
-static int server_sniff(rrpc__rdma_ep *ep) {
+/* The first bytes of a connection to an RDMA server: CLC, another
+ * dialect's hello (*other) or plain TCP? */
+static int server_sniff(rrpc__rdma_ep *ep, const struct rrpc__rdma_dialect **other) {
   uint8_t buf[RRPC_CLC_HDR_LEN];
   ssize_t n = recv(rrpc__socket_fd(ep->s), buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
   if (n == 0) return -RRPC_ECLOSE;
   if (n < 0) return (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? 0 : -errno;
-  if (rrpc__brpc_hello_magic(buf, (size_t)n)) return 2; /* brpc's RDMA hello */
+  *other = rrpc__rdma_dialect_by_hello(buf, (size_t)n);
+  if (*other != NULL) return 2;
   struct rrpc__clc_hdr h;
   int rc = rrpc__clc_peek_header(buf, (size_t)n, &h);
   if (rc != 0 && rc != -EAGAIN) return -RRPC_EPARSE;
@@ -368,11 +370,14 @@ static struct rrpc__hs_out on_clc(rrpc__rdma_ep *ep, const struct rrpc__clc_msg 
 struct rrpc__hs_out rrpc__hs_on_readable(rrpc__rdma_ep *ep) {
   int arm = 0;
   if (ep->state == EP_SERVER_WAIT_PROPOSAL && ep->hs.len == 0) {
-    int rc = server_sniff(ep);
+    const struct rrpc__rdma_dialect *other = NULL;
+    int rc = server_sniff(ep, &other);
     if (rc == 0) return out_of(RRPC_HS_CONTINUE);
     if (rc == 2) {
-      trace(ep, "first bytes are brpc's RDMA hello");
-      return out_of(RRPC_HS_BRPC);
+      trace(ep, "first bytes are another dialect's hello");
+      struct rrpc__hs_out o = out_of(RRPC_HS_HANDOVER);
+      o.dialect = other;
+      return o;
     }
     if (rc == -RRPC_EPARSE) {
       trace(ep, "first bytes are not CLC: plain TCP");

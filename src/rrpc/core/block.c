@@ -1,12 +1,12 @@
 /* block.c - refcounted iobuf blocks and the process-wide block allocator (malloc by default); knows nothing of iobufs. */
-#include "internal/iobuf.h"
+#include "rrpc/internal/iobuf.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#include "internal/log.h"
+#include "rrpc/internal/log.h"
 
 /* ---- the default allocator ------------------------------------------------
  * Its alloc/free are plain malloc/free so that anyone calling them through

@@ -1,5 +1,5 @@
 /* iobuf.c - iobuf operations (append, share, move, cut, pop, reserve/commit, views) over the blocks of block.c. */
-#include "internal/iobuf.h"
+#include "rrpc/internal/iobuf.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/uio.h>
 
-#include "internal/dassert.h"
+#include "rrpc/internal/dassert.h"
 
 /* Invariants kept by every function here:
  *  - refs[start, end) are the live refs, each with len > 0 and holding one

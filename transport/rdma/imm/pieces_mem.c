@@ -11,7 +11,7 @@
 #include "rrpc/errors.h"
 #include "rrpc/internal/log.h"
 #include "transport/rdma/budget.h"
-#include "transport/rdma/pieces_mem.h"
+#include "transport/rdma/imm/pieces_mem.h"
 #include "transport/rdma/wire/cache_goal.h"
 #include "transport/rdma/wire/grant.h"
 

@@ -1,4 +1,4 @@
-/* transport/rdma/brpc_ep.h - private to the RDMA transport: one connection
+/* transport/rdma/brpc/brpc_ep.h - private to the RDMA transport: one connection
  * in Apache brpc's RDMA dialect (../shared/specs/brpc-rdma-facts.md §1-2),
  * as its own transport ops. brpc_ep.c owns the hello handshake over the TCP
  * connection, the QP bring-up (RC, PSN 0, path MTU <= 1024, GRH, no RNR

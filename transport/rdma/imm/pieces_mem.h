@@ -1,4 +1,4 @@
-/* transport/rdma/pieces_mem.h - private to the RDMA transport: the memory
+/* transport/rdma/imm/pieces_mem.h - private to the RDMA transport: the memory
  * of elastic-ring pieces (docs/elastic-rings.md section 1) and the
  * process-wide cache of cleared, registered pieces that grants take from.
  *

@@ -24,6 +24,7 @@
 #include "rrpc/internal/log.h"
 #include "rrpc/internal/loop.h"
 #include "transport/rdma/endpoint.h"
+#include "transport/rdma/imm/pieces_mem.h"
 
 enum {
   PIECE_MIN = 4096,

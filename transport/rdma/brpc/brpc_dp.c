@@ -16,7 +16,7 @@
 
 #include "rrpc/errors.h"
 #include "rrpc/internal/log.h"
-#include "transport/rdma/brpc_ep.h"
+#include "transport/rdma/brpc/brpc_ep.h"
 #include "transport/rdma/budget.h"
 
 #define BDP_POLL_BATCH 32

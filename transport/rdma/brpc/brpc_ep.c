@@ -27,8 +27,9 @@
 #include "rrpc/internal/log.h"
 #include "transport/clc_decline.h"
 #include "transport/fallback_codes.h"
-#include "transport/rdma/brpc_ep.h"
+#include "transport/rdma/brpc/brpc_ep.h"
 #include "transport/rdma/budget.h"
+#include "transport/rdma/dialect.h"
 #include "transport/rdma/endpoint.h"
 
 static const rrpc_transport_ops brpc_ops;
@@ -676,3 +677,11 @@ void rrpc__brpc_server_take(rrpc__socket *s, rrpc__rdma_dev *dev) {
   arm_deadline(ep);
   brpc_on_fd_event(s, EPOLLIN);
 }
+
+/* brpc's entry in the dialect table (transport/rdma/dialect.h). */
+const struct rrpc__rdma_dialect rrpc__rdma_dialect_brpc = {
+    .name = "brpc",
+    .client_start = rrpc__brpc_client_start,
+    .hello_is = rrpc__brpc_hello_magic,
+    .server_take = rrpc__brpc_server_take,
+};
