@@ -187,8 +187,8 @@ $(foreach f,$(EXAMPLE_MAINS),$(eval $(call example_rule,$(f))))
 # brpc builds its own examples (their Makefiles add -DNDEBUG -O2): with
 # NDEBUG, so protobuf's generated code drops its debug-only checks (the
 # dynamic_cast asserts in CallMethod, the UTF-8 check on serialize; ~350
-# instructions a call on the rdma_performance server, docs/performance.md
-# "Round eleven"). The library, the tests and the benches keep theirs.
+# instructions a call on the rdma_performance server). The library, the tests
+# and the benches keep theirs.
 EXAMPLE_OBJS := $(call obj,$(wildcard examples/*/*.c examples/*/*.cc examples/*/*.cpp) \
     $(call pbcc,$(wildcard examples/*/*.proto)))
 $(EXAMPLE_OBJS): CPPFLAGS += -DNDEBUG

@@ -36,7 +36,7 @@ TEST(CacheGoal, ANewProcessRegistersAbout1_3MiBIn84Pieces) {
     uint32_t n = rrpc__cache_goal(&g, c, 0);
     pieces += n;
     bytes += n * Len(c);
-    uint32_t m = rrpc__cache_goal_max(c, 0);  // what every class aimed at before round twelve
+    uint32_t m = rrpc__cache_goal_max(c, 0);  // one goal for every class, without the per-class cap
     old_pieces += m;
     old_bytes += m * Len(c);
   }

@@ -85,7 +85,7 @@ typedef struct rrpc_rdma_options {
                                       whose peer offers them too pins granted pieces (an idle
                                       one ~5 KiB a side) instead of a ring; other peers get
                                       the ring. RRPC_RDMA_ELASTIC_ON (1), _OFF (-1: a ring per
-                                      connection, as before round eleven); 0 = the default
+                                      connection); 0 = the default
                                       (on). The environment variable RRPC_RDMA_ELASTIC=0|1
                                       overrides it (test runs of the whole suite) */
   int ring_idle_ms;                /* rdma_ring_idle_ms: elastic mode: after this long without

@@ -307,8 +307,8 @@ TEST_F(CopyCounters, AnElasticClientOfARingServerGetsItsRingAfterTheAccept) {
   expect_every_received_byte_copied(r);
 }
 
-// Elastic mode with --rdma_retired_max_size at the ring size (the default
-// before round eleven): received writes of at least 4 KiB go up as slices
+// Elastic mode with --rdma_retired_max_size at the ring size (a smaller cap
+// than the default): received writes of at least 4 KiB go up as slices
 // of the granted pieces, within the budget of pinned pieces (half of the
 // cap): a 1 MiB message, incomplete until its last byte, pins at most 512
 // KiB of pieces, and the rest is copied. So the echo copies less than it

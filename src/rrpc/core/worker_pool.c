@@ -32,7 +32,7 @@
  *   the loop then finishes its round - reading, cutting and queueing more
  *   requests - instead of being switched out and back per hand-off; where
  *   a core is idle the woken worker runs there at once, as before.
- *   Measured (docs/performance.md, round nineteen): a third fewer context
+ *   Measured (docs/performance.md, "Saturation"): a third fewer context
  *   switches and 17 % less CPU per call at saturation on 2 cores. Not the
  *   default: a loop that never sleeps (busy polling) leaves a woken worker
  *   waiting out whole time slices (4.6 ms a call measured), and with one

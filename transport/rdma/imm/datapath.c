@@ -694,9 +694,8 @@ static int repost(rrpc__rdma_ep *ep, uint64_t id) {
 
 static void log_wc_error(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int is_send) {
   /* A failed send that was the last window bind says which piece it bound
-   * (a rare bind failure under load is not explained yet: docs/performance.md,
-   * "Known open: one call lost in thousand-conns.sh"); other sends, the WRs
-   * posted so far. */
+   * (a bind re-run by a retry fails so: docs/elastic-rings.md, "A bind only
+   * at a drained send queue"); other sends, the WRs posted so far. */
   char what[96] = "";
   if (is_send) {
     rrpc__ep_lock(ep);
