@@ -89,17 +89,7 @@ Reply raw_request(int port, const std::string &bytes) {
   return r;
 }
 
-std::string run(const std::string &cmd, int *rc = nullptr) {
-  std::string out;
-  FILE *p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  int st = pclose(p);
-  if (rc) *rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return out;
-}
+std::string run(const std::string &cmd, int *rc = nullptr) { return rrpc_test::command_output(cmd, rc); }
 
 std::string curl(int port, const std::string &path, int *rc = nullptr) {
   return run("curl -sS -m 5 'http://127.0.0.1:" + std::to_string(port) + path + "'", rc);

@@ -14,6 +14,7 @@
 
 #include "rrpc/rrpc.h"
 #include "test/common/hostile.h"
+#include "test/common/test_util.h"
 
 extern "C" {
 #include "transport/clc_decline.h"
@@ -33,14 +34,7 @@ uint64_t fallbacks() {
 }
 
 std::string curl(int port, const std::string &path) {
-  std::string out;
-  FILE *p = popen(("curl -sS -m 5 'http://127.0.0.1:" + std::to_string(port) + path + "'").c_str(), "r");
-  if (p == nullptr) return out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  pclose(p);
-  return out;
+  return rrpc_test::command_output("curl -sS -m 5 'http://127.0.0.1:" + std::to_string(port) + path + "'");
 }
 
 TEST(NoDeviceServer, CountsOnlyPeersThatAskedForRdma) {

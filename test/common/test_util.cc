@@ -105,4 +105,19 @@ std::string rdma_test_addr() {
   return ours ? "10.99.0.1" : "127.0.0.1";
 }
 
+std::string command_output(const std::string &cmd, int *rc) {
+  std::string out;
+  FILE *p = popen(cmd.c_str(), "r");
+  if (p == nullptr) {
+    if (rc) *rc = -1;
+    return out;
+  }
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  int st = pclose(p);
+  if (rc) *rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return out;
+}
+
 }  // namespace rrpc_test

@@ -48,6 +48,10 @@ std::vector<uint8_t> load_smc_hex(const std::string &rel);
 // RoCE v2 GID matches; tools/run-rdma-tests), else 127.0.0.1.
 std::string rdma_test_addr();
 
+// What `cmd` (run by /bin/sh) printed on stdout; its exit code in *rc when
+// given (-1 if it did not exit normally). Blocks until it ends.
+std::string command_output(const std::string &cmd, int *rc = nullptr);
+
 // The loop watchdog runs in every test binary (test/common/loop_watchdog.cc)
 // and fails the run on any report; a test that provokes `n` on purpose
 // declares them here.

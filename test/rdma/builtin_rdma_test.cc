@@ -44,16 +44,7 @@ std::string rrpc_stat_path() {
   return p + "/tools/rrpc_stat";
 }
 
-std::string run(const std::string &cmd) {
-  std::string out;
-  FILE *p = popen(cmd.c_str(), "r");
-  if (!p) return out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  pclose(p);
-  return out;
-}
+std::string run(const std::string &cmd) { return rrpc_test::command_output(cmd); }
 
 TEST(BuiltinRdma, RdmaConnectionShowsQpnWindowAndCredits) {
   if (!rrpc_rdma_available()) GTEST_SKIP() << "no active RDMA port";
