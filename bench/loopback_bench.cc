@@ -62,6 +62,7 @@ size_t g_size = 64;
 std::string g_case = "all";  // or raw, sync, async: one case alone (for profiling)
 int g_rescue_us = 0;           // --pool_rescue_us: the pool servers' rrpc_server_options.pool_rescue_us
 int g_batch_sched = 0;         // --pool_batch_sched: their pool_batch_sched (> 0: SCHED_BATCH workers)
+int g_pool_threads = 0;        // --pool_threads: the pool server's pool size (0: the server's default)
 
 uint64_t now_ns() {
   return (uint64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
@@ -592,8 +593,9 @@ int main(int argc, char **argv) {
     else if (strncmp(argv[i], "--handoff=", 10) == 0) rrpc_set_completion_handoff(atoi(argv[i] + 10));
     else if (strncmp(argv[i], "--pool_rescue_us=", 17) == 0) g_rescue_us = atoi(argv[i] + 17);
     else if (strncmp(argv[i], "--pool_batch_sched=", 19) == 0) g_batch_sched = atoi(argv[i] + 19);
+    else if (strncmp(argv[i], "--pool_threads=", 15) == 0) g_pool_threads = atoi(argv[i] + 15);
     else {
-      fprintf(stderr, "usage: %s [--seconds=S] [--size=BYTES] [--case=all|raw|sync|syncpool|async|sat|rawpipe|satone|satloopone|oneconn] [--client_loops=N] [--handoff=MIN (>= 2: on; default off)] [--pool_rescue_us=US (< 0: pass on at once)] [--pool_batch_sched=N (> 0: SCHED_BATCH pool threads)]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--seconds=S] [--size=BYTES] [--case=all|raw|sync|syncpool|async|sat|rawpipe|satone|satloopone|oneconn] [--client_loops=N] [--handoff=MIN (>= 2: on; default off)] [--pool_rescue_us=US (< 0: pass on at once)] [--pool_batch_sched=N (> 0: SCHED_BATCH pool threads)] [--pool_threads=N (pool server; 0: default)]\n", argv[0]);
       return 2;
     }
   }
@@ -604,6 +606,7 @@ int main(int argc, char **argv) {
   lo.handlers_in_loop = 1;
   po.pool_rescue_us = g_rescue_us;
   po.pool_batch_sched = g_batch_sched;
+  po.pool_threads = g_pool_threads;
   if (rrpc_server_new(&lo, &srv) != 0 ||
       rrpc_server_add_method(srv, "bench.Echo", "Echo", echo_handler, nullptr) != 0 ||
       rrpc_server_start(srv, "127.0.0.1:0") != 0 || rrpc_server_new(&po, &psrv) != 0 ||
