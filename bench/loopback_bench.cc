@@ -271,12 +271,13 @@ struct SatResult {
   double cpu_us_per_rpc;
   double rw_syscalls_per_rpc;
   double wakeups_per_rpc;
+  std::string by_thread;  // CPU % per thread kind (rrpc-work: the server pool; rrpc-loop: client and server loops)
 };
 
 SatResult sat_result(const char *name, uint64_t rpcs, double secs, const Usage &a, const Usage &b) {
   double n = rpcs ? (double)rpcs : 1.0;
   return SatResult{name, (double)rpcs / secs, (b.cpu_s - a.cpu_s) * 1e6 / n,
-                   (double)(b.rw_syscalls - a.rw_syscalls) / n, (double)(b.vcsw - a.vcsw) / n};
+                   (double)(b.rw_syscalls - a.rw_syscalls) / n, (double)(b.vcsw - a.vcsw) / n, std::string()};
 }
 
 // One epoll thread over some sockets: read what is there, write it all
@@ -385,6 +386,9 @@ void sat_issue(SatSlot *s) {
   if (rrpc_channel_call(s->b->ch, "bench.Echo", "Echo", s->cntl, s->b->req, s->resp, sat_done, s) != 0) abort();
 }
 
+std::map<std::string, long> ticks_by_thread();
+std::string thread_share(const std::map<std::string, long> &a, const std::map<std::string, long> &b, double secs);
+
 SatResult bench_sat(const std::string &addr, const char *name) {
   std::vector<rrpc_channel *> chans;
   for (int i = 0; i < SAT_CONNS; i++) {
@@ -411,6 +415,7 @@ SatResult bench_sat(const std::string &addr, const char *name) {
       rrpc_iobuf_new(&s.resp);
     }
   }
+  std::map<std::string, long> th0 = ticks_by_thread();
   Usage a = usage_now();
   uint64_t t0 = now_ns();
   for (int i = 0; i < SAT_CONNS; i++)
@@ -429,6 +434,7 @@ SatResult bench_sat(const std::string &addr, const char *name) {
   }
   double secs = (double)(now_ns() - t0) / 1e9;
   Usage u = usage_now();
+  std::string by_thread = thread_share(th0, ticks_by_thread(), secs);
   if (failures) fprintf(stderr, "%s: %d calls failed\n", name, failures);
   for (int i = 0; i < SAT_CONNS; i++) {
     for (auto &s : slots[i]) {
@@ -438,7 +444,9 @@ SatResult bench_sat(const std::string &addr, const char *name) {
     rrpc_iobuf_free(benches[i].req);
     rrpc_channel_free(chans[i]);
   }
-  return sat_result(name, rpcs, secs, a, u);
+  SatResult r = sat_result(name, rpcs, secs, a, u);
+  r.by_thread = by_thread;
+  return r;
 }
 
 // ---- one connection, many cores --------------------------------------------------
@@ -575,11 +583,11 @@ OneConn bench_oneconn(int threads) {
 void print_sat(const std::vector<SatResult> &rs) {
   printf("saturation: %d connections x %d in flight, %zu B echo, %.1f s each (same run; CPU = client + server)\n",
          SAT_CONNS, SAT_DEPTH, g_size, g_seconds);
-  printf("%-8s %12s %12s %12s %12s %12s\n", "case", "QPS", "CPU us/RPC", "rw sys/RPC", "wakeups/RPC",
-         "CPU vs raw");
+  printf("%-8s %12s %12s %12s %12s %12s %s\n", "case", "QPS", "CPU us/RPC", "rw sys/RPC", "wakeups/RPC",
+         "CPU vs raw", "CPU % by thread kind (rrpc-work: pool; rrpc-loop: both sides)");
   for (const SatResult &r : rs)
-    printf("%-8s %12.0f %12.2f %12.2f %12.3f %11.2fx\n", r.name, r.qps, r.cpu_us_per_rpc, r.rw_syscalls_per_rpc,
-           r.wakeups_per_rpc, r.cpu_us_per_rpc / rs[0].cpu_us_per_rpc);
+    printf("%-8s %12.0f %12.2f %12.2f %12.3f %11.2fx %s\n", r.name, r.qps, r.cpu_us_per_rpc, r.rw_syscalls_per_rpc,
+           r.wakeups_per_rpc, r.cpu_us_per_rpc / rs[0].cpu_us_per_rpc, r.by_thread.c_str());
 }
 
 }  // namespace
