@@ -62,6 +62,7 @@ size_t g_size = 64;
 std::string g_case = "all";  // or raw, sync, async: one case alone (for profiling)
 int g_rescue_us = 0;           // --pool_rescue_us: the pool servers' rrpc_server_options.pool_rescue_us
 int g_batch_sched = 0;         // --pool_batch_sched: their pool_batch_sched (> 0: SCHED_BATCH workers)
+int g_pool_threads = 0;        // --pool_threads: the pool server's pool size (0: the server's default)
 
 uint64_t now_ns() {
   return (uint64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
@@ -270,12 +271,13 @@ struct SatResult {
   double cpu_us_per_rpc;
   double rw_syscalls_per_rpc;
   double wakeups_per_rpc;
+  std::string by_thread;  // CPU % per thread kind (rrpc-work: the server pool; rrpc-loop: client and server loops)
 };
 
 SatResult sat_result(const char *name, uint64_t rpcs, double secs, const Usage &a, const Usage &b) {
   double n = rpcs ? (double)rpcs : 1.0;
   return SatResult{name, (double)rpcs / secs, (b.cpu_s - a.cpu_s) * 1e6 / n,
-                   (double)(b.rw_syscalls - a.rw_syscalls) / n, (double)(b.vcsw - a.vcsw) / n};
+                   (double)(b.rw_syscalls - a.rw_syscalls) / n, (double)(b.vcsw - a.vcsw) / n, std::string()};
 }
 
 // One epoll thread over some sockets: read what is there, write it all
@@ -384,6 +386,9 @@ void sat_issue(SatSlot *s) {
   if (rrpc_channel_call(s->b->ch, "bench.Echo", "Echo", s->cntl, s->b->req, s->resp, sat_done, s) != 0) abort();
 }
 
+std::map<std::string, long> ticks_by_thread();
+std::string thread_share(const std::map<std::string, long> &a, const std::map<std::string, long> &b, double secs);
+
 SatResult bench_sat(const std::string &addr, const char *name) {
   std::vector<rrpc_channel *> chans;
   for (int i = 0; i < SAT_CONNS; i++) {
@@ -410,6 +415,7 @@ SatResult bench_sat(const std::string &addr, const char *name) {
       rrpc_iobuf_new(&s.resp);
     }
   }
+  std::map<std::string, long> th0 = ticks_by_thread();
   Usage a = usage_now();
   uint64_t t0 = now_ns();
   for (int i = 0; i < SAT_CONNS; i++)
@@ -428,6 +434,7 @@ SatResult bench_sat(const std::string &addr, const char *name) {
   }
   double secs = (double)(now_ns() - t0) / 1e9;
   Usage u = usage_now();
+  std::string by_thread = thread_share(th0, ticks_by_thread(), secs);
   if (failures) fprintf(stderr, "%s: %d calls failed\n", name, failures);
   for (int i = 0; i < SAT_CONNS; i++) {
     for (auto &s : slots[i]) {
@@ -437,7 +444,9 @@ SatResult bench_sat(const std::string &addr, const char *name) {
     rrpc_iobuf_free(benches[i].req);
     rrpc_channel_free(chans[i]);
   }
-  return sat_result(name, rpcs, secs, a, u);
+  SatResult r = sat_result(name, rpcs, secs, a, u);
+  r.by_thread = by_thread;
+  return r;
 }
 
 // ---- one connection, many cores --------------------------------------------------
@@ -574,11 +583,11 @@ OneConn bench_oneconn(int threads) {
 void print_sat(const std::vector<SatResult> &rs) {
   printf("saturation: %d connections x %d in flight, %zu B echo, %.1f s each (same run; CPU = client + server)\n",
          SAT_CONNS, SAT_DEPTH, g_size, g_seconds);
-  printf("%-8s %12s %12s %12s %12s %12s\n", "case", "QPS", "CPU us/RPC", "rw sys/RPC", "wakeups/RPC",
-         "CPU vs raw");
+  printf("%-8s %12s %12s %12s %12s %12s %s\n", "case", "QPS", "CPU us/RPC", "rw sys/RPC", "wakeups/RPC",
+         "CPU vs raw", "CPU % by thread kind (rrpc-work: pool; rrpc-loop: both sides)");
   for (const SatResult &r : rs)
-    printf("%-8s %12.0f %12.2f %12.2f %12.3f %11.2fx\n", r.name, r.qps, r.cpu_us_per_rpc, r.rw_syscalls_per_rpc,
-           r.wakeups_per_rpc, r.cpu_us_per_rpc / rs[0].cpu_us_per_rpc);
+    printf("%-8s %12.0f %12.2f %12.2f %12.3f %11.2fx %s\n", r.name, r.qps, r.cpu_us_per_rpc, r.rw_syscalls_per_rpc,
+           r.wakeups_per_rpc, r.cpu_us_per_rpc / rs[0].cpu_us_per_rpc, r.by_thread.c_str());
 }
 
 }  // namespace
@@ -592,8 +601,9 @@ int main(int argc, char **argv) {
     else if (strncmp(argv[i], "--handoff=", 10) == 0) rrpc_set_completion_handoff(atoi(argv[i] + 10));
     else if (strncmp(argv[i], "--pool_rescue_us=", 17) == 0) g_rescue_us = atoi(argv[i] + 17);
     else if (strncmp(argv[i], "--pool_batch_sched=", 19) == 0) g_batch_sched = atoi(argv[i] + 19);
+    else if (strncmp(argv[i], "--pool_threads=", 15) == 0) g_pool_threads = atoi(argv[i] + 15);
     else {
-      fprintf(stderr, "usage: %s [--seconds=S] [--size=BYTES] [--case=all|raw|sync|syncpool|async|sat|rawpipe|satone|satloopone|oneconn] [--client_loops=N] [--handoff=MIN (>= 2: on; default off)] [--pool_rescue_us=US (< 0: pass on at once)] [--pool_batch_sched=N (> 0: SCHED_BATCH pool threads)]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--seconds=S] [--size=BYTES] [--case=all|raw|sync|syncpool|async|sat|rawpipe|satone|satloopone|oneconn] [--client_loops=N] [--handoff=MIN (>= 2: on; default off)] [--pool_rescue_us=US (< 0: pass on at once)] [--pool_batch_sched=N (> 0: SCHED_BATCH pool threads)] [--pool_threads=N (pool server; 0: default)]\n", argv[0]);
       return 2;
     }
   }
@@ -604,6 +614,7 @@ int main(int argc, char **argv) {
   lo.handlers_in_loop = 1;
   po.pool_rescue_us = g_rescue_us;
   po.pool_batch_sched = g_batch_sched;
+  po.pool_threads = g_pool_threads;
   if (rrpc_server_new(&lo, &srv) != 0 ||
       rrpc_server_add_method(srv, "bench.Echo", "Echo", echo_handler, nullptr) != 0 ||
       rrpc_server_start(srv, "127.0.0.1:0") != 0 || rrpc_server_new(&po, &psrv) != 0 ||
