@@ -85,4 +85,27 @@ TEST(NoDeviceServer, CountsOnlyPeersThatAskedForRdma) {
   rrpc_server_free(srv);
 }
 
+// A server that does not offer RDMA still declines a peer's CLC, and shows
+// the reason on that connection, but nothing of its own fell back: the
+// counter stays. (The counter moves before the connection shows the reason,
+// so once /connections shows it a wrong count would be there.)
+TEST(NoDeviceServer, PlainServerCountsNoFallbackOfItsOwn) {
+  rrpc_rdma_stats probe;
+  if (rrpc_rdma_get_stats(&probe) == -RRPC_ENORDMA) GTEST_SKIP() << "a build without RDMA";
+  rrpc_server_options o = {};
+  rrpc_server *srv = nullptr;
+  ASSERT_EQ(0, rrpc_server_new(&o, &srv));
+  ASSERT_EQ(0, rrpc_server_add_method(srv, "test.Svc", "Echo", echo_handler, nullptr));
+  ASSERT_EQ(0, rrpc_server_start(srv, "127.0.0.1:0"));
+  int port = rrpc_server_port(srv);
+  const uint64_t before = fallbacks();
+  int fd = rrpc_test::raw_connect(port);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(0, rrpc__clc_send_decline(fd, RRPC_CLC_DECL_NOSMCDEV));
+  EXPECT_TRUE(rrpc_test::wait_until([&] { return curl(port, "/connections").find("no SMC") != std::string::npos; }, 5000));
+  EXPECT_EQ(before, fallbacks()) << "a plain server counted its peer's CLC as its own RDMA fallback";
+  close(fd);
+  rrpc_server_free(srv);
+}
+
 }  // namespace

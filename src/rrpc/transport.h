@@ -100,6 +100,10 @@ const rrpc_transport_ops *rrpc__transport_tcp(void);
 /* rrpc__transport_tcp_default - TCP for new connections: a server socket
  * first answers an SMC-R CLC Proposal with a Decline. */
 const rrpc_transport_ops *rrpc__transport_tcp_default(void);
+/* rrpc__transport_tcp_rdma_server - the same for a server that offers RDMA
+ * but serves this connection over TCP: a peer's refused RDMA request counts
+ * in rrpc_rdma_fallbacks_total (on a plain server it does not). */
+const rrpc_transport_ops *rrpc__transport_tcp_rdma_server(void);
 
 /* ---- facts for the builtin pages ----------------------------------------- */
 /* rrpc__transport_fallback_text - short text for an SMC decline code

@@ -692,7 +692,7 @@ static void hs_plain_tcp(rrpc__rdma_ep *ep) {
   hs_timer_cancel(ep);
   ep->s = NULL;
   rrpc__ep_unref(ep);
-  const rrpc_transport_ops *tcp = rrpc__transport_tcp_default();
+  const rrpc_transport_ops *tcp = rrpc__transport_tcp_rdma_server();
   rrpc__socket_switch_transport(s, tcp);
   tcp->start(s, 0);
   tcp->on_fd_event(s, EPOLLIN);
@@ -886,8 +886,8 @@ static int rdma_start_dialect(rrpc__socket *s, int is_client, int dialect) {
     /* A server without a device still declines clients' proposals; the
      * sniffer counts a fallback only for a peer that asks for RDMA (HTTP
      * scrapes and plain baidu_std clients never did). */
-    rrpc__socket_switch_transport(s, rrpc__transport_tcp_default());
-    return rrpc__transport_tcp_default()->start(s, is_client);
+    rrpc__socket_switch_transport(s, rrpc__transport_tcp_rdma_server());
+    return rrpc__transport_tcp_rdma_server()->start(s, is_client);
   }
   rrpc__rdma_ep *ep = calloc(1, sizeof *ep);
   if (ep == NULL) return -ENOMEM;

@@ -36,8 +36,7 @@ static int refuse(rrpc__socket *s, const uint8_t *buf, size_t len) {
   if (rrpc__brpc_hello_decode(buf, len, &h) != 0) return hard_error(s, "malformed RDM3 hello");
   rrpc_iobuf_pop_front(rrpc__socket_rbuf(s), len);
   uint32_t reason = rrpc__brpc_hello_valid(&h) ? RRPC_FB_BRPC_NOT_SERVED : RRPC_FB_BRPC_INVALID_HELLO;
-  rrpc__rdma_note_fallback(reason);
-  rrpc__socket_note_fallback(s, reason);
+  rrpc__tcp_sniff_note_fallback(s, reason);
   rrpc__brpc_hello_refusal(h.version, 1, &r);
   uint8_t out[RRPC_BRPC_HELLO_MAX];
   size_t n = 0;

@@ -27,14 +27,22 @@ struct rrpc__tcp_sniff {
   rrpc__timer_id timer; /* 0 = no deadline armed; the timer holds a socket ref */
   int brpc;             /* not CLC: looking for a brpc RDMA hello (brpc_sniff.c) */
   int brpc_waiting_ack; /* brpc hello refused, its ACK awaited */
+  int offers_rdma;      /* a use_rdma server's socket: its fallbacks count */
 };
 
-int rrpc__tcp_sniff_begin(rrpc__socket *s) {
+int rrpc__tcp_sniff_begin(rrpc__socket *s, int offers_rdma) {
   struct rrpc__tcp_sniff *st = calloc(1, sizeof *st);
   if (st == NULL) return -ENOMEM;
   st->s = s;
+  st->offers_rdma = offers_rdma;
   rrpc__socket_set_tstate(s, st);
   return 0;
+}
+
+void rrpc__tcp_sniff_note_fallback(rrpc__socket *s, uint32_t code) {
+  const struct rrpc__tcp_sniff *st = rrpc__socket_tstate(s);
+  if (st != NULL && st->offers_rdma) rrpc__rdma_note_fallback(code);
+  rrpc__socket_note_fallback(s, code);
 }
 
 void rrpc__tcp_sniff_end(rrpc__socket *s) {
@@ -110,13 +118,11 @@ int rrpc__tcp_sniff_check(rrpc__socket *s) {
     /* The client gave up on RDMA itself; /connections shows its reason. */
     struct rrpc__clc_decline d;
     uint32_t code = rrpc__clc_decode_decline(buf, len, &d) == 0 ? d.diag : 0;
-    rrpc__rdma_note_fallback(code);
-    rrpc__socket_note_fallback(s, code);
+    rrpc__tcp_sniff_note_fallback(s, code);
     return 1;
   }
   RRPC_LOG(INFO, "declining an SMC-R %s: this server does not offer RDMA", rrpc__clc_type_name(buf[4]));
-  rrpc__rdma_note_fallback(RRPC_CLC_DECL_NOSMCDEV);
-  rrpc__socket_note_fallback(s, RRPC_CLC_DECL_NOSMCDEV);
+  rrpc__tcp_sniff_note_fallback(s, RRPC_CLC_DECL_NOSMCDEV);
   int rc = rrpc__clc_send_decline(rrpc__socket_fd(s), RRPC_CLC_DECL_NOSMCDEV);
   return rc < 0 ? rc : 1;
 }

@@ -66,13 +66,20 @@ static int tcp_start(rrpc__socket *s, int is_client) {
 }
 
 /* The server-side default: look at the first bytes for an SMC-R Proposal. */
-static int tcp_start_sniffing(rrpc__socket *s, int is_client) {
+static int sniff_and_start(rrpc__socket *s, int is_client, int offers_rdma) {
   if (!is_client) {
-    int rc = rrpc__tcp_sniff_begin(s);
+    int rc = rrpc__tcp_sniff_begin(s, offers_rdma);
     if (rc != 0) return rc;
   }
   return tcp_start(s, is_client);
 }
+
+static int tcp_start_sniffing(rrpc__socket *s, int is_client) { return sniff_and_start(s, is_client, 0); }
+
+/* A use_rdma server's connection that goes on over TCP (no device, a client
+ * without CLC, a hello it cannot serve): the same sniff, and a peer's refused
+ * RDMA request counts as a fallback. */
+static int tcp_start_sniffing_rdma(rrpc__socket *s, int is_client) { return sniff_and_start(s, is_client, 1); }
 
 /* Keep the first iovecs of `iov` that hold at most `cap` bytes (the last
  * one cut short); how many are left. */
@@ -229,4 +236,16 @@ static const rrpc_transport_ops tcp_sniffing_ops = {
 };
 
 const rrpc_transport_ops *rrpc__transport_tcp(void) { return &tcp_ops; }
+static const rrpc_transport_ops tcp_sniffing_rdma_ops = {
+    .name = "tcp",
+    .start = tcp_start_sniffing_rdma,
+    .write = tcp_write,
+    .on_fd_event = tcp_on_fd_event,
+    .on_fail = tcp_on_fail,
+    .close = tcp_close,
+    .describe = tcp_describe,
+    .is_rdma = tcp_is_rdma,
+};
+
 const rrpc_transport_ops *rrpc__transport_tcp_default(void) { return &tcp_sniffing_ops; }
+const rrpc_transport_ops *rrpc__transport_tcp_rdma_server(void) { return &tcp_sniffing_rdma_ops; }

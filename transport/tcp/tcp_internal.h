@@ -25,8 +25,13 @@ int rrpc__tcp_sniff_classify(const uint8_t *buf, size_t n, size_t *clc_len, int 
  * (deliver what is left), 0 when more bytes are needed (a deadline is then
  * running), or a negative code (the socket must fail).
  * rrpc__tcp_sniff_end releases the state (idempotent). All: loop thread. */
-int rrpc__tcp_sniff_begin(rrpc__socket *s);
+int rrpc__tcp_sniff_begin(rrpc__socket *s, int offers_rdma);
 int rrpc__tcp_sniff_check(rrpc__socket *s);
+/* A peer that asked for RDMA goes on over TCP with `code`: /connections shows
+ * it; rrpc_rdma_fallbacks_total counts it only when this server offers RDMA
+ * (a plain server that declines a Proposal has nothing of its own falling
+ * back). Loop thread, while sniffing. */
+void rrpc__tcp_sniff_note_fallback(rrpc__socket *s, uint32_t code);
 void rrpc__tcp_sniff_end(rrpc__socket *s);
 
 /* brpc_sniff.c: after the CLC check found no CLC message, the same for a

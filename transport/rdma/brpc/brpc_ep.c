@@ -667,7 +667,7 @@ void rrpc__brpc_server_take(rrpc__socket *s, rrpc__rdma_dev *dev) {
   if (ep == NULL) {
     /* No GID for this address (or no memory): the TCP sniff refuses the
      * hello, and the client goes on over TCP. */
-    const rrpc_transport_ops *tcp = rrpc__transport_tcp_default();
+    const rrpc_transport_ops *tcp = rrpc__transport_tcp_rdma_server();
     rrpc__socket_switch_transport(s, tcp);
     tcp->start(s, 0);
     tcp->on_fd_event(s, EPOLLIN);
