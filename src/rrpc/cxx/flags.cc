@@ -150,12 +150,22 @@ bool ValidRingSize(const char*, uint64_t v) {
   return false;
 }
 
+// The RRPC_RDMA_DIALECT_x that --rdma_dialect=name means ("" and "auto":
+// AUTO); -1 with *why for a name this rrpc does not have.
+int RdmaDialectByName(const std::string& name, std::string* why) {
+  if (name.empty() || name == "auto") return RRPC_RDMA_DIALECT_AUTO;
+  if (name == "imm") return RRPC_RDMA_DIALECT_IMM;
+  if (name == "brpc") return RRPC_RDMA_DIALECT_BRPC;
+  *why = name == "cursor" ? "the cursor dialect is not built into this rrpc" : "unknown (auto, imm or brpc)";
+  return -1;
+}
+
 // Refused when parsed (a typo used to pass until the first use_rdma Server
 // or Channel started the RDMA runtime).
 bool ValidRdmaDialect(const char*, const std::string& v) {
-  if (v.empty() || v == "auto" || v == "imm" || v == "brpc") return true;
-  fprintf(stderr, "--rdma_dialect=%s: %s\n", v.c_str(),
-          v == "cursor" ? "the cursor dialect is not built into this rrpc" : "unknown (auto, imm or brpc)");
+  std::string why;
+  if (RdmaDialectByName(v, &why) >= 0) return true;
+  fprintf(stderr, "--rdma_dialect=%s: %s\n", v.c_str(), why.c_str());
   return false;
 }
 
@@ -313,16 +323,11 @@ int PrepareRdma(std::string* why) {
     o.pool_low_water_mb = static_cast<size_t>(FLAGS_rdma_memory_pool_low_water_mb);
     o.tcp_only_ttl_s = FLAGS_rrpc_rdma_tcp_only_ttl_s != 0 ? FLAGS_rrpc_rdma_tcp_only_ttl_s : -1;
     o.brpc_ack_settle_us = FLAGS_rdma_brpc_ack_settle_us != 0 ? FLAGS_rdma_brpc_ack_settle_us : -1;
-    const std::string dialect = FLAGS_rdma_dialect;
-    if (dialect == "auto" || dialect.empty()) o.dialect = RRPC_RDMA_DIALECT_AUTO;
-    else if (dialect == "imm") o.dialect = RRPC_RDMA_DIALECT_IMM;
-    else if (dialect == "brpc") o.dialect = RRPC_RDMA_DIALECT_BRPC;
-    else {
-      refused = "--rdma_dialect=" + dialect +
-                (dialect == "cursor" ? ": the cursor dialect is not built into this rrpc"
-                                     : ": unknown (auto, imm or brpc)");
-      o.dialect = -1;  // refused below, with the rest
-    }
+    // The validator refuses a bad name when parsed; a program may still
+    // assign FLAGS_rdma_dialect directly. -1 is refused below, with the rest.
+    std::string why;
+    o.dialect = RdmaDialectByName(FLAGS_rdma_dialect, &why);
+    if (o.dialect < 0) refused = "--rdma_dialect=" + FLAGS_rdma_dialect + ": " + why;
     init_rc = rrpc_rdma_global_init(&o);
     // Someone (the application, through the C API) started it first: their
     // settings stand, which is what they asked for.
