@@ -163,16 +163,12 @@ int Channel::Prepare(const char* what, const ChannelOptions* opts, rrpc_channel_
     return Refuse("rrpc::Channel::Init: rdma_dialect \"" + o.rdma_dialect + "\"" +
                   (o.rdma_dialect == "cursor" ? ": not built into this rrpc" : ": unknown (imm or brpc)"));
   }
-  if (!o.connection_type.unknown_name().empty()) {
-    LOG(ERROR) << "rrpc::Channel::Init: connection_type \"" << o.connection_type.unknown_name()
-               << "\": unknown (single, pooled or short)";
-    return -1;
-  }
-  if (!o.protocol.empty() && o.protocol != "baidu_std") {
-    LOG(ERROR) << "rrpc::Channel::Init: protocol \"" << o.protocol
-               << "\": rrpc speaks baidu_std only (docs/from-brpc.md)";
-    return -1;
-  }
+  if (!o.connection_type.unknown_name().empty())
+    return Refuse("rrpc::Channel::Init: connection_type \"" + o.connection_type.unknown_name() +
+                  "\": unknown (single, pooled or short)");
+  if (!o.protocol.empty() && o.protocol != "baidu_std")
+    return Refuse("rrpc::Channel::Init: protocol \"" + o.protocol +
+                  "\": rrpc speaks baidu_std only (docs/from-brpc.md)");
   detail::ApplyLoopFlags();
   detail::ApplyObservabilityFlags();
   *c = rrpc_channel_options{};
