@@ -793,8 +793,9 @@ static void created_task(void *arg) {
  * A client offering elastic rings makes no ring before its Proposal: a
  * server that takes the offer up never writes one, and making it anyway
  * cost each such connection a megabyte cleared, registered and dropped
- * again - most of the setup thread's time. A server that answers ring mode gets its ring between the Accept
- * and our CONNECT: made on the setup thread, installed on the loop. */
+ * again - most of the setup thread's time. A server that answers ring
+ * mode gets its ring between the Accept and our CONNECT: made on the setup
+ * thread, installed on the loop. */
 struct ring_late_job {
   struct rrpc__bg_job job;
   rrpc__rdma_ep *ep;

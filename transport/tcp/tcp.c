@@ -235,7 +235,8 @@ static const rrpc_transport_ops tcp_sniffing_ops = {
     .is_rdma = tcp_is_rdma,
 };
 
-const rrpc_transport_ops *rrpc__transport_tcp(void) { return &tcp_ops; }
+/* The same for a server that offers RDMA: its peers' refused RDMA requests
+ * count as fallbacks. */
 static const rrpc_transport_ops tcp_sniffing_rdma_ops = {
     .name = "tcp",
     .start = tcp_start_sniffing_rdma,
@@ -247,5 +248,6 @@ static const rrpc_transport_ops tcp_sniffing_rdma_ops = {
     .is_rdma = tcp_is_rdma,
 };
 
+const rrpc_transport_ops *rrpc__transport_tcp(void) { return &tcp_ops; }
 const rrpc_transport_ops *rrpc__transport_tcp_default(void) { return &tcp_sniffing_ops; }
 const rrpc_transport_ops *rrpc__transport_tcp_rdma_server(void) { return &tcp_sniffing_rdma_ops; }
