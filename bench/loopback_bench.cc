@@ -62,6 +62,8 @@ size_t g_size = 64;
 std::string g_case = "all";  // or raw, sync, async: one case alone (for profiling)
 int g_rescue_us = 0;           // --pool_rescue_us: the pool servers' rrpc_server_options.pool_rescue_us
 int g_batch_sched = 0;         // --pool_batch_sched: their pool_batch_sched (> 0: SCHED_BATCH workers)
+int g_busy_queue = 0;          // --pool_busy_queue: their pool_busy_queue (0: default; < 0: off)
+int g_short_task_us = 0;       // --pool_short_task_us: their pool_short_task_us (0: default)
 int g_pool_threads = 0;        // --pool_threads: the pool server's pool size (0: the server's default)
 
 uint64_t now_ns() {
@@ -240,10 +242,15 @@ Result bench_async(rrpc_channel *ch, int depth) {
 
 enum { SAT_CONNS = 16, SAT_DEPTH = 16, SAT_THREADS = 2 };
 
+extern "C" void rrpc__worker_pools_totals(uint64_t *rejected, uint64_t *rescues, uint64_t *wakeups,
+                                          uint64_t *left_to_busy);  // worker_pool.c
+
 struct Usage {
   double cpu_s;
   uint64_t rw_syscalls;
   uint64_t vcsw;
+  uint64_t pool_wakeups;  // sleeping pool workers woken (futex), all servers
+  uint64_t left_to_busy;  // batches left to busy workers (pool_busy_queue)
 };
 
 Usage usage_now() {
@@ -253,6 +260,8 @@ Usage usage_now() {
   u.cpu_s = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
             ru.ru_stime.tv_usec / 1e6;
   u.vcsw = (uint64_t)ru.ru_nvcsw;
+  uint64_t rejected, rescues;
+  rrpc__worker_pools_totals(&rejected, &rescues, &u.pool_wakeups, &u.left_to_busy);
   u.rw_syscalls = 0;
   FILE *f = fopen("/proc/self/io", "r");
   if (f != nullptr) {
@@ -271,13 +280,17 @@ struct SatResult {
   double cpu_us_per_rpc;
   double rw_syscalls_per_rpc;
   double wakeups_per_rpc;
+  double pool_wakeups_per_rpc;
+  double left_to_busy_per_rpc;
   std::string by_thread;  // CPU % per thread kind (rrpc-work: the server pool; rrpc-loop: client and server loops)
 };
 
 SatResult sat_result(const char *name, uint64_t rpcs, double secs, const Usage &a, const Usage &b) {
   double n = rpcs ? (double)rpcs : 1.0;
   return SatResult{name, (double)rpcs / secs, (b.cpu_s - a.cpu_s) * 1e6 / n,
-                   (double)(b.rw_syscalls - a.rw_syscalls) / n, (double)(b.vcsw - a.vcsw) / n, std::string()};
+                   (double)(b.rw_syscalls - a.rw_syscalls) / n, (double)(b.vcsw - a.vcsw) / n,
+                   (double)(b.pool_wakeups - a.pool_wakeups) / n, (double)(b.left_to_busy - a.left_to_busy) / n,
+                   std::string()};
 }
 
 // One epoll thread over some sockets: read what is there, write it all
@@ -513,6 +526,8 @@ OneConn bench_oneconn(int threads) {
   else so.pool_threads = threads - 1;
   so.pool_rescue_us = g_rescue_us;
   so.pool_batch_sched = g_batch_sched;
+  so.pool_busy_queue = g_busy_queue;
+  so.pool_short_task_us = g_short_task_us;
   rrpc_server *srv;
   if (rrpc_server_new(&so, &srv) != 0 || rrpc_server_add_method(srv, "bench.Echo", "Echo", echo_handler, nullptr) != 0 ||
       rrpc_server_start(srv, "127.0.0.1:0") != 0)
@@ -583,11 +598,12 @@ OneConn bench_oneconn(int threads) {
 void print_sat(const std::vector<SatResult> &rs) {
   printf("saturation: %d connections x %d in flight, %zu B echo, %.1f s each (same run; CPU = client + server)\n",
          SAT_CONNS, SAT_DEPTH, g_size, g_seconds);
-  printf("%-8s %12s %12s %12s %12s %12s %s\n", "case", "QPS", "CPU us/RPC", "rw sys/RPC", "wakeups/RPC",
-         "CPU vs raw", "CPU % by thread kind (rrpc-work: pool; rrpc-loop: both sides)");
+  printf("%-8s %12s %12s %12s %12s %12s %12s %12s %s\n", "case", "QPS", "CPU us/RPC", "rw sys/RPC", "wakeups/RPC",
+         "pool wk/RPC", "left/RPC", "CPU vs raw", "CPU % by thread kind (rrpc-work: pool; rrpc-loop: both sides)");
   for (const SatResult &r : rs)
-    printf("%-8s %12.0f %12.2f %12.2f %12.3f %11.2fx %s\n", r.name, r.qps, r.cpu_us_per_rpc, r.rw_syscalls_per_rpc,
-           r.wakeups_per_rpc, r.cpu_us_per_rpc / rs[0].cpu_us_per_rpc, r.by_thread.c_str());
+    printf("%-8s %12.0f %12.2f %12.2f %12.3f %12.4f %12.4f %11.2fx %s\n", r.name, r.qps, r.cpu_us_per_rpc,
+           r.rw_syscalls_per_rpc, r.wakeups_per_rpc, r.pool_wakeups_per_rpc, r.left_to_busy_per_rpc,
+           r.cpu_us_per_rpc / rs[0].cpu_us_per_rpc, r.by_thread.c_str());
 }
 
 }  // namespace
@@ -601,9 +617,11 @@ int main(int argc, char **argv) {
     else if (strncmp(argv[i], "--handoff=", 10) == 0) rrpc_set_completion_handoff(atoi(argv[i] + 10));
     else if (strncmp(argv[i], "--pool_rescue_us=", 17) == 0) g_rescue_us = atoi(argv[i] + 17);
     else if (strncmp(argv[i], "--pool_batch_sched=", 19) == 0) g_batch_sched = atoi(argv[i] + 19);
+    else if (strncmp(argv[i], "--pool_busy_queue=", 18) == 0) g_busy_queue = atoi(argv[i] + 18);
+    else if (strncmp(argv[i], "--pool_short_task_us=", 21) == 0) g_short_task_us = atoi(argv[i] + 21);
     else if (strncmp(argv[i], "--pool_threads=", 15) == 0) g_pool_threads = atoi(argv[i] + 15);
     else {
-      fprintf(stderr, "usage: %s [--seconds=S] [--size=BYTES] [--case=all|raw|sync|syncpool|async|sat|rawpipe|satone|satloopone|oneconn] [--client_loops=N] [--handoff=MIN (>= 2: on; default off)] [--pool_rescue_us=US (< 0: pass on at once)] [--pool_batch_sched=N (> 0: SCHED_BATCH pool threads)] [--pool_threads=N (pool server; 0: default)]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--seconds=S] [--size=BYTES] [--case=all|raw|sync|syncpool|async|sat|rawpipe|satone|satloopone|oneconn] [--client_loops=N] [--handoff=MIN (>= 2: on; default off)] [--pool_rescue_us=US (< 0: pass on at once)] [--pool_batch_sched=N (> 0: SCHED_BATCH pool threads)] [--pool_threads=N (pool server; 0: default)] [--pool_busy_queue=N (< 0: off)] [--pool_short_task_us=US]\n", argv[0]);
       return 2;
     }
   }
@@ -614,6 +632,8 @@ int main(int argc, char **argv) {
   lo.handlers_in_loop = 1;
   po.pool_rescue_us = g_rescue_us;
   po.pool_batch_sched = g_batch_sched;
+  po.pool_busy_queue = g_busy_queue;
+  po.pool_short_task_us = g_short_task_us;
   po.pool_threads = g_pool_threads;
   if (rrpc_server_new(&lo, &srv) != 0 ||
       rrpc_server_add_method(srv, "bench.Echo", "Echo", echo_handler, nullptr) != 0 ||

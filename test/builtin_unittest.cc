@@ -202,6 +202,7 @@ TEST_F(Builtin, VarsCountTheWorkerPools) {
   EXPECT_LE(1, var_value(vars, "rrpc_workers_wakeups_total")) << vars;
   EXPECT_LE(0, var_value(vars, "rrpc_workers_rescues_total")) << vars;
   EXPECT_LE(0, var_value(vars, "rrpc_workers_rejected_total")) << vars;
+  EXPECT_LE(0, var_value(vars, "rrpc_workers_left_to_busy_total")) << vars;
 }
 
 // The iobuf block cache's counters are on /vars and agree with the C API:

@@ -440,6 +440,8 @@ TEST(CxxFlagsTest, OptionsTakeTheirDefaultsFromFlags) {
   FLAGS_usercode_queue_max = 77;
   FLAGS_rrpc_pool_rescue_us = 250;
   FLAGS_rrpc_pool_batch_sched = true;
+  FLAGS_rrpc_pool_busy_queue = -1;
+  FLAGS_rrpc_pool_short_task_us = 20;
   rrpc::ServerOptions s;
   EXPECT_EQ(12345678u, s.max_body_size);
   // --event_dispatcher_num sizes the process-wide loops (brpc's meaning),
@@ -451,6 +453,8 @@ TEST(CxxFlagsTest, OptionsTakeTheirDefaultsFromFlags) {
   EXPECT_EQ(77, s.pool_queue_max);
   EXPECT_EQ(250, s.pool_rescue_us);
   EXPECT_TRUE(s.pool_batch_sched);
+  EXPECT_EQ(-1, s.pool_busy_queue);
+  EXPECT_EQ(20, s.pool_short_task_us);
   EXPECT_FALSE(s.use_rdma);
   rrpc::ChannelOptions c;
   EXPECT_EQ(12345678u, c.max_body_size);

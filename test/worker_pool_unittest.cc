@@ -85,11 +85,19 @@ std::vector<rrpc__work> make_batch(int n, rrpc__task_fn fn, void *arg) {
   return w;
 }
 
+// A pool as the tests before busy_queue knew it: every batch that finds no
+// worker looking wakes an idle one.
+int start_pool(int nthreads, int max_queue, int rescue_us, int batch_sched, rrpc__worker_pool **p,
+               int busy_queue = 0, int short_task_us = 0) {
+  rrpc__worker_pool_config cfg = {nthreads, max_queue, rescue_us, batch_sched, busy_queue, short_task_us};
+  return rrpc__worker_pool_start(&cfg, "wp-test", p);
+}
+
 TEST(WorkerPool, OneBatchReachesEveryIdleWorker) {
   for (int mode : kModes)
   for (int nthreads : {2, 4, 8}) {
     rrpc__worker_pool *p;
-    ASSERT_EQ(rrpc__worker_pool_start(nthreads, 1024, mode, 1, "wp-test", &p), 0);
+    ASSERT_EQ(start_pool(nthreads, 1024, mode, 1, &p), 0);
     ASSERT_TRUE(wait_workers_asleep(nthreads));
     Rendezvous r;
     r.n = nthreads;
@@ -114,7 +122,7 @@ TEST(WorkerPool, SingleSubmitsWhileOthersBlockEachWakeAWorker) {
   for (int mode : kModes) {
   const int n = 4;
   rrpc__worker_pool *p;
-  ASSERT_EQ(rrpc__worker_pool_start(n, 1024, mode, 1, "wp-test", &p), 0);
+  ASSERT_EQ(start_pool(n, 1024, mode, 1, &p), 0);
   Rendezvous r;
   r.n = n;
   std::vector<rrpc__work> works(n);
@@ -143,7 +151,7 @@ void count_task(void *arg) { static_cast<Counter *>(arg)->runs.fetch_add(1); }
 // and none is lost between a sleeping worker and a submit.
 TEST(WorkerPool, ConcurrentSubmittersRunEveryTaskOnce) {
   rrpc__worker_pool *p;
-  ASSERT_EQ(rrpc__worker_pool_start(3, 1 << 20, kRescueUs, 1, "wp-test", &p), 0);
+  ASSERT_EQ(start_pool(3, 1 << 20, kRescueUs, 1, &p), 0);
   const int submitters = 3, rounds = 2000;
   std::vector<Counter> counters(submitters);
   std::vector<std::thread> ts;
@@ -170,7 +178,7 @@ TEST(WorkerPool, ConcurrentSubmittersRunEveryTaskOnce) {
 
 TEST(WorkerPool, FullQueueRefusesTheRestAndCountsIt) {
   rrpc__worker_pool *p;
-  ASSERT_EQ(rrpc__worker_pool_start(1, 2, kRescueUs, 1, "wp-test", &p), 0);
+  ASSERT_EQ(start_pool(1, 2, kRescueUs, 1, &p), 0);
   Rendezvous r;
   r.n = 2;  // the first task blocks until the end of the test
   rrpc__work blocker{nullptr, rendezvous_task, &r};
@@ -203,7 +211,7 @@ TEST(WorkerPool, FullQueueRefusesTheRestAndCountsIt) {
 TEST(WorkerPool, ABatchOfShortTasksWakesOneWorker) {
   const int n = 4, tasks = 64;
   rrpc__worker_pool *p;
-  ASSERT_EQ(rrpc__worker_pool_start(n, 1024, kRescueUs, 1, "wp-test", &p), 0);
+  ASSERT_EQ(start_pool(n, 1024, kRescueUs, 1, &p), 0);
   ASSERT_TRUE(wait_workers_asleep(n));
   Counter c;
   auto batch = make_batch(tasks, count_task, &c);
@@ -224,10 +232,10 @@ TEST(WorkerPool, ABatchOfShortTasksWakesOneWorker) {
 // 20 s limit is only against a hang), and counts that.
 TEST(WorkerPool, ATaskBehindABlockedOneIsRescued) {
   rrpc__worker_pool *p;
-  ASSERT_EQ(rrpc__worker_pool_start(2, 1024, kRescueUs, 1, "wp-test", &p), 0);
+  ASSERT_EQ(start_pool(2, 1024, kRescueUs, 1, &p), 0);
   ASSERT_TRUE(wait_workers_asleep(2));
-  uint64_t rejected0, rescues0, wakeups0;
-  rrpc__worker_pools_totals(&rejected0, &rescues0, &wakeups0);
+  uint64_t rejected0, rescues0, wakeups0, left0;
+  rrpc__worker_pools_totals(&rejected0, &rescues0, &wakeups0, &left0);
   Rendezvous r;
   r.n = 2;  // the blocker waits until the second task ran
   struct Stamp {
@@ -251,8 +259,8 @@ TEST(WorkerPool, ATaskBehindABlockedOneIsRescued) {
     ASSERT_TRUE(r.cv.wait_for(g, kLimit, [&] { return r.inside == 2; })) << "the second task waited for the first";
   }
   EXPECT_EQ(rrpc__worker_pool_rescues(p), 1u);
-  uint64_t rejected, rescues, wakeups;
-  rrpc__worker_pools_totals(&rejected, &rescues, &wakeups);
+  uint64_t rejected, rescues, wakeups, left;
+  rrpc__worker_pools_totals(&rejected, &rescues, &wakeups, &left);
   EXPECT_EQ(rescues - rescues0, 1u) << "the process-wide total (/vars) counts the rescue";
   auto waited = std::chrono::duration_cast<std::chrono::microseconds>(st.at - t0).count();
   EXPECT_LT(waited, 100000) << "the rescue took " << waited << " us (period " << kRescueUs << " us)";
@@ -277,7 +285,7 @@ void record_policy(void *arg) {
 
 int policy_of_a_task(int batch_sched) {
   rrpc__worker_pool *p;
-  if (rrpc__worker_pool_start(2, 16, kRescueUs, batch_sched, "wp-test", &p) != 0) return -3;
+  if (start_pool(2, 16, kRescueUs, batch_sched, &p) != 0) return -3;
   PolicySeen seen;
   rrpc__work w{nullptr, record_policy, &seen};
   rrpc__work *rest;
@@ -299,3 +307,142 @@ TEST(WorkerPool, WorkersRunUnderSchedBatchWhenAsked) {
 }
 
 }  // namespace
+
+void long_task(void *arg);
+
+// Two workers asleep; the first submit's blocker occupies one (it waits in
+// `r` until released). What then happens to one more short task depends on
+// the pool's busy_queue rule.
+struct BusyPool {
+  rrpc__worker_pool *p = nullptr;
+  Rendezvous r;
+  rrpc__work blocker{nullptr, rendezvous_task, &r};
+  Counter c;
+  rrpc__work task{nullptr, count_task, &c};
+
+  // Started, the blocker running, the other worker asleep. teach_long:
+  // first 16 tasks of 500 us, so that the pool's average (every 8th task
+  // a worker runs is timed: 16 over 2 workers times at least one) is
+  // beyond short_task_us.
+  bool start(int rescue_us, int busy_queue, int short_task_us, bool teach_long = false) {
+    r.n = 2;
+    if (start_pool(2, 1024, rescue_us, 0, &p, busy_queue, short_task_us) != 0) return false;
+    if (teach_long) {
+      Counter slow;
+      auto batch = make_batch(16, long_task, &slow);
+      rrpc__work *rest;
+      int why = 0;
+      if (rrpc__worker_pool_submit(p, &batch[0], 16, &rest, &why) != 16) return false;
+      auto end = std::chrono::steady_clock::now() + kLimit;
+      while (slow.runs.load() < 16 && std::chrono::steady_clock::now() < end) std::this_thread::yield();
+      if (slow.runs.load() < 16) return false;
+    }
+    if (!wait_workers_asleep(2)) return false;
+    return submit(&blocker) && wait_inside(1) && wait_workers_asleep(2);
+  }
+  bool submit(rrpc__work *w) {
+    rrpc__work *rest;
+    int why = 0;
+    return rrpc__worker_pool_submit(p, w, 1, &rest, &why) == 1;
+  }
+  bool wait_inside(int n) {
+    std::unique_lock<std::mutex> g(r.mu);
+    return r.cv.wait_for(g, kLimit, [&] { return r.inside >= n; });
+  }
+  void release() {
+    std::lock_guard<std::mutex> g(r.mu);
+    r.inside++;
+    r.cv.notify_all();
+  }
+  bool wait_runs(int n) {
+    auto end = std::chrono::steady_clock::now() + kLimit;
+    while (c.runs.load() < n && std::chrono::steady_clock::now() < end) std::this_thread::yield();
+    return c.runs.load() >= n;
+  }
+};
+
+// A task that arrives while a worker is busy in a short handler wakes
+// nobody: the busy worker takes it when it finishes. (The rescue period is
+// longer than the test, so only the busy worker can run it.)
+TEST(WorkerPool, ATaskWhileAWorkerIsBusyIsLeftToIt) {
+  BusyPool b;
+  ASSERT_TRUE(b.start(20 * 1000 * 1000, 4, 50));
+  uint64_t wakeups0 = rrpc__worker_pool_wakeups(b.p);
+  uint64_t r0, s0, w0, left0;
+  rrpc__worker_pools_totals(&r0, &s0, &w0, &left0);
+  ASSERT_TRUE(b.submit(&b.task));
+  EXPECT_EQ(rrpc__worker_pool_left_to_busy(b.p), 1u);
+  uint64_t r1, s1, w1, left1;
+  rrpc__worker_pools_totals(&r1, &s1, &w1, &left1);
+  EXPECT_EQ(left1 - left0, 1u) << "the process-wide total (/vars) counts it";
+  EXPECT_EQ(rrpc__worker_pool_wakeups(b.p), wakeups0);
+  EXPECT_EQ(b.c.runs.load(), 0) << "the idle worker was not woken, the busy one is still busy";
+  b.release();
+  ASSERT_TRUE(b.wait_runs(1));
+  EXPECT_EQ(rrpc__worker_pool_wakeups(b.p), wakeups0) << "the busy worker took it, nobody was woken";
+  rrpc__worker_pool_stop(b.p);
+  EXPECT_EQ(b.r.timed_out, 0);
+}
+
+// The busy worker blocks after all: the rescuer wakes the idle one for the
+// task left to it, while the blocker still blocks.
+TEST(WorkerPool, ATaskLeftToABlockedWorkerIsRescued) {
+  BusyPool b;
+  ASSERT_TRUE(b.start(kRescueUs, 4, 50));
+  ASSERT_TRUE(b.submit(&b.task));
+  EXPECT_EQ(rrpc__worker_pool_left_to_busy(b.p), 1u);
+  ASSERT_TRUE(b.wait_runs(1)) << "the task waited for the blocked worker";
+  EXPECT_EQ(rrpc__worker_pool_rescues(b.p), 1u);
+  b.release();
+  rrpc__worker_pool_stop(b.p);
+  EXPECT_EQ(b.r.timed_out, 0);
+}
+
+// busy_queue off: the task wakes the idle worker at once, as before.
+TEST(WorkerPool, WithoutBusyQueueATaskWakesAnIdleWorker) {
+  BusyPool b;
+  ASSERT_TRUE(b.start(20 * 1000 * 1000, -1, 50));
+  uint64_t wakeups0 = rrpc__worker_pool_wakeups(b.p);
+  ASSERT_TRUE(b.submit(&b.task));
+  ASSERT_TRUE(b.wait_runs(1));
+  EXPECT_EQ(rrpc__worker_pool_wakeups(b.p), wakeups0 + 1);
+  EXPECT_EQ(rrpc__worker_pool_left_to_busy(b.p), 0u);
+  b.release();
+  rrpc__worker_pool_stop(b.p);
+}
+
+// More tasks than busy_queue per busy worker: the batch wakes an idle one.
+TEST(WorkerPool, AQueueBeyondBusyQueueWakesAnIdleWorker) {
+  BusyPool b;
+  ASSERT_TRUE(b.start(20 * 1000 * 1000, 2, 50));
+  uint64_t wakeups0 = rrpc__worker_pool_wakeups(b.p);
+  auto batch = make_batch(3, count_task, &b.c);
+  rrpc__work *rest;
+  int why = 0;
+  ASSERT_EQ(rrpc__worker_pool_submit(b.p, &batch[0], 3, &rest, &why), 3);
+  ASSERT_TRUE(b.wait_runs(3));
+  EXPECT_EQ(rrpc__worker_pool_wakeups(b.p), wakeups0 + 1);
+  EXPECT_EQ(rrpc__worker_pool_left_to_busy(b.p), 0u);
+  b.release();
+  rrpc__worker_pool_stop(b.p);
+}
+
+void long_task(void *arg) {
+  std::this_thread::sleep_for(std::chrono::microseconds(500));  // a handler's own work, not synchronisation
+  static_cast<Counter *>(arg)->runs.fetch_add(1);
+}
+
+// Handlers that take longer than short_task_us on average: a task that
+// arrives while one runs wakes an idle worker (a long handler would hold
+// it up), even within busy_queue.
+TEST(WorkerPool, LongHandlersWakeAnIdleWorker) {
+  BusyPool b;
+  ASSERT_TRUE(b.start(20 * 1000 * 1000, 4, 50, /*teach_long=*/true));
+  uint64_t wakeups0 = rrpc__worker_pool_wakeups(b.p);
+  ASSERT_TRUE(b.submit(&b.task));
+  ASSERT_TRUE(b.wait_runs(1)) << "the task waited for the busy worker";
+  EXPECT_EQ(rrpc__worker_pool_wakeups(b.p), wakeups0 + 1);
+  EXPECT_EQ(rrpc__worker_pool_left_to_busy(b.p), 0u);
+  b.release();
+  rrpc__worker_pool_stop(b.p);
+}

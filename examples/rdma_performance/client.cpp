@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <sys/resource.h>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -414,6 +415,13 @@ int main(int argc, char* argv[]) {
            used_rdma < 0 ? "none" : (used_rdma ? "RDMA" : "TCP"), seconds,
            static_cast<unsigned long long>(t.latency_ns.total));
   PrintStats(prefix, {seconds, t.latency_ns.total, t.failed, &t.latency_ns});
+  // The whole process's CPU and voluntary context switches (wake-ups), for
+  // CPU and wake-ups per RPC next to the server's (tools/many-core-bench).
+  struct rusage ru;
+  if (getrusage(RUSAGE_SELF, &ru) == 0)
+    fprintf(stderr, "client usage: user_s=%.3f sys_s=%.3f vcsw=%ld ivcsw=%ld\n",
+            ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6, ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6,
+            ru.ru_nvcsw, ru.ru_nivcsw);
   rrpc_rdma_stats rs;
   if (used_rdma > 0 && rrpc_rdma_get_stats(&rs) == 0)  // the client's side of the data path
     fprintf(stderr, "client rdma: writes=%llu cdc_sent=%llu completions=%llu piece_wants=%llu blocked_on_window=%llu "

@@ -59,6 +59,17 @@ typedef struct rrpc_server_options {
                               busy-polling loops, which do not sleep:
                               docs/threads.md). 0 (default) or negative:
                               SCHED_OTHER. Threads a handler starts inherit it */
+  int pool_busy_queue;     /* requests that arrive while pool threads are busy
+                              in short handlers (pool_short_task_us) wake no
+                              idle thread while at most this many wait per busy
+                              one: the busy ones take them as they finish
+                              (counted: rrpc_server_pool_left_to_busy). 0 = 4;
+                              negative = wake an idle thread for every batch
+                              that finds none looking, as before */
+  int pool_short_task_us;  /* handlers averaging at most this long count as
+                              short for pool_busy_queue (every 8th request a
+                              thread runs is timed). 0 = 50; negative = never
+                              leave requests to busy threads */
 } rrpc_server_options;
 
 /* Where a method's handler runs. */
@@ -103,6 +114,9 @@ uint64_t rrpc_server_pool_rejected(const rrpc_server *s);
 /* rrpc_server_pool_rescues - how often a pool thread was woken for requests
  * that waited behind a blocked handler (pool_rescue_us). Any thread. */
 uint64_t rrpc_server_pool_rescues(const rrpc_server *s);
+/* rrpc_server_pool_left_to_busy - batches of requests that woke no idle pool
+ * thread because busy ones were to take them (pool_busy_queue). Any thread. */
+uint64_t rrpc_server_pool_left_to_busy(const rrpc_server *s);
 
 /* rrpc_server_start - listen on "ip:port", ":port", "port", "[ipv6]:port"
  * ("[::]:port" for every address), or "unix:/path" (a unix stream socket:

@@ -318,8 +318,8 @@ static void add_builtin(rrpc__varlist *l) {
                  "/connections pages cut at builtin_max_connections_listed", 1, (double)c.truncated, NULL);
   rrpc__vars_add(l, "rrpc_metrics_enabled", "1 while call figures are recorded", 0,
                  (double)rrpc_metrics_enabled(), NULL);
-  uint64_t rejected, rescues, wakeups;
-  rrpc__worker_pools_totals(&rejected, &rescues, &wakeups);
+  uint64_t rejected, rescues, wakeups, left_to_busy;
+  rrpc__worker_pools_totals(&rejected, &rescues, &wakeups, &left_to_busy);
   rrpc__vars_add(l, "rrpc_workers_rejected_total",
                  "Requests failed with EOVERCROWDED for a full worker queue (all servers)", 1, (double)rejected,
                  NULL);
@@ -328,6 +328,10 @@ static void add_builtin(rrpc__varlist *l) {
                  (double)rescues, NULL);
   rrpc__vars_add(l, "rrpc_workers_wakeups_total", "Sleeping workers woken for requests (all servers)", 1,
                  (double)wakeups, NULL);
+  rrpc__vars_add(l, "rrpc_workers_left_to_busy_total",
+                 "Request batches that woke no worker: busy ones in short handlers took them (pool_busy_queue; "
+                 "all servers)",
+                 1, (double)left_to_busy, NULL);
   rrpc__vars_add(l, "rrpc_client_late_responses_total",
                  "Responses dropped because their call had timed out or been cancelled", 1,
                  (double)rrpc__late_responses_total(), NULL);

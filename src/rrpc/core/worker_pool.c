@@ -38,8 +38,23 @@
  *   waiting out whole time slices (4.6 ms a call measured), and with one
  *   call in flight it cost a few microseconds in some runs. Same priority
  *   and share as the loops: only the preemption on wake-up goes.
+ * - a batch that arrives while workers are busy in short handlers wakes
+ *   nobody: they look at the queue as their handlers end, within
+ *   microseconds, and take it. A wake-up is a futex call for the loop, a
+ *   context switch for the woken worker, and often the preemption of the
+ *   loop that woke it; where idle workers outnumber the busy CPUs (16
+ *   workers on 8 cores) nearly every batch found one asleep and paid all of
+ *   that, so the cost of a hand-off grew with the idle workers. "Short" is
+ *   the pool's running average of sampled handler times (every 8th task a
+ *   worker runs, two clock reads) against short_task_us; the batch is left
+ *   to the busy workers only while the queue holds at most busy_queue tasks
+ *   per busy worker, so a load that outgrows them still wakes one more per
+ *   batch. A busy worker that blocks after all is caught by the rescuer
+ *   (held, as for a pass-on), so such a batch waits at most about two
+ *   rescue periods - the bound the pass-on already has;
  * A handler may block: a worker running one is neither idle nor looking,
- * so work queued meanwhile wakes another worker as before. */
+ * so work queued meanwhile wakes another worker as before (or, while
+ * handlers are short, the rescuer does). */
 #include "rrpc/internal/worker_pool.h"
 
 #include <errno.h>
@@ -52,6 +67,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "rrpc/errors.h"
@@ -61,13 +77,14 @@ struct worker {
   rrpc__worker_pool *pool;
   struct worker *next_idle; /* under mu, while on the idle stack */
   atomic_int woken;         /* the futex word: 0 while asleep on the stack */
+  unsigned ran;             /* tasks run: every 8th is timed */
   pthread_t thread;
 };
 
 /* Every pool's counters summed, for /vars: the pools come and go with
  * their servers, the totals stay (a counter must not go down). */
 static struct {
-  atomic_uint_least64_t rejected, rescues, wakeups;
+  atomic_uint_least64_t rejected, rescues, wakeups, left_to_busy;
 } g_totals;
 
 struct rrpc__worker_pool {
@@ -81,9 +98,13 @@ struct rrpc__worker_pool {
   uint64_t taken;    /* tasks taken so far: the rescuer's sign of progress */
   int held;          /* a pass-on was held back: the rescuer watches */
   int rescuer_parked; /* the rescuer sleeps untimed: wake it to watch */
+  int busy;           /* workers inside a task */
+  int64_t task_ns;    /* running average of sampled task times */
   /* ---- */
   atomic_int rescuer_word; /* the rescuer's futex word: 1 = wake up */
-  atomic_uint_least64_t rejected, rescues, wakeups;
+  atomic_uint_least64_t rejected, rescues, wakeups, left_to_busy;
+  int busy_queue;      /* > 0: tasks per busy worker a batch may be left to */
+  int64_t short_task_ns; /* tasks on average this short count as short */
   int rescue_us; /* < 0: pass on at once, no rescuer */
   int batch_sched; /* workers ask for SCHED_BATCH as they start */
   atomic_int batch_refused; /* a worker's request for it failed: said once */
@@ -129,6 +150,14 @@ static void sleep_locked(rrpc__worker_pool *p, struct worker *w) {
   pthread_mutex_unlock(&p->mu);
   while (atomic_load_explicit(&w->woken, memory_order_acquire) == 0) futex_wait(&w->woken, 0);
   pthread_mutex_lock(&p->mu);
+}
+
+/* Under mu, tasks just queued and nobody looking: may they wait for the
+ * busy workers (short handlers, at most busy_queue tasks each) instead of
+ * waking an idle one? */
+static int leave_to_busy_locked(const rrpc__worker_pool *p) {
+  return p->busy_queue > 0 && p->looking == 0 && p->idle != NULL && p->busy > 0 &&
+         p->queued <= p->busy * p->busy_queue && p->task_ns <= p->short_task_ns;
 }
 
 /* Under mu, a task taken and more waiting: who takes them? A looking
@@ -199,6 +228,24 @@ static void ask_batch_sched(rrpc__worker_pool *p) {
     RRPC_LOG(INFO, "pool threads stay SCHED_OTHER: SCHED_BATCH refused (%s)", strerror(rc));
 }
 
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Run t; every 8th task of a worker (while batches may be left to busy
+ * workers) is timed for the pool's average: returns its time, else -1. */
+static int64_t run_task(rrpc__worker_pool *p, struct worker *w, rrpc__work *t) {
+  if (p->busy_queue <= 0 || (++w->ran & 7) != 0) {
+    t->fn(t->arg); /* may free t */
+    return -1;
+  }
+  int64_t t0 = now_ns();
+  t->fn(t->arg);
+  return now_ns() - t0;
+}
+
 static void *worker_main(void *arg) {
   struct worker *w = arg;
   rrpc__worker_pool *p = w->pool;
@@ -215,6 +262,7 @@ static void *worker_main(void *arg) {
     p->head = t->next;
     if (p->head == NULL) p->tail = NULL;
     p->looking--; /* busy now: maybe blocked for long, so not counted */
+    p->busy++;
     p->taken++;
     struct worker *next = p->head != NULL ? pass_on_locked(p) : NULL;
     int rouse = p->held && p->rescuer_parked;
@@ -222,8 +270,10 @@ static void *worker_main(void *arg) {
     pthread_mutex_unlock(&p->mu);
     wake_worker(next);
     if (rouse) wake_rescuer(p);
-    t->fn(t->arg); /* may free t */
+    int64_t took = run_task(p, w, t);
     pthread_mutex_lock(&p->mu);
+    if (took >= 0) p->task_ns += (took - p->task_ns) / 8;
+    p->busy--;
     p->looking++;
   }
   p->looking--;
@@ -251,13 +301,18 @@ static int rescuer_start(rrpc__worker_pool *p, const char *name) {
   return 0;
 }
 
-int rrpc__worker_pool_start(int nthreads, int max_queue, int rescue_us, int batch_sched, const char *name,
-                            rrpc__worker_pool **out) {
+int rrpc__worker_pool_start(const rrpc__worker_pool_config *cfg, const char *name, rrpc__worker_pool **out) {
   rrpc__worker_pool *p = calloc(1, sizeof *p);
   if (p == NULL) return -ENOMEM;
-  p->max_queue = max_queue > 0 ? max_queue : 1;
-  p->rescue_us = rescue_us < 0 ? -1 : rescue_us > 0 ? rescue_us : 1;
-  p->batch_sched = batch_sched != 0;
+  int nthreads = cfg->nthreads;
+  p->max_queue = cfg->max_queue > 0 ? cfg->max_queue : 1;
+  p->rescue_us = cfg->rescue_us < 0 ? -1 : cfg->rescue_us > 0 ? cfg->rescue_us : 1;
+  p->batch_sched = cfg->batch_sched != 0;
+  /* Leaving batches to busy workers needs the rescuer to catch one that
+   * blocks. */
+  p->busy_queue = p->rescue_us >= 0 && cfg->busy_queue > 0 && cfg->short_task_us > 0 ? cfg->busy_queue : 0;
+  p->short_task_ns = (int64_t)cfg->short_task_us * 1000;
+  atomic_init(&p->left_to_busy, 0);
   atomic_init(&p->batch_refused, 0);
   atomic_init(&p->rejected, 0);
   atomic_init(&p->rescues, 0);
@@ -315,6 +370,7 @@ int rrpc__worker_pool_submit(rrpc__worker_pool *p, rrpc__work *head, int n, rrpc
   int room = p->max_queue - p->queued;
   int take = n < room ? n : room < 0 ? 0 : room;
   struct worker *w = NULL;
+  int rouse = 0, left = 0;
   if (take > 0) {
     rrpc__work *last = head;
     for (int i = 1; i < take; i++) last = last->next;
@@ -324,9 +380,21 @@ int rrpc__worker_pool_submit(rrpc__worker_pool *p, rrpc__work *head, int n, rrpc
     else p->head = head;
     p->tail = last;
     p->queued += take;
-    w = pop_idle_locked(p); /* at most one wake-up per batch */
+    if (leave_to_busy_locked(p)) {
+      p->held = 1; /* the rescuer watches, in case a busy one blocks */
+      left = 1;
+      rouse = p->rescuer_parked;
+      p->rescuer_parked = 0;
+    } else {
+      w = pop_idle_locked(p); /* at most one wake-up per batch */
+    }
   }
   pthread_mutex_unlock(&p->mu);
+  if (left) {
+    atomic_fetch_add_explicit(&p->left_to_busy, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&g_totals.left_to_busy, 1, memory_order_relaxed);
+  }
+  if (rouse) wake_rescuer(p);
   if (take < n) {
     atomic_fetch_add_explicit(&p->rejected, (uint64_t)(n - take), memory_order_relaxed);
     atomic_fetch_add_explicit(&g_totals.rejected, (uint64_t)(n - take), memory_order_relaxed);
@@ -336,7 +404,8 @@ int rrpc__worker_pool_submit(rrpc__worker_pool *p, rrpc__work *head, int n, rrpc
   return take;
 }
 
-void rrpc__worker_pools_totals(uint64_t *rejected, uint64_t *rescues, uint64_t *wakeups) {
+void rrpc__worker_pools_totals(uint64_t *rejected, uint64_t *rescues, uint64_t *wakeups, uint64_t *left_to_busy) {
+  *left_to_busy = atomic_load_explicit(&g_totals.left_to_busy, memory_order_relaxed);
   *rejected = atomic_load_explicit(&g_totals.rejected, memory_order_relaxed);
   *rescues = atomic_load_explicit(&g_totals.rescues, memory_order_relaxed);
   *wakeups = atomic_load_explicit(&g_totals.wakeups, memory_order_relaxed);
@@ -348,6 +417,10 @@ uint64_t rrpc__worker_pool_rejected(const rrpc__worker_pool *p) {
 
 uint64_t rrpc__worker_pool_rescues(const rrpc__worker_pool *p) {
   return atomic_load_explicit(&((rrpc__worker_pool *)p)->rescues, memory_order_relaxed);
+}
+
+uint64_t rrpc__worker_pool_left_to_busy(const rrpc__worker_pool *p) {
+  return atomic_load_explicit(&((rrpc__worker_pool *)p)->left_to_busy, memory_order_relaxed);
 }
 
 uint64_t rrpc__worker_pool_wakeups(const rrpc__worker_pool *p) {

@@ -100,6 +100,13 @@ DEFINE_bool(rrpc_pool_batch_sched, false,
             "woken one does not preempt a busy event loop (fewer context switches when threads "
             "outnumber cores at saturation); not with --rdma_use_polling (polling loops never "
             "sleep, so woken pool threads wait out whole time slices)");
+DEFINE_int32(rrpc_pool_busy_queue, 0,
+             "Default ServerOptions::pool_busy_queue: requests arriving while pool threads are "
+             "busy in short handlers wake no idle thread while at most this many wait per busy "
+             "one; 0 = 4, negative = wake one for every batch that finds none looking");
+DEFINE_int32(rrpc_pool_short_task_us, 0,
+             "Default ServerOptions::pool_short_task_us: handlers averaging at most this long "
+             "count as short for --rrpc_pool_busy_queue; 0 = 50, negative = never");
 DEFINE_int32(rrpc_idle_timeout_second, 0,
              "Default ServerOptions::idle_timeout_sec: a server connection that reads and writes "
              "nothing for so many seconds is closed; <= 0 = never (brpc's idle_timeout_second "

@@ -84,7 +84,9 @@ ServerOptions::ServerOptions()
       idle_timeout_sec(FLAGS_rrpc_idle_timeout_second),
       max_concurrency(FLAGS_rrpc_max_concurrency),
       pool_rescue_us(FLAGS_rrpc_pool_rescue_us),
-      pool_batch_sched(FLAGS_rrpc_pool_batch_sched) {}
+      pool_batch_sched(FLAGS_rrpc_pool_batch_sched),
+      pool_busy_queue(FLAGS_rrpc_pool_busy_queue),
+      pool_short_task_us(FLAGS_rrpc_pool_short_task_us) {}
 
 // ---- one served call -----------------------------------------------------------
 
@@ -416,6 +418,8 @@ int Server::Start(const char* addr, const ServerOptions* opts) {
   c.max_concurrency = o.max_concurrency;
   c.pool_rescue_us = o.pool_rescue_us;
   c.pool_batch_sched = o.pool_batch_sched ? 1 : -1;
+  c.pool_busy_queue = o.pool_busy_queue;
+  c.pool_short_task_us = o.pool_short_task_us;
   detail::ApplyLimitFlags();
   rrpc_server* s = nullptr;
   int rc = rrpc_server_new(&c, &s);

@@ -82,6 +82,14 @@ struct ServerOptions {
   // loops, --rdma_use_polling). Default --rrpc_pool_batch_sched (false;
   // docs/threads.md).
   bool pool_batch_sched;
+  // Requests that arrive while pool threads are busy in short handlers
+  // (averaging at most pool_short_task_us) wake no idle thread while at most
+  // this many wait per busy one. 0 = 4; negative = off. Default
+  // --rrpc_pool_busy_queue (docs/threads.md).
+  int pool_busy_queue;
+  // 0 = 50 us; negative = never leave requests to busy threads. Default
+  // --rrpc_pool_short_task_us.
+  int pool_short_task_us;
   // Answer HTTP on this port with the builtin pages (/status, /vars,
   // /connections, /rdma, /flags, /metrics); docs/observability.md.
   bool has_builtin_services = true;

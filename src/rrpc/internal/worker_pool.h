@@ -17,17 +17,31 @@ typedef struct rrpc__work {
   void *arg;
 } rrpc__work;
 
-/* start - `nthreads` threads; at most `max_queue` (> 0) tasks wait for one.
- * rescue_us >= 0: a worker that takes a task and sees more waiting does
- * not wake another; a rescuer thread wakes one if no task was taken for
- * a period of rescue_us (0 counts as 1) while tasks wait - the workers
- * are blocked in handlers. < 0: the worker wakes the next idle one at
- * once (no rescuer). batch_sched != 0: each worker asks for SCHED_BATCH
- * as it starts (no wake-up preemption of busy loops; refused = left as
- * is). 0, -ENOMEM or -errno from pthread_create (then nothing is left
+/* What a pool is started with. */
+typedef struct rrpc__worker_pool_config {
+  int nthreads;  /* threads */
+  int max_queue; /* at most this many (> 0) tasks wait for one */
+  /* >= 0: a worker that takes a task and sees more waiting does not wake
+   * another; a rescuer thread wakes one if no task was taken for a period
+   * of rescue_us (0 counts as 1) while tasks wait - the workers are
+   * blocked in handlers. < 0: the worker wakes the next idle one at once
+   * (no rescuer). */
+  int rescue_us;
+  /* != 0: each worker asks for SCHED_BATCH as it starts (no wake-up
+   * preemption of busy loops; refused = left as is). */
+  int batch_sched;
+  /* > 0 (with short_task_us > 0 and a rescuer): a batch submitted while
+   * workers are busy in tasks that average at most short_task_us wakes
+   * nobody as long as at most busy_queue tasks wait per busy worker; the
+   * busy ones take it as they finish (counted: left_to_busy). <= 0: a
+   * batch wakes an idle worker whenever none is looking. */
+  int busy_queue;
+  int short_task_us;
+} rrpc__worker_pool_config;
+
+/* start - 0, -ENOMEM or -errno from pthread_create (then nothing is left
  * running). */
-int rrpc__worker_pool_start(int nthreads, int max_queue, int rescue_us, int batch_sched, const char *name,
-                            rrpc__worker_pool **out);
+int rrpc__worker_pool_start(const rrpc__worker_pool_config *cfg, const char *name, rrpc__worker_pool **out);
 /* submit - queue the list of `n` tasks at `head` (linked by next) in one
  * go: one lock and at most one wake-up (none while a thread is between
  * tasks and will look at the queue anyway); the rest of the batch goes to
@@ -44,9 +58,12 @@ uint64_t rrpc__worker_pool_rescues(const rrpc__worker_pool *p);
 /* wakeups - sleeping workers woken for tasks (rescues included; and the
  * last ones, of stop). Any thread. */
 uint64_t rrpc__worker_pool_wakeups(const rrpc__worker_pool *p);
-/* totals - the three counters above summed over every pool the process
+/* left_to_busy - batches that woke nobody because busy workers would take
+ * them (busy_queue). Any thread. */
+uint64_t rrpc__worker_pool_left_to_busy(const rrpc__worker_pool *p);
+/* totals - the four counters above summed over every pool the process
  * has had (servers' pools included after they stopped). Any thread. */
-void rrpc__worker_pools_totals(uint64_t *rejected, uint64_t *rescues, uint64_t *wakeups);
+void rrpc__worker_pools_totals(uint64_t *rejected, uint64_t *rescues, uint64_t *wakeups, uint64_t *left_to_busy);
 /* stop - run what is queued, join the threads, free. Not from a pool thread. */
 void rrpc__worker_pool_stop(rrpc__worker_pool *p);
 

@@ -44,7 +44,13 @@ struct method {
   rrpc__stats_reg *reg;
 };
 
-enum { DEFAULT_POOL_MIN_THREADS = 4, DEFAULT_POOL_QUEUE_MAX = 65536, DEFAULT_POOL_RESCUE_US = 1000 };
+enum {
+  DEFAULT_POOL_MIN_THREADS = 4,
+  DEFAULT_POOL_QUEUE_MAX = 65536,
+  DEFAULT_POOL_RESCUE_US = 1000,
+  DEFAULT_POOL_BUSY_QUEUE = 4,
+  DEFAULT_POOL_SHORT_TASK_US = 50,
+};
 
 /* One accepted connection. Listed in the server until its socket's
  * on_close; alive until that and every call read from it are done (refs:
@@ -226,6 +232,10 @@ uint64_t rrpc_server_pool_rejected(const rrpc_server *s) {
 
 uint64_t rrpc_server_pool_rescues(const rrpc_server *s) {
   return s->pool != NULL ? rrpc__worker_pool_rescues(s->pool) : 0;
+}
+
+uint64_t rrpc_server_pool_left_to_busy(const rrpc_server *s) {
+  return s->pool != NULL ? rrpc__worker_pool_left_to_busy(s->pool) : 0;
 }
 
 /* Linear: services have a handful of methods; a table lookup costs less
@@ -887,9 +897,15 @@ static int start_runtime(rrpc_server *s) {
   }
   if (need_pool) {
     s->pool_queue_max = s->opts.pool_queue_max > 0 ? s->opts.pool_queue_max : DEFAULT_POOL_QUEUE_MAX;
-    int rescue_us = s->opts.pool_rescue_us != 0 ? s->opts.pool_rescue_us : DEFAULT_POOL_RESCUE_US;
-    rc = rrpc__worker_pool_start(pool_size(&s->opts), s->pool_queue_max, rescue_us, s->opts.pool_batch_sched > 0,
-                                 "rrpc-work", &s->pool);
+    rrpc__worker_pool_config cfg = {
+        .nthreads = pool_size(&s->opts),
+        .max_queue = s->pool_queue_max,
+        .rescue_us = s->opts.pool_rescue_us != 0 ? s->opts.pool_rescue_us : DEFAULT_POOL_RESCUE_US,
+        .batch_sched = s->opts.pool_batch_sched > 0,
+        .busy_queue = s->opts.pool_busy_queue != 0 ? s->opts.pool_busy_queue : DEFAULT_POOL_BUSY_QUEUE,
+        .short_task_us = s->opts.pool_short_task_us != 0 ? s->opts.pool_short_task_us : DEFAULT_POOL_SHORT_TASK_US,
+    };
+    rc = rrpc__worker_pool_start(&cfg, "rrpc-work", &s->pool);
   }
   return rc;
 }
