@@ -51,7 +51,7 @@
  *   per busy worker, so a load that outgrows them still wakes one more per
  *   batch. A busy worker that blocks after all is caught by the rescuer
  *   (held, as for a pass-on), so such a batch waits at most about two
- *   rescue periods - the bound the pass-on already has;
+ *   rescue periods - the bound the pass-on already has.
  * A handler may block: a worker running one is neither idle nor looking,
  * so work queued meanwhile wakes another worker as before (or, while
  * handlers are short, the rescuer does). */
