@@ -62,7 +62,7 @@ size_t g_size = 64;
 std::string g_case = "all";  // or raw, sync, async: one case alone (for profiling)
 int g_rescue_us = 0;           // --pool_rescue_us: the pool servers' rrpc_server_options.pool_rescue_us
 int g_batch_sched = 0;         // --pool_batch_sched: their pool_batch_sched (> 0: SCHED_BATCH workers)
-int g_busy_queue = 0;          // --pool_busy_queue: their pool_busy_queue (0: default; < 0: off)
+int g_busy_queue = 0;          // --pool_busy_queue: their pool_busy_queue (> 0: on; default off)
 int g_short_task_us = 0;       // --pool_short_task_us: their pool_short_task_us (0: default)
 int g_pool_threads = 0;        // --pool_threads: the pool server's pool size (0: the server's default)
 
@@ -621,7 +621,7 @@ int main(int argc, char **argv) {
     else if (strncmp(argv[i], "--pool_short_task_us=", 21) == 0) g_short_task_us = atoi(argv[i] + 21);
     else if (strncmp(argv[i], "--pool_threads=", 15) == 0) g_pool_threads = atoi(argv[i] + 15);
     else {
-      fprintf(stderr, "usage: %s [--seconds=S] [--size=BYTES] [--case=all|raw|sync|syncpool|async|sat|rawpipe|satone|satloopone|oneconn] [--client_loops=N] [--handoff=MIN (>= 2: on; default off)] [--pool_rescue_us=US (< 0: pass on at once)] [--pool_batch_sched=N (> 0: SCHED_BATCH pool threads)] [--pool_threads=N (pool server; 0: default)] [--pool_busy_queue=N (< 0: off)] [--pool_short_task_us=US]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--seconds=S] [--size=BYTES] [--case=all|raw|sync|syncpool|async|sat|rawpipe|satone|satloopone|oneconn] [--client_loops=N] [--handoff=MIN (>= 2: on; default off)] [--pool_rescue_us=US (< 0: pass on at once)] [--pool_batch_sched=N (> 0: SCHED_BATCH pool threads)] [--pool_threads=N (pool server; 0: default)] [--pool_busy_queue=N (> 0: on)] [--pool_short_task_us=US]\n", argv[0]);
       return 2;
     }
   }

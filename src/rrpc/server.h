@@ -59,13 +59,17 @@ typedef struct rrpc_server_options {
                               busy-polling loops, which do not sleep:
                               docs/threads.md). 0 (default) or negative:
                               SCHED_OTHER. Threads a handler starts inherit it */
-  int pool_busy_queue;     /* requests that arrive while pool threads are busy
-                              in short handlers (pool_short_task_us) wake no
-                              idle thread while at most this many wait per busy
-                              one: the busy ones take them as they finish
-                              (counted: rrpc_server_pool_left_to_busy). 0 = 4;
-                              negative = wake an idle thread for every batch
-                              that finds none looking, as before */
+  int pool_busy_queue;     /* positive: requests that arrive while pool threads
+                              are busy in short handlers (pool_short_task_us)
+                              wake no idle thread while at most this many wait
+                              per busy one: the busy ones take them as they
+                              finish (counted: rrpc_server_pool_left_to_busy).
+                              For hosts where idle workers outnumber busy
+                              cores. 0 (default) or negative: off - a busy
+                              worker that was preempted has no wake-up to hurry
+                              it, so on oversubscribed cores (busy-polling
+                              loops) requests waited for time slices
+                              (docs/threads.md) */
   int pool_short_task_us;  /* handlers averaging at most this long count as
                               short for pool_busy_queue (every 8th request a
                               thread runs is timed). 0 = 50; negative = never

@@ -101,9 +101,10 @@ DEFINE_bool(rrpc_pool_batch_sched, false,
             "outnumber cores at saturation); not with --rdma_use_polling (polling loops never "
             "sleep, so woken pool threads wait out whole time slices)");
 DEFINE_int32(rrpc_pool_busy_queue, 0,
-             "Default ServerOptions::pool_busy_queue: requests arriving while pool threads are "
-             "busy in short handlers wake no idle thread while at most this many wait per busy "
-             "one; 0 = 4, negative = wake one for every batch that finds none looking");
+             "Default ServerOptions::pool_busy_queue: if positive, requests arriving while pool "
+             "threads are busy in short handlers wake no idle thread while at most this many "
+             "wait per busy one (hosts where idle workers outnumber busy cores; not with "
+             "--rdma_use_polling); 0 = off");
 DEFINE_int32(rrpc_pool_short_task_us, 0,
              "Default ServerOptions::pool_short_task_us: handlers averaging at most this long "
              "count as short for --rrpc_pool_busy_queue; 0 = 50, negative = never");

@@ -82,10 +82,11 @@ struct ServerOptions {
   // loops, --rdma_use_polling). Default --rrpc_pool_batch_sched (false;
   // docs/threads.md).
   bool pool_batch_sched;
-  // Requests that arrive while pool threads are busy in short handlers
-  // (averaging at most pool_short_task_us) wake no idle thread while at most
-  // this many wait per busy one. 0 = 4; negative = off. Default
-  // --rrpc_pool_busy_queue (docs/threads.md).
+  // Positive: requests that arrive while pool threads are busy in short
+  // handlers (averaging at most pool_short_task_us) wake no idle thread
+  // while at most this many wait per busy one (hosts where idle workers
+  // outnumber busy cores; not with busy-polling loops). 0 or negative =
+  // off. Default --rrpc_pool_busy_queue (0; docs/threads.md).
   int pool_busy_queue;
   // 0 = 50 us; negative = never leave requests to busy threads. Default
   // --rrpc_pool_short_task_us.

@@ -48,7 +48,6 @@ enum {
   DEFAULT_POOL_MIN_THREADS = 4,
   DEFAULT_POOL_QUEUE_MAX = 65536,
   DEFAULT_POOL_RESCUE_US = 1000,
-  DEFAULT_POOL_BUSY_QUEUE = 4,
   DEFAULT_POOL_SHORT_TASK_US = 50,
 };
 
@@ -902,7 +901,7 @@ static int start_runtime(rrpc_server *s) {
         .max_queue = s->pool_queue_max,
         .rescue_us = s->opts.pool_rescue_us != 0 ? s->opts.pool_rescue_us : DEFAULT_POOL_RESCUE_US,
         .batch_sched = s->opts.pool_batch_sched > 0,
-        .busy_queue = s->opts.pool_busy_queue != 0 ? s->opts.pool_busy_queue : DEFAULT_POOL_BUSY_QUEUE,
+        .busy_queue = s->opts.pool_busy_queue, /* opt-in: see server.h */
         .short_task_us = s->opts.pool_short_task_us != 0 ? s->opts.pool_short_task_us : DEFAULT_POOL_SHORT_TASK_US,
     };
     rc = rrpc__worker_pool_start(&cfg, "rrpc-work", &s->pool);
