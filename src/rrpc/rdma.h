@@ -66,7 +66,9 @@ typedef struct rrpc_rdma_options {
                                       RRPC_RDMA_DIALECT_AUTO (0, = IMM), _IMM (rrpc's CLC
                                       handshake and write-with-immediate ring), _BRPC
                                       (Apache brpc's hello v2 and SEND data path,
-                                      docs/from-brpc.md); _CURSOR is not built (-EINVAL) */
+                                      docs/from-brpc.md), _CURSOR (SMC-R's WRITE + CDC
+                                      cursors, docs/rdma-transport.md; RRPC_RDMA_DIALECT=cursor
+                                      in the environment forces it too) */
   size_t registered_max_size_mb;   /* rdma_registered_max_size_mb: everything rrpc registers
                                       (pinned) at once, pool + rings + CDC slots; a
                                       connection whose ring would pass it falls back to TCP

@@ -110,7 +110,7 @@ static int options_normalize(const rrpc_rdma_options *in, rrpc_rdma_options *out
       in->sq_size > QUEUE_MAX || in->rq_size < 0 || in->rq_size > QUEUE_MAX ||
       in->handshake_timeout_ms < 0 || in->ring_size > RING_MAX || in->max_handshakes < 0 ||
       in->close_wait_ms < 0 || in->bg_queue_max < 0 || in->bg_setup_threads < 0 || in->bg_setup_threads > 64 || (in->dialect != RRPC_RDMA_DIALECT_AUTO && in->dialect != RRPC_RDMA_DIALECT_IMM &&
-                                in->dialect != RRPC_RDMA_DIALECT_BRPC))
+                                in->dialect != RRPC_RDMA_DIALECT_BRPC && in->dialect != RRPC_RDMA_DIALECT_CURSOR))
     return -EINVAL;
   device[0] = '\0';
   out->device = NULL;
@@ -160,6 +160,11 @@ static int options_normalize(const rrpc_rdma_options *in, rrpc_rdma_options *out
    * passes: RRPC_RDMA_ELASTIC=1 (or 0) and RRPC_RDMA_POLLING=1 (or 0) win. */
   env_switch("RRPC_RDMA_ELASTIC", &out->elastic);
   env_switch("RRPC_RDMA_POLLING", &out->use_polling);
+  /* The suite's cursor pass (test/rdma/cursor-mode.sh) forces the dialect
+   * of every process it starts, as RRPC_RDMA_POLLING does polling. */
+  const char *d = getenv("RRPC_RDMA_DIALECT");
+  if (d != NULL && strcmp(d, "cursor") == 0) out->dialect = RRPC_RDMA_DIALECT_CURSOR;
+  else if (d != NULL && strcmp(d, "imm") == 0) out->dialect = RRPC_RDMA_DIALECT_IMM;
   return 0;
 }
 

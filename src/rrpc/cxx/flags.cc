@@ -81,8 +81,10 @@ DEFINE_int32(rdma_brpc_ack_settle_us, 20000,
              "RDMA bytes reach it before it has parsed the ACK; <= 0 = no wait");
 DEFINE_string(rdma_dialect, "auto",
               "RDMA dialect of clients: auto (= imm), imm (rrpc's CLC handshake and "
-              "write-with-immediate ring), brpc (Apache brpc's RDMA hello and SEND data path); "
-              "servers understand both. cursor is not built into this rrpc");
+              "write-with-immediate ring), cursor (SMC-R's RDMA WRITE + CDC cursors, as the Linux "
+              "kernel speaks it; also chosen per connection where the device has no immediate "
+              "data, e.g. iWARP), brpc (Apache brpc's RDMA hello and SEND data path); "
+              "servers understand all of them");
 DEFINE_int32(usercode_pool_threads, 0,
              "Worker pool size of each Server; 0 = the CPU count, at least 4");
 DEFINE_bool(usercode_in_loop, false,
@@ -156,7 +158,8 @@ int RdmaDialectByName(const std::string& name, std::string* why) {
   if (name.empty() || name == "auto") return RRPC_RDMA_DIALECT_AUTO;
   if (name == "imm") return RRPC_RDMA_DIALECT_IMM;
   if (name == "brpc") return RRPC_RDMA_DIALECT_BRPC;
-  *why = name == "cursor" ? "the cursor dialect is not built into this rrpc" : "unknown (auto, imm or brpc)";
+  if (name == "cursor") return RRPC_RDMA_DIALECT_CURSOR;
+  *why = "unknown (auto, imm, cursor or brpc)";
   return -1;
 }
 
