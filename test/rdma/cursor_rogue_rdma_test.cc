@@ -5,7 +5,8 @@
 // cursor dialect, then writing into the server's ring and sending CDCs made
 // with rrpc's own codec: a producer cursor past what it could have written,
 // a wrong wrap, a consumer cursor past what the server wrote, a CDC carrying
-// another connection's token, data after its own close. Each case: the
+// another connection's token, data after its own close, never a consumer-
+// cursor update (the server's answers fill its ring). Each case: the
 // server closes that connection (protocol_violations counted, the reason
 // logged), answers nothing it should not have read, and keeps serving
 // others. Every wait is bounded (5 s), every loop bounded in count.
@@ -27,6 +28,7 @@ using rrpc_test::rdma_test_addr;
 namespace {
 
 const int kCloseMs = 5000;
+const int kStallMs = 1500;  // --rdma_cursor_stall_ms of this binary (default 60 s)
 
 std::mutex log_mu;
 std::string log_text;
@@ -53,6 +55,7 @@ void init_rdma() {
   rrpc_rdma_options o;
   rrpc_rdma_options_init(&o);
   o.ring_size = 64 * 1024;
+  o.cursor_stall_ms = kStallMs;
   ASSERT_EQ(rrpc_rdma_global_init(&o), 0);
 }
 
@@ -289,6 +292,34 @@ TEST(CursorRogue, DataAfterItsOwnCloseIsNeverRead) {
          closed ? "yes" : "NO", (unsigned long long)(rogue::now_ms() - t0), others_served(srv.port) ? "yes" : "NO");
   EXPECT_TRUE(closed);
   EXPECT_EQ(r.answers.find("after-close"), std::string::npos);
+}
+
+TEST(CursorRogue, NeverUpdatingTheConsumerCursorFailsOnlyTheRogueWithinTheDeadline) {
+  Server srv;
+  ASSERT_GT(srv.port, 0);
+  Cursor r;
+  r.ring_size = 16 * 1024;  // the server's answers fill it after two requests
+  CURSOR_UP(r, srv.port);
+  rrpc_rdma_stats st0;
+  rrpc_rdma_get_stats(&st0);
+  // Three 9 KB echoes (27 KB: well within the server's 64 KiB ring); the
+  // answers need 27 KB of our 16 KiB ring and we never tell the server we
+  // read any of it.
+  for (int i = 0; i < 3; i++) ASSERT_EQ(r.echo(std::string(9000, (char)('a' + i)), i + 1), IBV_WC_SUCCESS);
+  uint64_t t0 = rogue::now_ms();
+  bool closed = rogue::tcp_closed_within(r.fd, kStallMs + 5000);
+  uint64_t ms = rogue::now_ms() - t0;
+  rrpc_rdma_stats st1;
+  rrpc_rdma_get_stats(&st1);
+  bool served = others_served(srv.port);
+  printf("CURSOR-ROGUE never-updates-consumer-cursor: closed by the server: %s after %llu ms "
+         "(--rdma_cursor_stall_ms=%d), cursor_stalls +%llu, others served: %s\n",
+         closed ? "yes" : "NO", (unsigned long long)ms, kStallMs,
+         (unsigned long long)(st1.cursor_stalls - st0.cursor_stalls), served ? "yes" : "NO");
+  EXPECT_TRUE(closed);
+  EXPECT_GE(ms + 500, (uint64_t)kStallMs) << "closed before the deadline: for another reason?";
+  EXPECT_EQ(1u, st1.cursor_stalls - st0.cursor_stalls);
+  EXPECT_TRUE(served);
 }
 
 }  // namespace

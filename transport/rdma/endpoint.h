@@ -198,6 +198,7 @@ struct rrpc__ep_dp {
   int cur_blocked_sent;   /* a CDC saying "write blocked" went out since the last room */
   int cur_cdc_due;        /* data was written and no CDC has told it yet */
   uint64_t cur_blocked_us; /* when writes last found the peer's ring full (0: not) */
+  rrpc__timer_id cur_timer; /* the stall check (holds a reference on the endpoint) */
 };
 
 /* What the shared poll gathered for one endpoint, handled once per poll

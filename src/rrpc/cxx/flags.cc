@@ -43,6 +43,9 @@ DEFINE_int32(rdma_max_concurrent_handshakes, 64,
              "Proposals over it are declined and go on over TCP");
 DEFINE_int32(rdma_close_wait_ms, 1000,
              "How long a closed RDMA connection keeps its QP waiting for its close message to leave (ms)");
+DEFINE_int32(rdma_cursor_stall_ms, 60000,
+             "The cursor RDMA dialect fails a connection whose writes found the peer's ring full and no "
+             "consumer-cursor update freed any of it for this long (ms; < 0 = never)");
 DEFINE_int32(rdma_bg_queue_max, 4096,
              "Verbs teardown jobs (QP destroy, deregistration) queued for the background verbs thread at "
              "once; over it a job runs on the closing loop (counted)");
@@ -316,6 +319,7 @@ int PrepareRdma(std::string* why) {
     o.recv_zerocopy = FlagBool("rdma_recv_zerocopy", kDefaultRdmaRecvZerocopy) ? 1 : 0;
     o.max_handshakes = FLAGS_rdma_max_concurrent_handshakes;
     o.close_wait_ms = FLAGS_rdma_close_wait_ms;
+    o.cursor_stall_ms = FLAGS_rdma_cursor_stall_ms;
     o.bg_queue_max = FLAGS_rdma_bg_queue_max;
     o.bg_setup_threads = FLAGS_rdma_bg_setup_threads;
     o.elastic = FLAGS_rdma_elastic ? RRPC_RDMA_ELASTIC_ON : RRPC_RDMA_ELASTIC_OFF;

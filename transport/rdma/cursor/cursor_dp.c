@@ -294,6 +294,66 @@ static void cursor_resume_read(rrpc__rdma_ep *ep) {
   rrpc__ep_unlock(ep);
 }
 
+/* ---- the stall check ------------------------------------------------------------------------
+ * A peer that never sends a consumer-cursor update leaves a writer blocked
+ * for good: nothing else would end that connection. Checked on the loop
+ * every half --rdma_cursor_stall_ms while the connection is up; the writer
+ * stamps when it found the ring full, a CDC that frees room clears it. */
+
+static void stall_tick(void *arg);
+
+static uint64_t stall_period_us(const rrpc__rdma_ep *ep) {
+  uint64_t us = (uint64_t)ep->opts->cursor_stall_ms * 500;
+  return us < 10000 ? 10000 : us;
+}
+
+/* Under mu. 0 when armed (the endpoint's reference goes with the timer). */
+static int stall_arm_locked(rrpc__rdma_ep *ep) {
+  return rrpc__loop_timer_add(ep->loop, rrpc__now_us() + stall_period_us(ep), stall_tick, ep, &ep->dp.cur_timer);
+}
+
+static void stall_tick(void *arg) {
+  rrpc__rdma_ep *ep = arg;
+  uint64_t now = rrpc__now_us(), limit_us = (uint64_t)ep->opts->cursor_stall_ms * 1000;
+  int rearmed = 0, stalled = 0;
+  uint64_t since = 0;
+  rrpc__ep_lock(ep);
+  ep->dp.cur_timer = 0;
+  if (ep->state == EP_UP && !ep->dp.qp_dead && ep->vb.qp != NULL) {
+    since = ep->dp.cur_blocked_us;
+    stalled = since != 0 && now - since >= limit_us;
+    if (!stalled) rearmed = stall_arm_locked(ep) == 0;
+  }
+  rrpc__ep_unlock(ep);
+  if (stalled && ep->s != NULL) {
+    rrpc__rdma_count(RRPC_RDMA_CNT_CURSOR_STALLS, 1);
+    RRPC_LOG(WARNING,
+             "rdma qpn=%u: cursor dialect: the peer's ring has been full for %llu ms and no consumer-cursor update "
+             "came (--rdma_cursor_stall_ms=%d): failing the connection",
+             ep->vb.qp->qp_num, (unsigned long long)((now - since) / 1000), ep->opts->cursor_stall_ms);
+    rrpc__socket_fail(ep->s, -ETIMEDOUT);
+  }
+  if (!rearmed) rrpc__ep_unref(ep);
+}
+
+static void cursor_up(rrpc__rdma_ep *ep) {
+  if (ep->opts->cursor_stall_ms <= 0) return;
+  atomic_fetch_add(&ep->refs, 1);
+  rrpc__ep_lock(ep);
+  int rc = stall_arm_locked(ep);
+  rrpc__ep_unlock(ep);
+  if (rc != 0) rrpc__ep_unref(ep);
+}
+
+static void cursor_stop(rrpc__rdma_ep *ep) {
+  rrpc__ep_lock(ep);
+  rrpc__timer_id id = ep->dp.cur_timer;
+  ep->dp.cur_timer = 0;
+  rrpc__ep_unlock(ep);
+  /* A tick running now sees qp_dead (set before this) and lets go itself. */
+  if (id != 0 && rrpc__loop_timer_cancel(ep->loop, id) == 0) rrpc__ep_unref(ep);
+}
+
 /* ---- the connection's life -------------------------------------------------------------- */
 
 static int cursor_connect(rrpc__rdma_ep *ep) {
@@ -342,8 +402,8 @@ const struct rrpc__rdma_dialect rrpc__rdma_dialect_cursor = {
     .name = "cursor",
     .dp_write = cursor_write,
     .dp_connect = cursor_connect,
-    .dp_up = nothing,
-    .dp_stop = nothing,
+    .dp_up = cursor_up,
+    .dp_stop = cursor_stop,
     .dp_unbind = nothing,
     .dp_free = nothing,
     .dp_on_wc = cursor_on_wc,
