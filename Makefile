@@ -210,6 +210,7 @@ $(BUILD)/obj/test/%.o: CXXFLAGS += $(TEST_OPT)
 
 include test/coexist/coexist.mk
 include tools/install.mk
+include preload/preload.mk
 
 # Test programs run side by side; each one's output goes to a log that is
 # printed whole once it ends (tools/run-tests). test/tools/*_test.sh test the

@@ -415,6 +415,17 @@ int rrpc__socket_pause_if_congested(rrpc__socket *s) {
   return 1;
 }
 
+int rrpc__socket_hold_read(rrpc__socket *s, int hold) {
+  if (!hold) {
+    resume_read(s);
+    return 0;
+  }
+  atomic_store(&s->read_paused, 1);
+  int rc = want_readable(s, 0);
+  if (rc != 0) atomic_store(&s->read_paused, 0);
+  return rc;
+}
+
 /* A figure with one writer at a time, read by any thread: a load and a
  * store, no locked add (the line stays the writer's). */
 static void count_one_writer(_Atomic uint64_t *figure, uint64_t n) {

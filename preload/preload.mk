@@ -1,0 +1,31 @@
+# preload/preload.mk - included by the Makefile: rrpc-run's
+# librrpc_preload.so (the preload and the whole C core, linked in so a
+# program needs nothing else installed), its tests, its install.
+#
+# The selection policy comes from preload/policy.c when that is in the tree
+# (eBPF negotiation, RRPC_RUN_ONLY); otherwise policy_min.c gives peers mode.
+PRELOAD_SRCS := $(filter-out preload/policy_min.c,$(wildcard preload/*.c)) \
+  $(if $(wildcard preload/policy.c),,preload/policy_min.c)
+PRELOAD_LIB := $(BUILD)/librrpc_preload.so
+PRELOAD_TESTS := $(patsubst test/preload/%.c,$(BUILD)/test/preload/%,$(wildcard test/preload/*.c))
+
+.PHONY: preload install-preload
+preload: $(PRELOAD_LIB) $(PRELOAD_TESTS)
+libs: $(PRELOAD_LIB)
+
+$(PRELOAD_LIB): $(call obj,$(PRELOAD_SRCS)) $(CORE_OBJS)
+	@mkdir -p $(@D)
+	$(CC) -shared $(LDFLAGS) -Wl,-soname,librrpc_preload.so -o $@ $^ $(LDLIBS) -ldl
+
+# The test programs are plain C programs, no rrpc in them: rrpc-run is what
+# puts it under them.
+$(BUILD)/test/preload/%: test/preload/%.c test/preload/preload_test.h
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(filter-out -MMD -MP,$(CFLAGS)) $(LDFLAGS) -o $@ $< -lpthread
+
+install: install-preload
+install-preload: $(PRELOAD_LIB)
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PREFIX)/bin
+	install -m 755 $(PRELOAD_LIB) $(DESTDIR)$(LIBDIR)/
+	sed 's|^RRPC_RUN_LIBDIR=.*|RRPC_RUN_LIBDIR=$(LIBDIR)|' tools/rrpc-run > $(DESTDIR)$(PREFIX)/bin/rrpc-run
+	chmod 755 $(DESTDIR)$(PREFIX)/bin/rrpc-run

@@ -1,0 +1,62 @@
+#!/bin/sh
+# test/preload/preload_test.sh - the socket-semantics cases of
+# preload_semantics under tools/rrpc-run: both ends under rrpc-run with the
+# port listed in RRPC_RUN_PEERS (the relay carries every connection: RDMA
+# where a device is up, TCP after the handshake's fallback elsewhere), and
+# the plain-peer cases (one end without rrpc-run). RRPC_RUN_DEBUG's lines
+# show which path each connection took; a case whose connections did not
+# take the expected path fails.
+#   RRPC_BUILD=build (default)   where librrpc_preload.so and the program are
+#   PRELOAD_CASES="..."         only these cases
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+build=${RRPC_BUILD:-build}
+case $build in /*) ;; *) build=$root/$build ;; esac
+prog=$build/test/preload/preload_semantics
+run="$root/tools/rrpc-run"
+export RRPC_PRELOAD_LIB=$build/librrpc_preload.so
+[ -x "$prog" ] && [ -f "$RRPC_PRELOAD_LIB" ] || { echo "build $prog and $RRPC_PRELOAD_LIB first" >&2; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+base=$((20000 + $$ % 20000))
+fails=0
+n=0
+
+# one NAME EXPECT: run case NAME; EXPECT is "relayed" or "plain" (the debug
+# line every connection of the case must have produced at least once).
+one() {
+  name=$1 expect=$2
+  n=$((n + 1))
+  port=$((base + n))
+  if [ "$expect" = plain ]; then peers=":1"; else peers=":$port"; fi
+  start=$(date +%s.%N)
+  RRPC_RUN_PEERS=$peers RRPC_RUN_DEBUG=1 timeout 90 "$run" "$prog" "$name" "$port" >"$tmp/$name.log" 2>&1
+  rc=$?
+  secs=$(echo "$(date +%s.%N) - $start" | bc)
+  if [ $rc -eq 0 ]; then
+    case $expect in
+      relayed) grep -q "relayed, trying RDMA" "$tmp/$name.log" || { rc=99; echo "  (no connection was relayed)"; } ;;
+      plain) if grep -q "relayed, trying RDMA" "$tmp/$name.log"; then rc=98; echo "  (a plain peer was relayed)"; fi ;;
+    esac
+  fi
+  if [ $rc -eq 0 ]; then
+    rdma=$(grep -c "transport=rdma" "$tmp/$name.log")
+    fb=$(grep -c "transport=tcp-fallback" "$tmp/$name.log")
+    printf 'PASS %-14s %5.1fs  closed: rdma=%s tcp-fallback=%s\n' "$name" "$secs" "$rdma" "$fb"
+  else
+    printf 'FAIL %-14s rc=%s\n' "$name" "$rc"
+    tail -n 30 "$tmp/$name.log"
+    fails=$((fails + 1))
+  fi
+}
+
+cases=${PRELOAD_CASES:-"bytes16m epoll poll-select flags partial-write halfclose dup fork nbconnect many kill9 plain-server plain-client"}
+for c in $cases; do
+  case $c in
+    plain-server|plain-client) one "$c" plain ;;
+    *) one "$c" relayed ;;
+  esac
+done
+[ $fails -eq 0 ] && echo "preload_test: all passed" || echo "preload_test: $fails failed"
+[ $fails -eq 0 ]
