@@ -9,6 +9,15 @@ PRELOAD_SRCS := $(filter-out preload/policy_min.c,$(wildcard preload/*.c)) \
 PRELOAD_LIB := $(BUILD)/librrpc_preload.so
 PRELOAD_TESTS := $(patsubst test/preload/%.c,$(BUILD)/test/preload/%,$(wildcard test/preload/*.c))
 
+# make test runs the socket-semantics script in the plain build (the
+# preload is not built for the sanitizers: an instrumented library cannot be
+# preloaded into an uninstrumented program); make test-rdma runs it in the VM.
+PRELOAD_TEST_SCRIPTS :=
+ifeq ($(BUILD),build)
+PRELOAD_TEST_SCRIPTS := test/preload/preload_test.sh
+test: preload
+endif
+
 .PHONY: preload install-preload
 preload: $(PRELOAD_LIB) $(PRELOAD_TESTS)
 libs: $(PRELOAD_LIB)
@@ -29,3 +38,6 @@ install-preload: $(PRELOAD_LIB)
 	install -m 755 $(PRELOAD_LIB) $(DESTDIR)$(LIBDIR)/
 	sed 's|^RRPC_RUN_LIBDIR=.*|RRPC_RUN_LIBDIR=$(LIBDIR)|' tools/rrpc-run > $(DESTDIR)$(PREFIX)/bin/rrpc-run
 	chmod 755 $(DESTDIR)$(PREFIX)/bin/rrpc-run
+
+# The relay's frame parser is fuzzed (make fuzz): its one object joins the fuzzer.
+build/fuzz/preload_frame_fuzzer: build/fuzz/obj/preload/frame.c.o

@@ -36,6 +36,7 @@
 
 #include "preload/frame.h"
 #include "rrpc/errors.h"
+#include "rrpc/rdma.h"
 #include "rrpc/internal/iobuf.h"
 #include "rrpc/internal/limits.h"
 #include "rrpc/internal/loop.h"
@@ -66,6 +67,7 @@ struct rrpc_run_conn {
   int so_error;  /* a failed connect's errno, until taken */
   /* loop thread only */
   rrpc__socket *s;
+  int had_socket;   /* the TCP connection was up and handed to an rrpc socket */
   rrpc__watcher uw; /* the relay end */
   rrpc__watcher cw; /* the TCP fd while the connect is in progress */
   int ufd;
@@ -136,7 +138,8 @@ static void addr_str(const struct sockaddr_storage *ss, char *buf, size_t len) {
 
 static const char *transport_word(const rrpc_run_conn *c) {
   if (c->is_rdma) return "rdma";
-  return c->s != NULL || c->net_closed ? "tcp-fallback" : "connecting";
+  if (c->had_socket) return "tcp-fallback";
+  return c->net_closed ? "none" : "connecting";
 }
 
 size_t rrpc_run_conns_format(char *buf, size_t len) {
@@ -334,10 +337,14 @@ static void note_transport(rrpc_run_conn *c) {
   if (st.fallback_code != 0 && c->fallback_code == 0) {
     c->fallback_code = st.fallback_code;
     atomic_fetch_add(&g_fallback, 1);
+    if (g_debug)
+      fprintf(stderr, "rrpc-run[%d]: fd=%d transport=tcp-fallback fallback=%s\n", (int)getpid(), c->app_fd,
+              rrpc__transport_fallback_text(c->fallback_code));
   }
   if (!c->is_rdma && rrpc__socket_is_rdma(c->s)) {
     c->is_rdma = 1;
     atomic_fetch_add(&g_rdma, 1);
+    if (g_debug) fprintf(stderr, "rrpc-run[%d]: fd=%d transport=rdma\n", (int)getpid(), c->app_fd);
   }
 }
 
@@ -483,10 +490,30 @@ static void tick_cb(void *arg) {
 
 /* ---- adoption ----------------------------------------------------------------------- */
 
+/* RRPC_RUN_RING_KB: the RDMA receive ring per connection (rrpc's default,
+ * 1 MiB, otherwise); a process with many connections on a small host may
+ * want less, as each ring is registered memory. */
+static void rdma_options_from_env(void) {
+  const char *v = getenv("RRPC_RUN_RING_KB");
+  if (v == NULL || *v == '\0') return;
+  char *end;
+  long kb = strtol(v, &end, 10);
+  if (*end != '\0' || kb <= 0 || kb > (512L << 10)) {
+    fprintf(stderr, "rrpc-run: RRPC_RUN_RING_KB=%s is not a size in KiB; rrpc's default ring\n", v);
+    return;
+  }
+  rrpc_rdma_options o;
+  rrpc_rdma_options_init(&o);
+  o.ring_size = (size_t)kb << 10;
+  int rc = rrpc_rdma_global_init(&o);
+  if (rc != 0) fprintf(stderr, "rrpc-run: RRPC_RUN_RING_KB=%s refused: %s\n", v, rrpc_strerror(rc));
+}
+
 static int ensure_loop(void) {
   pthread_mutex_lock(&g_mu);
   int rc = 0;
   if (g_loop == NULL) {
+    rdma_options_from_env();
     rc = rrpc__transport_pick(1, &g_ops);
     if (rc == 0) {
       /* The relay thread takes no signals: they belong to the program. */
@@ -512,6 +539,7 @@ static void start_socket(rrpc_run_conn *c, int tcp_fd) {
     relay_end(c);
     return;
   }
+  c->had_socket = 1;
   uw_update(c);
 }
 

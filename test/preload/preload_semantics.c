@@ -28,9 +28,12 @@
 
 static int g_port;
 
+/* PRELOAD_TEST_ADDR: the IPv4 address both ends use (an RDMA device's own
+ * address in the VM); 127.0.0.1 by default. */
 static struct sockaddr_in addr_of(int port) {
   struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const char *ip = getenv("PRELOAD_TEST_ADDR");
+  if (ip == NULL || inet_pton(AF_INET, ip, &a.sin_addr) != 1) a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   return a;
 }
 
