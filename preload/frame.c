@@ -2,6 +2,7 @@
 #include "preload/frame.h"
 
 #include <errno.h>
+#include <string.h>
 
 static const uint32_t FIN_BIT = 0x80000000u;
 
@@ -28,4 +29,10 @@ int rrpc_run_frame_decode(const unsigned char *in, size_t n, rrpc_run_frame *f) 
   f->fin = 0;
   f->len = h;
   return 0;
+}
+
+int rrpc_run_hello_match(const unsigned char *in, size_t n) {
+  size_t k = n < RRPC_RUN_HELLO_LEN ? n : RRPC_RUN_HELLO_LEN;
+  if (memcmp(in, RRPC_RUN_HELLO, k) != 0) return -1;
+  return k == RRPC_RUN_HELLO_LEN ? 1 : 0;
 }

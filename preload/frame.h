@@ -19,6 +19,11 @@ enum {
   RRPC_RUN_FRAME_MAX = 1 << 20, /* a relay never sends a larger payload */
 };
 
+/* A client relay's first bytes: the server relay frames only after seeing
+ * them (a first byte of 0 is neither an SMC CLC eyecatcher nor text). */
+#define RRPC_RUN_HELLO "\0rrpcrun"
+enum { RRPC_RUN_HELLO_LEN = 8 };
+
 typedef struct rrpc_run_frame {
   int fin;        /* 1: the peer is done writing */
   uint32_t len;   /* payload bytes after the header (0 for FIN) */
@@ -32,5 +37,10 @@ int rrpc_run_frame_encode(int fin, uint32_t len, unsigned char out[RRPC_RUN_FRAM
  * 0 with *f set, -EAGAIN if fewer than 4 bytes, -EPROTO for a header no
  * relay sends (FIN with a length, an empty or too long data frame). */
 int rrpc_run_frame_decode(const unsigned char *in, size_t n, rrpc_run_frame *f);
+
+/* rrpc_run_hello_match - the first `n` bytes a server relay received: 1 if
+ * they begin with the whole hello, 0 if they are a proper prefix of it (wait
+ * for more), -1 if they differ from it (a peer without rrpc-run). */
+int rrpc_run_hello_match(const unsigned char *in, size_t n);
 
 #endif /* RRPC_PRELOAD_FRAME_H */

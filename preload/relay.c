@@ -50,8 +50,18 @@ enum {
   UP_READS_PER_EVENT = 8, /* reads per readiness event, for fairness */
   UP_HIGH = 4 << 20,    /* stop reading the app while this much is queued */
   TICK_US = 1000,
+  /* A server relay whose client has sent nothing this long after the TCP
+   * connection was handed over takes it for a plain client (one that waits
+   * for the server to speak first): relayed untouched from then on. */
+  HELLO_WAIT_US = 5000000,
   DOWN_IOV = 32,
 };
+
+/* A server relay does not know its client until the first bytes: a client
+ * relay opens with RRPC_RUN_HELLO and frames from then on; anything else is a
+ * program without rrpc-run (a peer listed by mistake in RRPC_RUN_PEERS, or
+ * an rrpc RPC client), whose bytes are relayed untouched. */
+enum { MODE_UNKNOWN, MODE_FRAMED, MODE_RAW };
 
 struct rrpc_run_conn {
   atomic_int refs;
@@ -76,6 +86,8 @@ struct rrpc_run_conn {
   size_t discard;  /* bytes the adoption wrote into the app end to keep it unwritable */
   rrpc_iobuf upbuf;
   rrpc_iobuf down;
+  int mode;        /* MODE_*: how the bytes to and from the peer look */
+  int raw_shut;    /* raw mode: the application's EOF went out as SHUT_WR */
   int up_eof;      /* EOF read from the relay end, FIN frame sent */
   int up_throttled;
   int down_fin;    /* the peer's FIN arrived */
@@ -85,6 +97,7 @@ struct rrpc_run_conn {
   int closing;     /* we asked the rrpc socket to close */
   int ended;       /* the relay end is closed */
   rrpc__timer_id tick;
+  rrpc__timer_id hello_timer;
   int close_code;
   _Atomic uint64_t bytes_up, bytes_down;
   int is_rdma;
@@ -208,7 +221,7 @@ static void uw_cb(rrpc__watcher *w, uint32_t events);
 static void uw_update(rrpc_run_conn *c) {
   if (c->ended) return;
   uint32_t ev = 0;
-  if (!c->up_eof && !c->up_throttled && !c->net_closed) ev |= EPOLLIN;
+  if (!c->up_eof && !c->up_throttled && !c->net_closed && c->mode != MODE_UNKNOWN) ev |= EPOLLIN;
   if (rrpc__iobuf_length(&c->down) > 0) ev |= EPOLLOUT;
   /* After EOF, stay registered (with no events) only to hear the
    * application close its end (EPOLLHUP). */
@@ -252,6 +265,8 @@ static void relay_end(rrpc_run_conn *c) {
   c->ufd = -1;
   if (c->tick) rrpc__loop_timer_cancel(g_loop, c->tick);
   c->tick = 0;
+  if (c->hello_timer) rrpc__loop_timer_cancel(g_loop, c->hello_timer);
+  c->hello_timer = 0;
   set_tcp_fd(c, -1);
   debug_end(c);
   live_del(c);
@@ -272,6 +287,15 @@ static void tick_arm(rrpc_run_conn *c) {
 /* Close the rrpc socket once what was written has left its queue. */
 static void maybe_finish(rrpc_run_conn *c) {
   if (c->net_closed || c->closing || c->s == NULL) return;
+  if (c->mode == MODE_RAW && c->up_eof && !c->raw_shut && !c->app_gone) {
+    /* A plain peer hears "done writing" as TCP's FIN, once our bytes left. */
+    if (rrpc__socket_unwritten(c->s) > 0) {
+      tick_arm(c);
+      return;
+    }
+    c->raw_shut = 1;
+    if (!c->is_rdma) shutdown(rrpc__socket_fd(c->s), SHUT_WR);
+  }
   int done = c->app_gone || (c->up_eof && c->down_shut);
   if (!done) return;
   if (rrpc__socket_unwritten(c->s) > 0) {
@@ -330,6 +354,13 @@ static void flush_down(rrpc_run_conn *c) {
   maybe_finish(c);
 }
 
+/* The hello check on the front of the read buffer (frame.h). */
+static int rrpc_run_hello_check(const rrpc_iobuf *rbuf) {
+  unsigned char h[RRPC_RUN_HELLO_LEN];
+  size_t n = rrpc_iobuf_copy_out(rbuf, 0, h, sizeof h);
+  return n == 0 ? 0 : rrpc_run_hello_match(h, n);
+}
+
 static void note_transport(rrpc_run_conn *c) {
   if (c->s == NULL) return;
   rrpc__socket_stats st;
@@ -355,7 +386,20 @@ static int on_data(void *owner, rrpc__socket *s, rrpc_iobuf *rbuf) {
     rrpc_iobuf_clear(rbuf);
     return 0;
   }
-  for (;;) {
+  if (c->mode == MODE_UNKNOWN) {
+    int m = rrpc_run_hello_check(rbuf);
+    if (m == 0) return 0; /* a prefix of the hello so far */
+    c->mode = m > 0 ? MODE_FRAMED : MODE_RAW;
+    if (m > 0) rrpc_iobuf_pop_front(rbuf, RRPC_RUN_HELLO_LEN);
+    if (g_debug && m < 0)
+      fprintf(stderr, "rrpc-run[%d]: fd=%d the peer is not under rrpc-run: bytes relayed untouched\n",
+              (int)getpid(), c->app_fd);
+    uw_update(c);
+  }
+  if (c->mode == MODE_RAW) {
+    if (rrpc_iobuf_move(&c->down, rbuf) != 0) return -ENOMEM;
+  }
+  for (; c->mode == MODE_FRAMED;) {
     unsigned char h[RRPC_RUN_FRAME_HDR];
     if (rrpc_iobuf_copy_out(rbuf, 0, h, sizeof h) < sizeof h) break;
     rrpc_run_frame f;
@@ -412,10 +456,12 @@ static void up_throttle_check(rrpc_run_conn *c) {
 
 static void up_eof(rrpc_run_conn *c, int hup) {
   c->up_eof = 1;
-  rrpc_iobuf msg;
-  rrpc__iobuf_init(&msg);
-  if (send_frame_hdr(c, 1, 0, &msg) == 0) rrpc__socket_write(c->s, &msg);
-  rrpc__iobuf_destroy(&msg);
+  if (c->mode == MODE_FRAMED) {
+    rrpc_iobuf msg;
+    rrpc__iobuf_init(&msg);
+    if (send_frame_hdr(c, 1, 0, &msg) == 0) rrpc__socket_write(c->s, &msg);
+    rrpc__iobuf_destroy(&msg);
+  }
   if (hup) {
     app_gone(c);
     return;
@@ -445,7 +491,8 @@ static void up_read(rrpc_run_conn *c, uint32_t events) {
     rrpc__iobuf_commit(&c->upbuf, (size_t)n);
     rrpc_iobuf msg;
     rrpc__iobuf_init(&msg);
-    if (send_frame_hdr(c, 0, (uint32_t)n, &msg) != 0 || rrpc_iobuf_move(&msg, &c->upbuf) != 0) {
+    if ((c->mode == MODE_FRAMED && send_frame_hdr(c, 0, (uint32_t)n, &msg) != 0) ||
+        rrpc_iobuf_move(&msg, &c->upbuf) != 0) {
       rrpc__iobuf_destroy(&msg);
       rrpc__socket_fail(c->s, -ENOMEM);
       return;
@@ -481,7 +528,8 @@ static void tick_cb(void *arg) {
   int was = c->up_throttled;
   up_throttle_check(c);
   if (c->up_throttled || (c->s != NULL && !c->net_closed && !c->closing &&
-                          (c->app_gone || (c->up_eof && c->down_shut)) && rrpc__socket_unwritten(c->s) > 0)) {
+                          (c->app_gone || (c->up_eof && (c->down_shut || c->mode == MODE_RAW))) &&
+                          rrpc__socket_unwritten(c->s) > 0)) {
     tick_arm(c);
   }
   if (was && !c->up_throttled) uw_update(c);
@@ -490,23 +538,38 @@ static void tick_cb(void *arg) {
 
 /* ---- adoption ----------------------------------------------------------------------- */
 
-/* RRPC_RUN_RING_KB: the RDMA receive ring per connection (rrpc's default,
- * 1 MiB, otherwise); a process with many connections on a small host may
- * want less, as each ring is registered memory. */
-static void rdma_options_from_env(void) {
-  const char *v = getenv("RRPC_RUN_RING_KB");
-  if (v == NULL || *v == '\0') return;
+/* One size setting from the environment: 0 and *out set, 1 if unset, -1
+ * (said on stderr) if malformed. */
+static int env_long(const char *name, long max, long *out) {
+  const char *v = getenv(name);
+  if (v == NULL || *v == '\0') return 1;
   char *end;
-  long kb = strtol(v, &end, 10);
-  if (*end != '\0' || kb <= 0 || kb > (512L << 10)) {
-    fprintf(stderr, "rrpc-run: RRPC_RUN_RING_KB=%s is not a size in KiB; rrpc's default ring\n", v);
-    return;
+  long n = strtol(v, &end, 10);
+  if (*end != '\0' || n <= 0 || n > max) {
+    fprintf(stderr, "rrpc-run: %s=%s is out of range (1..%ld); rrpc's default\n", name, v, max);
+    return -1;
   }
+  *out = n;
+  return 0;
+}
+
+/* The RDMA settings rrpc-run takes from the environment (rrpc's defaults
+ * otherwise): RRPC_RUN_RING_KB, the receive ring per connection (each ring
+ * is registered memory: a process with many connections on a small host
+ * wants less than the 1 MiB default), and RRPC_RUN_MAX_HANDSHAKES, how many
+ * RDMA handshakes a server runs at once before it declines more ("insufficient
+ * memory": those connections go on over TCP). */
+static void rdma_options_from_env(void) {
+  long kb = 0, hs = 0;
+  int have_kb = env_long("RRPC_RUN_RING_KB", 512L << 10, &kb) == 0;
+  int have_hs = env_long("RRPC_RUN_MAX_HANDSHAKES", 1L << 20, &hs) == 0;
+  if (!have_kb && !have_hs) return;
   rrpc_rdma_options o;
   rrpc_rdma_options_init(&o);
-  o.ring_size = (size_t)kb << 10;
+  if (have_kb) o.ring_size = (size_t)kb << 10;
+  if (have_hs) o.max_handshakes = (int)hs;
   int rc = rrpc_rdma_global_init(&o);
-  if (rc != 0) fprintf(stderr, "rrpc-run: RRPC_RUN_RING_KB=%s refused: %s\n", v, rrpc_strerror(rc));
+  if (rc != 0) fprintf(stderr, "rrpc-run: RDMA settings refused: %s\n", rrpc_strerror(rc));
 }
 
 static int ensure_loop(void) {
@@ -528,6 +591,17 @@ static int ensure_loop(void) {
   return rc;
 }
 
+static void hello_timeout(void *arg) {
+  rrpc_run_conn *c = arg;
+  c->hello_timer = 0;
+  if (c->ended || c->mode != MODE_UNKNOWN) return;
+  c->mode = MODE_RAW;
+  if (g_debug)
+    fprintf(stderr, "rrpc-run[%d]: fd=%d no hello from the client: bytes relayed untouched\n", (int)getpid(),
+            c->app_fd);
+  uw_update(c);
+}
+
 rrpc__loop *rrpc_run_relay_loop(void) { return ensure_loop() == 0 ? g_loop : NULL; }
 
 static void start_socket(rrpc_run_conn *c, int tcp_fd) {
@@ -540,6 +614,15 @@ static void start_socket(rrpc_run_conn *c, int tcp_fd) {
     return;
   }
   c->had_socket = 1;
+  if (c->is_client) {
+    rrpc_iobuf hello;
+    rrpc__iobuf_init(&hello);
+    if (rrpc_iobuf_append(&hello, RRPC_RUN_HELLO, RRPC_RUN_HELLO_LEN) == 0) rrpc__socket_write(c->s, &hello);
+    rrpc__iobuf_destroy(&hello);
+    c->mode = MODE_FRAMED;
+  } else {
+    rrpc__loop_timer_add(g_loop, rrpc__now_us() + HELLO_WAIT_US, hello_timeout, c, &c->hello_timer);
+  }
   uw_update(c);
 }
 

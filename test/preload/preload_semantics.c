@@ -4,6 +4,7 @@
  * listed in RRPC_RUN_PEERS every connection goes through the relay.
  *
  *   preload_semantics CASE PORT      one case (names below); exit 0 = pass
+ *                                    (PORT 0: a free port the kernel picks)
  *   preload_semantics serve-flood PORT   (the peer killed with -9: a server
  *                                    process that writes until killed)
  *   preload_semantics serve-echo PORT    (a plain echo server, one client)
@@ -35,6 +36,19 @@ static struct sockaddr_in addr_of(int port) {
   const char *ip = getenv("PRELOAD_TEST_ADDR");
   if (ip == NULL || inet_pton(AF_INET, ip, &a.sin_addr) != 1) a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   return a;
+}
+
+/* A port nobody listens on now: the kernel's pick for a bind to port 0
+ * (the cases then listen on it again with SO_REUSEADDR). */
+static int free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  CHECK(fd >= 0);
+  struct sockaddr_in a = addr_of(0);
+  socklen_t len = sizeof a;
+  CHECK(bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
+  CHECK(getsockname(fd, (struct sockaddr *)&a, &len) == 0);
+  close(fd);
+  return ntohs(a.sin_port);
 }
 
 static int listen_on(int port) {
@@ -596,6 +610,7 @@ int main(int argc, char **argv) {
   }
   signal(SIGPIPE, SIG_IGN);
   g_port = atoi(argv[2]);
+  if (g_port == 0) g_port = free_port();
   const char *c = argv[1];
   if (strcmp(c, "serve-flood") == 0) return serve_flood();
   if (strcmp(c, "serve-echo") == 0) return serve_echo();
