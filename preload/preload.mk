@@ -9,11 +9,11 @@ PRELOAD_SRCS := $(filter-out preload/policy_min.c,$(wildcard preload/*.c)) \
 PRELOAD_LIB := $(BUILD)/librrpc_preload.so
 PRELOAD_TESTS := $(patsubst test/preload/%.c,$(BUILD)/test/preload/%,$(wildcard test/preload/*.c))
 
-# make test runs the socket-semantics script in the plain build (the
-# preload is not built for the sanitizers: an instrumented library cannot be
-# preloaded into an uninstrumented program); make test-rdma runs it in the VM.
+# make test runs the socket-semantics script in the plain and SAN builds
+# (the test program and the preload both instrumented); make test-rdma runs
+# it in the VM.
 PRELOAD_TEST_SCRIPTS :=
-ifeq ($(BUILD),build)
+ifneq ($(TSAN),1)
 PRELOAD_TEST_SCRIPTS := test/preload/preload_test.sh
 test: preload
 endif

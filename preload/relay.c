@@ -109,12 +109,14 @@ static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static rrpc__loop *g_loop;
 static const rrpc_transport_ops *g_ops;
 static int g_debug;
+static int (*g_peer_check)(int tcp_fd);
 static atomic_int g_forked;
 static rrpc_run_conn *g_live;
 static _Atomic uint64_t g_relayed, g_rdma, g_fallback, g_plain, g_adopt_failed, g_bytes_up, g_bytes_down,
     g_live_n;
 
 void rrpc_run_relay_set_debug(int on) { g_debug = on; }
+void rrpc_run_relay_set_peer_check(int (*check)(int tcp_fd)) { g_peer_check = check; }
 int rrpc_run_relay_debug(void) { return g_debug; }
 void rrpc_run_relay_after_fork(void) { atomic_store(&g_forked, 1); }
 int rrpc_run_relay_forked(void) { return atomic_load(&g_forked); }
@@ -604,8 +606,12 @@ static void hello_timeout(void *arg) {
 
 rrpc__loop *rrpc_run_relay_loop(void) { return ensure_loop() == 0 ? g_loop : NULL; }
 
-static void start_socket(rrpc_run_conn *c, int tcp_fd) {
-  int rc = rrpc__socket_create(g_loop, tcp_fd, c->is_client, g_ops, &HANDLER, c, &c->s);
+/* plain: the peer did not offer RDMA (eBPF mode): plain TCP through the
+ * relay, no handshake, no hello, bytes untouched. */
+static void start_socket(rrpc_run_conn *c, int tcp_fd, int plain) {
+  if (plain) c->mode = MODE_RAW;
+  int rc = rrpc__socket_create(g_loop, tcp_fd, c->is_client, plain ? rrpc__transport_tcp() : g_ops, &HANDLER, c,
+                               &c->s);
   if (rc != 0) {
     c->s = NULL;
     c->net_closed = 1;
@@ -614,7 +620,9 @@ static void start_socket(rrpc_run_conn *c, int tcp_fd) {
     return;
   }
   c->had_socket = 1;
-  if (c->is_client) {
+  if (plain) {
+    if (g_debug) fprintf(stderr, "rrpc-run[%d]: fd=%d the peer offered no SMC: plain TCP\n", (int)getpid(), c->app_fd);
+  } else if (c->is_client) {
     rrpc_iobuf hello;
     rrpc__iobuf_init(&hello);
     if (rrpc_iobuf_append(&hello, RRPC_RUN_HELLO, RRPC_RUN_HELLO_LEN) == 0) rrpc__socket_write(c->s, &hello);
@@ -658,7 +666,7 @@ static void cw_cb(rrpc__watcher *w, uint32_t events) {
     relay_end(c);
     return;
   }
-  start_socket(c, fd);
+  start_socket(c, fd, g_peer_check != NULL && g_peer_check(fd) != 1);
 }
 
 static void start_task(void *arg) {
@@ -680,7 +688,7 @@ static void start_task(void *arg) {
     }
     return;
   }
-  start_socket(c, c->tcp_fd);
+  start_socket(c, c->tcp_fd, 0);
 }
 
 /* Make the app end unwritable until the connect is decided: fill its send

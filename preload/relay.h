@@ -45,6 +45,12 @@ int rrpc_run_relay_adopt(int fd, int is_client, int connecting, const struct soc
 struct rrpc__loop;
 struct rrpc__loop *rrpc_run_relay_loop(void);
 
+/* rrpc_run_relay_set_peer_check - for a connect still in progress at
+ * adoption: once it succeeds, `check(tcp_fd)` (eBPF mode: did the peer's
+ * SYN-ACK offer SMC?) must say 1 for the connection to try RDMA; else the
+ * relay carries it as plain TCP, bytes untouched. NULL: no check. */
+void rrpc_run_relay_set_peer_check(int (*check)(int tcp_fd));
+
 void rrpc_run_conn_ref(rrpc_run_conn *c);
 void rrpc_run_conn_unref(rrpc_run_conn *c);
 

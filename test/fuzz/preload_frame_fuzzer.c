@@ -2,7 +2,7 @@
  * over hostile bytes: walk the input as the relay's on_data walks a stream
  * (header, payload, header, ...), checking that a decoded header is one an
  * encoder makes (so re-encoding gives the same bytes) and that a header the
- * relay refuses is never one it sends. */
+ * relay refuses is never one it sends; and the server relay's hello check. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -11,6 +11,11 @@
 #include "preload/frame.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  /* The hello check a server relay makes on a client's first bytes. */
+  int m = rrpc_run_hello_match(data, size);
+  size_t k = size < RRPC_RUN_HELLO_LEN ? size : RRPC_RUN_HELLO_LEN;
+  int want = memcmp(data, RRPC_RUN_HELLO, k) != 0 ? -1 : k == RRPC_RUN_HELLO_LEN ? 1 : 0;
+  if (m != want) abort();
   size_t off = 0;
   while (off < size) {
     rrpc_run_frame f;

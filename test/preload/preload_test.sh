@@ -23,6 +23,9 @@ export RRPC_PRELOAD_LIB=$build/librrpc_preload.so
 export PRELOAD_TEST_ADDR=${RRPC_TEST_RDMA_ADDR:-127.0.0.1}
 want_rdma=0
 [ -n "${RRPC_TEST_RDMA_ADDR:-}" ] && want_rdma=1
+# SAN=1: the program links the ASan runtime itself; the preload (built with
+# it too) comes first in LD_PRELOAD, which ASan would otherwise refuse.
+export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0
 ulimit -l unlimited 2>/dev/null || true
 ulimit -n 65536 2>/dev/null || true
 tmp=$(mktemp -d)
