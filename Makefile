@@ -208,6 +208,8 @@ endif
 $(BUILD)/obj/test/%.o: CFLAGS += $(TEST_OPT)
 $(BUILD)/obj/test/%.o: CXXFLAGS += $(TEST_OPT)
 
+include preload/policy.mk
+
 include test/coexist/coexist.mk
 include tools/install.mk
 include preload/preload.mk
