@@ -23,18 +23,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#if __has_include("preload/policy.h")
 #include "preload/policy.h"
-#else
-#include "preload/policy_min.h"
-#endif
 #include "preload/relay.h"
-#if __has_include("preload/bpf/smc_opt.h")
 #include "preload/bpf/smc_opt.h"
-#define HAVE_SMCOPT 1
-#else
-#define HAVE_SMCOPT 0
-#endif
 #include "preload/stat_page.h"
 
 enum { FD_TABLE = 1 << 16 }; /* fds at or above stay plain TCP */
@@ -43,9 +34,7 @@ static _Atomic(rrpc_run_conn *) g_fds[FD_TABLE];
 static rrpc_run_policy *g_policy;
 static int g_enabled; /* the policy parsed: relaying may happen */
 static char g_comm[32];
-#if HAVE_SMCOPT
 static int g_ebpf; /* the policy's mode is "ebpf": the TCP option decides */
-#endif
 static int (*real_accept4)(int, struct sockaddr *, socklen_t *, int);
 static int (*real_dup)(int);
 static int (*real_dup2)(int, int);
@@ -81,12 +70,10 @@ __attribute__((constructor)) static void preload_init(void) {
   }
   rrpc_run_relay_set_debug(rrpc_run_policy_debug(g_policy));
   if (rrpc_run_relay_debug())
-    fprintf(stderr, "rrpc-run[%d]: %s: negotiation mode %s\n", (int)getpid(), g_comm,
-            rrpc_run_policy_mode(g_policy));
-#if HAVE_SMCOPT
+    fprintf(stderr, "rrpc-run[%d]: %s: negotiation mode %s (%s)\n", (int)getpid(), g_comm,
+            rrpc_run_policy_mode(g_policy), rrpc_run_policy_note(g_policy));
   g_ebpf = strcmp(rrpc_run_policy_mode(g_policy), "ebpf") == 0;
   if (g_ebpf) rrpc_run_relay_set_peer_check(rrpc_smcopt_peer_offered);
-#endif
   pthread_atfork(NULL, NULL, after_fork_child);
   g_enabled = 1;
   rrpc_run_stat_page_start();
@@ -147,20 +134,16 @@ int connect(int fd, const struct sockaddr *sa, socklen_t len) {
   }
   int fl = fcntl(fd, F_GETFL);
   int fdfl = fcntl(fd, F_GETFD);
-#if HAVE_SMCOPT
   if (g_ebpf) (void)rrpc_smcopt_mark(fd); /* our SYN offers SMC */
-#endif
   int rc = rrpc_run_real.connect(fd, sa, len);
   int saved = errno;
   int connecting = rc != 0 && saved == EINPROGRESS;
   if (rc != 0 && !connecting) return rc;
-#if HAVE_SMCOPT
   if (g_ebpf && !connecting && rrpc_smcopt_peer_offered(fd) != 1) {
     note_plain(fd, "the server's SYN-ACK offered no SMC");
     errno = saved;
     return rc;
   }
-#endif
   int app_flags = ((fl >= 0 && (fl & O_NONBLOCK)) ? O_NONBLOCK : 0) | ((fdfl >= 0 && (fdfl & FD_CLOEXEC)) ? O_CLOEXEC : 0);
   rrpc_run_conn *nc = NULL;
   if (rrpc_run_relay_adopt(fd, 1, connecting, sa, len, app_flags, &nc) == 0) {
@@ -188,12 +171,10 @@ int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags) {
   fd_forget(nfd); /* a number reused behind our back (closed by a raw syscall) */
   struct sockaddr_storage local;
   socklen_t llen = sizeof local;
-#if HAVE_SMCOPT
   if (g_ebpf && rrpc_smcopt_peer_offered(nfd) != 1) {
     note_plain(nfd, "the client's SYN offered no SMC");
     return nfd;
   }
-#endif
   if (real_getsockname(nfd, (struct sockaddr *)&local, &llen) != 0 ||
       !rrpc_run_policy_server_may(g_policy, (struct sockaddr *)&local, (struct sockaddr *)&peer, plen, g_comm)) {
     note_plain(nfd, "peer not selected");
@@ -219,9 +200,7 @@ int accept(int fd, struct sockaddr *addr, socklen_t *alen) { return accept4(fd, 
 int listen(int fd, int backlog) {
   static int (*real_listen)(int, int);
   if (real_listen == NULL) real_listen = dlsym(RTLD_NEXT, "listen");
-#if HAVE_SMCOPT
   if (g_enabled && g_ebpf && is_tcp_stream(fd, NULL)) (void)rrpc_smcopt_mark(fd);
-#endif
   return real_listen(fd, backlog);
 }
 

@@ -2,10 +2,9 @@
 # librrpc_preload.so (the preload and the whole C core, linked in so a
 # program needs nothing else installed), its tests, its install.
 #
-# The selection policy comes from preload/policy.c when that is in the tree
-# (eBPF negotiation, RRPC_RUN_ONLY); otherwise policy_min.c gives peers mode.
-PRELOAD_SRCS := $(filter-out preload/policy_min.c,$(wildcard preload/*.c)) \
-  $(if $(wildcard preload/policy.c),,preload/policy_min.c)
+# The selection policy and the SMC option (preload/policy.mk) come as one
+# static library, linked after the preload's own objects.
+PRELOAD_SRCS := preload/frame.c preload/intercept.c preload/relay.c preload/stat_page.c
 PRELOAD_LIB := $(BUILD)/librrpc_preload.so
 PRELOAD_TESTS := $(patsubst test/preload/%.c,$(BUILD)/test/preload/%,$(wildcard test/preload/*.c))
 
@@ -22,9 +21,10 @@ endif
 preload: $(PRELOAD_LIB) $(PRELOAD_TESTS)
 libs: $(PRELOAD_LIB)
 
-$(PRELOAD_LIB): $(call obj,$(PRELOAD_SRCS)) $(CORE_OBJS)
+$(PRELOAD_LIB): $(call obj,$(PRELOAD_SRCS)) $(CORE_OBJS) $(PRELOAD_POLICY_LIB)
 	@mkdir -p $(@D)
-	$(CC) -shared $(LDFLAGS) -Wl,-soname,librrpc_preload.so -o $@ $^ $(LDLIBS) -ldl
+	$(CC) -shared $(LDFLAGS) -Wl,-soname,librrpc_preload.so -o $@ $(call obj,$(PRELOAD_SRCS)) $(CORE_OBJS) \
+	  $(PRELOAD_POLICY_LIB) $(PRELOAD_POLICY_LDLIBS) $(LDLIBS) -ldl
 
 # The test programs are plain C programs, no rrpc in them: rrpc-run is what
 # puts it under them.

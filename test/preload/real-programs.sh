@@ -7,7 +7,9 @@
 # (plain TCP: the same answers). Not part of CI (minutes in the VM):
 #   tools/run-rdma-tests test/preload/real-programs.sh        (Soft-RoCE VM)
 #   test/preload/real-programs.sh                             (host: TCP fallback)
-#   REAL_N=20000 requests per redis-benchmark run (default)
+#   REAL_N=20000 requests per redis-benchmark run with both ends or neither
+#   under rrpc-run (the comparison); the one-end runs check answers with
+#   REAL_N/10
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -37,9 +39,9 @@ wait_port() {
   return 1
 }
 
-# redis SRV_PRELOAD CLI_PRELOAD LABEL: one server, two benchmark runs.
+# redis SRV_PRELOAD CLI_PRELOAD LABEL N: one server, two benchmark runs.
 redis() {
-  sp=$1 cp=$2 label=$3
+  sp=$1 cp=$2 label=$3 n=$4
   port=$((port + 2)); statport=$((port + 1))
   srvcmd="redis-server --bind $addr --port $port --save '' --appendonly no --protected-mode no"
   if [ "$sp" = 1 ]; then
@@ -49,18 +51,22 @@ redis() {
   fi
   srv=$!
   wait_port "$port" || { fail "$label: redis-server did not start"; cat "$tmp/srv.log"; kill $srv; return; }
+  # Peers mode: a client lists its server only if that runs rrpc-run too
+  # (a listed plain server would get the handshake and frames); a server
+  # may list every client of its port (a plain one gets its bytes untouched).
+  if [ "$sp" = 1 ]; then cpeers="$addr:$port"; else cpeers=":1"; fi
   for p in 1 16; do
     if [ "$cp" = 1 ]; then pre="$run"; else pre=""; fi
-    out=$(RRPC_RUN_PEERS="$addr:$port" timeout 300 $pre redis-benchmark -h "$addr" -p "$port" -t set,get -n "$n" \
-          -c 50 -P $p -q 2>&1 | tr '\r' '\n' | grep -E '^(SET|GET):' | sed 's/  */ /g')
-    echo "$label -P $p: $(echo "$out" | tr '\n' ' ')"
+    out=$(RRPC_RUN_PEERS="$cpeers" timeout 300 $pre redis-benchmark -h "$addr" -p "$port" -t set,get -n "$n" \
+          -c 50 -P $p -q 2>&1 | tr '\r' '\n' | grep 'requests per second')
+    echo "$label -n $n -P $p: $(echo "$out" | tr '\n' ' ')"
     [ "$(echo "$out" | grep -c 'requests per second')" = 2 ] || fail "$label -P $p: no SET and GET results"
   done
   # The value written is read back whole (byte for byte through the relay).
   val=$(head -c 3000 /dev/urandom | base64 -w0)
   if [ "$cp" = 1 ]; then pre="$run"; else pre=""; fi
-  RRPC_RUN_PEERS="$addr:$port" $pre redis-cli -h "$addr" -p "$port" set k "$val" >/dev/null
-  got=$(RRPC_RUN_PEERS="$addr:$port" $pre redis-cli -h "$addr" -p "$port" get k)
+  RRPC_RUN_PEERS="$cpeers" $pre redis-cli -h "$addr" -p "$port" set k "$val" >/dev/null
+  got=$(RRPC_RUN_PEERS="$cpeers" $pre redis-cli -h "$addr" -p "$port" get k)
   [ "$got" = "$val" ] || fail "$label: GET returned other bytes"
   if [ "$sp" = 1 ]; then
     "$stat" "127.0.0.1:$statport" vars > "$tmp/vars" 2>&1
@@ -88,16 +94,17 @@ socat_case() {
   srv=$!
   i=0
   while [ $i -lt 100 ] && ! ss -ltn 2>/dev/null | grep -q ":$port "; do i=$((i + 1)); sleep 0.1; done
-  got=$(printf 'hello rdma\n' | RRPC_RUN_PEERS="$addr:$port" RRPC_RUN_DEBUG=1 timeout 60 $cpre socat -t 30 - TCP:$addr:$port 2>"$tmp/socat-cli.log")
+  if [ "$sp" = 1 ]; then cpeers="$addr:$port"; else cpeers=":1"; fi
+  got=$(printf 'hello rdma\n' | RRPC_RUN_PEERS="$cpeers" RRPC_RUN_DEBUG=1 timeout 60 $cpre socat -t 30 - TCP:$addr:$port 2>"$tmp/socat-cli.log")
   if [ "$got" = "HELLO RDMA" ]; then echo "$label socat half-close: ok ($(grep -o 'transport=[a-z-]*' "$tmp/socat-cli.log" | sort -u | tr '\n' ' '))"
   else fail "$label socat: got '$got'"; cat "$tmp/socat-cli.log"; fi
   wait $srv 2>/dev/null; srv=
 }
 
-redis 1 1 "both under rrpc-run"
-redis 1 0 "server only"
-redis 0 1 "client only"
-redis 0 0 "plain TCP"
+[ -n "${REAL_SKIP_BOTH:-}" ] || redis 1 1 "both under rrpc-run" "$n"
+[ -n "${REAL_SKIP_BOTH:-}" ] || redis 0 0 "plain TCP" "$n"
+[ -n "${REAL_SKIP_BOTH:-}" ] || redis 1 0 "server only" $((n / 10))
+redis 0 1 "client only" $((n / 10))
 socat_case 1 1 "both under rrpc-run"
 socat_case 0 1 "client only"
 socat_case 1 0 "server only"
