@@ -80,6 +80,8 @@ struct rrpc_run_conn {
   int had_socket;   /* the TCP connection was up and handed to an rrpc socket */
   rrpc__watcher uw; /* the relay end */
   rrpc__watcher cw; /* the TCP fd while the connect is in progress */
+  rrpc__watcher rw; /* raw mode over TCP: a dup of the TCP fd, read by the relay itself */
+  int rw_added;
   int ufd;
   uint32_t uw_events;
   int uw_added;
@@ -263,6 +265,10 @@ static void relay_end(rrpc_run_conn *c) {
   if (c->uw_added) rrpc__loop_watch_del(g_loop, &c->uw);
   c->uw_added = 0;
   c->ended = 1;
+  if (c->rw_added) rrpc__loop_watch_del(g_loop, &c->rw);
+  c->rw_added = 0;
+  if (c->rw.fd > 0) rrpc_run_real.close(c->rw.fd);
+  c->rw.fd = -1;
   rrpc_run_real.close(c->ufd);
   c->ufd = -1;
   if (c->tick) rrpc__loop_timer_cancel(g_loop, c->tick);
@@ -323,6 +329,70 @@ static void app_gone(rrpc_run_conn *c) {
 
 /* ---- down: peer -> application ------------------------------------------------- */
 
+/* Raw mode over TCP (a peer without rrpc-run): the relay reads the TCP
+ * socket itself, through a dup of it, while the rrpc socket's reading is
+ * held for good. The rrpc TCP transport takes the peer's FIN for the end
+ * of the connection (and shuts both ways); read here, it is a half-close:
+ * the application reads EOF and may still write. */
+static void raw_watch(rrpc_run_conn *c);
+
+static void flush_down(rrpc_run_conn *c);
+
+static void rw_cb(rrpc__watcher *w, uint32_t events) {
+  (void)events;
+  rrpc_run_conn *c = w->arg;
+  rrpc_run_conn_ref(c);
+  for (int i = 0; i < UP_READS_PER_EVENT && !c->ended && rrpc__iobuf_length(&c->down) == 0; i++) {
+    void *p;
+    size_t avail;
+    if (rrpc__iobuf_reserve(&c->down, UP_READ, &p, &avail) != 0) break;
+    ssize_t n = read(w->fd, p, avail);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    if (n <= 0) {
+      if (c->rw_added) rrpc__loop_watch_del(g_loop, &c->rw);
+      c->rw_added = 0;
+      if (n < 0 && c->s != NULL) {
+        rrpc__socket_fail(c->s, -errno);
+        break;
+      }
+      c->down_fin = 1;
+      break;
+    }
+    rrpc__iobuf_commit(&c->down, (size_t)n);
+  }
+  if (!c->ended) flush_down(c);
+  rrpc_run_conn_unref(c);
+}
+
+/* Watch the dup for input while `down` is empty (back-pressure: nothing is
+ * read while the application's socket is full). */
+static void raw_watch(rrpc_run_conn *c) {
+  if (c->ended || c->down_fin || c->net_closed || c->rw.fd <= 0) return;
+  int want = rrpc__iobuf_length(&c->down) == 0;
+  if (want && !c->rw_added) {
+    c->rw.events = EPOLLIN;
+    c->rw.cb = rw_cb;
+    c->rw.arg = c;
+    if (rrpc__loop_watch_add(g_loop, &c->rw) == 0) c->rw_added = 1;
+  } else if (!want && c->rw_added) {
+    rrpc__loop_watch_del(g_loop, &c->rw);
+    c->rw_added = 0;
+  }
+}
+
+static void raw_direct_start(rrpc_run_conn *c) {
+  if (c->is_rdma || c->s == NULL || c->net_closed) return;
+  int fd = fcntl(rrpc__socket_fd(c->s), F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return; /* the transport's reading stays: half-close ends the relay */
+  if (rrpc__socket_hold_read(c->s, 1) != 0) {
+    rrpc_run_real.close(fd);
+    return;
+  }
+  c->rw.fd = fd;
+  raw_watch(c);
+}
+
 static void flush_down(rrpc_run_conn *c) {
   while (rrpc__iobuf_length(&c->down) > 0) {
     struct iovec iov[DOWN_IOV];
@@ -341,8 +411,10 @@ static void flush_down(rrpc_run_conn *c) {
     app_gone(c);
     return;
   }
+  if (c->rw.fd > 0) raw_watch(c);
   if (rrpc__iobuf_length(&c->down) == 0) {
-    if (c->s != NULL && !c->net_closed) rrpc__socket_hold_read(c->s, 0);
+    if (c->rw.fd > 0) raw_watch(c);
+    else if (c->s != NULL && !c->net_closed) rrpc__socket_hold_read(c->s, 0);
     if (c->down_fin && !c->down_shut) {
       shutdown(c->ufd, SHUT_WR);
       c->down_shut = 1;
@@ -396,6 +468,7 @@ static int on_data(void *owner, rrpc__socket *s, rrpc_iobuf *rbuf) {
     if (g_debug && m < 0)
       fprintf(stderr, "rrpc-run[%d]: fd=%d the peer is not under rrpc-run: bytes relayed untouched\n",
               (int)getpid(), c->app_fd);
+    if (m < 0) raw_direct_start(c);
     uw_update(c);
   }
   if (c->mode == MODE_RAW) {
@@ -601,6 +674,7 @@ static void hello_timeout(void *arg) {
   if (g_debug)
     fprintf(stderr, "rrpc-run[%d]: fd=%d no hello from the client: bytes relayed untouched\n", (int)getpid(),
             c->app_fd);
+  raw_direct_start(c);
   uw_update(c);
 }
 
@@ -622,6 +696,7 @@ static void start_socket(rrpc_run_conn *c, int tcp_fd, int plain) {
   c->had_socket = 1;
   if (plain) {
     if (g_debug) fprintf(stderr, "rrpc-run[%d]: fd=%d the peer offered no SMC: plain TCP\n", (int)getpid(), c->app_fd);
+    raw_direct_start(c);
   } else if (c->is_client) {
     rrpc_iobuf hello;
     rrpc__iobuf_init(&hello);
@@ -720,6 +795,7 @@ int rrpc_run_relay_adopt(int fd, int is_client, int connecting, const struct soc
   rrpc__iobuf_init(&c->down);
   c->is_client = is_client;
   c->app_fd = fd;
+  c->rw.fd = -1;
   c->local_len = sizeof c->local;
   if (getsockname(fd, (struct sockaddr *)&c->local, &c->local_len) != 0) c->local_len = 0;
   if (peer != NULL && peer_len <= sizeof c->peer) {

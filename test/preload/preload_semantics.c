@@ -9,6 +9,9 @@
  *                                    process that writes until killed)
  *   preload_semantics serve-echo PORT    (a plain echo server, one client)
  *
+ *   (plain-client-listed: a plain client that the server here lists, with
+ *   a half-close; the server's relay passes its bytes through untouched)
+ *
  * Every wait is bounded: alarm() ends a hung case with a failure. */
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -591,6 +594,29 @@ static int case_plain_client(const char *self) {
   return 0;
 }
 
+/* A plain client process half-closes towards the server here, which lists
+ * it (so its relay finds no hello and relays raw bytes): the answer written
+ * after the client's FIN must still arrive, then EOF. */
+static int case_plain_client_halfclose(const char *self) {
+  server sv;
+  server_start(&sv, upcase_server, NULL);
+  pid_t pid = spawn_self(self, "client-plain-halfclose", g_port, 0);
+  int st;
+  CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  server_join(&sv);
+  return 0;
+}
+
+static int client_plain_halfclose(void) {
+  int fd = connect_retry(g_port);
+  write_all(fd, "abcdef", 6);
+  CHECK(shutdown(fd, SHUT_WR) == 0);
+  char b[16];
+  CHECK(read_full(fd, b, sizeof b) == 6 && memcmp(b, "ABCDEF", 6) == 0);
+  close(fd);
+  return 0;
+}
+
 static int client_plain(void) {
   int fd = connect_retry(g_port);
   unsigned char out[100000], in[100000];
@@ -615,6 +641,10 @@ int main(int argc, char **argv) {
   if (strcmp(c, "serve-flood") == 0) return serve_flood();
   if (strcmp(c, "serve-echo") == 0) return serve_echo();
   if (strcmp(c, "client-plain") == 0) return client_plain();
+  if (strcmp(c, "client-plain-halfclose") == 0) {
+    alarm(30);
+    return client_plain_halfclose();
+  }
   alarm(60);
   if (strcmp(c, "bytes16m") == 0) return case_bytes16m();
   if (strcmp(c, "epoll") == 0) return case_epoll();
@@ -629,6 +659,7 @@ int main(int argc, char **argv) {
   if (strcmp(c, "kill9") == 0) return case_kill9(argv[0]);
   if (strcmp(c, "plain-server") == 0) return case_plain_server(argv[0]);
   if (strcmp(c, "plain-client") == 0) return case_plain_client(argv[0]);
+  if (strcmp(c, "plain-client-listed") == 0) return case_plain_client_halfclose(argv[0]);
   fprintf(stderr, "unknown case %s\n", c);
   return 2;
 }

@@ -33,8 +33,8 @@ trap 'rm -rf "$tmp"' EXIT
 fails=0
 n=0
 
-# one NAME EXPECT: run case NAME; EXPECT is "relayed" or "plain" (the debug
-# line every connection of the case must have produced at least once).
+# one NAME EXPECT: run case NAME; EXPECT is "relayed", "plain" or "raw" (a
+# relayed server whose client is plain: its bytes must pass untouched).
 one() {
   name=$1 expect=$2
   n=$((n + 1))
@@ -54,6 +54,7 @@ one() {
   if [ $rc -eq 0 ]; then
     case $expect in
       relayed) grep -q "relayed, trying RDMA" "$tmp/$name.log" || { rc=99; echo "  (no connection was relayed)"; } ;;
+      raw) grep -q "bytes relayed untouched" "$tmp/$name.log" || { rc=96; echo "  (the server did not relay raw)"; } ;;
       plain) if grep -q "relayed, trying RDMA" "$tmp/$name.log"; then rc=98; echo "  (a plain peer was relayed)"; fi ;;
     esac
   fi
@@ -72,10 +73,11 @@ one() {
   fi
 }
 
-cases=${PRELOAD_CASES:-"bytes16m epoll poll-select flags partial-write halfclose dup fork nbconnect many kill9 plain-server plain-client"}
+cases=${PRELOAD_CASES:-"bytes16m epoll poll-select flags partial-write halfclose dup fork nbconnect many kill9 plain-server plain-client plain-client-listed"}
 for c in $cases; do
   case $c in
     plain-server|plain-client) one "$c" plain ;;
+    plain-client-listed) one "$c" raw ;;
     *) one "$c" relayed ;;
   esac
 done
