@@ -8,14 +8,11 @@ PRELOAD_SRCS := preload/frame.c preload/intercept.c preload/relay.c preload/stat
 PRELOAD_LIB := $(BUILD)/librrpc_preload.so
 PRELOAD_TESTS := $(patsubst test/preload/%.c,$(BUILD)/test/preload/%,$(wildcard test/preload/*.c))
 
-# make test runs the socket-semantics script in the plain and SAN builds
-# (the test program and the preload both instrumented); make test-rdma runs
-# it in the VM.
-PRELOAD_TEST_SCRIPTS :=
-ifneq ($(TSAN),1)
+# make test runs the socket-semantics script in every build (plain, SAN=1,
+# TSAN=1: the test program and the preload are instrumented alike); make
+# test-rdma runs it in the VM.
 PRELOAD_TEST_SCRIPTS := test/preload/preload_test.sh
 test: preload
-endif
 
 .PHONY: preload install-preload
 preload: $(PRELOAD_LIB) $(PRELOAD_TESTS)
