@@ -32,7 +32,10 @@ int rrpc_run_frame_decode(const unsigned char *in, size_t n, rrpc_run_frame *f) 
 }
 
 int rrpc_run_hello_match(const unsigned char *in, size_t n) {
+  static const unsigned char clc[RRPC_RUN_CLC_EYECATCHER_LEN] = {0xe2, 0xd4, 0xc3, 0xd9};
   size_t k = n < RRPC_RUN_HELLO_LEN ? n : RRPC_RUN_HELLO_LEN;
-  if (memcmp(in, RRPC_RUN_HELLO, k) != 0) return -1;
-  return k == RRPC_RUN_HELLO_LEN ? 1 : 0;
+  if (memcmp(in, RRPC_RUN_HELLO, k) == 0) return k == RRPC_RUN_HELLO_LEN ? 1 : 0;
+  size_t e = n < sizeof clc ? n : sizeof clc;
+  if (memcmp(in, clc, e) == 0) return e == sizeof clc ? -2 : 0;
+  return -1;
 }

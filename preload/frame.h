@@ -38,9 +38,13 @@ int rrpc_run_frame_encode(int fin, uint32_t len, unsigned char out[RRPC_RUN_FRAM
  * relay sends (FIN with a length, an empty or too long data frame). */
 int rrpc_run_frame_decode(const unsigned char *in, size_t n, rrpc_run_frame *f);
 
-/* rrpc_run_hello_match - the first `n` bytes a server relay received: 1 if
- * they begin with the whole hello, 0 if they are a proper prefix of it (wait
- * for more), -1 if they differ from it (a peer without rrpc-run). */
+/* rrpc_run_hello_match - the first `n` bytes a server relay received after
+ * the handshake: 1 if they begin with the whole hello; 0 if they are a
+ * proper prefix of it or of SMC-R's CLC eyecatcher (wait for more); -2 if
+ * they begin with the eyecatcher (a CLC message the handshake did not take:
+ * a garbled or hostile one; the relay closes the connection); -1 otherwise
+ * (a peer without rrpc-run). */
+enum { RRPC_RUN_CLC_EYECATCHER_LEN = 4 };
 int rrpc_run_hello_match(const unsigned char *in, size_t n);
 
 #endif /* RRPC_PRELOAD_FRAME_H */

@@ -463,6 +463,11 @@ static int on_data(void *owner, rrpc__socket *s, rrpc_iobuf *rbuf) {
   if (c->mode == MODE_UNKNOWN) {
     int m = rrpc_run_hello_check(rbuf);
     if (m == 0) return 0; /* a prefix of the hello so far */
+    if (m == -2) {
+      if (g_debug)
+        fprintf(stderr, "rrpc-run[%d]: fd=%d a CLC message after the handshake: closed\n", (int)getpid(), c->app_fd);
+      return -EPROTO;
+    }
     c->mode = m > 0 ? MODE_FRAMED : MODE_RAW;
     if (m > 0) rrpc_iobuf_pop_front(rbuf, RRPC_RUN_HELLO_LEN);
     if (g_debug && m < 0)

@@ -10,7 +10,10 @@
  *   preload_semantics serve-echo PORT    (a plain echo server, one client)
  *
  *   (plain-client-listed: a plain client that the server here lists, with
- *   a half-close; the server's relay passes its bytes through untouched)
+ *   a half-close; the server's relay passes its bytes through untouched;
+ *   hostile-garbage / hostile-stall: a listed plain client that starts an
+ *   SMC-R CLC message, then sends garbage or stops inside the header: both
+ *   ends see the connection closed within 10 s)
  *
  * Every wait is bounded: alarm() ends a hung case with a failure. */
 #include <arpa/inet.h>
@@ -26,6 +29,7 @@
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "preload_test.h"
@@ -617,6 +621,67 @@ static int client_plain_halfclose(void) {
   return 0;
 }
 
+/* ---- hostile handshakes: a plain client that starts an SMC-R CLC message
+ * and then speaks garbage, or stops half-way through the header ---------- */
+static uint64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* The server side: whatever the relay delivers, then EOF, within 10 s. */
+static void eof_server(int fd, void *arg) {
+  (void)arg;
+  uint64_t t0 = now_ms();
+  char buf[256];
+  for (;;) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    CHECK(poll(&p, 1, 10000) == 1);
+    ssize_t r = read(fd, buf, sizeof buf);
+    if (r > 0) continue;
+    CHECK(r == 0 || errno == ECONNRESET);
+    break;
+  }
+  CHECK(now_ms() - t0 < 10000);
+}
+
+static int case_hostile(const char *self, const char *mode) {
+  server sv;
+  server_start(&sv, eof_server, NULL);
+  pid_t pid = spawn_self(self, mode, g_port, 0);
+  int st;
+  CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  server_join(&sv);
+  return 0;
+}
+
+/* The client side: the connection must be closed on it within 10 s. */
+static int client_hostile(int garbage) {
+  int fd = connect_retry(g_port);
+  static const unsigned char eyecatcher[4] = {0xe2, 0xd4, 0xc3, 0xd9};
+  if (garbage) {
+    unsigned char msg[64];
+    memcpy(msg, eyecatcher, 4);
+    for (size_t i = 4; i < sizeof msg; i++) msg[i] = (unsigned char)(i * 37);
+    write_all(fd, msg, sizeof msg);
+  } else {
+    write_all(fd, eyecatcher, 2); /* stops inside the header */
+  }
+  uint64_t t0 = now_ms();
+  char buf[256];
+  for (;;) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    CHECK(poll(&p, 1, 10000) == 1);
+    ssize_t r = read(fd, buf, sizeof buf);
+    if (r > 0) continue; /* a CLC Decline may come first */
+    CHECK(r == 0 || errno == ECONNRESET);
+    break;
+  }
+  CHECK(now_ms() - t0 < 10000);
+  close(fd);
+  return 0;
+}
+
 static int client_plain(void) {
   int fd = connect_retry(g_port);
   unsigned char out[100000], in[100000];
@@ -641,6 +706,10 @@ int main(int argc, char **argv) {
   if (strcmp(c, "serve-flood") == 0) return serve_flood();
   if (strcmp(c, "serve-echo") == 0) return serve_echo();
   if (strcmp(c, "client-plain") == 0) return client_plain();
+  if (strcmp(c, "client-garbage-clc") == 0 || strcmp(c, "client-stall-clc") == 0) {
+    alarm(30);
+    return client_hostile(strcmp(c, "client-garbage-clc") == 0);
+  }
   if (strcmp(c, "client-plain-halfclose") == 0) {
     alarm(30);
     return client_plain_halfclose();
@@ -660,6 +729,8 @@ int main(int argc, char **argv) {
   if (strcmp(c, "plain-server") == 0) return case_plain_server(argv[0]);
   if (strcmp(c, "plain-client") == 0) return case_plain_client(argv[0]);
   if (strcmp(c, "plain-client-listed") == 0) return case_plain_client_halfclose(argv[0]);
+  if (strcmp(c, "hostile-garbage") == 0) return case_hostile(argv[0], "client-garbage-clc");
+  if (strcmp(c, "hostile-stall") == 0) return case_hostile(argv[0], "client-stall-clc");
   fprintf(stderr, "unknown case %s\n", c);
   return 2;
 }

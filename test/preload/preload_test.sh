@@ -55,6 +55,7 @@ one() {
     case $expect in
       relayed) grep -q "relayed, trying RDMA" "$tmp/$name.log" || { rc=99; echo "  (no connection was relayed)"; } ;;
       raw) grep -q "bytes relayed untouched" "$tmp/$name.log" || { rc=96; echo "  (the server did not relay raw)"; } ;;
+      server) grep -q "server .* relayed, trying RDMA" "$tmp/$name.log" || { rc=95; echo "  (the server did not relay)"; } ;;
       plain) if grep -q "relayed, trying RDMA" "$tmp/$name.log"; then rc=98; echo "  (a plain peer was relayed)"; fi ;;
     esac
   fi
@@ -73,11 +74,12 @@ one() {
   fi
 }
 
-cases=${PRELOAD_CASES:-"bytes16m epoll poll-select flags partial-write halfclose dup fork nbconnect many kill9 plain-server plain-client plain-client-listed"}
+cases=${PRELOAD_CASES:-"bytes16m epoll poll-select flags partial-write halfclose dup fork nbconnect many kill9 plain-server plain-client plain-client-listed hostile-garbage hostile-stall"}
 for c in $cases; do
   case $c in
     plain-server|plain-client) one "$c" plain ;;
     plain-client-listed) one "$c" raw ;;
+    hostile-garbage|hostile-stall) one "$c" server ;;
     *) one "$c" relayed ;;
   esac
 done
