@@ -56,3 +56,6 @@ build/fuzz/preload_policy_fuzzer: build/fuzz/obj/preload/policy.c.o build/fuzz/o
 $(BUILD)/test/preload/policy_smcopt_test: test/preload/policy_smcopt_test.c $(PRELOAD_POLICY_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(filter-out -MMD -MP,$(CFLAGS)) $(LDFLAGS) -o $@ $^ $(PRELOAD_POLICY_LDLIBS) -lpthread
+$(BUILD)/test/preload/hostile_clc: test/preload/hostile_clc.c $(PRELOAD_POLICY_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(filter-out -MMD -MP,$(CFLAGS)) $(LDFLAGS) -o $@ $^ $(PRELOAD_POLICY_LDLIBS) -lpthread
