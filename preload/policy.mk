@@ -59,3 +59,11 @@ $(BUILD)/test/preload/policy_smcopt_test: test/preload/policy_smcopt_test.c $(PR
 $(BUILD)/test/preload/hostile_clc: test/preload/hostile_clc.c $(PRELOAD_POLICY_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(filter-out -MMD -MP,$(CFLAGS)) $(LDFLAGS) -o $@ $^ $(PRELOAD_POLICY_LDLIBS) -lpthread
+
+# The real-program table (tools/rrpc-run-programs; one VM boot, minutes, not
+# in CI). The rrpc-run column needs the preload (`make preload`) where the
+# tree has it; without it the column says "not built".
+.PHONY: bench-rrpc-run
+bench-rrpc-run:
+	-@$(MAKE) --no-print-directory preload 2>/dev/null
+	RRPC_BUILD=$(BUILD) tools/rrpc-run-programs
