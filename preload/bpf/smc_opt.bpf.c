@@ -60,7 +60,13 @@ static int has_option(struct bpf_sock_ops *skops, int from_syn) {
 static int wants_option(struct bpf_sock_ops *skops) {
   __u8 flags = (__u8)skops->skb_tcp_flags;
   if (!(flags & TCPHDR_SYN)) return 0;
-  if (flags & TCPHDR_ACK) return has_option(skops, 1);
+  if (flags & TCPHDR_ACK) {
+    /* A syncookie SYN-ACK: the SYN is not saved, so the accepted socket
+     * would record "not offered" while the client saw the option; leaving
+     * it out keeps both ends' answers equal (plain TCP). */
+    if (skops->args[0] == BPF_WRITE_HDR_TCP_SYNACK_COOKIE) return 0;
+    return has_option(skops, 1);
+  }
   return marked(skops) != 0;
 }
 

@@ -10,7 +10,9 @@
  * Needs root (CAP_BPF, CAP_NET_ADMIN, CAP_NET_RAW) and cgroup v2: run it in
  * the Soft-RoCE VM (test/preload/policy_smcopt_vm.sh). With --unprivileged
  * it checks the other promise instead: enable, mark and peer_offered all
- * return negative codes, nothing crashes. Exit 0 when every check holds. */
+ * return negative codes, nothing crashes. With --syncookies first (the
+ * kernel set to answer every SYN with a cookie) no combination may offer.
+ * Exit 0 when every check holds. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <linux/if_ether.h>
@@ -28,6 +30,10 @@
 #include "preload/bpf/smc_opt.h"
 
 static int g_failures;
+/* --syncookies: the kernel answers every SYN with a cookie
+ * (net.ipv4.tcp_syncookies=2); the SYN is not saved then, so no end may
+ * claim the option was offered, and the SYN-ACK must not carry it. */
+static int g_cookies;
 
 #define CHECK(cond, ...)                    \
   do {                                      \
@@ -119,7 +125,7 @@ static void one_case(const char *addr, const char *ifname, int mark_client, int 
   CHECK(connect(cfd, (struct sockaddr *)&sa, sizeof sa) == 0, "%s: connect: %s", name, strerror(errno));
   int afd = accept(lfd, NULL, NULL);
   CHECK(afd >= 0, "%s: accept", name);
-  int want = mark_client && mark_server;
+  int want = mark_client && mark_server && !g_cookies;
   int c = rrpc_smcopt_peer_offered(cfd), s = rrpc_smcopt_peer_offered(afd);
   CHECK(c == (mark_client ? want : -ENOENT), "%s: client peer_offered %d", name, c);
   CHECK(s == (mark_server ? want : -ENOENT), "%s: server peer_offered %d", name, s);
@@ -154,6 +160,11 @@ static int unprivileged(void) {
 
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "--unprivileged") == 0) return unprivileged();
+  if (argc > 1 && strcmp(argv[1], "--syncookies") == 0) {
+    g_cookies = 1;
+    argc--;
+    argv++;
+  }
   const char *addr = argc > 1 ? argv[1] : "127.0.0.1";
   const char *ifname = argc > 2 ? argv[2] : "lo";
   int rc = rrpc_smcopt_enable();
