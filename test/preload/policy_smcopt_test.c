@@ -75,18 +75,21 @@ static void drain_capture(int cap, unsigned port, seen *s) {
     const unsigned char *p = buf + 14; /* loopback and dummy have Ethernet headers */
     size_t len = (size_t)n - 14;
     if ((size_t)n < 14 + 20) continue;
-    const struct iphdr *ip = (const struct iphdr *)p;
-    if (ip->version != 4 || ip->protocol != IPPROTO_TCP) continue;
-    size_t ihl = (size_t)ip->ihl * 4;
+    /* Copied out: after the 14-byte link header they are not aligned. */
+    struct iphdr ip;
+    struct tcphdr th;
+    memcpy(&ip, p, sizeof ip);
+    if (ip.version != 4 || ip.protocol != IPPROTO_TCP) continue;
+    size_t ihl = (size_t)ip.ihl * 4;
     if (len < ihl + 20) continue;
-    const struct tcphdr *th = (const struct tcphdr *)(p + ihl);
-    size_t doff = (size_t)th->doff * 4;
-    if (doff < 20 || len < ihl + doff || !th->syn) continue;
+    memcpy(&th, p + ihl, sizeof th);
+    size_t doff = (size_t)th.doff * 4;
+    if (doff < 20 || len < ihl + doff || !th.syn) continue;
     const unsigned char *opt = p + ihl + 20;
-    if (!th->ack && ntohs(th->dest) == port) {
+    if (!th.ack && ntohs(th.dest) == port) {
       s->syn++;
       s->syn_opt += has_smc_option(opt, doff - 20);
-    } else if (th->ack && ntohs(th->source) == port) {
+    } else if (th.ack && ntohs(th.source) == port) {
       s->synack++;
       s->synack_opt += has_smc_option(opt, doff - 20);
     }
