@@ -67,3 +67,10 @@ $(BUILD)/test/preload/hostile_clc: test/preload/hostile_clc.c $(PRELOAD_POLICY_L
 bench-rrpc-run:
 	-@$(MAKE) --no-print-directory preload 2>/dev/null
 	RRPC_BUILD=$(BUILD) tools/rrpc-run-programs
+
+# The sock_ops program and the hostile peers in one Soft-RoCE VM boot (root
+# and cgroup v2 there; about a minute).
+.PHONY: test-preload-policy-vm
+test-preload-policy-vm: $(BUILD)/test/preload/policy_smcopt_test $(BUILD)/test/preload/hostile_clc examples
+	RRPC_BUILD=$(BUILD) tools/rxe-vm --timeout 600 -- sh -c \
+	  'test/preload/policy_smcopt_vm.sh && test/preload/hostile_vm.sh'
