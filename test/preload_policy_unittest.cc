@@ -6,7 +6,6 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -278,16 +277,15 @@ TEST(PolicyMode, MalformedVariableLoadsNothing) {
   EXPECT_EQ(0, g_enable_calls);
 }
 
-TEST(PolicyMode, RealParseWithoutEbpfIsPeers) {
-  // This build's smc_opt may or may not load a program; without privilege
-  // (the host's test run) auto must end in peers mode, never fail.
-  g_env = {{"RRPC_RUN_PEERS", ":1"}};
+TEST(PolicyMode, RealParseInPeersModeLoadsNothing) {
+  // The public entry point, kept off the kernel: whether this machine may
+  // load eBPF is test/preload/policy_smcopt_test's business.
+  g_env = {{"RRPC_RUN_PEERS", ":1"}, {"RRPC_RUN_MODE", "peers"}};
   rrpc_run_policy *p = nullptr;
   const char *err = nullptr;
   ASSERT_EQ(0, rrpc_run_policy_parse(fake_env, &p, &err));
-  if (geteuid() != 0) {
-    EXPECT_STREQ("peers", rrpc_run_policy_mode(p));
-  }
+  EXPECT_STREQ("peers", rrpc_run_policy_mode(p));
+  EXPECT_NE(nullptr, strstr(rrpc_run_policy_note(p), "RRPC_RUN_MODE=peers"));
   rrpc_run_policy_free(p);
 }
 
