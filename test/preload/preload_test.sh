@@ -39,7 +39,13 @@ one() {
   name=$1 expect=$2
   n=$((n + 1))
   # Relayed cases list the address both ends use; plain ones list nothing
-  # that they use (port 1), so neither end tries RDMA.
+  # that they use (port 1), so neither end tries RDMA. The negotiation is
+  # rrpc-run's default (eBPF's TCP option where the program loads, else the
+  # list), except for the cases of a plain client listed by mistake, which
+  # only peers mode can have (eBPF mode never relays a client without the
+  # option).
+  mode=${RRPC_RUN_MODE:-auto}
+  case $expect in raw|server) mode=peers ;; esac
   if [ "$expect" = plain ]; then peers=":1"; else peers=$PRELOAD_TEST_ADDR; fi
   start=$(date +%s.%N)
   # 200 connections at once: both ends in one process register 400 rings
@@ -47,7 +53,7 @@ one() {
   # (RRPC_RUN_RING_KB, RRPC_RUN_MAX_HANDSHAKES: docs/rrpc-run.md).
   ring= hs=
   [ "$name" = many ] && ring=64 hs=256
-  RRPC_RUN_RING_KB=$ring RRPC_RUN_MAX_HANDSHAKES=$hs RRPC_RUN_PEERS=$peers RRPC_RUN_DEBUG=1 timeout 90 "$run" "$prog" "$name" 0 \
+  RRPC_RUN_MODE=$mode RRPC_RUN_RING_KB=$ring RRPC_RUN_MAX_HANDSHAKES=$hs RRPC_RUN_PEERS=$peers RRPC_RUN_DEBUG=1 timeout 90 "$run" "$prog" "$name" 0 \
     >"$tmp/$name.log" 2>&1
   rc=$?
   secs=$(echo "$(date +%s.%N) - $start" | bc)
@@ -66,7 +72,8 @@ one() {
     echo "  (RDMA expected: $rdma connections closed over RDMA, $fb over TCP)"
   fi
   if [ $rc -eq 0 ]; then
-    printf 'PASS %-14s %5.1fs  debug lines: rdma=%s tcp-fallback=%s\n' "$name" "$secs" "$rdma" "$fb"
+    neg=$(sed -n 's/.*negotiation mode \([a-z]*\).*/\1/p' "$tmp/$name.log" | head -n 1)
+    printf 'PASS %-19s %5.1fs  %-5s debug lines: rdma=%s tcp-fallback=%s\n' "$name" "$secs" "$neg" "$rdma" "$fb"
   else
     printf 'FAIL %-14s rc=%s\n' "$name" "$rc"
     grep -v "closed transport=" "$tmp/$name.log" | tail -n 30
