@@ -4,7 +4,8 @@
 # is mounted if missing) sends garbage CLC, or stops inside the eyecatcher,
 # or inside a Proposal; the RDMA echo server (--use_rdma, handshake
 # deadline 1000 ms) and the TCP-only C echo server (CLC sniff deadline,
-# 2000 ms by default) must close each within its deadline (+1 s slack).
+# 2000 ms by default) and, where built, socat under rrpc-run must close each
+# within its deadline (+1 s slack).
 # Run: tools/rxe-vm -- test/preload/hostile_vm.sh   (on the host without
 # RDMA: HOSTILE_ADDR=127.0.0.1 test/preload/hostile_vm.sh runs the TCP-only half)
 set -u
@@ -43,5 +44,18 @@ fi
 TS=$!
 wait_port 18602 && run_against tcp-only 18602 2000
 kill "$TS"; wait "$TS" 2>/dev/null
+# The preloaded server (rrpc-run's relay) where the tree has it: socat under
+# rrpc-run, its listener marked (eBPF mode in the VM), so its SYN-ACK answers
+# the hostile SYN's option and the rrpc socket behind it runs the CLC side
+# (rrpc's handshake deadline, 2000 ms).
+if [ -f "$BUILD/librrpc_preload.so" ] && [ -x tools/rrpc-run ]; then
+  RRPC_RUN_PEERS=$ADDR RRPC_PRELOAD_LIB=$BUILD/librrpc_preload.so tools/rrpc-run \
+    socat "TCP-LISTEN:18603,bind=$ADDR,reuseaddr,fork" EXEC:cat >/tmp/hostile_pre.log 2>&1 &
+  PS=$!
+  wait_port 18603 && run_against preloaded 18603 2000
+  kill "$PS"; wait "$PS" 2>/dev/null
+else
+  echo "hostile_vm: no $BUILD/librrpc_preload.so: the preloaded server is not tried"
+fi
 [ $fail = 0 ] && echo "hostile_vm: PASS" || echo "hostile_vm: FAILED"
 exit $fail
