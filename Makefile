@@ -208,8 +208,11 @@ endif
 $(BUILD)/obj/test/%.o: CFLAGS += $(TEST_OPT)
 $(BUILD)/obj/test/%.o: CXXFLAGS += $(TEST_OPT)
 
+include preload/policy.mk
+
 include test/coexist/coexist.mk
 include tools/install.mk
+include preload/preload.mk
 
 # Test programs run side by side; each one's output goes to a log that is
 # printed whole once it ends (tools/run-tests). test/tools/*_test.sh test the
@@ -223,7 +226,7 @@ endif
 # builtin_unittest runs tools/rrpc_stat against a live server.
 test: tests tools
 	TEST_LOG_DIR=$(BUILD)/test-logs RRPC_BUILD=$(BUILD) \
-	  tools/run-tests $(TESTS) $(COEXIST_TESTS) $(SCRIPT_TESTS)
+	  tools/run-tests $(TESTS) $(COEXIST_TESTS) $(SCRIPT_TESTS) $(PRELOAD_TEST_SCRIPTS)
 
 # The RDMA suite, the live Wireshark check and the idle_conns smoke, in one VM boot (or on a real port).
 # The loop watchdog is strict there (a callback over its TCG-scaled bound fails the binary;
@@ -231,8 +234,8 @@ test: tests tools
 # dialect's receive poll and device_test's async-event storm still exceed it (docs/threads.md).
 RDMA_WATCHDOG := RRPC_LOOP_WATCHDOG_STRICT=$${RRPC_LOOP_WATCHDOG_STRICT:-1}
 RDMA_TSAN_WATCHDOG := RRPC_LOOP_WATCHDOG_STRICT=$${RRPC_LOOP_WATCHDOG_STRICT:-0}
-test-rdma: $(RDMA_TESTS) examples tools $(BUILD)/bench/idle_conns
-	$(RDMA_WATCHDOG) tools/run-rdma-tests $(RDMA_TESTS) test/tshark/live-capture.sh test/rdma/idle-conns-smoke.sh test/rdma/thousand-conns.sh test/rdma/ring-mode.sh test/rdma/polling-mode.sh test/rdma/cursor-mode.sh
+test-rdma: $(RDMA_TESTS) examples tools $(BUILD)/bench/idle_conns preload
+	$(RDMA_WATCHDOG) tools/run-rdma-tests $(RDMA_TESTS) test/tshark/live-capture.sh test/rdma/idle-conns-smoke.sh test/rdma/thousand-conns.sh test/rdma/ring-mode.sh test/rdma/polling-mode.sh test/rdma/cursor-mode.sh test/preload/preload_test.sh
 
 # The RDMA test binaries alone, for `make TSAN=1 test-rdma-tsan` (the RDMA
 # tests under ThreadSanitizer, one VM boot; a race report fails the binary).
