@@ -295,24 +295,91 @@ static int client_event(rrpc__rdma_ep *ep, const struct rdma_cm_event *ev) {
   }
 }
 
+/* Client ids live on one event channel per loop, watched there like the
+ * loop's completion channel: a connection costs no fd of its own. An
+ * event names its id, whose context is the endpoint. Made on the loop's
+ * thread on first use; taken off when the loop stops (its fd then stays
+ * open until exit: ids on it may still be on their way to destruction). */
+struct loop_chan {
+  struct loop_chan *next;
+  rrpc__loop *loop;
+  struct rdma_event_channel *ch;
+  rrpc__watcher w;
+};
+static pthread_mutex_t g_chans_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct loop_chan *g_chans;
+
 static void on_client_readable(rrpc__watcher *w, uint32_t events) {
   (void)events;
-  rrpc__rdma_ep *ep = w->arg;
-  for (int i = 0; i < 16; i++) {
+  struct loop_chan *lc = w->arg;
+  for (int i = 0; i < 16; i++) { /* bounded: the loop has other work */
     struct rdma_cm_event *ev;
-    if (rdma_get_cm_event(ep->cm.ch, &ev) != 0) return;
+    if (rdma_get_cm_event(lc->ch, &ev) != 0) return; /* EAGAIN: drained */
+    /* Until acknowledged, the id cannot be destroyed, so its endpoint
+     * (which the teardown holding the id keeps) is alive: hold it across
+     * the ack. An endpoint that let the id go (cm.id changed) is done. */
+    rrpc__rdma_ep *ep = ev->id->context;
     struct rdma_cm_event copy = *ev;
+    atomic_fetch_add_explicit(&ep->refs, 1, memory_order_relaxed);
     (void)rdma_ack_cm_event(ev);
-    if (ep->cm.done) continue;
-    int rc = client_event(ep, &copy);
-    if (rc != 0) {
-      RRPC_LOG(WARNING, "rdma_cm: connecting qpn=%u to port %u failed at %s: %s", ep->vb.qp->qp_num, ep->cm.port,
-               rdma_event_str(copy.event), rrpc_strerror(rc));
-      client_done(ep, rc);
-      return; /* on_done may have torn the channel down */
+    if (ep->cm.id == copy.id && !ep->cm.done) {
+      int rc = client_event(ep, &copy);
+      if (rc != 0) {
+        RRPC_LOG(WARNING, "rdma_cm: connecting qpn=%u to port %u failed at %s: %s",
+                 ep->vb.qp != NULL ? ep->vb.qp->qp_num : 0, ep->cm.port, rdma_event_str(copy.event),
+                 rrpc_strerror(rc));
+        client_done(ep, rc);
+      }
     }
-    if (ep->cm.done) return;
+    rrpc__ep_unref(ep);
   }
+}
+
+static void chan_on_loop_stop(void *arg) {
+  struct loop_chan *lc = arg;
+  (void)rrpc__loop_watch_del(lc->loop, &lc->w);
+  pthread_mutex_lock(&g_chans_mu);
+  for (struct loop_chan **pp = &g_chans; *pp != NULL; pp = &(*pp)->next)
+    if (*pp == lc) {
+      *pp = lc->next;
+      break;
+    }
+  pthread_mutex_unlock(&g_chans_mu);
+  free(lc);
+}
+
+/* The loop's channel (loop thread; only it creates its own). */
+static int loop_chan_get(rrpc__loop *loop, struct rdma_event_channel **out) {
+  pthread_mutex_lock(&g_chans_mu);
+  for (struct loop_chan *lc = g_chans; lc != NULL; lc = lc->next)
+    if (lc->loop == loop) {
+      *out = lc->ch;
+      pthread_mutex_unlock(&g_chans_mu);
+      return 0;
+    }
+  pthread_mutex_unlock(&g_chans_mu);
+  struct loop_chan *lc = calloc(1, sizeof *lc);
+  if (lc == NULL) return -ENOMEM;
+  lc->loop = loop;
+  lc->ch = rdma_create_event_channel();
+  int rc = lc->ch == NULL ? neg_errno() : set_nonblock(lc->ch->fd);
+  if (rc == 0) {
+    lc->w = (rrpc__watcher){.fd = lc->ch->fd, .events = EPOLLIN, .cb = on_client_readable, .arg = lc};
+    rc = rrpc__loop_watch_add(loop, &lc->w);
+    if (rc == 0 && (rc = rrpc__loop_stop_hook_add(loop, chan_on_loop_stop, lc)) != 0)
+      (void)rrpc__loop_watch_del(loop, &lc->w);
+  }
+  if (rc != 0) {
+    if (lc->ch != NULL) rdma_destroy_event_channel(lc->ch);
+    free(lc);
+    return rc;
+  }
+  pthread_mutex_lock(&g_chans_mu);
+  lc->next = g_chans;
+  g_chans = lc;
+  pthread_mutex_unlock(&g_chans_mu);
+  *out = lc->ch;
+  return 0;
 }
 
 int rrpc__cm_client_connect(rrpc__rdma_ep *ep, void (*on_done)(rrpc__rdma_ep *ep, int rc)) {
@@ -329,22 +396,16 @@ int rrpc__cm_client_connect(rrpc__rdma_ep *ep, void (*on_done)(rrpc__rdma_ep *ep
     return -EAFNOSUPPORT;
   }
   ep->cm.on_done = on_done;
-  ep->cm.ch = rdma_create_event_channel();
-  if (ep->cm.ch == NULL) return neg_errno();
-  int rc = set_nonblock(ep->cm.ch->fd);
-  if (rc == 0 && rdma_create_id(ep->cm.ch, &ep->cm.id, ep, RDMA_PS_TCP) != 0) rc = neg_errno();
-  if (rc == 0) {
-    ep->cm.w = (rrpc__watcher){.fd = ep->cm.ch->fd, .events = EPOLLIN, .cb = on_client_readable, .arg = ep};
-    rc = rrpc__loop_watch_add(ep->loop, &ep->cm.w);
-    ep->cm.watched = rc == 0;
-  }
+  struct rdma_event_channel *ch;
+  int rc = loop_chan_get(ep->loop, &ch);
+  if (rc == 0 && rdma_create_id(ch, &ep->cm.id, ep, RDMA_PS_TCP) != 0) rc = neg_errno();
   int tmo = ep->opts->handshake_timeout_ms > 0 ? ep->opts->handshake_timeout_ms : 2000;
   /* The TCP connection's own addresses: the route, and so the device, the
    * handshake picked its GID for. */
   if (rc == 0 && rdma_resolve_addr(ep->cm.id, (struct sockaddr *)&src, (struct sockaddr *)&dst, tmo) != 0)
     rc = neg_errno();
   if (rc != 0) rrpc__rdma_count(RRPC_RDMA_CNT_CM_FAILURES, 1);
-  return rc; /* what was made goes at teardown (rrpc__cm_detach) */
+  return rc; /* an id made goes at teardown (rrpc__cm_detach) */
 }
 
 /* ---- teardown -------------------------------------------------------------------- */
@@ -355,14 +416,9 @@ void rrpc__cm_detach(rrpc__rdma_ep *ep, struct rdma_cm_id **id, struct rdma_even
     rrpc__rdma_ep *mine = waiter_take(0, ep);
     if (mine != NULL) rrpc__ep_unref(mine); /* never the last: the caller holds one */
   }
-  if (ep->cm.watched) {
-    (void)rrpc__loop_watch_del(ep->loop, &ep->cm.w);
-    ep->cm.watched = 0;
-  }
   *id = ep->cm.id;
-  *ch = ep->cm.ch;
+  *ch = NULL; /* clients share their loop's channel; the listener's stays */
   ep->cm.id = NULL;
-  ep->cm.ch = NULL;
 }
 
 void rrpc__cm_destroy(struct rdma_cm_id *id, struct rdma_event_channel *ch) {

@@ -15,9 +15,10 @@
  *   server  the listener's CONNECT_REQUEST names a token -> the endpoint
  *           waiting with it moves its QP RTR/RTS (RoCE/IB) and accepts;
  *           the Confirm then finds the QP connected.
- * Nothing here blocks a loop thread: each client's event channel is its
- * own fd on its loop, the listener's on the loop of the first server that
- * needed it; every event is acknowledged where it is read. */
+ * Nothing here blocks a loop thread: client ids share one event channel
+ * per loop (an fd watched there, like its completion channel), the
+ * listener's is on the loop of the first server that needed it; every
+ * event is acknowledged where it is read. */
 #ifndef RRPC_TRANSPORT_RDMA_CM_CM_H
 #define RRPC_TRANSPORT_RDMA_CM_CM_H
 
@@ -37,10 +38,7 @@ struct rrpc__ep_cm {
   int registered;  /* server: in the token table, waiting for CONNECT_REQUEST */
   int done;        /* client: the connect finished (either way) */
   uint16_t port;   /* client: the server's listener port (from its Accept) */
-  struct rdma_event_channel *ch; /* client: its own channel */
-  struct rdma_cm_id *id;         /* client: its id; server: the listener's child */
-  rrpc__watcher w;               /* client: ch's fd on the endpoint's loop */
-  int watched;
+  struct rdma_cm_id *id; /* client: its id (on its loop's channel); server: the listener's child */
   void (*on_done)(struct rrpc__rdma_ep *ep, int rc); /* client: the connect's result */
 };
 
