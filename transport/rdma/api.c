@@ -14,7 +14,7 @@
 #include "rrpc/rdma.h"
 #include "rrpc/transport.h"
 #include "transport/rdma/device.h"
-#include "transport/rdma/imm/pieces_mem.h"
+#include "transport/rdma/dialect.h"
 #include "transport/rdma/pool.h"
 #include "transport/rdma/verbs_bg.h"
 
@@ -370,9 +370,9 @@ int rrpc_rdma_get_stats(rrpc_rdma_stats *out) {
   out->cm_connects = load(RRPC_RDMA_CNT_CM_CONNECTS);
   out->cm_accepts = load(RRPC_RDMA_CNT_CM_ACCEPTS);
   out->cm_failures = load(RRPC_RDMA_CNT_CM_FAILURES);
-  struct rrpc__pieces_stats ps;
-  rrpc__pieces_stats(&ps);
-  out->piece_cached_bytes = ps.cached_bytes;
-  out->piece_used_bytes = ps.used_bytes;
+  struct rrpc__dialect_mem_stats ms;
+  rrpc__rdma_dialect_mem_stats(&ms);
+  out->piece_cached_bytes = ms.piece_cached_bytes;
+  out->piece_used_bytes = ms.piece_used_bytes;
   return 0;
 }

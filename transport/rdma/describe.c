@@ -8,6 +8,7 @@
 
 #include "rrpc/errors.h"
 #include "transport/rdma/device.h"
+#include "transport/rdma/dialect.h"
 #include "transport/rdma/endpoint.h"
 #include "transport/rdma/pool.h"
 
@@ -28,7 +29,7 @@ static void gid_str(const union ibv_gid *g, char *buf, size_t len) {
 
 /* Loop thread (the facts op): the endpoint's handshake state and verbs
  * objects belong to it; the data path's state comes as one copy
- * (rrpc__dp_view), never read field by field. */
+ * (the dialect's dp_view), never read field by field. */
 void rrpc__rdma_conn_facts(const rrpc__socket *s, rrpc__conn_facts *out) {
   rrpc__rdma_ep *ep = rrpc__socket_tstate(s);
   out->gid_index = -1;
@@ -52,7 +53,7 @@ void rrpc__rdma_conn_facts(const rrpc__socket *s, rrpc__conn_facts *out) {
   out->sq_size = ep->vb.sq_size;
   out->rq_size = ep->vb.rq_size;
   struct rrpc__dp_view v;
-  rrpc__dp_view(ep, &v);
+  ep->dl->dp_view(ep, &v);
   out->peer_ring_size = v.peer_ring_size;
   out->window_free = v.window_free;
   out->credits = v.credits;

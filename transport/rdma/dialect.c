@@ -25,3 +25,9 @@ const struct rrpc__rdma_dialect *rrpc__rdma_dialect_by_hello(const uint8_t *buf,
   }
   return NULL;
 }
+
+void rrpc__rdma_dialect_mem_stats(struct rrpc__dialect_mem_stats *out) {
+  *out = (struct rrpc__dialect_mem_stats){0};
+  for (int i = 0; i < NDIALECTS; i++)
+    if (g_dialects[i] != NULL && g_dialects[i]->mem_stats != NULL) g_dialects[i]->mem_stats(out);
+}

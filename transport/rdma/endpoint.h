@@ -41,6 +41,7 @@
 #include "transport/rdma/wire/window.h"
 
 struct rrpc__piece; /* imm/pieces_mem.h: elastic mode's memory, owned by the imm dialect */
+struct rrpc__rdma_dialect; /* dialect.h: whose data path this connection runs */
 
 /* Handshake and life states, client and server in one enum. */
 typedef enum rrpc__ep_state {
@@ -221,6 +222,10 @@ typedef struct rrpc__rdma_ep {
   rrpc__rdma_dev *dev;
   const rrpc_rdma_options *opts;
   int is_client;
+  /* The data-path dialect (dialect.h): set when the endpoint is made and,
+   * where the handshake picks another, before the QP connects; read-only
+   * once UP. */
+  const struct rrpc__rdma_dialect *dl;
   /* Written by the socket's loop thread (the handshake, fallback, failure);
    * read from any thread (writers, slice releases, is_rdma): atomic. */
   _Atomic rrpc__ep_state state;
@@ -275,6 +280,9 @@ void rrpc__ep_unref(rrpc__rdma_ep *ep);
 /* A closed connection's close CDC completed (or failed): destroy the verbs
  * resources and drop the socket's reference. Loop thread. */
 void rrpc__ep_close_finish(rrpc__rdma_ep *ep);
+/* Bind the ring's window to the QP (a dialect's dp_connect, before anything
+ * lets the peer write). 0 or a negative code. Loop thread. */
+int rrpc__ep_ring_bind(rrpc__rdma_ep *ep);
 
 /* ---- handshake.c --------------------------------------------------------- */
 /* The handshake is a state machine: each input returns an outcome, which
@@ -332,7 +340,8 @@ void rrpc__hs_slot_put(void);
  * disabled). */
 void rrpc__ep_hs_apply(rrpc__rdma_ep *ep, struct rrpc__hs_out o);
 
-/* ---- datapath.c ---------------------------------------------------------- */
+/* ---- imm/datapath.c: the imm dialect's data path (dialect_imm.c puts it
+ * in the table; nothing outside imm/ calls it) ---------------------------- */
 /* The transport's write op. */
 int rrpc__dp_write(rrpc__socket *s, rrpc_iobuf *data);
 /* The socket's reading goes on: hand it what was held back. Loop thread. */
