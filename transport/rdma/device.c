@@ -626,7 +626,9 @@ int rrpc__rdma_dev_open(const char *name, int port, rrpc__rdma_dev **out) {
            "rdma: using %s port %u (%s, MTU %s, LID %u, max_inline %u, max_sge %d, "
            "MAC %02x:%02x:%02x:%02x:%02x:%02x, %zu GIDs)",
            d->pub.name, (unsigned)d->pub.port,
-           d->pub.link_layer == IBV_LINK_LAYER_INFINIBAND ? "InfiniBand" : "RoCE",
+           d->pub.ctx->device->transport_type == IBV_TRANSPORT_IWARP   ? "iWARP"
+           : d->pub.link_layer == IBV_LINK_LAYER_INFINIBAND ? "InfiniBand"
+                                                            : "RoCE",
            mtu_name(d->pub.active_mtu), (unsigned)d->pub.lid, (unsigned)d->pub.max_inline,
            d->pub.max_sge, m[0], m[1], m[2], m[3], m[4], m[5], d->ngids);
   *out = &d->pub;
