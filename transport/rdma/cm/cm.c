@@ -180,24 +180,30 @@ static void accept_task(void *arg) {
   rrpc__ep_unref(ep);
 }
 
-static void on_connect_request(struct rdma_cm_event *ev) {
+/* A connect request's token, read from its private data while the event
+ * (which owns that memory) is not yet acknowledged; 0 = not ours. */
+static int request_token(const struct rdma_cm_event *ev, uint32_t *token) {
   struct cm_pdata pd;
-  rrpc__rdma_ep *ep = NULL;
-  if (ev->param.conn.private_data != NULL && ev->param.conn.private_data_len >= sizeof pd) {
-    memcpy(&pd, ev->param.conn.private_data, sizeof pd);
-    if (ntohl(pd.tag) == CM_TAG) ep = waiter_take(ntohl(pd.token), NULL);
-  }
+  if (ev->param.conn.private_data == NULL || ev->param.conn.private_data_len < sizeof pd) return 0;
+  memcpy(&pd, ev->param.conn.private_data, sizeof pd);
+  if (ntohl(pd.tag) != CM_TAG) return 0;
+  *token = ntohl(pd.token);
+  return 1;
+}
+
+static void on_connect_request(struct rdma_cm_id *id, int tagged, uint32_t token) {
+  rrpc__rdma_ep *ep = tagged ? waiter_take(token, NULL) : NULL;
   if (ep == NULL) { /* a stranger's, or one whose endpoint went */
-    reject(ev->id);
+    reject(id);
     return;
   }
   struct accept_task *t = malloc(sizeof *t);
   if (t != NULL) {
-    *t = (struct accept_task){.ep = ep, .id = ev->id};
+    *t = (struct accept_task){.ep = ep, .id = id};
     if (rrpc__loop_post(ep->loop, accept_task, t) == 0) return;
     free(t);
   }
-  reject(ev->id);
+  reject(id);
   rrpc__ep_unref(ep);
 }
 
@@ -212,9 +218,12 @@ static void on_listener_readable(rrpc__watcher *w, uint32_t events) {
     if (rdma_get_cm_event(g_lis.ch, &ev) != 0) return; /* EAGAIN: drained */
     /* The child id of a request is ours to accept or reject; acknowledging
      * first lets a rejection destroy it without waiting. */
-    struct rdma_cm_event copy = *ev;
+    enum rdma_cm_event_type type = ev->event;
+    struct rdma_cm_id *id = ev->id;
+    uint32_t token = 0;
+    int tagged = type == RDMA_CM_EVENT_CONNECT_REQUEST && request_token(ev, &token);
     (void)rdma_ack_cm_event(ev);
-    if (copy.event == RDMA_CM_EVENT_CONNECT_REQUEST) on_connect_request(&copy);
+    if (type == RDMA_CM_EVENT_CONNECT_REQUEST) on_connect_request(id, tagged, token);
   }
 }
 
