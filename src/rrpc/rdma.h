@@ -66,7 +66,9 @@ typedef struct rrpc_rdma_options {
                                       RRPC_RDMA_DIALECT_AUTO (0, = IMM), _IMM (rrpc's CLC
                                       handshake and write-with-immediate ring), _BRPC
                                       (Apache brpc's hello v2 and SEND data path,
-                                      docs/from-brpc.md); _CURSOR is not built (-EINVAL) */
+                                      docs/from-brpc.md), _CURSOR (SMC-R's WRITE + CDC
+                                      cursors, docs/rdma-transport.md; RRPC_RDMA_DIALECT=cursor
+                                      in the environment forces it too) */
   size_t registered_max_size_mb;   /* rdma_registered_max_size_mb: everything rrpc registers
                                       (pinned) at once, pool + rings + CDC slots; a
                                       connection whose ring would pass it falls back to TCP
@@ -131,6 +133,11 @@ typedef struct rrpc_rdma_options {
                                       (iWARP's MPA runs over a real TCP connection to it, not
                                       to the service's port); 0 = any free port, announced in
                                       the CLC Accept; 0 .. 65535 */
+  int cursor_stall_ms;             /* rdma_cursor_stall_ms: the cursor dialect fails a
+                                      connection whose writes found the peer's ring full and
+                                      no consumer-cursor update freed any of it for this long
+                                      (a peer that never updates its cursor; counted in
+                                      cursor_stalls). 0 = 60000; < 0 = never */
 } rrpc_rdma_options;
 
 enum {
@@ -241,6 +248,8 @@ typedef struct rrpc_rdma_stats {
   uint64_t cm_accepts;            /* server QPs accepted through rdma_cm */
   uint64_t cm_failures;           /* rdma_cm setups that failed (refused, unreachable, timed out,
                                      rejected, no listener): the connection fell back or failed */
+  uint64_t cursor_stalls;         /* cursor-dialect connections failed after cursor_stall_ms
+                                     with the peer's ring full and no consumer-cursor update */
 } rrpc_rdma_stats;
 /* rrpc_rdma_get_stats - copy the counters. 0 or -RRPC_ENORDMA. */
 int rrpc_rdma_get_stats(rrpc_rdma_stats *out);

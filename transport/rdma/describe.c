@@ -11,6 +11,7 @@
 #include "transport/rdma/dialect.h"
 #include "transport/rdma/endpoint.h"
 #include "transport/rdma/pool.h"
+#include "transport/smc/cdc.h"
 
 static int mtu_bytes(enum ibv_mtu m) {
   switch (m) {
@@ -61,6 +62,21 @@ void rrpc__rdma_conn_facts(const rrpc__socket *s, rrpc__conn_facts *out) {
   out->sq_used = v.sq_used;
   out->write_blocked = v.write_blocked;
   out->zc_held = v.zc_held;
+  snprintf(out->dialect, sizeof out->dialect, "%s", ep->dl->name);
+  if (!v.cursor || v.peer_ring_size == 0 || v.my_ring_size == 0) return;
+  out->cursor = 1;
+  struct rrpc__cdc_cursor c = rrpc__cdc_cursor_from_offset(v.tx_prod, v.peer_ring_size);
+  out->prod_wrap = c.wrap, out->prod_count = c.count;
+  c = rrpc__cdc_cursor_from_offset(v.rx_cons, v.my_ring_size);
+  out->cons_wrap = c.wrap, out->cons_count = c.count;
+  c = rrpc__cdc_cursor_from_offset(v.rx_prod, v.my_ring_size);
+  out->peer_prod_wrap = c.wrap, out->peer_prod_count = c.count;
+  c = rrpc__cdc_cursor_from_offset(v.tx_peer_cons, v.peer_ring_size);
+  out->peer_cons_wrap = c.wrap, out->peer_cons_count = c.count;
+  out->tx_prod_flags = v.tx_prod_flags;
+  out->tx_conn_flags = v.tx_conn_flags;
+  out->rx_prod_flags = v.rx_prod_flags;
+  out->rx_conn_flags = v.rx_conn_flags;
 }
 
 int rrpc__rdma_runtime_facts_get(rrpc__rdma_runtime_facts *out) {

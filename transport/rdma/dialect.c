@@ -7,7 +7,7 @@
 
 static const struct rrpc__rdma_dialect *const g_dialects[] = {
     [RRPC_RDMA_DIALECT_IMM] = &rrpc__rdma_dialect_imm,
-    [RRPC_RDMA_DIALECT_CURSOR] = NULL, /* not built yet */
+    [RRPC_RDMA_DIALECT_CURSOR] = &rrpc__rdma_dialect_cursor,
     [RRPC_RDMA_DIALECT_BRPC] = &rrpc__rdma_dialect_brpc,
 };
 enum { NDIALECTS = (int)(sizeof g_dialects / sizeof g_dialects[0]) };

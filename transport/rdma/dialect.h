@@ -83,6 +83,7 @@ struct rrpc__rdma_dialect {
 /* The entries, one per dialect folder. */
 extern const struct rrpc__rdma_dialect rrpc__rdma_dialect_imm;  /* imm/ */
 extern const struct rrpc__rdma_dialect rrpc__rdma_dialect_brpc; /* brpc/ */
+extern const struct rrpc__rdma_dialect rrpc__rdma_dialect_cursor; /* cursor/ */
 
 /* The dialect of RRPC_RDMA_DIALECT_x (AUTO is IMM); NULL for one this build
  * does not have. */

@@ -936,9 +936,11 @@ static int rdma_start_dialect(rrpc__socket *s, int is_client, int dialect) {
   /* Inline control messages only (datapath.c rrpc__dp_post_send44). A
    * client offering elastic rings keeps 16 receives whatever the server
    * answers; a server decides at the Proposal (create_start). */
-  ep->offer_elastic = opts->elastic && dev->max_inline >= RRPC_GRANT_MSG_LEN;
-  /* The dialect the handshake starts from; it may pick another. */
-  ep->dl = rrpc__rdma_dialect_of(RRPC_RDMA_DIALECT_IMM);
+  /* The dialect the handshake starts from (a forced cursor client offers
+   * only that; the server may still pick cursor for an imm offer). */
+  ep->dl = rrpc__rdma_dialect_of(dialect == RRPC_RDMA_DIALECT_CURSOR ? dialect : RRPC_RDMA_DIALECT_IMM);
+  ep->offer_elastic = opts->elastic && dev->max_inline >= RRPC_GRANT_MSG_LEN &&
+                      ep->dl == rrpc__rdma_dialect_of(RRPC_RDMA_DIALECT_IMM);
   if (ep->offer_elastic && ep->dl->dp_prefill != NULL)
     ep->dl->dp_prefill(dev, (uint64_t)opts->piece_cache_size_mb << 20);
   /* Its queues are sized at the offer: the QP exists before the answer.
@@ -1094,6 +1096,11 @@ static int rdma_start(rrpc__socket *s, int is_client) {
   return rdma_start_dialect(s, is_client, rrpc__rdma_options()->dialect);
 }
 
+/* A channel whose own options ask for the cursor dialect. */
+static int rdma_start_cursor(rrpc__socket *s, int is_client) {
+  return rdma_start_dialect(s, is_client, RRPC_RDMA_DIALECT_CURSOR);
+}
+
 /* A channel whose own options ask for brpc's dialect. */
 static int rdma_start_brpc(rrpc__socket *s, int is_client) {
   return rdma_start_dialect(s, is_client, RRPC_RDMA_DIALECT_BRPC);
@@ -1124,6 +1131,19 @@ static const rrpc_transport_ops rdma_brpc_client_ops = {
     .on_read_resumed = rdma_on_read_resumed,
 };
 
+static const rrpc_transport_ops rdma_cursor_client_ops = {
+    .name = "rdma",
+    .start = rdma_start_cursor,
+    .write = rdma_write,
+    .on_fd_event = rdma_on_fd_event,
+    .on_fail = rdma_on_fail,
+    .close = rdma_close,
+    .describe = rdma_describe,
+    .is_rdma = rdma_is_rdma,
+    .facts = rrpc__rdma_conn_facts,
+    .on_read_resumed = rdma_on_read_resumed,
+};
+
 int rrpc__rdma_transport_get(const rrpc_transport_ops **out) {
   /* Called when a channel or server is set up: open the device and
    * register the pool now, on the caller's thread, so the first RPC does
@@ -1138,5 +1158,6 @@ int rrpc__rdma_transport_get(const rrpc_transport_ops **out) {
 int rrpc__rdma_transport_get_dialect(int dialect, const rrpc_transport_ops **out) {
   int rc = rrpc__rdma_transport_get(out);
   if (rc == 0 && dialect == RRPC_RDMA_DIALECT_BRPC) *out = &rdma_brpc_client_ops;
+  if (rc == 0 && dialect == RRPC_RDMA_DIALECT_CURSOR) *out = &rdma_cursor_client_ops;
   return rc;
 }

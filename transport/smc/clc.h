@@ -78,6 +78,10 @@ enum {
    * field (unused then: rdma_cm picks the PSNs) carries the port of its
    * rdma_cm listener; a Confirm repeats it. */
   RRPC_CLC_FEAT_CM = 0x40,
+  /* the cursor dialect (SMC-R's own WRITE + CDC data path) is spoken; an
+   * Accept/Confirm with it and without WWI says it was chosen
+   * (transport/rdma/handshake.c). */
+  RRPC_CLC_FEAT_CURSOR = 0x04,
 };
 
 /* rrpc wire version carried in the Proposal's IP-area reserved byte 1. */
