@@ -221,7 +221,9 @@ TEST(RdmaCm, StrangersConnectRequestIsRejected) {
   rrpc_rdma_test::EchoServer srv;
   ASSERT_NE(0, srv.port);
   rogue::Peer p;
-  p.features = RRPC_CLC_FEAT_WWI | RRPC_CLC_FEAT_CM;
+  // Both dialects offered: the server picks imm where the device has
+  // immediate data (rxe), cursor where not (siw).
+  p.features = RRPC_CLC_FEAT_WWI | RRPC_CLC_FEAT_CURSOR | RRPC_CLC_FEAT_CM;
   ASSERT_TRUE(p.propose(rrpc_test::rdma_test_addr(), srv.port) && p.read_accept()) << p.error;
   ASSERT_TRUE(p.accept.rrpc_features & RRPC_CLC_FEAT_CM);
   int cm_port = (int)p.accept.psn;
