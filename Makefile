@@ -14,7 +14,7 @@
 #
 # Sources are found by directory, so adding a file needs no edit here:
 #   src/rrpc/{core,rpc,client,builtin}/*.c transport/*.c transport/smc/*.c transport/tcp/*.c transport/rdma/wire/*.c -> librrpc.a
-#   transport/rdma/{,imm/,brpc/,cursor/}*.c (only WITH_RDMA=1) or transport/rdma/none/*.c
+#   transport/rdma/{,imm/,brpc/,cm/,cursor/}*.c (only WITH_RDMA=1) or transport/rdma/none/*.c
 #   src/rrpc/cxx/*.cc + src/rrpc/cxx/*.proto                 -> librrpc_cxx.a
 #   src/rrpc/flags/*.cc (the flags brpc also defines)        -> librrpc_flags.a
 #   (each library also as lib<name>.so.VERSION, soname lib<name>.so.MAJOR)
@@ -55,9 +55,9 @@ CXXLIBS := -lgflags -lglog -lprotobuf -lpthread
 
 CORE_SRCS := $(wildcard src/rrpc/core/*.c src/rrpc/rpc/*.c src/rrpc/client/*.c src/rrpc/builtin/*.c transport/*.c transport/smc/*.c transport/tcp/*.c transport/rdma/wire/*.c)
 ifeq ($(WITH_RDMA),1)
-CORE_SRCS += $(wildcard transport/rdma/*.c transport/rdma/imm/*.c transport/rdma/brpc/*.c transport/rdma/cursor/*.c)
+CORE_SRCS += $(wildcard transport/rdma/*.c transport/rdma/imm/*.c transport/rdma/brpc/*.c transport/rdma/cm/*.c transport/rdma/cursor/*.c)
 CPPFLAGS += -DRRPC_WITH_RDMA=1
-LDLIBS += -libverbs
+LDLIBS += -lrdmacm -libverbs
 else
 CORE_SRCS += $(wildcard transport/rdma/none/*.c)
 endif
@@ -235,7 +235,7 @@ test: tests tools
 RDMA_WATCHDOG := RRPC_LOOP_WATCHDOG_STRICT=$${RRPC_LOOP_WATCHDOG_STRICT:-1}
 RDMA_TSAN_WATCHDOG := RRPC_LOOP_WATCHDOG_STRICT=$${RRPC_LOOP_WATCHDOG_STRICT:-0}
 test-rdma: $(RDMA_TESTS) examples tools $(BUILD)/bench/idle_conns preload
-	$(RDMA_WATCHDOG) tools/run-rdma-tests $(RDMA_TESTS) test/tshark/live-capture.sh test/rdma/idle-conns-smoke.sh test/rdma/thousand-conns.sh test/rdma/ring-mode.sh test/rdma/polling-mode.sh test/rdma/cursor-mode.sh test/preload/preload_test.sh
+	$(RDMA_WATCHDOG) tools/run-rdma-tests $(RDMA_TESTS) test/tshark/live-capture.sh test/rdma/idle-conns-smoke.sh test/rdma/thousand-conns.sh test/rdma/ring-mode.sh test/rdma/polling-mode.sh test/rdma/cm-mode.sh test/rdma/cursor-mode.sh test/preload/preload_test.sh
 
 # The RDMA test binaries alone, for `make TSAN=1 test-rdma-tsan` (the RDMA
 # tests under ThreadSanitizer, one VM boot; a race report fails the binary).

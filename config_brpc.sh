@@ -45,7 +45,7 @@ need gflags/gflags.h libgflags-dev
 need glog/logging.h libgoogle-glog-dev
 need gtest/gtest.h libgtest-dev
 command -v protoc >/dev/null 2>&1 || missing="$missing protobuf-compiler"
-[ $with_rdma = 1 ] && need infiniband/verbs.h libibverbs-dev
+[ $with_rdma = 1 ] && need infiniband/verbs.h libibverbs-dev && need rdma/rdma_cma.h librdmacm-dev
 if [ -n "$missing" ]; then
   echo "config_brpc.sh: missing build dependencies; install them with:" >&2
   echo "  apt-get install -y$missing" >&2

@@ -562,6 +562,10 @@ TEST(ClcPolicy, AcceptDeclineCodes) {
   EXPECT_EQ(cnf, rrpc__clc_accept_decline_code(&b));
   b = a; b.qpn = 1;
   EXPECT_EQ(cnf, rrpc__clc_accept_decline_code(&b));
+  // Through rdma_cm the QPN is not used to connect, and iWARP (siw) hands
+  // out QPN 1 to a process's first QP.
+  b = a; b.qpn = 1; b.rrpc_features |= RRPC_CLC_FEAT_CM;
+  EXPECT_EQ(0u, rrpc__clc_accept_decline_code(&b));
   b = a; b.rq_depth_log2 = 0;
   EXPECT_EQ(cnf, rrpc__clc_accept_decline_code(&b));
   b = a; b.rq_depth_log2 = 1;  // 2 receives: too few for the window rules

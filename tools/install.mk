@@ -19,7 +19,7 @@ PUBLIC_CXX_HDRS := $(filter-out src/rrpc/cxx/detail.h src/rrpc/cxx/flag_value.h 
                      $(wildcard src/rrpc/cxx/*.h))
 COMPAT_DIRS := brpc butil json2pb
 # Libraries a static link of the C core needs beyond librrpc.a.
-PKG_CORE_PRIVATE := $(if $(filter 1,$(WITH_RDMA)),-libverbs) -lpthread
+PKG_CORE_PRIVATE := $(if $(filter 1,$(WITH_RDMA)),-lrdmacm -libverbs) -lpthread
 
 # pkg_subst TEMPLATE OUT: fill in a template from tools/pkg.
 pkg_subst = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \

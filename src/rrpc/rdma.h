@@ -123,6 +123,16 @@ typedef struct rrpc_rdma_options {
                                       the first RDMA bytes from one buffer on two threads;
                                       RDMA bytes that get there before the ACK is parsed make
                                       it close the connection. 0 = 20000; < 0 = no wait */
+  int use_cm;                      /* rdma_use_cm: a client connects its QP through rdma_cm
+                                      (librdmacm) instead of moving it INIT/RTR/RTS by hand;
+                                      the CLC exchange still decides and tells the port.
+                                      Always on where the device is iWARP (no other way to
+                                      connect there). The environment variable
+                                      RRPC_RDMA_USE_CM=0|1 overrides it */
+  int cm_port;                     /* rdma_cm_port: the port a server's rdma_cm listener binds
+                                      (iWARP's MPA runs over a real TCP connection to it, not
+                                      to the service's port); 0 = any free port, announced in
+                                      the CLC Accept; 0 .. 65535 */
   int cursor_stall_ms;             /* rdma_cursor_stall_ms: the cursor dialect fails a
                                       connection whose writes found the peer's ring full and
                                       no consumer-cursor update freed any of it for this long
@@ -233,6 +243,11 @@ typedef struct rrpc_rdma_stats {
   uint64_t piece_bind_waits;      /* grants that waited for their connection's send queue to drain
                                      before binding the piece's window (Soft-RoCE re-runs a bind
                                      queued behind a retried WR: docs/elastic-rings.md) */
+  /* rdma_cm setup (--rdma_use_cm, iWARP): */
+  uint64_t cm_connects;           /* client QPs connected through rdma_cm */
+  uint64_t cm_accepts;            /* server QPs accepted through rdma_cm */
+  uint64_t cm_failures;           /* rdma_cm setups that failed (refused, unreachable, timed out,
+                                     rejected, no listener): the connection fell back or failed */
   uint64_t cursor_stalls;         /* cursor-dialect connections failed after cursor_stall_ms
                                      with the peer's ring full and no consumer-cursor update */
 } rrpc_rdma_stats;

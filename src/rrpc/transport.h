@@ -44,6 +44,8 @@ typedef struct rrpc__conn_facts {
   uint64_t sq_used;        /* WRs posted and not known complete */
   int write_blocked;       /* a writer waits for window or credits */
   uint64_t zc_held;        /* ring bytes held by zero-copy slices */
+  char link[8];            /* the device's link: "iWARP", "RoCE", "IB" ("" without RDMA) */
+  int cm;                  /* the QP was connected through rdma_cm (not by hand) */
   char dialect[8];         /* RDMA data-path dialect: "imm", "cursor", "brpc"; "" = none */
   /* The cursor dialect (SMC-R cursors, shown as wrap:count like smc-tools):
    * mine into the peer's ring and of my own ring, the peer's as last told,

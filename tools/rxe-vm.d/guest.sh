@@ -114,11 +114,31 @@ else
 fi
 ip addr add "$RXE_VM_ADDR/24" dev "$RXE_VM_NETDEV" || fatal "cannot address $RXE_VM_NETDEV"
 ip link set "$RXE_VM_NETDEV" up || fatal "cannot bring $RXE_VM_NETDEV up"
-rdma link add "$RXE_VM_DEV" type rxe netdev "$RXE_VM_NETDEV" ||
-    fatal "rdma link add $RXE_VM_DEV type rxe netdev $RXE_VM_NETDEV failed"
-port_active() { ibv_devinfo -d "$RXE_VM_DEV" | grep -q PORT_ACTIVE; }
-wait_for "$RXE_VM_SETUP_TIMEOUT" "$RXE_VM_DEV PORT_ACTIVE on $RXE_VM_NETDEV $RXE_VM_ADDR" \
-    port_active || fatal "$RXE_VM_DEV did not reach PORT_ACTIVE in ${RXE_VM_SETUP_TIMEOUT}s"
+port_active() { ibv_devinfo -d "$1" | grep -q PORT_ACTIVE; }
+if [ "${RXE_VM_RXE:-1}" = 1 ]; then
+    rdma link add "$RXE_VM_DEV" type rxe netdev "$RXE_VM_NETDEV" ||
+        fatal "rdma link add $RXE_VM_DEV type rxe netdev $RXE_VM_NETDEV failed"
+    wait_for "$RXE_VM_SETUP_TIMEOUT" "$RXE_VM_DEV PORT_ACTIVE on $RXE_VM_NETDEV $RXE_VM_ADDR" \
+        port_active "$RXE_VM_DEV" ||
+        fatal "$RXE_VM_DEV did not reach PORT_ACTIVE in ${RXE_VM_SETUP_TIMEOUT}s"
+fi
+# Soft-iWARP (--siw): our own out-of-tree siw.ko (Debian's kernel has CONFIG_RDMA_SIW unset),
+# read from the host root; ib_core and libcrc32c came from the initramfs.
+if [ -n "${RXE_VM_SIW_KO:-}" ]; then
+    [ -d /sys/module/siw ] || insmod "$RXE_VM_SIW_KO" || fatal "insmod $RXE_VM_SIW_KO failed"
+    if [ "$RXE_VM_SIW_NETDEV" != "$RXE_VM_NETDEV" ]; then
+        # Next to rxe0: a netdev and address of its own, as rdma_cm picks the device by address.
+        ip link add "$RXE_VM_SIW_NETDEV" type dummy || fatal "cannot create $RXE_VM_SIW_NETDEV"
+        ip addr add "$RXE_VM_SIW_ADDR/24" dev "$RXE_VM_SIW_NETDEV" ||
+            fatal "cannot address $RXE_VM_SIW_NETDEV"
+        ip link set "$RXE_VM_SIW_NETDEV" up || fatal "cannot bring $RXE_VM_SIW_NETDEV up"
+    fi
+    rdma link add "$RXE_VM_SIW_DEV" type siw netdev "$RXE_VM_SIW_NETDEV" ||
+        fatal "rdma link add $RXE_VM_SIW_DEV type siw netdev $RXE_VM_SIW_NETDEV failed"
+    wait_for "$RXE_VM_SETUP_TIMEOUT" "$RXE_VM_SIW_DEV PORT_ACTIVE on $RXE_VM_SIW_NETDEV" \
+        port_active "$RXE_VM_SIW_DEV" ||
+        fatal "$RXE_VM_SIW_DEV did not reach PORT_ACTIVE in ${RXE_VM_SETUP_TIMEOUT}s"
+fi
 if [ "$RXE_VM_PEERS" -gt 1 ]; then
     # Both guests boot at about the same time; wait (bounded) until the peer answers.
     for a in $RXE_VM_PEER_ADDRS; do

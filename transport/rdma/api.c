@@ -163,6 +163,9 @@ static int options_normalize(const rrpc_rdma_options *in, rrpc_rdma_options *out
    * passes: RRPC_RDMA_ELASTIC=1 (or 0) and RRPC_RDMA_POLLING=1 (or 0) win. */
   env_switch("RRPC_RDMA_ELASTIC", &out->elastic);
   env_switch("RRPC_RDMA_POLLING", &out->use_polling);
+  out->use_cm = in->use_cm != 0;
+  if (in->cm_port < 0 || in->cm_port > 65535) return -EINVAL;
+  env_switch("RRPC_RDMA_USE_CM", &out->use_cm);
   /* The suite's cursor pass (test/rdma/cursor-mode.sh) forces the dialect
    * of every process it starts, as RRPC_RDMA_POLLING does polling. */
   const char *d = getenv("RRPC_RDMA_DIALECT");
@@ -372,6 +375,9 @@ int rrpc_rdma_get_stats(rrpc_rdma_stats *out) {
   out->blocked_on_send_queue = load(RRPC_RDMA_CNT_BLOCKED_SQ);
   out->ring_full_held = load(RRPC_RDMA_CNT_RING_FULL_HELD);
   out->piece_bind_waits = load(RRPC_RDMA_CNT_PIECE_BIND_WAITS);
+  out->cm_connects = load(RRPC_RDMA_CNT_CM_CONNECTS);
+  out->cm_accepts = load(RRPC_RDMA_CNT_CM_ACCEPTS);
+  out->cm_failures = load(RRPC_RDMA_CNT_CM_FAILURES);
   out->cursor_stalls = load(RRPC_RDMA_CNT_CURSOR_STALLS);
   struct rrpc__dialect_mem_stats ms;
   rrpc__rdma_dialect_mem_stats(&ms);

@@ -69,10 +69,12 @@ static int verbs_err(void) { return errno ? -errno : -RRPC_ERDMA; }
 
 /* ---- pairs and capacity (under mu) ------------------------------------------ */
 
-static int arm(struct rrpc__cq_pair *p) {
-  /* Receives wake us only when solicited (the sender asks when it matters);
-   * sends on every signaled completion (they free the send queue). */
-  return ibv_req_notify_cq(p->rcq, 1) || ibv_req_notify_cq(p->scq, 0) ? -RRPC_ERDMA : 0;
+static int arm(const rrpc__rdma_cqs *c, struct rrpc__cq_pair *p) {
+  /* Receives wake us only when solicited (the sender asks when it matters;
+   * not on a device that never reports those, device.c); sends on every
+   * signaled completion (they free the send queue). */
+  int solicited_only = !c->dev->rx_events_all;
+  return ibv_req_notify_cq(p->rcq, solicited_only) || ibv_req_notify_cq(p->scq, 0) ? -RRPC_ERDMA : 0;
 }
 
 static void pair_free(struct rrpc__cq_pair *p) {
@@ -92,7 +94,7 @@ static int pair_new(rrpc__rdma_cqs *c, uint32_t sq, uint32_t rq, struct rrpc__cq
   p->scq = ibv_create_cq(c->dev->ctx, (int)(sq > CQ_FIRST ? sq : CQ_FIRST), c, c->cc, 0);
   p->rcq = ibv_create_cq(c->dev->ctx, (int)(rq > CQ_FIRST ? rq : CQ_FIRST), c, c->cc, 0);
   int rc = p->scq == NULL || p->rcq == NULL ? verbs_err() : 0;
-  if (rc == 0 && !c->polling) rc = arm(p);
+  if (rc == 0 && !c->polling) rc = arm(c, p);
   if (rc != 0) {
     pair_free(p);
     return rc;
@@ -288,7 +290,7 @@ static int cqs_poll(rrpc__rdma_cqs *c) {
     /* Re-arm, then look once more: a completion that landed between the
      * last poll and the arm raises no event. */
     for (struct rrpc__cq_pair *p = c->pairs; p != NULL; p = p->next)
-      if (arm(p) != 0) RRPC_LOG(ERROR, "rdma: cannot re-arm a shared CQ");
+      if (arm(c, p) != 0) RRPC_LOG(ERROR, "rdma: cannot re-arm a shared CQ");
   }
   if (snapped) {
     rrpc__lock_acquire(&c->mu);

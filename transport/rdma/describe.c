@@ -41,6 +41,8 @@ void rrpc__rdma_conn_facts(const rrpc__socket *s, rrpc__conn_facts *out) {
   snprintf(out->state, sizeof out->state, "%s", rrpc__ep_state_name(ep->state));
   out->is_rdma = ep->state == EP_UP;
   snprintf(out->device, sizeof out->device, "%s", ep->dev->name);
+  snprintf(out->link, sizeof out->link, "%s", rrpc__cm_dev_link(ep->dev));
+  out->cm = ep->cm.used;
   out->port = ep->dev->port;
   if (ep->state >= EP_CLIENT_WAIT_ACCEPT) {
     out->gid_index = ep->hs.gid_index;

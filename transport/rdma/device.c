@@ -582,6 +582,13 @@ int rrpc__rdma_dev_open(const char *name, int port, rrpc__rdma_dev **out) {
   }
   d->pub.max_sge = da.max_sge;
   d->pub.max_cqe = da.max_cqe;
+  /* Soft-iWARP (siw, vendor id "bmt") in Linux 6.1 raises a CQ event for
+   * a received SEND only when the CQ is armed for every completion: its
+   * receive completion path tests the armed flags against "signalled", never
+   * against the SEND's solicited bit, so a receive CQ armed solicited-only
+   * sleeps through every message (the client never hears the server's first
+   * CDC). Its receive CQs wake on every completion instead. */
+  d->pub.rx_events_all = ctx->device->transport_type == IBV_TRANSPORT_IWARP && da.vendor_id == 0x626d74;
   d->pub.mw_type2 = (da.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B) != 0 ||
                     (da.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2A) != 0;
   if (!d->pub.mw_type2)
@@ -626,7 +633,9 @@ int rrpc__rdma_dev_open(const char *name, int port, rrpc__rdma_dev **out) {
            "rdma: using %s port %u (%s, MTU %s, LID %u, max_inline %u, max_sge %d, "
            "MAC %02x:%02x:%02x:%02x:%02x:%02x, %zu GIDs)",
            d->pub.name, (unsigned)d->pub.port,
-           d->pub.link_layer == IBV_LINK_LAYER_INFINIBAND ? "InfiniBand" : "RoCE",
+           d->pub.ctx->device->transport_type == IBV_TRANSPORT_IWARP   ? "iWARP"
+           : d->pub.link_layer == IBV_LINK_LAYER_INFINIBAND ? "InfiniBand"
+                                                            : "RoCE",
            mtu_name(d->pub.active_mtu), (unsigned)d->pub.lid, (unsigned)d->pub.max_inline,
            d->pub.max_sge, m[0], m[1], m[2], m[3], m[4], m[5], d->ngids);
   *out = &d->pub;

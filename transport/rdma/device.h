@@ -27,6 +27,8 @@ typedef struct rrpc__rdma_dev {
   int max_sge;
   int max_cqe;            /* entries a CQ may have (shared CQs grow up to it) */
   int mw_type2;           /* type-2 memory windows: rings are bound to one QP */
+  int rx_events_all;      /* arm receive CQs for every completion, not solicited ones only
+                             (Soft-iWARP: see device.c) */
   char name[64];
   uint8_t mac[6];         /* of the RoCE netdev (for CLC), zero if unknown */
 } rrpc__rdma_dev;
@@ -135,6 +137,9 @@ typedef enum rrpc__rdma_counter {
   RRPC_RDMA_CNT_BLOCKED_SQ,
   RRPC_RDMA_CNT_RING_FULL_HELD,
   RRPC_RDMA_CNT_PIECE_BIND_WAITS,
+  RRPC_RDMA_CNT_CM_CONNECTS,
+  RRPC_RDMA_CNT_CM_ACCEPTS,
+  RRPC_RDMA_CNT_CM_FAILURES,
   RRPC_RDMA_CNT_CURSOR_STALLS,
   RRPC_RDMA_CNT__COUNT
 } rrpc__rdma_counter;

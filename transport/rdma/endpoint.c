@@ -30,9 +30,9 @@
 #define RDMA_ELASTIC_RQ 16
 /* What the process-wide piece cache may keep (pieces_mem.h). */
 /* QP retry settings (see qp_connect). */
-#define RDMA_ACK_TIMEOUT 14
-#define RDMA_RETRY_CNT 6
-#define RDMA_RNR_RETRY 6
+#define RDMA_ACK_TIMEOUT RRPC_EP_ACK_TIMEOUT
+#define RDMA_RETRY_CNT RRPC_EP_RETRY_CNT
+#define RDMA_RNR_RETRY RRPC_EP_RNR_RETRY
 
 static const rrpc_transport_ops rdma_ops;
 
@@ -131,6 +131,8 @@ static void teardown_run(struct rrpc__ep_teardown *t) {
   /* The same for any window the dialect bound besides (elastic pieces). */
   t->ep->dl->dp_unbind(t->ep);
   if (t->qp != NULL) ibv_destroy_qp(t->qp);
+  /* After the QP: rdma_cm only connected it (cm/cm.c). */
+  rrpc__cm_destroy(t->cm_id, t->cm_ch);
   /* After the QP: its completions may still sit in the shared CQs, whose
    * reservation for them ends with the next drain after this. */
   rrpc__cqs_leave(&t->cqm);
@@ -165,6 +167,7 @@ static void verbs_destroy_ex(rrpc__rdma_ep *ep, int offload) {
   }
   struct rrpc__ep_teardown d;
   memset(&d, 0, sizeof d);
+  rrpc__cm_detach(ep, &d.cm_id, &d.cm_ch);
   rrpc__ep_lock(ep);
   d.qp = ep->vb.qp;
   ep->vb.qp = NULL;
@@ -183,7 +186,7 @@ static void verbs_destroy_ex(rrpc__rdma_ep *ep, int offload) {
   d.slots = ep->vb.slots;
   ep->vb.slots = NULL;
   if (d.qp == NULL && d.mw == NULL && d.cqm.cqs == NULL && d.slots_mr == NULL && d.slots == NULL &&
-      d.inflight == NULL)
+      d.inflight == NULL && d.cm_id == NULL && d.cm_ch == NULL)
     return; /* nothing was created, or it is already on its way */
   atomic_fetch_add_explicit(&ep->refs, 1, memory_order_relaxed);
   d.ep = ep;
@@ -487,6 +490,8 @@ static int create_install(rrpc__rdma_ep *ep) {
   return rc;
 }
 
+static int qp_connected(rrpc__rdma_ep *ep);
+
 /* Bring the QP to RTR with the peer's Accept/Confirm in ep->peer, then RTS,
  * and bind the ring's window to it. */
 static int qp_connect(rrpc__rdma_ep *ep) {
@@ -531,6 +536,12 @@ static int qp_connect(rrpc__rdma_ep *ep) {
                      IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
                          IBV_QP_MAX_QP_RD_ATOMIC);
   if (rc) return -rc;
+  return qp_connected(ep);
+}
+
+/* The QP is in RTS (by hand or through rdma_cm): the dialect's data path
+ * takes it from here (window binds, windows from the peer's Accept/Confirm). */
+static int qp_connected(rrpc__rdma_ep *ep) {
   return ep->dl->dp_connect(ep);
 }
 
@@ -706,6 +717,30 @@ static void hs_fail(rrpc__rdma_ep *ep, int err) {
 
 static int ring_late_start(rrpc__rdma_ep *ep);
 
+/* The client's rdma_cm connect finished (cm/cm.c, on this loop). A
+ * handshake that ended meanwhile (its deadline, a close) has nothing to
+ * continue. */
+static void cm_connected(rrpc__rdma_ep *ep, int rc) {
+  if (ep->s == NULL || ep->state != EP_CLIENT_WAIT_ACCEPT || ep->vb.qp == NULL) return;
+  if (rc == 0) rc = qp_connected(ep);
+  struct rrpc__hs_local l;
+  hs_local(ep, &l);
+  rrpc__ep_hs_apply(ep, rrpc__hs_connected(ep, rc, &l));
+}
+
+/* CONNECT: by hand, or through rdma_cm when both agreed on it. 0 when
+ * connected, 1 when under way (cm_connected goes on), or a negative code. */
+static int connect_step(rrpc__rdma_ep *ep) {
+  if (!ep->cm.used) return qp_connect(ep);
+  if (!ep->is_client) /* the client's Confirm comes after our rdma_accept */
+    return ep->cm.accepted ? qp_connected(ep) : -ENOTCONN;
+  /* A fresh step deadline: rdma_cm's resolve and connect are more round
+   * trips than the Accept's wait had left. */
+  hs_timer_arm(ep, 1);
+  int rc = rrpc__cm_client_connect(ep, cm_connected);
+  return rc == 0 ? 1 : rc;
+}
+
 void rrpc__ep_hs_apply(rrpc__rdma_ep *ep, struct rrpc__hs_out o) {
   struct rrpc__hs_local l;
   int rc;
@@ -730,7 +765,8 @@ void rrpc__ep_hs_apply(rrpc__rdma_ep *ep, struct rrpc__hs_out o) {
         rc = ring_late_start(ep);
         if (rc == 0) return; /* ring_late_task goes on */
       } else {
-        rc = qp_connect(ep);
+        rc = connect_step(ep);
+        if (rc == 1) return; /* cm_connected goes on */
       }
       hs_local(ep, &l);
       o = rrpc__hs_connected(ep, rc, &l);
@@ -807,7 +843,12 @@ static void ring_late_task(void *arg) {
     ep->vb.budget += j->vb.budget;
     int rc = j->rc;
     if (rc != 0) log_create_failure(rc);
-    else rc = qp_connect(ep);
+    else rc = connect_step(ep);
+    if (rc == 1) { /* cm_connected goes on */
+      free(j);
+      rrpc__ep_unref(ep);
+      return;
+    }
     struct rrpc__hs_local l;
     hs_local(ep, &l);
     rrpc__ep_hs_apply(ep, rrpc__hs_connected(ep, rc, &l));

@@ -30,6 +30,7 @@
 
 #include "rrpc/internal/lock.h"
 #include "rrpc/transport.h"
+#include "transport/rdma/cm/cm.h"
 #include "transport/rdma/cqs.h"
 #include "transport/rdma/device.h"
 #include "transport/rdma/pool.h"
@@ -55,6 +56,12 @@ typedef enum rrpc__ep_state {
 } rrpc__ep_state;
 
 const char *rrpc__ep_state_name(rrpc__ep_state st);
+
+/* QP retry settings, both setups (endpoint.c's qp_connect, cm/cm.c):
+ * finite, see qp_connect. */
+#define RRPC_EP_ACK_TIMEOUT 14
+#define RRPC_EP_RETRY_CNT 6
+#define RRPC_EP_RNR_RETRY 6
 
 /* Receive slots hold SENDs (CDC messages); data goes into the ring. */
 #define RRPC_EP_SLOT_SIZE 64
@@ -118,6 +125,8 @@ struct rrpc__ep_teardown {
   size_t slots_len;
   struct rrpc__ep_inflight *inflight; /* n entries, released after the QP is gone */
   uint32_t n_inflight;
+  struct rdma_cm_id *cm_id;           /* rdma_cm setup: destroyed after the QP */
+  struct rdma_event_channel *cm_ch;
 };
 
 /* The verbs resources of a handshake's CREATE step, made on the background
@@ -239,6 +248,7 @@ typedef struct rrpc__rdma_ep {
   int offer_elastic;            /* this side offers them (client) / may accept them (server) */
 
   struct rrpc__ep_hs hs;    /* handshake.c's, on the loop thread */
+  struct rrpc__ep_cm cm;    /* cm/cm.c: rdma_cm setup (loop thread) */
   struct rrpc__ep_verbs vb; /* endpoint.c creates and destroys them, in one order */
   struct rrpc__ep_teardown td; /* endpoint.c: vb handed to the background thread */
   int td_used;                 /* td was submitted (loop thread) */

@@ -208,6 +208,11 @@ static int encode_accept(rrpc__rdma_ep *ep, const struct rrpc__hs_local *l, uint
     a.ring_addr = 0;
   }
   a.psn = ep->my_psn;
+  if (ep->cm.used) {
+    /* rdma_cm picks the PSNs: the field names the server's listener port. */
+    a.rrpc_features |= RRPC_CLC_FEAT_CM;
+    a.psn = ep->is_client ? 0 : ep->cm.port;
+  }
   return rrpc__clc_encode_accept(&a, ep->hs.out, sizeof ep->hs.out, &ep->hs.out_len);
 }
 
@@ -224,6 +229,8 @@ static int encode_proposal(rrpc__rdma_ep *ep) {
   }
   p.rrpc_features = RRPC_CLC_FEAT_CURSOR;
   if (!is_cursor(ep)) p.rrpc_features |= RRPC_CLC_FEAT_WWI | (ep->offer_elastic ? RRPC_CLC_FEAT_ELASTIC : 0);
+  ep->cm.want = rrpc__cm_client_wants(ep);
+  if (ep->cm.want) p.rrpc_features |= RRPC_CLC_FEAT_CM;
   p.rrpc_version = RRPC_CLC_WIRE_VERSION;
   return rrpc__clc_encode_proposal(&p, ep->hs.out, sizeof ep->hs.out, &ep->hs.out_len);
 }
@@ -272,6 +279,14 @@ static struct rrpc__hs_out client_on_accept(rrpc__rdma_ep *ep, const struct rrpc
   uint32_t code = check_accept(a, RRPC_CLC_ACCEPT, cursor);
   if (code == 0 && !cursor && is_cursor(ep)) code = RRPC_CLC_DECL_SYNCERR; /* imm, not offered */
   if (code != 0) return fallback(code, 1);
+  /* rdma_cm only when offered; on iWARP there is no other way. */
+  if (a->rrpc_features & RRPC_CLC_FEAT_CM) {
+    if (!ep->cm.want) return fallback(RRPC_CLC_DECL_SYNCERR, 1);
+    ep->cm.used = 1;
+    ep->cm.port = (uint16_t)a->psn;
+  } else if (rrpc__cm_dev_iwarp(ep->dev)) {
+    return fallback(RRPC_CLC_DECL_NOSMCRDEV, 1);
+  }
   ep->peer = *a;
   if (cursor) use_cursor(ep);
   else ep->elastic = ep->offer_elastic && (a->rrpc_features & RRPC_CLC_FEAT_ELASTIC);
@@ -294,6 +309,10 @@ static struct rrpc__hs_out server_on_proposal(rrpc__rdma_ep *ep, const struct rr
   int cursor_ok = (p->rrpc_features & RRPC_CLC_FEAT_CURSOR) || p->rrpc_version == 0;
   uint32_t code = imm || cursor_ok ? proposal_code(p, !imm) : RRPC_CLC_DECL_VERSMISMAT;
   if (code == 0 && pick_gid(ep) != 0) code = RRPC_CLC_DECL_NOSMCRDEV;
+  /* An iWARP QP connects only through rdma_cm: a client that does not
+   * offer it has no device it could use with us. */
+  ep->cm.want = (p->rrpc_features & RRPC_CLC_FEAT_CM) != 0;
+  if (code == 0 && !ep->cm.want && rrpc__cm_dev_iwarp(ep->dev)) code = RRPC_CLC_DECL_NOSMCRDEV;
   /* Too many handshakes in progress: decline now, before any resource. */
   if (code == 0 && hs_slot_take(ep) != 0) code = RRPC_CLC_DECL_MEM;
   if (code != 0) return fallback(code, 1);
@@ -315,6 +334,7 @@ static struct rrpc__hs_out server_on_confirm(rrpc__rdma_ep *ep, const struct rrp
   if (code == 0 && (!!(c->rrpc_features & RRPC_CLC_FEAT_ELASTIC) != !!ep->elastic ||
                     ((c->rrpc_features & RRPC_CLC_FEAT_WWI) == 0) != is_cursor(ep)))
     code = RRPC_CLC_DECL_SYNCERR;
+  if (code == 0 && !!(c->rrpc_features & RRPC_CLC_FEAT_CM) != !!ep->cm.used) code = RRPC_CLC_DECL_SYNCERR;
   if (code != 0) return fallback(code, 1);
   ep->peer = *c;
   return out_of(RRPC_HS_CONNECT);
@@ -344,6 +364,15 @@ struct rrpc__hs_out rrpc__hs_created(rrpc__rdma_ep *ep, int rc, const struct rrp
     if (rc != 0) return fail(rc);
     trace(ep, "Proposal sent");
     return send_then(EP_CLIENT_WAIT_ACCEPT, 1, 0);
+  }
+  if (ep->cm.want) {
+    /* The listener is up and this endpoint waits on it before the Accept
+     * names its port: the client connects as soon as it reads it. */
+    if (rrpc__cm_listen_port(ep->loop, &ep->cm.port) != 0 || rrpc__cm_server_expect(ep) != 0) {
+      rrpc__rdma_count(RRPC_RDMA_CNT_CM_FAILURES, 1);
+      return fallback(RRPC_CLC_DECL_INTERR, 1);
+    }
+    ep->cm.used = 1;
   }
   rc = encode_accept(ep, l, RRPC_CLC_ACCEPT, (uint8_t)ep->dev->active_mtu);
   if (rc != 0) return fail(rc);

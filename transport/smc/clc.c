@@ -432,7 +432,11 @@ uint32_t rrpc__clc_proposal_decline_code(const struct rrpc__clc_proposal *p) {
 
 uint32_t rrpc__clc_accept_decline_code(const struct rrpc__clc_accept *a) {
   if (!(a->rrpc_features & RRPC_CLC_FEAT_WWI)) return RRPC_CLC_DECL_VERSMISMAT;
-  if (rrpc__clc_mtu_bytes(a->mtu) == 0 || a->rmbe_idx == 0 || a->qpn < 2 ||
+  /* QPNs 0 and 1 are IB's special QPs, never a connection's; an iWARP
+   * device numbers its QPs from 1, and rdma_cm (RRPC_CLC_FEAT_CM) connects
+   * without the announced number anyway. */
+  int qpn_bad = a->qpn < 2 && !(a->rrpc_features & RRPC_CLC_FEAT_CM);
+  if (rrpc__clc_mtu_bytes(a->mtu) == 0 || a->rmbe_idx == 0 || qpn_bad ||
       a->rq_depth_log2 < RRPC_CLC_RQ_DEPTH_LOG2_MIN ||
       a->rq_depth_log2 > RRPC_CLC_RQ_DEPTH_LOG2_MAX)
     return RRPC_CLC_DECL_CNFERR;

@@ -73,6 +73,11 @@ enum {
    * the Accept/Confirm's ring code is then the cap of granted bytes and its
    * rkey and address are 0 (pieces come as GRANT messages). */
   RRPC_CLC_FEAT_ELASTIC = 0x02,
+  /* rdma_cm setup (transport/rdma/cm/): in a Proposal, the client connects
+   * its QP through rdma_cm; in an Accept, the server agrees and its PSN
+   * field (unused then: rdma_cm picks the PSNs) carries the port of its
+   * rdma_cm listener; a Confirm repeats it. */
+  RRPC_CLC_FEAT_CM = 0x40,
   /* the cursor dialect (SMC-R's own WRITE + CDC data path) is spoken; an
    * Accept/Confirm with it and without WWI says it was chosen
    * (transport/rdma/handshake.c). */

@@ -71,6 +71,9 @@ static void conn_json(struct gather *g, size_t i, rrpc__sb *b) {
   rrpc__sb_json_str(b, g->loop[i]);
   rrpc__sb_puts(b, ",\"device\":");
   rrpc__sb_json_str(b, f->device);
+  rrpc__sb_puts(b, ",\"link\":");
+  rrpc__sb_json_str(b, f->link);
+  rrpc__sb_printf(b, ",\"setup\":\"%s\"", f->link[0] == '\0' ? "" : f->cm ? "rdma_cm" : "manual");
   rrpc__sb_printf(b, ",\"port\":%d,\"gid_index\":%d,\"gid\":", f->port, f->gid_index);
   rrpc__sb_json_str(b, f->gid);
   rrpc__sb_printf(b,
@@ -125,8 +128,10 @@ static void conn_text(struct gather *g, size_t i, rrpc__sb *b) {
   if (g->detail) {
     char cur[96];
     cursor_text(f, cur, sizeof cur);
-    rrpc__sb_printf(b, "  %-20s %-8s %4d %4d %-39s %9u %9u %6llu %3d %9llu %-7s %s", f->state,
-                    f->device[0] ? f->device : "-", f->port, f->gid_index, f->gid[0] ? f->gid : "-", f->ring_size,
+    rrpc__sb_printf(b, "  %-20s %-8s %-5s %-7s %4d %4d %-39s %9u %9u %6llu %3d %9llu %-7s %s", f->state,
+                    f->device[0] ? f->device : "-", f->link[0] ? f->link : "-",
+                    f->link[0] == '\0' ? "-" : f->cm ? "rdma_cm" : "manual", f->port, f->gid_index,
+                    f->gid[0] ? f->gid : "-", f->ring_size,
                     f->peer_ring_size, (unsigned long long)f->sq_used, f->write_blocked,
                     (unsigned long long)f->zc_held, f->dialect[0] ? f->dialect : "-", cur);
   }
@@ -227,8 +232,8 @@ static void render_connections(struct gather *g, rrpc__sb *b) {
   rrpc__sb_printf(b, "%-21s %-6s %-9s %-28s %-12s %8s %8s %9s %9s %12s %12s %8s", "Peer", "Side", "Transport",
                   "Fallback", "Loop", "QPN", "PeerQPN", "Window", "Credits", "BytesIn", "BytesOut", "Age(s)");
   if (g->detail)
-    rrpc__sb_printf(b, "  %-20s %-8s %4s %4s %-39s %9s %9s %6s %3s %9s %-7s %s", "State", "Device", "Port", "GidX",
-                    "GID", "Ring", "PeerRing", "SQUsed", "Blk", "ZcHeld", "Dialect",
+    rrpc__sb_printf(b, "  %-20s %-8s %-5s %-7s %4s %4s %-39s %9s %9s %6s %3s %9s %-7s %s", "State", "Device", "Link",
+                    "Setup", "Port", "GidX", "GID", "Ring", "PeerRing", "SQUsed", "Blk", "ZcHeld", "Dialect",
                     "Cursors(prod/cons peer prod/cons fl tx/rx)");
   rrpc__sb_puts(b, "\n");
   for (size_t i = 0; i < g->n; i++) conn_text(g, i, b);
@@ -285,6 +290,9 @@ static void render_rdma(struct gather *g, rrpc__sb *b) {
     if (g->json) {
       rrpc__sb_printf(b, "%s{\"device\":", first ? "" : ",");
       rrpc__sb_json_str(b, f->device);
+      rrpc__sb_puts(b, ",\"link\":");
+      rrpc__sb_json_str(b, f->link);
+      rrpc__sb_printf(b, ",\"setup\":\"%s\"", f->link[0] == '\0' ? "" : f->cm ? "rdma_cm" : "manual");
       rrpc__sb_printf(b, ",\"port\":%d,\"gid_index\":%d,\"gid\":", f->port, f->gid_index);
       rrpc__sb_json_str(b, f->gid);
       rrpc__sb_printf(b, ",\"connections\":%zu}", uses);

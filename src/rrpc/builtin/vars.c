@@ -131,6 +131,10 @@ static const struct {
      offsetof(rrpc_rdma_stats, ring_full_held)},
     {"rrpc_rdma_pieces_bind_waits_total", "Grants that waited for their send queue to drain before binding a window", 1,
      offsetof(rrpc_rdma_stats, piece_bind_waits)},
+    {"rrpc_rdma_cm_connects_total", "Client QPs connected through rdma_cm", 1, offsetof(rrpc_rdma_stats, cm_connects)},
+    {"rrpc_rdma_cm_accepts_total", "Server QPs accepted through rdma_cm", 1, offsetof(rrpc_rdma_stats, cm_accepts)},
+    {"rrpc_rdma_cm_failures_total", "rdma_cm setups that failed (refused, unreachable, timed out, rejected)", 1,
+     offsetof(rrpc_rdma_stats, cm_failures)},
 };
 
 /* ---- the list ------------------------------------------------------------------ */

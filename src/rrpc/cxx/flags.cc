@@ -38,6 +38,12 @@ DEFINE_int32(rdma_registered_max_size_mb, 5120,
 DEFINE_bool(rdma_fallback, true,
             "Fall back to TCP when RDMA cannot be set up on a connection (false: fail it)");
 DEFINE_int32(rdma_handshake_timeout_ms, 2000, "Timeout of each RDMA handshake step (ms)");
+DEFINE_bool(rdma_use_cm, false,
+            "Connect a client's QP through rdma_cm instead of by hand (the CLC exchange still decides "
+            "and tells the port); always so on iWARP devices");
+DEFINE_int32(rdma_cm_port, 0,
+             "Port of a server's rdma_cm listener (iWARP's MPA connects to it over TCP); 0 = any free "
+             "port, announced in the CLC Accept");
 DEFINE_int32(rdma_max_concurrent_handshakes, 64,
              "Server-side RDMA handshakes in progress at once (each holds a QP and a registered ring); "
              "Proposals over it are declined and go on over TCP");
@@ -163,6 +169,12 @@ bool ValidRingSize(const char*, uint64_t v) {
   return false;
 }
 
+bool ValidCmPort(const char*, int32_t v) {
+  if (v >= 0 && v <= 65535) return true;
+  fprintf(stderr, "--rdma_cm_port must be 0 .. 65535, got %d\n", static_cast<int>(v));
+  return false;
+}
+
 // The RRPC_RDMA_DIALECT_x that --rdma_dialect=name means ("" and "auto":
 // AUTO); -1 with *why for a name this rrpc does not have.
 int RdmaDialectByName(const std::string& name, std::string* why) {
@@ -190,6 +202,7 @@ const bool g_validators_registered =
     gflags::RegisterFlagValidator(&FLAGS_rdma_registered_max_size_mb, rrpc::detail::FlagNonNegative) &&
     gflags::RegisterFlagValidator(&FLAGS_rdma_handshake_timeout_ms, rrpc::detail::FlagNonNegative) &&
     gflags::RegisterFlagValidator(&FLAGS_rdma_close_wait_ms, rrpc::detail::FlagNonNegative) &&
+    gflags::RegisterFlagValidator(&FLAGS_rdma_cm_port, ValidCmPort) &&
     gflags::RegisterFlagValidator(&FLAGS_rdma_bg_queue_max, rrpc::detail::FlagNonNegative) &&
     gflags::RegisterFlagValidator(&FLAGS_rdma_bg_setup_threads, rrpc::detail::FlagNonNegative) &&
     gflags::RegisterFlagValidator(&FLAGS_usercode_pool_threads, rrpc::detail::FlagNonNegative) &&
@@ -320,6 +333,8 @@ int PrepareRdma(std::string* why) {
     o.use_polling = FlagBool("rdma_use_polling", kDefaultRdmaUsePolling) ? 1 : 0;
     o.trace_verbose = FlagBool("rdma_trace_verbose", kDefaultRdmaTraceVerbose) ? 1 : 0;
     o.no_fallback = FLAGS_rdma_fallback ? 0 : 1;
+    o.use_cm = FLAGS_rdma_use_cm ? 1 : 0;
+    o.cm_port = FLAGS_rdma_cm_port;
     o.handshake_timeout_ms = FLAGS_rdma_handshake_timeout_ms;
     // 0 would mean "the default"; a flag of 0 means "always zero-copy".
     uint64_t zc_min = FlagUint64("rdma_zerocopy_min_size", kDefaultRdmaZerocopyMinSize);

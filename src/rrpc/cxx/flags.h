@@ -39,6 +39,8 @@ DECLARE_uint64(rdma_ring_size);
 DECLARE_int32(rdma_memory_pool_max_size_mb);
 DECLARE_bool(rdma_fallback);
 DECLARE_int32(rdma_handshake_timeout_ms);
+DECLARE_bool(rdma_use_cm);
+DECLARE_int32(rdma_cm_port);
 DECLARE_int32(rdma_close_wait_ms);
 DECLARE_int32(rdma_bg_queue_max);
 DECLARE_int32(rdma_bg_setup_threads);
