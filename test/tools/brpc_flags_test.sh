@@ -61,7 +61,7 @@ fi
 # process group too, and the second SIGTERM meets the default action the first one restored.
 timeout --foreground 20 "$BIN" --port=0 --rdma_dialect=foo > "$dir/out2" 2> "$dir/err2"; rc=$?
 check "--rdma_dialect=foo is refused at parsing (exit $rc)" test "$rc" -ne 0 -a "$rc" -ne 124
-check "... saying why" grep -q -- "--rdma_dialect=foo: unknown (auto, imm or brpc)" "$dir/err2"
+check "... saying why" grep -q -- "--rdma_dialect=foo: unknown (auto, imm, cursor or brpc)" "$dir/err2"
 check "... before any server started" test ! -s "$dir/out2"
 # --foreground: timeout forwards our SIGTERM to the server once; without it, it signals its whole
 # process group too, and the second SIGTERM meets the default action the first one restored.
