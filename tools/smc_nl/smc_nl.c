@@ -206,7 +206,8 @@ static void on_family(const struct nlmsghdr *h, void *arg)
 static int family_id(struct nl *nl, const char *name, unsigned short *id)
 {
     struct msg m;
-    msg_start(&m, GENL_ID_CTRL, 0, CTRL_CMD_GETFAMILY, 1);
+    // With NLM_F_ACK the family message is followed by an ACK, which ends nl_recv.
+    msg_start(&m, GENL_ID_CTRL, NLM_F_ACK, CTRL_CMD_GETFAMILY, 1);
     attr_put(&m, CTRL_ATTR_FAMILY_NAME, name, strlen(name) + 1);
     *id = 0;
     int rc = nl_send(nl, &m);
