@@ -71,6 +71,7 @@ server_main() {
 # ---- peer 1: the client and judge -----------------------------------------------------------
 
 PASSED=0 FAILED=0 SKIPPED=0
+SERVER_OK=0   # the server's smcr_server_v2_ok after the last SMC case
 pass() { PASSED=$((PASSED + 1)); echo "PASS $1${2:+: $2}"; }
 fail() { FAILED=$((FAILED + 1)); echo "FAIL $1: $2"; }
 skip() { SKIPPED=$((SKIPPED + 1)); echo "SKIP $1: $2"; }
@@ -90,8 +91,8 @@ exchange() {
     fi
 }
 
-# smc_case CASE ARGS...: a ping-pong that must run over SMC-R: byte-exact, counted by the
-# client's SMC-R v2 statistics (not as a fallback), and moving rxe0's packet counters.
+# smc_case CASE ARGS...: a ping-pong that must run over SMC-R: byte-exact, counted by both
+# sides' SMC-R v2 statistics (not as a fallback), and moving rxe0's packet counters.
 smc_case() {
     c=$1; shift
     $NL stats > /tmp/before 2>&1; fb0=$($NL fallbacks | wc -l)
@@ -100,10 +101,14 @@ smc_case() {
     tx=$(( $(counter sent_pkts) - tx0 )); rx=$(( $(counter rcvd_pkts) - rx0 ))
     $NL stats > /tmp/after 2>&1; fb=$($NL fallbacks | wc -l)
     ok=$(( $(stat_of smcr_client_v2_ok /tmp/after) - $(stat_of smcr_client_v2_ok /tmp/before) ))
-    echo "  $c: $RESULT; rxe0 sent +$tx rcvd +$rx packets; client SMC-Rv2 +$ok"
+    sok=$(stat_of smcr_server_v2_ok "$OUT/srv.$c.stats" 2> /dev/null)
+    sok=${sok:-0}
+    echo "  $c: $RESULT; rxe0 sent +$tx rcvd +$rx packets; client SMC-Rv2 +$ok, server SMC-Rv2 $SERVER_OK -> $sok"
     if [ "$RC" != 0 ]; then fail "$c" "status $RC"; return; fi
     if [ "$fb" != "$fb0" ]; then fail "$c" "a fallback was counted: $($NL fallbacks | tr '\n' ' ')"; return; fi
     if [ "$ok" -lt 1 ]; then fail "$c" "the client's SMC-Rv2 success count did not move"; return; fi
+    if [ "$sok" -le "$SERVER_OK" ]; then fail "$c" "the server's SMC-Rv2 success count did not move"; return; fi
+    SERVER_OK=$sok
     if [ "$tx" -lt 4 ] || [ "$rx" -lt 4 ]; then fail "$c" "rxe0 counters did not move"; return; fi
     pass "$c" "$(echo "$RESULT" | grep -o 'rtt_us=[^ ]* MBps=[^ ]*' | head -n 1)"
 }
