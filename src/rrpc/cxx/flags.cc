@@ -83,12 +83,6 @@ DEFINE_string(rdma_dialect, "auto",
               "RDMA dialect of clients: auto (= imm), imm (rrpc's CLC handshake and "
               "write-with-immediate ring), brpc (Apache brpc's RDMA hello and SEND data path); "
               "servers understand both. cursor is not built into this rrpc");
-DEFINE_string(smc_ueid, "",
-              "Kernel SMC-R peers: user EIDs rrpc offers and accepts in SMC-Rv2 CLC (comma-separated, "
-              "at most 4, A-Z 0-9 . -; the peer kernel needs one in common); empty = none");
-DEFINE_string(smc_pnet, "",
-              "Kernel SMC-R peers: pnet table, NETDEV=IBDEV[:PORT] comma-separated (the RDMA "
-              "device and port for connections routed over NETDEV); empty = --rdma_device");
 DEFINE_int32(usercode_pool_threads, 0,
              "Worker pool size of each Server; 0 = the CPU count, at least 4");
 DEFINE_bool(usercode_in_loop, false,
@@ -127,6 +121,12 @@ DEFINE_int32(rrpc_completion_handoff, 0,
 DEFINE_int32(rrpc_clc_sniff_timeout_ms, 2000,
              "A TCP server connection whose first bytes may be SMC-R CLC must complete the "
              "message within this time");
+DEFINE_string(smc_ueid, "",
+              "Kernel SMC-R peers: user EIDs rrpc offers and accepts in SMC-Rv2 CLC (comma-separated, "
+              "at most 4, A-Z 0-9 . -; the peer kernel needs one in common); empty = none");
+DEFINE_string(smc_pnet, "",
+              "Kernel SMC-R peers: pnet table, NETDEV=IBDEV[:PORT] comma-separated (the RDMA "
+              "device and port for connections routed over NETDEV); empty = --rdma_device");
 DEFINE_uint32(rrpc_iobuf_block_cache_per_thread, RRPC_IOBUF_BLOCK_CACHE_PER_THREAD,
               "Default-size (8 KiB) iobuf blocks each thread keeps for reuse instead of freeing them; "
               "0 = none; at most 65536");
