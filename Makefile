@@ -15,7 +15,7 @@
 #
 # Sources are found by directory, so adding a file needs no edit here:
 #   src/rrpc/{core,rpc,client,builtin}/*.c transport/*.c transport/smc/*.c transport/tcp/*.c transport/rdma/wire/*.c -> librrpc.a
-#   transport/rdma/{,imm/,brpc/}*.c (only WITH_RDMA=1) or transport/rdma/none/*.c
+#   transport/rdma/{,imm/,brpc/,cursor/}*.c (only WITH_RDMA=1) or transport/rdma/none/*.c
 #   src/rrpc/cxx/*.cc + src/rrpc/cxx/*.proto                 -> librrpc_cxx.a
 #   src/rrpc/flags/*.cc (the flags brpc also defines)        -> librrpc_flags.a
 #   (each library also as lib<name>.so.VERSION, soname lib<name>.so.MAJOR)
@@ -56,7 +56,7 @@ CXXLIBS := -lgflags -lglog -lprotobuf -lpthread
 
 CORE_SRCS := $(wildcard src/rrpc/core/*.c src/rrpc/rpc/*.c src/rrpc/client/*.c src/rrpc/builtin/*.c transport/*.c transport/smc/*.c transport/tcp/*.c transport/rdma/wire/*.c)
 ifeq ($(WITH_RDMA),1)
-CORE_SRCS += $(wildcard transport/rdma/*.c transport/rdma/imm/*.c transport/rdma/brpc/*.c)
+CORE_SRCS += $(wildcard transport/rdma/*.c transport/rdma/imm/*.c transport/rdma/brpc/*.c transport/rdma/cursor/*.c)
 CPPFLAGS += -DRRPC_WITH_RDMA=1
 LDLIBS += -libverbs
 else
@@ -209,8 +209,11 @@ endif
 $(BUILD)/obj/test/%.o: CFLAGS += $(TEST_OPT)
 $(BUILD)/obj/test/%.o: CXXFLAGS += $(TEST_OPT)
 
+include preload/policy.mk
+
 include test/coexist/coexist.mk
 include tools/install.mk
+include preload/preload.mk
 
 # Test programs run side by side; each one's output goes to a log that is
 # printed whole once it ends (tools/run-tests). test/tools/*_test.sh test the
@@ -224,7 +227,7 @@ endif
 # builtin_unittest runs tools/rrpc_stat against a live server.
 test: tests tools
 	TEST_LOG_DIR=$(BUILD)/test-logs RRPC_BUILD=$(BUILD) \
-	  tools/run-tests $(TESTS) $(COEXIST_TESTS) $(SCRIPT_TESTS)
+	  tools/run-tests $(TESTS) $(COEXIST_TESTS) $(SCRIPT_TESTS) $(PRELOAD_TEST_SCRIPTS)
 
 # The RDMA suite, the live Wireshark check and the idle_conns smoke, in one VM boot (or on a real port).
 # The loop watchdog is strict there (a callback over its TCG-scaled bound fails the binary;
@@ -232,8 +235,8 @@ test: tests tools
 # dialect's receive poll and device_test's async-event storm still exceed it (docs/threads.md).
 RDMA_WATCHDOG := RRPC_LOOP_WATCHDOG_STRICT=$${RRPC_LOOP_WATCHDOG_STRICT:-1}
 RDMA_TSAN_WATCHDOG := RRPC_LOOP_WATCHDOG_STRICT=$${RRPC_LOOP_WATCHDOG_STRICT:-0}
-test-rdma: $(RDMA_TESTS) examples tools $(BUILD)/bench/idle_conns
-	$(RDMA_WATCHDOG) tools/run-rdma-tests $(RDMA_TESTS) test/tshark/live-capture.sh test/rdma/idle-conns-smoke.sh test/rdma/thousand-conns.sh test/rdma/ring-mode.sh test/rdma/polling-mode.sh
+test-rdma: $(RDMA_TESTS) examples tools $(BUILD)/bench/idle_conns preload
+	$(RDMA_WATCHDOG) tools/run-rdma-tests $(RDMA_TESTS) test/tshark/live-capture.sh test/rdma/idle-conns-smoke.sh test/rdma/thousand-conns.sh test/rdma/ring-mode.sh test/rdma/polling-mode.sh test/rdma/cursor-mode.sh test/preload/preload_test.sh
 
 # The RDMA test binaries alone, for `make TSAN=1 test-rdma-tsan` (the RDMA
 # tests under ThreadSanitizer, one VM boot; a race report fails the binary).

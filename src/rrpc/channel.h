@@ -67,7 +67,7 @@ typedef struct rrpc_channel_options {
                                  channel's servers each use it */
   int max_connection_pool_size; /* pooled: idle connections kept (brpc's flag);
                                  one more is closed and counted. 0 = 100 */
-  int rdma_dialect;           /* with use_rdma: RRPC_RDMA_DIALECT_IMM or _BRPC
+  int rdma_dialect;           /* with use_rdma: RRPC_RDMA_DIALECT_IMM, _CURSOR or _BRPC
                                  (rrpc/rdma.h) for this channel's connections;
                                  0 = the process's (--rdma_dialect) */
 } rrpc_channel_options;

@@ -66,7 +66,9 @@ typedef struct rrpc_rdma_options {
                                       RRPC_RDMA_DIALECT_AUTO (0, = IMM), _IMM (rrpc's CLC
                                       handshake and write-with-immediate ring), _BRPC
                                       (Apache brpc's hello v2 and SEND data path,
-                                      docs/from-brpc.md); _CURSOR is not built (-EINVAL) */
+                                      docs/from-brpc.md), _CURSOR (SMC-R's WRITE + CDC
+                                      cursors, docs/rdma-transport.md; RRPC_RDMA_DIALECT=cursor
+                                      in the environment forces it too) */
   size_t registered_max_size_mb;   /* rdma_registered_max_size_mb: everything rrpc registers
                                       (pinned) at once, pool + rings + CDC slots; a
                                       connection whose ring would pass it falls back to TCP
@@ -121,6 +123,11 @@ typedef struct rrpc_rdma_options {
                                       the first RDMA bytes from one buffer on two threads;
                                       RDMA bytes that get there before the ACK is parsed make
                                       it close the connection. 0 = 20000; < 0 = no wait */
+  int cursor_stall_ms;             /* rdma_cursor_stall_ms: the cursor dialect fails a
+                                      connection whose writes found the peer's ring full and
+                                      no consumer-cursor update freed any of it for this long
+                                      (a peer that never updates its cursor; counted in
+                                      cursor_stalls). 0 = 60000; < 0 = never */
 } rrpc_rdma_options;
 
 enum {
@@ -226,6 +233,8 @@ typedef struct rrpc_rdma_stats {
   uint64_t piece_bind_waits;      /* grants that waited for their connection's send queue to drain
                                      before binding the piece's window (Soft-RoCE re-runs a bind
                                      queued behind a retried WR: docs/elastic-rings.md) */
+  uint64_t cursor_stalls;         /* cursor-dialect connections failed after cursor_stall_ms
+                                     with the peer's ring full and no consumer-cursor update */
 } rrpc_rdma_stats;
 /* rrpc_rdma_get_stats - copy the counters. 0 or -RRPC_ENORDMA. */
 int rrpc_rdma_get_stats(rrpc_rdma_stats *out);

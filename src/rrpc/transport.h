@@ -44,6 +44,15 @@ typedef struct rrpc__conn_facts {
   uint64_t sq_used;        /* WRs posted and not known complete */
   int write_blocked;       /* a writer waits for window or credits */
   uint64_t zc_held;        /* ring bytes held by zero-copy slices */
+  char dialect[8];         /* RDMA data-path dialect: "imm", "cursor", "brpc"; "" = none */
+  /* The cursor dialect (SMC-R cursors, shown as wrap:count like smc-tools):
+   * mine into the peer's ring and of my own ring, the peer's as last told,
+   * and the CDC flag bytes (producer flags, connection state) as last sent
+   * and received. */
+  int cursor;
+  uint16_t prod_wrap, cons_wrap, peer_prod_wrap, peer_cons_wrap;
+  uint32_t prod_count, cons_count, peer_prod_count, peer_cons_count;
+  uint8_t tx_prod_flags, tx_conn_flags, rx_prod_flags, rx_conn_flags;
 } rrpc__conn_facts;
 
 typedef struct rrpc_transport_ops {

@@ -105,15 +105,15 @@ TEST_F(BrpcDialect, ClientAndServerCarryAttachmentsOverRdma) {
   rrpc_server_free(server);
 }
 
-TEST_F(BrpcDialect, CursorDialectIsRefusedClearly) {
+TEST_F(BrpcDialect, UnknownDialectIsRefusedClearly) {
   rrpc_channel_options co = {};
   co.use_rdma = 1;
-  co.rdma_dialect = RRPC_RDMA_DIALECT_CURSOR;
+  co.rdma_dialect = RRPC_RDMA_DIALECT_BRPC + 1;
   rrpc_channel *ch = nullptr;
   EXPECT_EQ(-EINVAL, rrpc_channel_new("127.0.0.1:1", &co, &ch));
   rrpc_rdma_options o;
   rrpc_rdma_options_init(&o);
-  o.dialect = RRPC_RDMA_DIALECT_CURSOR;
+  o.dialect = RRPC_RDMA_DIALECT_BRPC + 1;
   EXPECT_EQ(-EINVAL, rrpc_rdma_global_init(&o));
 }
 

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "rrpc/rrpc.h"
 #include "test/rdma/tsan_suppressions.h"
@@ -95,6 +96,7 @@ TEST(BuiltinRdma, RdmaConnectionShowsQpnWindowAndCredits) {
   EXPECT_GE(json_num(row, "gid_index"), 0) << row;
   EXPECT_GT(json_num(row, "bytes_in"), 0) << row;
   EXPECT_NE(std::string::npos, row.find("\"state\":\"UP\"")) << row;
+  EXPECT_NE(std::string::npos, row.find("\"dialect\":\"imm\"")) << row;
 
   std::string rdma = http_get(port, "/rdma?format=json");
   EXPECT_EQ(1, json_num(rdma, "device_open")) << rdma;
@@ -117,6 +119,78 @@ TEST(BuiltinRdma, RdmaConnectionShowsQpnWindowAndCredits) {
     EXPECT_NE(std::string::npos, out.find(std::to_string(json_num(row, "qpn")))) << out;
     out = run(tool + " " + rdma_test_addr() + ":" + std::to_string(port) + " devices");
     EXPECT_NE(std::string::npos, out.find("PoolBytes")) << out;
+    std::printf("%s\n", out.c_str());
+  } else {
+    ADD_FAILURE() << tool << " is missing (make tools)";
+  }
+  rrpc_channel_free(ch);
+  rrpc_server_free(srv);
+}
+
+// "wrap:count" of "key" in a JSON row: {wrap, count}, or {-1, -1}.
+std::pair<long, long> json_cursor(const std::string &row, const std::string &key) {
+  size_t at = row.find("\"" + key + "\":\"");
+  if (at == std::string::npos) return {-1, -1};
+  const char *p = row.c_str() + at + key.size() + 4;
+  char *end;
+  long w = std::strtol(p, &end, 10);
+  if (*end != ':') return {-1, -1};
+  return {w, std::strtol(end + 1, nullptr, 10)};
+}
+
+// The cursor dialect's connection in /connections and rrpc_stat -d: the
+// dialect, both sides' cursors (wrap:count) and the CDC flag bytes.
+TEST(BuiltinRdma, CursorConnectionShowsDialectCursorsAndFlags) {
+  if (!rrpc_rdma_available()) GTEST_SKIP() << "no active RDMA port";
+  rrpc_server_options so{};
+  so.use_rdma = 1;
+  rrpc_server *srv;
+  ASSERT_EQ(0, rrpc_server_new(&so, &srv));
+  ASSERT_EQ(0, rrpc_server_add_method(srv, "test.Echo", "Echo", echo_handler, nullptr));
+  ASSERT_EQ(0, rrpc_server_start(srv, (rdma_test_addr() + ":0").c_str()));
+  int port = rrpc_server_port(srv);
+  rrpc_channel_options co{};
+  co.use_rdma = 1;
+  co.rdma_dialect = RRPC_RDMA_DIALECT_CURSOR;
+  co.timeout_ms = 30000;
+  co.connect_timeout_ms = 5000;
+  rrpc_channel *ch;
+  ASSERT_EQ(0, rrpc_channel_new((rdma_test_addr() + ":" + std::to_string(port)).c_str(), &co, &ch));
+  for (int i = 0; i < 10; i++) {
+    rrpc_controller *c;
+    rrpc_iobuf *rq;
+    rrpc_controller_new(&c);
+    rrpc_iobuf_new(&rq);
+    rrpc_iobuf_append(rq, "ping", 4);
+    ASSERT_EQ(0, rrpc_channel_call(ch, "test.Echo", "Echo", c, rq, nullptr, nullptr, nullptr));
+    ASSERT_EQ(1, rrpc_controller_used_rdma(c));
+    rrpc_iobuf_free(rq);
+    rrpc_controller_free(c);
+  }
+  std::string conns = http_get(port, "/connections?format=json");
+  size_t at = conns.find("\"dialect\":\"cursor\"");
+  ASSERT_NE(std::string::npos, at) << conns;
+  size_t b = conns.rfind('{', at), e = conns.find('}', at);
+  ASSERT_TRUE(b != std::string::npos && e != std::string::npos) << conns;
+  std::string row = conns.substr(b, e - b + 1);
+  // The server answered every request: it consumed all the client wrote,
+  // and wrote answers (its producer cursor) the client's consumer cursor
+  // may not have told yet.
+  auto prod = json_cursor(row, "prod"), cons = json_cursor(row, "cons");
+  auto peer_prod = json_cursor(row, "peer_prod"), peer_cons = json_cursor(row, "peer_cons");
+  EXPECT_EQ(0, prod.first) << row;
+  EXPECT_GT(prod.second, 0) << row;
+  EXPECT_GT(cons.second, 0) << row;
+  EXPECT_EQ(cons, peer_prod) << row;
+  EXPECT_GE(peer_cons.first, 0) << row;
+  EXPECT_LE(peer_cons.second, prod.second) << row;
+  EXPECT_NE(std::string::npos, row.find("\"tx_flags\":\"00:00\"")) << row;
+  EXPECT_NE(std::string::npos, row.find("\"rx_flags\":\"00:00\"")) << row;
+  std::string tool = rrpc_stat_path();
+  if (access(tool.c_str(), X_OK) == 0) {
+    std::string out = run(tool + " " + rdma_test_addr() + ":" + std::to_string(port) + " connections -d");
+    EXPECT_NE(std::string::npos, out.find(" cursor ")) << out;
+    EXPECT_NE(std::string::npos, out.find("0:" + std::to_string(prod.second) + "/")) << out;
     std::printf("%s\n", out.c_str());
   } else {
     ADD_FAILURE() << tool << " is missing (make tools)";

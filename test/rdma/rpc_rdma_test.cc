@@ -652,6 +652,10 @@ TEST(RdmaZeroCopy, MessagesLargerThanTheFreeRingDoNotDeadlock) {
 // received: the documented wait (the ring drains in order), never a loss,
 // and no longer a silent one - counted and warned about.
 TEST(RdmaZeroCopy, RingModeWaitsForHeldSlicesAndSaysSo) {
+  // The cursor dialect copies what it receives out of the ring at once: no
+  // slice of it is ever held, so there is no such wait to see.
+  const char *d = getenv("RRPC_RDMA_DIALECT");
+  if (d != nullptr && strcmp(d, "cursor") == 0) GTEST_SKIP() << "no zero-copy ring slices in the cursor dialect";
   std::string line;
   Child c = spawn_role("held-ring", {"RRPC_RDMA_ELASTIC=0", "RRPC_TEST_ZC_MIN=4096"}, &line);
   EXPECT_EQ(0, wait_child(c));

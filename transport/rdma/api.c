@@ -14,7 +14,7 @@
 #include "rrpc/rdma.h"
 #include "rrpc/transport.h"
 #include "transport/rdma/device.h"
-#include "transport/rdma/imm/pieces_mem.h"
+#include "transport/rdma/dialect.h"
 #include "transport/rdma/pool.h"
 #include "transport/rdma/verbs_bg.h"
 
@@ -24,6 +24,7 @@ enum {
   DEFAULT_HANDSHAKE_MS = 2000,
   DEFAULT_MAX_HANDSHAKES = 64,
   DEFAULT_CLOSE_WAIT_MS = 1000,
+  DEFAULT_CURSOR_STALL_MS = 60000,
   DEFAULT_TCP_ONLY_TTL_S = 300,
   DEFAULT_BRPC_ACK_SETTLE_US = 20000,
   DEFAULT_POOL_INITIAL_MB = 64,
@@ -76,6 +77,7 @@ void rrpc_rdma_options_init(rrpc_rdma_options *o) {
   o->max_handshakes = DEFAULT_MAX_HANDSHAKES;
   o->registered_max_size_mb = DEFAULT_REGISTERED_MAX_MB;
   o->close_wait_ms = DEFAULT_CLOSE_WAIT_MS;
+  o->cursor_stall_ms = DEFAULT_CURSOR_STALL_MS;
   o->tcp_only_ttl_s = DEFAULT_TCP_ONLY_TTL_S;
   o->brpc_ack_settle_us = DEFAULT_BRPC_ACK_SETTLE_US;
   o->bg_queue_max = DEFAULT_BG_QUEUE_MAX;
@@ -110,7 +112,7 @@ static int options_normalize(const rrpc_rdma_options *in, rrpc_rdma_options *out
       in->sq_size > QUEUE_MAX || in->rq_size < 0 || in->rq_size > QUEUE_MAX ||
       in->handshake_timeout_ms < 0 || in->ring_size > RING_MAX || in->max_handshakes < 0 ||
       in->close_wait_ms < 0 || in->bg_queue_max < 0 || in->bg_setup_threads < 0 || in->bg_setup_threads > 64 || (in->dialect != RRPC_RDMA_DIALECT_AUTO && in->dialect != RRPC_RDMA_DIALECT_IMM &&
-                                in->dialect != RRPC_RDMA_DIALECT_BRPC))
+                                in->dialect != RRPC_RDMA_DIALECT_BRPC && in->dialect != RRPC_RDMA_DIALECT_CURSOR))
     return -EINVAL;
   device[0] = '\0';
   out->device = NULL;
@@ -135,6 +137,7 @@ static int options_normalize(const rrpc_rdma_options *in, rrpc_rdma_options *out
   if (out->zerocopy_min_size == 0) out->zerocopy_min_size = def.zerocopy_min_size;
   if (out->max_handshakes == 0) out->max_handshakes = def.max_handshakes;
   if (out->close_wait_ms == 0) out->close_wait_ms = def.close_wait_ms;
+  if (out->cursor_stall_ms == 0) out->cursor_stall_ms = def.cursor_stall_ms;
   if (out->tcp_only_ttl_s == 0) out->tcp_only_ttl_s = def.tcp_only_ttl_s;
   if (out->brpc_ack_settle_us == 0) out->brpc_ack_settle_us = def.brpc_ack_settle_us;
   if (out->bg_queue_max == 0) out->bg_queue_max = def.bg_queue_max;
@@ -160,6 +163,11 @@ static int options_normalize(const rrpc_rdma_options *in, rrpc_rdma_options *out
    * passes: RRPC_RDMA_ELASTIC=1 (or 0) and RRPC_RDMA_POLLING=1 (or 0) win. */
   env_switch("RRPC_RDMA_ELASTIC", &out->elastic);
   env_switch("RRPC_RDMA_POLLING", &out->use_polling);
+  /* The suite's cursor pass (test/rdma/cursor-mode.sh) forces the dialect
+   * of every process it starts, as RRPC_RDMA_POLLING does polling. */
+  const char *d = getenv("RRPC_RDMA_DIALECT");
+  if (d != NULL && strcmp(d, "cursor") == 0) out->dialect = RRPC_RDMA_DIALECT_CURSOR;
+  else if (d != NULL && strcmp(d, "imm") == 0) out->dialect = RRPC_RDMA_DIALECT_IMM;
   return 0;
 }
 
@@ -364,9 +372,10 @@ int rrpc_rdma_get_stats(rrpc_rdma_stats *out) {
   out->blocked_on_send_queue = load(RRPC_RDMA_CNT_BLOCKED_SQ);
   out->ring_full_held = load(RRPC_RDMA_CNT_RING_FULL_HELD);
   out->piece_bind_waits = load(RRPC_RDMA_CNT_PIECE_BIND_WAITS);
-  struct rrpc__pieces_stats ps;
-  rrpc__pieces_stats(&ps);
-  out->piece_cached_bytes = ps.cached_bytes;
-  out->piece_used_bytes = ps.used_bytes;
+  out->cursor_stalls = load(RRPC_RDMA_CNT_CURSOR_STALLS);
+  struct rrpc__dialect_mem_stats ms;
+  rrpc__rdma_dialect_mem_stats(&ms);
+  out->piece_cached_bytes = ms.piece_cached_bytes;
+  out->piece_used_bytes = ms.piece_used_bytes;
   return 0;
 }

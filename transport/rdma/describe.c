@@ -8,8 +8,10 @@
 
 #include "rrpc/errors.h"
 #include "transport/rdma/device.h"
+#include "transport/rdma/dialect.h"
 #include "transport/rdma/endpoint.h"
 #include "transport/rdma/pool.h"
+#include "transport/smc/cdc.h"
 
 static int mtu_bytes(enum ibv_mtu m) {
   switch (m) {
@@ -28,7 +30,7 @@ static void gid_str(const union ibv_gid *g, char *buf, size_t len) {
 
 /* Loop thread (the facts op): the endpoint's handshake state and verbs
  * objects belong to it; the data path's state comes as one copy
- * (rrpc__dp_view), never read field by field. */
+ * (the dialect's dp_view), never read field by field. */
 void rrpc__rdma_conn_facts(const rrpc__socket *s, rrpc__conn_facts *out) {
   rrpc__rdma_ep *ep = rrpc__socket_tstate(s);
   out->gid_index = -1;
@@ -50,7 +52,7 @@ void rrpc__rdma_conn_facts(const rrpc__socket *s, rrpc__conn_facts *out) {
   out->sq_size = ep->vb.sq_size;
   out->rq_size = ep->vb.rq_size;
   struct rrpc__dp_view v;
-  rrpc__dp_view(ep, &v);
+  ep->dl->dp_view(ep, &v);
   out->peer_ring_size = v.peer_ring_size;
   out->window_free = v.window_free;
   out->credits = v.credits;
@@ -58,6 +60,21 @@ void rrpc__rdma_conn_facts(const rrpc__socket *s, rrpc__conn_facts *out) {
   out->sq_used = v.sq_used;
   out->write_blocked = v.write_blocked;
   out->zc_held = v.zc_held;
+  snprintf(out->dialect, sizeof out->dialect, "%s", ep->dl->name);
+  if (!v.cursor || v.peer_ring_size == 0 || v.my_ring_size == 0) return;
+  out->cursor = 1;
+  struct rrpc__cdc_cursor c = rrpc__cdc_cursor_from_offset(v.tx_prod, v.peer_ring_size);
+  out->prod_wrap = c.wrap, out->prod_count = c.count;
+  c = rrpc__cdc_cursor_from_offset(v.rx_cons, v.my_ring_size);
+  out->cons_wrap = c.wrap, out->cons_count = c.count;
+  c = rrpc__cdc_cursor_from_offset(v.rx_prod, v.my_ring_size);
+  out->peer_prod_wrap = c.wrap, out->peer_prod_count = c.count;
+  c = rrpc__cdc_cursor_from_offset(v.tx_peer_cons, v.peer_ring_size);
+  out->peer_cons_wrap = c.wrap, out->peer_cons_count = c.count;
+  out->tx_prod_flags = v.tx_prod_flags;
+  out->tx_conn_flags = v.tx_conn_flags;
+  out->rx_prod_flags = v.rx_prod_flags;
+  out->rx_conn_flags = v.rx_conn_flags;
 }
 
 int rrpc__rdma_runtime_facts_get(rrpc__rdma_runtime_facts *out) {

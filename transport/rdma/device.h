@@ -135,6 +135,7 @@ typedef enum rrpc__rdma_counter {
   RRPC_RDMA_CNT_BLOCKED_SQ,
   RRPC_RDMA_CNT_RING_FULL_HELD,
   RRPC_RDMA_CNT_PIECE_BIND_WAITS,
+  RRPC_RDMA_CNT_CURSOR_STALLS,
   RRPC_RDMA_CNT__COUNT
 } rrpc__rdma_counter;
 void rrpc__rdma_count(rrpc__rdma_counter c, uint64_t n);

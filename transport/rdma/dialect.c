@@ -7,7 +7,7 @@
 
 static const struct rrpc__rdma_dialect *const g_dialects[] = {
     [RRPC_RDMA_DIALECT_IMM] = &rrpc__rdma_dialect_imm,
-    [RRPC_RDMA_DIALECT_CURSOR] = NULL, /* not built yet */
+    [RRPC_RDMA_DIALECT_CURSOR] = &rrpc__rdma_dialect_cursor,
     [RRPC_RDMA_DIALECT_BRPC] = &rrpc__rdma_dialect_brpc,
 };
 enum { NDIALECTS = (int)(sizeof g_dialects / sizeof g_dialects[0]) };
@@ -24,4 +24,10 @@ const struct rrpc__rdma_dialect *rrpc__rdma_dialect_by_hello(const uint8_t *buf,
     if (d != NULL && d->hello_is != NULL && d->hello_is(buf, n)) return d;
   }
   return NULL;
+}
+
+void rrpc__rdma_dialect_mem_stats(struct rrpc__dialect_mem_stats *out) {
+  *out = (struct rrpc__dialect_mem_stats){0};
+  for (int i = 0; i < NDIALECTS; i++)
+    if (g_dialects[i] != NULL && g_dialects[i]->mem_stats != NULL) g_dialects[i]->mem_stats(out);
 }

@@ -18,7 +18,6 @@
 #include "transport/clc_decline.h"
 #include "transport/fallback_codes.h"
 #include "transport/rdma/dialect.h"
-#include "transport/rdma/imm/pieces_mem.h"
 #include "transport/rdma/slots.h"
 #include "transport/rdma/tcp_only.h"
 #include "transport/rdma/rdma_transport.h"
@@ -83,7 +82,7 @@ static void ep_free(rrpc__rdma_ep *ep) {
     rrpc__rdma_count(RRPC_RDMA_CNT_RING_BYTES, (uint64_t)0 - ep->vb.ring_size);
   free(ep->vb.ring);
   rrpc__rdma_budget_give(ep->vb.budget);
-  rrpc__edp_free_all(ep);
+  ep->dl->dp_free(ep);
   rrpc__iobuf_destroy(&ep->el_held);
   rrpc__rx_reclaim_destroy(&ep->dp.reclaim);
   free(ep);
@@ -108,9 +107,13 @@ static void on_async_event(void *arg, enum ibv_event_type ev) {
 
 /* The loop's shared CQs call these (cqs.h). */
 static void cq_on_wc(void *user, const struct ibv_wc *wc, int is_send, rrpc_iobuf *drop) {
-  rrpc__dp_on_wc(user, wc, is_send, drop);
+  rrpc__rdma_ep *ep = user;
+  ep->dl->dp_on_wc(ep, wc, is_send, drop);
 }
-static void cq_after(void *user) { rrpc__dp_after(user); }
+static void cq_after(void *user) {
+  rrpc__rdma_ep *ep = user;
+  ep->dl->dp_after(ep);
+}
 static void cq_ref(void *user) { atomic_fetch_add(&((rrpc__rdma_ep *)user)->refs, 1); }
 static void cq_unref(void *user) { rrpc__ep_unref(user); }
 static const struct rrpc__cq_user_ops cq_ops = {
@@ -125,8 +128,8 @@ static void teardown_run(struct rrpc__ep_teardown *t) {
    * QP: a window bound to a QP holds it, and rxe's destroy_qp then waits
    * ~50 s for that reference. */
   if (t->mw != NULL) ibv_dealloc_mw(t->mw);
-  /* The same for every piece's window (elastic mode). */
-  if (t->ep->elastic) rrpc__edp_unbind_all(t->ep);
+  /* The same for any window the dialect bound besides (elastic pieces). */
+  t->ep->dl->dp_unbind(t->ep);
   if (t->qp != NULL) ibv_destroy_qp(t->qp);
   /* After the QP: its completions may still sit in the shared CQs, whose
    * reservation for them ends with the next drain after this. */
@@ -153,7 +156,7 @@ static void verbs_destroy_ex(rrpc__rdma_ep *ep, int offload) {
   rrpc__ep_lock(ep);
   ep->dp.qp_dead = 1;
   rrpc__ep_unlock(ep);
-  if (ep->elastic) rrpc__edp_idle_stop(ep);
+  ep->dl->dp_stop(ep);
   /* Its completions still queued in the shared CQs go nowhere now. */
   rrpc__cqs_remove(&ep->vb.cqm);
   if (ep->vb.qp_watched) {
@@ -203,7 +206,7 @@ static void verbs_destroy(rrpc__rdma_ep *ep) { verbs_destroy_ex(ep, rrpc__loop_i
  * that lets the peer write (the server's first CDC, the client's Confirm),
  * so the send queue's order makes it effective first. Signaled, so the
  * send-queue accounting sees it complete. */
-static int ring_bind(rrpc__rdma_ep *ep) {
+int rrpc__ep_ring_bind(rrpc__rdma_ep *ep) {
   if (ep->vb.ring_mw == NULL) return 0;
   struct ibv_send_wr wr, *bad;
   memset(&wr, 0, sizeof wr);
@@ -305,7 +308,7 @@ static int create_qp(const rrpc__rdma_ep *ep, struct rrpc__ep_verbs *vb) {
 
 /* Register the ring so that only this connection's QP can write it: the
  * MR itself gets no remote access, a type-2 window over it does, bound to
- * the QP once it is connected (ring_bind). Without windows on the device,
+ * the QP once it is connected (rrpc__ep_ring_bind). Without windows on the device,
  * the old way: the MR is remotely writable through the shared PD. */
 static int ring_register(const rrpc__rdma_ep *ep, struct rrpc__ep_verbs *vb) {
   struct ibv_pd *pd = ep->dev->pd;
@@ -528,17 +531,7 @@ static int qp_connect(rrpc__rdma_ep *ep) {
                      IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
                          IBV_QP_MAX_QP_RD_ATOMIC);
   if (rc) return -rc;
-  if (ep->elastic) return rrpc__edp_init(ep);
-  rc = ring_bind(ep);
-  if (rc) return rc;
-  /* The announced depth is only a promise: never plan on more receives
-   * than we would post ourselves (a peer that posts fewer is caught by the
-   * finite RNR retry). */
-  uint32_t depth = 1u << p->rq_depth_log2;
-  if (depth > RDMA_QUEUE_MAX) depth = RDMA_QUEUE_MAX;
-  rc = rrpc__tx_window_init(&ep->dp.tx, (uint32_t)rrpc__clc_ring_size(p->ring_code), depth, 0);
-  if (rc == 0) rc = rrpc__rx_window_init(&ep->dp.rx, ep->vb.ring_size, ep->vb.rq_size);
-  return rc;
+  return ep->dl->dp_connect(ep);
 }
 
 /* The connection carries RDMA from now on (counts, tells the socket). */
@@ -546,10 +539,7 @@ static void ep_up(rrpc__rdma_ep *ep) {
   rrpc__hs_slot_release(ep);
   ep->state = EP_UP;
   rrpc__rdma_count(RRPC_RDMA_CNT_CONN_RDMA, 1);
-  if (ep->elastic) {
-    rrpc__rdma_count(RRPC_RDMA_CNT_CONN_ELASTIC, 1);
-    rrpc__edp_idle_start(ep);
-  }
+  ep->dl->dp_up(ep);
   if (ep->opts->trace_verbose) {
     char d[160];
     rrpc__socket_describe(ep->s, d, sizeof d);
@@ -675,7 +665,7 @@ static int hs_send(rrpc__rdma_ep *ep) {
 static int hs_first_cdc(rrpc__rdma_ep *ep) {
   rrpc__ep_lock(ep);
   ep->state = EP_UP;
-  int rc = rrpc__dp_send_cdc_locked(ep, 0, 1);
+  int rc = ep->dl->dp_first_msg_locked(ep);
   rrpc__ep_unlock(ep);
   if (rc != 0) {
     RRPC_LOG(WARNING, "rdma handshake: cannot bring the QP up: %s", rrpc_strerror(rc));
@@ -905,8 +895,13 @@ static int rdma_start_dialect(rrpc__socket *s, int is_client, int dialect) {
   /* Inline control messages only (datapath.c rrpc__dp_post_send44). A
    * client offering elastic rings keeps 16 receives whatever the server
    * answers; a server decides at the Proposal (create_start). */
-  ep->offer_elastic = opts->elastic && dev->max_inline >= RRPC_GRANT_MSG_LEN;
-  if (ep->offer_elastic) rrpc__pieces_prefill(dev, (uint64_t)opts->piece_cache_size_mb << 20);
+  /* The dialect the handshake starts from (a forced cursor client offers
+   * only that; the server may still pick cursor for an imm offer). */
+  ep->dl = rrpc__rdma_dialect_of(dialect == RRPC_RDMA_DIALECT_CURSOR ? dialect : RRPC_RDMA_DIALECT_IMM);
+  ep->offer_elastic = opts->elastic && dev->max_inline >= RRPC_GRANT_MSG_LEN &&
+                      ep->dl == rrpc__rdma_dialect_of(RRPC_RDMA_DIALECT_IMM);
+  if (ep->offer_elastic && ep->dl->dp_prefill != NULL)
+    ep->dl->dp_prefill(dev, (uint64_t)opts->piece_cache_size_mb << 20);
   /* Its queues are sized at the offer: the QP exists before the answer.
    * The send queue need not be a power of two (only the receive depth
    * travels, as log2); the options checked it. */
@@ -943,8 +938,8 @@ static void rdma_on_fail(rrpc__socket *s, int code) {
   rrpc__ep_lock(ep);
   if (ep->state == EP_UP && !ep->dp.qp_dead && !ep->dp.closed_sent) {
     ep->dp.closed_sent = 1;
-    ep->dp.close_flags = code == -RRPC_ECLOSE || code == -RRPC_ELOGOFF ? RRPC_CDC_CS_CLOSED : RRPC_CDC_CS_ABNORMAL;
-    rrpc__dp_send_close_locked(ep);
+    ep->dl->dp_close_locked(ep,
+                            code == -RRPC_ECLOSE || code == -RRPC_ELOGOFF ? RRPC_CDC_CS_CLOSED : RRPC_CDC_CS_ABNORMAL);
   }
   /* Under mu: a writer that checks the state (or closed_sent) under mu
    * posts nothing after the close CDC. */
@@ -989,7 +984,7 @@ static void on_loop_stop(void *arg) {
 static int close_wait(rrpc__rdma_ep *ep) {
   if (ep->vb.qp == NULL || !rrpc__loop_in_thread(ep->loop)) return -1;
   rrpc__ep_lock(ep);
-  int done = rrpc__dp_close_done_locked(ep);
+  int done = ep->dl->dp_close_done_locked(ep);
   rrpc__ep_unlock(ep);
   if (done) return -1;
   uint64_t deadline = rrpc__now_us() + (uint64_t)ep->opts->close_wait_ms * 1000;
@@ -1026,12 +1021,12 @@ static int rdma_describe(const rrpc__socket *s, char *buf, size_t len) {
   rrpc__rdma_ep *ep = rrpc__socket_tstate(s);
   if (ep == NULL) return snprintf(buf, len, "rdma (closed)") < 0 ? -EINVAL : 0;
   struct rrpc__dp_view v;
-  rrpc__dp_view(ep, &v);
+  ep->dl->dp_view(ep, &v);
   snprintf(buf, len,
-           "rdma %s dev=%s qpn=%u peer_qpn=%u gid_index=%d %s | tx: prod=%llu peer_cons=%llu ring=%u "
+           "rdma %s %s dev=%s qpn=%u peer_qpn=%u gid_index=%d %s | tx: prod=%llu peer_cons=%llu ring=%u "
            "credits=%u blocked=%d sq_used=%llu | rx: prod=%llu cons=%llu acked=%llu owed=%u held=%u zc=%llu "
            "peer_asked=%d",
-           rrpc__ep_state_name(ep->state), ep->dev->name, ep->vb.qp ? ep->vb.qp->qp_num : 0, ep->peer.qpn,
+           rrpc__ep_state_name(ep->state), ep->dl->name, ep->dev->name, ep->vb.qp ? ep->vb.qp->qp_num : 0, ep->peer.qpn,
            ep->hs.gid_index, ep->vb.polling ? "polling" : "events", (unsigned long long)v.tx_prod,
            (unsigned long long)v.tx_peer_cons, v.peer_ring_size, v.credits, v.write_blocked,
            (unsigned long long)v.sq_used, (unsigned long long)v.rx_prod, (unsigned long long)v.rx_cons,
@@ -1046,11 +1041,23 @@ static int rdma_is_rdma(const rrpc__socket *s) {
 
 static void rdma_on_read_resumed(rrpc__socket *s) {
   rrpc__rdma_ep *ep = rrpc__socket_tstate(s);
-  if (ep != NULL && ep->state == EP_UP) rrpc__dp_resume_read(ep);
+  if (ep != NULL && ep->state == EP_UP) ep->dl->dp_resume_read(ep);
+}
+
+/* The dialect's write: the handshake chose it before writes flow (the
+ * start-up holds the write token until the connection is up or fell back). */
+static int rdma_write(rrpc__socket *s, rrpc_iobuf *data) {
+  rrpc__rdma_ep *ep = rrpc__socket_tstate(s);
+  return ep->dl->dp_write(s, data);
 }
 
 static int rdma_start(rrpc__socket *s, int is_client) {
   return rdma_start_dialect(s, is_client, rrpc__rdma_options()->dialect);
+}
+
+/* A channel whose own options ask for the cursor dialect. */
+static int rdma_start_cursor(rrpc__socket *s, int is_client) {
+  return rdma_start_dialect(s, is_client, RRPC_RDMA_DIALECT_CURSOR);
 }
 
 /* A channel whose own options ask for brpc's dialect. */
@@ -1061,7 +1068,7 @@ static int rdma_start_brpc(rrpc__socket *s, int is_client) {
 static const rrpc_transport_ops rdma_ops = {
     .name = "rdma",
     .start = rdma_start,
-    .write = rrpc__dp_write,
+    .write = rdma_write,
     .on_fd_event = rdma_on_fd_event,
     .on_fail = rdma_on_fail,
     .close = rdma_close,
@@ -1073,7 +1080,20 @@ static const rrpc_transport_ops rdma_ops = {
 static const rrpc_transport_ops rdma_brpc_client_ops = {
     .name = "rdma",
     .start = rdma_start_brpc,
-    .write = rrpc__dp_write,
+    .write = rdma_write,
+    .on_fd_event = rdma_on_fd_event,
+    .on_fail = rdma_on_fail,
+    .close = rdma_close,
+    .describe = rdma_describe,
+    .is_rdma = rdma_is_rdma,
+    .facts = rrpc__rdma_conn_facts,
+    .on_read_resumed = rdma_on_read_resumed,
+};
+
+static const rrpc_transport_ops rdma_cursor_client_ops = {
+    .name = "rdma",
+    .start = rdma_start_cursor,
+    .write = rdma_write,
     .on_fd_event = rdma_on_fd_event,
     .on_fail = rdma_on_fail,
     .close = rdma_close,
@@ -1097,5 +1117,6 @@ int rrpc__rdma_transport_get(const rrpc_transport_ops **out) {
 int rrpc__rdma_transport_get_dialect(int dialect, const rrpc_transport_ops **out) {
   int rc = rrpc__rdma_transport_get(out);
   if (rc == 0 && dialect == RRPC_RDMA_DIALECT_BRPC) *out = &rdma_brpc_client_ops;
+  if (rc == 0 && dialect == RRPC_RDMA_DIALECT_CURSOR) *out = &rdma_cursor_client_ops;
   return rc;
 }

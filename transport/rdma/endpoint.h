@@ -35,11 +35,13 @@
 #include "transport/rdma/pool.h"
 #include "transport/rdma/verbs_bg.h"
 #include "transport/smc/clc.h"
+#include "transport/rdma/wire/cursor_window.h"
 #include "transport/rdma/wire/pieces.h"
 #include "transport/rdma/wire/rx_reclaim.h"
 #include "transport/rdma/wire/window.h"
 
 struct rrpc__piece; /* imm/pieces_mem.h: elastic mode's memory, owned by the imm dialect */
+struct rrpc__rdma_dialect; /* dialect.h: whose data path this connection runs */
 
 /* Handshake and life states, client and server in one enum. */
 typedef enum rrpc__ep_state {
@@ -191,6 +193,12 @@ struct rrpc__ep_dp {
   uint8_t close_flags;   /* the close CDC's connection-state flags, 0 = none due */
   uint64_t close_wr;     /* the WR that carried it, 0 while not posted yet */
   struct rrpc__ep_el el; /* elastic mode only (ep->elastic) */
+  /* The cursor dialect's (cursor/cursor_dp.c) in place of tx/rx. */
+  struct rrpc__cur_window cur;
+  int cur_blocked_sent;   /* a CDC saying "write blocked" went out since the last room */
+  int cur_cdc_due;        /* data was written and no CDC has told it yet */
+  uint64_t cur_blocked_us; /* when writes last found the peer's ring full (0: not) */
+  rrpc__timer_id cur_timer; /* the stall check (holds a reference on the endpoint) */
 };
 
 /* What the shared poll gathered for one endpoint, handled once per poll
@@ -212,6 +220,10 @@ typedef struct rrpc__rdma_ep {
   rrpc__rdma_dev *dev;
   const rrpc_rdma_options *opts;
   int is_client;
+  /* The data-path dialect (dialect.h): set when the endpoint is made and,
+   * where the handshake picks another, before the QP connects; read-only
+   * once UP. */
+  const struct rrpc__rdma_dialect *dl;
   /* Written by the socket's loop thread (the handshake, fallback, failure);
    * read from any thread (writers, slice releases, is_rdma): atomic. */
   _Atomic rrpc__ep_state state;
@@ -265,6 +277,9 @@ void rrpc__ep_unref(rrpc__rdma_ep *ep);
 /* A closed connection's close CDC completed (or failed): destroy the verbs
  * resources and drop the socket's reference. Loop thread. */
 void rrpc__ep_close_finish(rrpc__rdma_ep *ep);
+/* Bind the ring's window to the QP (a dialect's dp_connect, before anything
+ * lets the peer write). 0 or a negative code. Loop thread. */
+int rrpc__ep_ring_bind(rrpc__rdma_ep *ep);
 
 /* ---- handshake.c --------------------------------------------------------- */
 /* The handshake is a state machine: each input returns an outcome, which
@@ -322,7 +337,8 @@ void rrpc__hs_slot_put(void);
  * disabled). */
 void rrpc__ep_hs_apply(rrpc__rdma_ep *ep, struct rrpc__hs_out o);
 
-/* ---- datapath.c ---------------------------------------------------------- */
+/* ---- imm/datapath.c: the imm dialect's data path (dialect_imm.c puts it
+ * in the table; nothing outside imm/ calls it) ---------------------------- */
 /* The transport's write op. */
 int rrpc__dp_write(rrpc__socket *s, rrpc_iobuf *data);
 /* The socket's reading goes on: hand it what was held back. Loop thread. */
@@ -346,10 +362,32 @@ struct rrpc__dp_view {
   uint64_t tx_prod, tx_peer_cons, rx_prod, rx_cons, rx_acked, zc_held, sq_used;
   uint32_t peer_ring_size, window_free, credits, credits_max, rx_owed, rx_held;
   int write_blocked, peer_asked;
+  /* The cursor dialect: its CDC flags (mine as last sent, the peer's as
+   * last received) and my ring's size, to show cursors as wrap:count. */
+  int cursor;
+  uint8_t tx_prod_flags, tx_conn_flags, rx_prod_flags, rx_conn_flags;
+  uint32_t my_ring_size;
 };
 void rrpc__dp_view(rrpc__rdma_ep *ep, struct rrpc__dp_view *out);
 
-/* Helpers of datapath.c that elastic_dp.c shares (under mu). */
+/* Helpers of datapath.c that elastic_dp.c and the cursor dialect share
+ * (the send queue, registered sends, receive slots; under mu unless said). */
+/* One plain RDMA WRITE (no immediate, unsignaled unless due) of all of seg. */
+int rrpc__dp_post_write_plain(rrpc__rdma_ep *ep, rrpc_iobuf *seg, uint64_t raddr, uint32_t rkey,
+                              rrpc_iobuf *drop);
+/* One 44-byte SEND without immediate (a kernel-style CDC), solicited;
+ * signaled when due or force_signal. 0, -EAGAIN (no room) or -RRPC_ERDMA. */
+int rrpc__dp_post_send44_plain(rrpc__rdma_ep *ep, const uint8_t msg[44], int force_signal);
+/* Repost receive slot id (its message was handled). Loop thread, mu not held. */
+int rrpc__dp_repost_slot(rrpc__rdma_ep *ep, uint64_t id);
+/* A send completion: frees send-queue room and what the WRs held. Loop thread. */
+void rrpc__dp_on_send_wc(rrpc__rdma_ep *ep, const struct ibv_wc *wc, rrpc_iobuf *drop);
+/* The first failed completion of a poll (marks the QP dead, logs it unless
+ * a flush); -RRPC_ERDMA. And the error of a completion, logged. Loop thread. */
+int rrpc__dp_wc_failed(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int is_send);
+void rrpc__dp_log_wc_error(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int is_send);
+/* Said at a poll's end: flushes with no error before them. Loop thread. */
+void rrpc__dp_log_flush_first(rrpc__rdma_ep *ep);
 uint32_t rrpc__dp_sq_free(const rrpc__rdma_ep *ep);
 int rrpc__dp_want_signal(rrpc__rdma_ep *ep, uint32_t bytes, int force);
 /* rrpc__dp_copy_in - append a copy of [p, p+n) received bytes to dst and

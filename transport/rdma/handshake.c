@@ -14,6 +14,17 @@
  *                                     <---   first CDC, over RDMA: "ready"
  *   ready: data flows over RDMA              ready
  *
+ * The data-path dialect is negotiated in the same messages (rrpc feature
+ * bits in reserved CLC bytes, zero from Linux): the Proposal offers WWI
+ * (the imm dialect) unless the client is forced to the cursor dialect or
+ * its device has no immediate data (iWARP), and CURSOR always. The server
+ * takes imm when the Proposal offers it and it can (its device has
+ * immediate data, its own --rdma_dialect is not cursor), else cursor - and
+ * cursor for a plain SMC-R Proposal with no rrpc bits at all, a kernel
+ * peer's. Its Accept says which (WWI, or CURSOR alone); the client follows
+ * and its Confirm repeats it. A server that must use cursor with a client
+ * that did not offer it declines (VERSMISMAT).
+ *
  * Either side may answer with a Decline instead, and both then speak TCP on
  * the same connection. Every wait has a deadline (--rdma_handshake_timeout_ms);
  * a client that never sees the server's first CDC declines over TCP, so a
@@ -149,6 +160,31 @@ static int log2_u32(uint32_t v) {
   return n;
 }
 
+/* ---- the dialect --------------------------------------------------------------------- */
+
+static int is_cursor(const rrpc__rdma_ep *ep) { return ep->dl == rrpc__rdma_dialect_of(RRPC_RDMA_DIALECT_CURSOR); }
+
+/* iWARP has no immediate data: only the cursor dialect runs there. */
+static int dev_has_imm(const rrpc__rdma_dev *dev) {
+  return dev->ctx == NULL || dev->ctx->device->transport_type != IBV_TRANSPORT_IWARP;
+}
+
+static void use_cursor(rrpc__rdma_ep *ep) {
+  ep->dl = rrpc__rdma_dialect_of(RRPC_RDMA_DIALECT_CURSOR);
+  ep->elastic = 0;
+}
+
+/* clc.c answers for the imm dialect (it wants WWI and an rrpc receive
+ * depth). The cursor dialect takes what a kernel SMC-R peer sends: no rrpc
+ * bits, no depth (no receive credits: the peer keeps its queue full). */
+static uint32_t proposal_code(const struct rrpc__clc_proposal *p, int cursor) {
+  if (!cursor) return rrpc__clc_proposal_decline_code(p);
+  struct rrpc__clc_proposal q = *p;
+  q.rrpc_features |= RRPC_CLC_FEAT_WWI;
+  if (q.rrpc_version == 0) q.rrpc_version = RRPC_CLC_WIRE_VERSION;
+  return rrpc__clc_proposal_decline_code(&q);
+}
+
 /* Accept (server) or Confirm (client) describing this endpoint. */
 static int encode_accept(rrpc__rdma_ep *ep, const struct rrpc__hs_local *l, uint8_t type, uint8_t mtu) {
   struct rrpc__clc_accept a;
@@ -164,7 +200,7 @@ static int encode_accept(rrpc__rdma_ep *ep, const struct rrpc__hs_local *l, uint
   a.mtu = mtu;
   a.rq_depth_log2 = (uint8_t)log2_u32(l->rq_size);
   a.ring_addr = l->ring_addr;
-  a.rrpc_features = RRPC_CLC_FEAT_WWI;
+  a.rrpc_features = is_cursor(ep) ? RRPC_CLC_FEAT_CURSOR : RRPC_CLC_FEAT_WWI;
   if (ep->elastic) {
     /* The ring code is the cap of granted bytes; pieces come as GRANTs. */
     a.rrpc_features |= RRPC_CLC_FEAT_ELASTIC;
@@ -186,7 +222,8 @@ static int encode_proposal(rrpc__rdma_ep *ep) {
     p.ipv4_subnet = ntohl(((struct sockaddr_in *)&local)->sin_addr.s_addr);
     p.ipv4_prefix_len = 32;
   }
-  p.rrpc_features = RRPC_CLC_FEAT_WWI | (ep->offer_elastic ? RRPC_CLC_FEAT_ELASTIC : 0);
+  p.rrpc_features = RRPC_CLC_FEAT_CURSOR;
+  if (!is_cursor(ep)) p.rrpc_features |= RRPC_CLC_FEAT_WWI | (ep->offer_elastic ? RRPC_CLC_FEAT_ELASTIC : 0);
   p.rrpc_version = RRPC_CLC_WIRE_VERSION;
   return rrpc__clc_encode_proposal(&p, ep->hs.out, sizeof ep->hs.out, &ep->hs.out_len);
 }
@@ -206,8 +243,13 @@ static void trace(const rrpc__rdma_ep *ep, const char *what) {
 }
 
 /* The peer's Accept or Confirm: 0 if usable, else the Decline code. */
-static uint32_t check_accept(const struct rrpc__clc_accept *a, uint8_t want_type) {
-  uint32_t code = a->type == want_type ? rrpc__clc_accept_decline_code(a) : RRPC_CLC_DECL_SYNCERR;
+static uint32_t check_accept(const struct rrpc__clc_accept *a, uint8_t want_type, int cursor) {
+  struct rrpc__clc_accept q = *a;
+  if (cursor) { /* see proposal_code */
+    q.rrpc_features |= RRPC_CLC_FEAT_WWI;
+    if (q.rq_depth_log2 == 0) q.rq_depth_log2 = RRPC_CLC_RQ_DEPTH_LOG2_MIN;
+  }
+  uint32_t code = a->type == want_type ? rrpc__clc_accept_decline_code(&q) : RRPC_CLC_DECL_SYNCERR;
   if (code == 0 && rrpc__clc_ring_size(a->ring_code) > UINT32_MAX) code = RRPC_CLC_DECL_CNFERR;
   return code;
 }
@@ -224,11 +266,16 @@ static struct rrpc__hs_out client_start(rrpc__rdma_ep *ep) {
 }
 
 static struct rrpc__hs_out client_on_accept(rrpc__rdma_ep *ep, const struct rrpc__clc_accept *a) {
-  uint32_t code = check_accept(a, RRPC_CLC_ACCEPT);
+  /* The server chose: WWI is the imm dialect (which we offered only if we
+   * can), anything else the cursor dialect. */
+  int cursor = !(a->rrpc_features & RRPC_CLC_FEAT_WWI);
+  uint32_t code = check_accept(a, RRPC_CLC_ACCEPT, cursor);
+  if (code == 0 && !cursor && is_cursor(ep)) code = RRPC_CLC_DECL_SYNCERR; /* imm, not offered */
   if (code != 0) return fallback(code, 1);
   ep->peer = *a;
-  ep->elastic = ep->offer_elastic && (a->rrpc_features & RRPC_CLC_FEAT_ELASTIC);
-  trace(ep, ep->elastic ? "elastic rings agreed" : "ring mode");
+  if (cursor) use_cursor(ep);
+  else ep->elastic = ep->offer_elastic && (a->rrpc_features & RRPC_CLC_FEAT_ELASTIC);
+  trace(ep, cursor ? "cursor dialect" : ep->elastic ? "elastic rings agreed" : "ring mode");
   return out_of(RRPC_HS_CONNECT);
 }
 
@@ -241,21 +288,33 @@ struct rrpc__hs_out rrpc__hs_on_first_cdc(rrpc__rdma_ep *ep) {
 /* ---- server ----------------------------------------------------------------------- */
 
 static struct rrpc__hs_out server_on_proposal(rrpc__rdma_ep *ep, const struct rrpc__clc_proposal *p) {
-  uint32_t code = rrpc__clc_proposal_decline_code(p);
+  /* imm when offered and possible here; cursor otherwise, which a client
+   * must have offered - or be a kernel peer (no rrpc bits: version 0). */
+  int imm = (p->rrpc_features & RRPC_CLC_FEAT_WWI) && dev_has_imm(ep->dev) && !is_cursor(ep);
+  int cursor_ok = (p->rrpc_features & RRPC_CLC_FEAT_CURSOR) || p->rrpc_version == 0;
+  uint32_t code = imm || cursor_ok ? proposal_code(p, !imm) : RRPC_CLC_DECL_VERSMISMAT;
   if (code == 0 && pick_gid(ep) != 0) code = RRPC_CLC_DECL_NOSMCRDEV;
   /* Too many handshakes in progress: decline now, before any resource. */
   if (code == 0 && hs_slot_take(ep) != 0) code = RRPC_CLC_DECL_MEM;
   if (code != 0) return fallback(code, 1);
   /* Elastic rings when both offer them: decided here, before the
    * resources (no ring is made then). */
-  ep->elastic = ep->offer_elastic && (p->rrpc_features & RRPC_CLC_FEAT_ELASTIC);
+  if (imm) {
+    ep->dl = rrpc__rdma_dialect_of(RRPC_RDMA_DIALECT_IMM);
+    ep->elastic = ep->offer_elastic && (p->rrpc_features & RRPC_CLC_FEAT_ELASTIC);
+  } else {
+    use_cursor(ep);
+  }
+  trace(ep, imm ? "Proposal: imm dialect" : "Proposal: cursor dialect");
   return out_of(RRPC_HS_CREATE);
 }
 
 static struct rrpc__hs_out server_on_confirm(rrpc__rdma_ep *ep, const struct rrpc__clc_accept *c) {
-  uint32_t code = check_accept(c, RRPC_CLC_CONFIRM);
-  /* The client must follow our Accept's mode. */
-  if (code == 0 && !!(c->rrpc_features & RRPC_CLC_FEAT_ELASTIC) != !!ep->elastic) code = RRPC_CLC_DECL_SYNCERR;
+  uint32_t code = check_accept(c, RRPC_CLC_CONFIRM, is_cursor(ep));
+  /* The client must follow our Accept's dialect and mode. */
+  if (code == 0 && (!!(c->rrpc_features & RRPC_CLC_FEAT_ELASTIC) != !!ep->elastic ||
+                    ((c->rrpc_features & RRPC_CLC_FEAT_WWI) == 0) != is_cursor(ep)))
+    code = RRPC_CLC_DECL_SYNCERR;
   if (code != 0) return fallback(code, 1);
   ep->peer = *c;
   return out_of(RRPC_HS_CONNECT);

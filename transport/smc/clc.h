@@ -74,6 +74,10 @@ enum {
    * the Accept/Confirm's ring code is then the cap of granted bytes and its
    * rkey and address are 0 (pieces come as GRANT messages). */
   RRPC_CLC_FEAT_ELASTIC = 0x02,
+  /* the cursor dialect (SMC-R's own WRITE + CDC data path) is spoken; an
+   * Accept/Confirm with it and without WWI says it was chosen
+   * (transport/rdma/handshake.c). */
+  RRPC_CLC_FEAT_CURSOR = 0x04,
 };
 
 /* rrpc wire version carried in the Proposal's IP-area reserved byte 1. */

@@ -76,11 +76,35 @@ static void conn_json(struct gather *g, size_t i, rrpc__sb *b) {
   rrpc__sb_printf(b,
                   ",\"qpn\":%u,\"peer_qpn\":%u,\"ring_size\":%u,\"peer_ring_size\":%u,\"window_free\":%llu,"
                   "\"credits\":%u,\"credits_max\":%u,\"sq_size\":%u,\"rq_size\":%u,\"sq_used\":%llu,"
-                  "\"write_blocked\":%d,\"zc_held\":%llu,\"bytes_in\":%llu,\"bytes_out\":%llu,\"age_s\":%.1f}",
+                  "\"write_blocked\":%d,\"zc_held\":%llu,\"bytes_in\":%llu,\"bytes_out\":%llu,\"age_s\":%.1f",
                   f->qpn, f->peer_qpn, f->ring_size, f->peer_ring_size, (unsigned long long)f->window_free,
                   f->credits, f->credits_max, f->sq_size, f->rq_size, (unsigned long long)f->sq_used,
                   f->write_blocked, (unsigned long long)f->zc_held, (unsigned long long)s->bytes_in,
                   (unsigned long long)s->bytes_out, (double)(g->now_us - s->created_us) / 1e6);
+  rrpc__sb_puts(b, ",\"dialect\":");
+  rrpc__sb_json_str(b, f->dialect);
+  if (f->cursor) {
+    rrpc__sb_printf(b,
+                    ",\"prod\":\"%u:%u\",\"cons\":\"%u:%u\",\"peer_prod\":\"%u:%u\",\"peer_cons\":\"%u:%u\","
+                    "\"tx_flags\":\"%02x:%02x\",\"rx_flags\":\"%02x:%02x\"",
+                    f->prod_wrap, f->prod_count, f->cons_wrap, f->cons_count, f->peer_prod_wrap, f->peer_prod_count,
+                    f->peer_cons_wrap, f->peer_cons_count, f->tx_prod_flags, f->tx_conn_flags, f->rx_prod_flags,
+                    f->rx_conn_flags);
+  }
+  rrpc__sb_puts(b, "}");
+}
+
+/* The cursor dialect's cursors and CDC flags in one cell, as smc-tools
+ * print them: prod/cons (mine), then the peer's, wrap:count; flags as the
+ * two raw CDC bytes producer:connection, as last sent / received. */
+static void cursor_text(const rrpc__conn_facts *f, char *out, size_t len) {
+  if (!f->cursor) {
+    snprintf(out, len, "-");
+    return;
+  }
+  snprintf(out, len, "%u:%u/%u:%u peer %u:%u/%u:%u fl %02x:%02x/%02x:%02x", f->prod_wrap, f->prod_count,
+           f->cons_wrap, f->cons_count, f->peer_prod_wrap, f->peer_prod_count, f->peer_cons_wrap, f->peer_cons_count,
+           f->tx_prod_flags, f->tx_conn_flags, f->rx_prod_flags, f->rx_conn_flags);
 }
 
 static void conn_text(struct gather *g, size_t i, rrpc__sb *b) {
@@ -98,11 +122,14 @@ static void conn_text(struct gather *g, size_t i, rrpc__sb *b) {
                   s->is_client ? "client" : "server", transport_name(f), fb, g->loop[i], qpn, pqpn, win, credits,
                   (unsigned long long)s->bytes_in, (unsigned long long)s->bytes_out,
                   (double)(g->now_us - s->created_us) / 1e6);
-  if (g->detail)
-    rrpc__sb_printf(b, "  %-20s %-8s %4d %4d %-39s %9u %9u %6llu %3d %9llu", f->state,
+  if (g->detail) {
+    char cur[96];
+    cursor_text(f, cur, sizeof cur);
+    rrpc__sb_printf(b, "  %-20s %-8s %4d %4d %-39s %9u %9u %6llu %3d %9llu %-7s %s", f->state,
                     f->device[0] ? f->device : "-", f->port, f->gid_index, f->gid[0] ? f->gid : "-", f->ring_size,
                     f->peer_ring_size, (unsigned long long)f->sq_used, f->write_blocked,
-                    (unsigned long long)f->zc_held);
+                    (unsigned long long)f->zc_held, f->dialect[0] ? f->dialect : "-", cur);
+  }
   rrpc__sb_puts(b, "\n");
 }
 
@@ -123,7 +150,7 @@ static void cell_u(rrpc__sb *b, unsigned long long v) {
 static const char *const k_cols[] = {"Peer", "Side", "Transport", "Fallback", "Loop", "QPN", "PeerQPN",
                                      "Window", "Credits", "BytesIn", "BytesOut", "Age(s)"};
 static const char *const k_detail_cols[] = {"State", "Device", "Port", "GidX", "GID", "Ring",
-                                            "PeerRing", "SQUsed", "Blk", "ZcHeld"};
+                                            "PeerRing", "SQUsed", "Blk", "ZcHeld", "Dialect", "Cursors"};
 
 /* A browser's /connections: the text page's columns as an HTML table, which
  * stays readable where the detail lines (~290 characters) would not. */
@@ -166,6 +193,10 @@ static void conn_html(struct gather *g, size_t i, rrpc__sb *b) {
     snprintf(t, sizeof t, "%d", f->write_blocked);
     cell(b, t, 1);
     cell_u(b, (unsigned long long)f->zc_held);
+    cell(b, f->dialect[0] ? f->dialect : "-", 0);
+    char cur[96];
+    cursor_text(f, cur, sizeof cur);
+    cell(b, cur, 2);
   }
   rrpc__sb_puts(b, "</tr>\n");
 }
@@ -196,8 +227,9 @@ static void render_connections(struct gather *g, rrpc__sb *b) {
   rrpc__sb_printf(b, "%-21s %-6s %-9s %-28s %-12s %8s %8s %9s %9s %12s %12s %8s", "Peer", "Side", "Transport",
                   "Fallback", "Loop", "QPN", "PeerQPN", "Window", "Credits", "BytesIn", "BytesOut", "Age(s)");
   if (g->detail)
-    rrpc__sb_printf(b, "  %-20s %-8s %4s %4s %-39s %9s %9s %6s %3s %9s", "State", "Device", "Port", "GidX", "GID",
-                    "Ring", "PeerRing", "SQUsed", "Blk", "ZcHeld");
+    rrpc__sb_printf(b, "  %-20s %-8s %4s %4s %-39s %9s %9s %6s %3s %9s %-7s %s", "State", "Device", "Port", "GidX",
+                    "GID", "Ring", "PeerRing", "SQUsed", "Blk", "ZcHeld", "Dialect",
+                    "Cursors(prod/cons peer prod/cons fl tx/rx)");
   rrpc__sb_puts(b, "\n");
   for (size_t i = 0; i < g->n; i++) conn_text(g, i, b);
   if (g->n < g->total)

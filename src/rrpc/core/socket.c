@@ -91,6 +91,7 @@ struct rrpc__socket {
   _Atomic size_t unwritten; /* bytes in wqueue + wpend */
   size_t pend_counted;      /* wpend bytes still in `unwritten` (token holder) */
   atomic_int read_paused;   /* 1 while reading waits for the output to drain */
+  atomic_int owner_hold;    /* 1 while the owner holds reading (rrpc__socket_hold_read) */
   atomic_int pending_requests; /* requests read and not yet answered (server owners) */
   _Atomic uint64_t last_active_us; /* last read or write progress */
   uint64_t read_us;                /* loop thread: the delivery on_data is handling */
@@ -362,6 +363,7 @@ static void resume_read_task(void *arg) {
 }
 
 static void resume_read(rrpc__socket *s) {
+  if (atomic_load(&s->owner_hold)) return; /* only the owner lets go of its hold */
   if (!atomic_exchange(&s->read_paused, 0)) return;
   rrpc__socket_ref(s);
   if (rrpc__loop_post(s->loop, resume_read_task, s) != 0) rrpc__socket_unref(s);
@@ -413,6 +415,22 @@ int rrpc__socket_pause_if_congested(rrpc__socket *s) {
     return 0;
   }
   return 1;
+}
+
+int rrpc__socket_hold_read(rrpc__socket *s, int hold) {
+  if (!hold) {
+    if (!atomic_exchange(&s->owner_hold, 0)) return 0;
+    resume_read(s);
+    return 0;
+  }
+  atomic_store(&s->owner_hold, 1);
+  atomic_store(&s->read_paused, 1);
+  int rc = want_readable(s, 0);
+  if (rc != 0) {
+    atomic_store(&s->owner_hold, 0);
+    atomic_store(&s->read_paused, 0);
+  }
+  return rc;
 }
 
 /* A figure with one writer at a time, read by any thread: a load and a
@@ -828,6 +846,7 @@ static rrpc__socket *socket_alloc(rrpc__loop *loop, int fd, int is_client, const
   s->want_events = EPOLLIN;
   atomic_init(&s->unwritten, 0);
   atomic_init(&s->read_paused, 0);
+  atomic_init(&s->owner_hold, 0);
   atomic_init(&s->pending_requests, 0);
   atomic_init(&s->last_active_us, rrpc__now_us());
   s->watcher = (rrpc__watcher){.fd = fd, .events = EPOLLIN, .cb = on_fd_event, .arg = s};

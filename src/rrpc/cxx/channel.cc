@@ -159,9 +159,8 @@ int Channel::Prepare(const char* what, const ChannelOptions* opts, rrpc_channel_
   ChannelOptions o = opts ? *opts : ChannelOptions();
   // PrepareRdma logs its reason; kept here too.
   if (o.use_rdma && detail::PrepareRdma(&init_error_) != 0) return -1;
-  if (!o.rdma_dialect.empty() && o.rdma_dialect != "imm" && o.rdma_dialect != "brpc") {
-    return Refuse("rrpc::Channel::Init: rdma_dialect \"" + o.rdma_dialect + "\"" +
-                  (o.rdma_dialect == "cursor" ? ": not built into this rrpc" : ": unknown (imm or brpc)"));
+  if (!o.rdma_dialect.empty() && o.rdma_dialect != "imm" && o.rdma_dialect != "brpc" && o.rdma_dialect != "cursor") {
+    return Refuse("rrpc::Channel::Init: rdma_dialect \"" + o.rdma_dialect + "\": unknown (imm, cursor or brpc)");
   }
   if (!o.connection_type.unknown_name().empty())
     return Refuse("rrpc::Channel::Init: connection_type \"" + o.connection_type.unknown_name() +
@@ -178,6 +177,7 @@ int Channel::Prepare(const char* what, const ChannelOptions* opts, rrpc_channel_
   c->use_rdma = o.use_rdma ? 1 : 0;
   c->rdma_dialect = o.rdma_dialect == "brpc" ? RRPC_RDMA_DIALECT_BRPC
                     : o.rdma_dialect == "imm" ? RRPC_RDMA_DIALECT_IMM
+                    : o.rdma_dialect == "cursor" ? RRPC_RDMA_DIALECT_CURSOR
                                               : 0;
   c->max_body_size = o.max_body_size;
   c->backup_request_ms = o.backup_request_ms > 0 ? o.backup_request_ms : 0;

@@ -43,6 +43,9 @@ DEFINE_int32(rdma_max_concurrent_handshakes, 64,
              "Proposals over it are declined and go on over TCP");
 DEFINE_int32(rdma_close_wait_ms, 1000,
              "How long a closed RDMA connection keeps its QP waiting for its close message to leave (ms)");
+DEFINE_int32(rdma_cursor_stall_ms, 60000,
+             "The cursor RDMA dialect fails a connection whose writes found the peer's ring full and no "
+             "consumer-cursor update freed any of it for this long (ms; < 0 = never)");
 DEFINE_int32(rdma_bg_queue_max, 4096,
              "Verbs teardown jobs (QP destroy, deregistration) queued for the background verbs thread at "
              "once; over it a job runs on the closing loop (counted)");
@@ -81,8 +84,10 @@ DEFINE_int32(rdma_brpc_ack_settle_us, 20000,
              "RDMA bytes reach it before it has parsed the ACK; <= 0 = no wait");
 DEFINE_string(rdma_dialect, "auto",
               "RDMA dialect of clients: auto (= imm), imm (rrpc's CLC handshake and "
-              "write-with-immediate ring), brpc (Apache brpc's RDMA hello and SEND data path); "
-              "servers understand both. cursor is not built into this rrpc");
+              "write-with-immediate ring), cursor (SMC-R's RDMA WRITE + CDC cursors, as the Linux "
+              "kernel speaks it; also chosen per connection where the device has no immediate "
+              "data, e.g. iWARP), brpc (Apache brpc's RDMA hello and SEND data path); "
+              "servers understand all of them");
 DEFINE_int32(usercode_pool_threads, 0,
              "Worker pool size of each Server; 0 = the CPU count, at least 4");
 DEFINE_bool(usercode_in_loop, false,
@@ -162,7 +167,8 @@ int RdmaDialectByName(const std::string& name, std::string* why) {
   if (name.empty() || name == "auto") return RRPC_RDMA_DIALECT_AUTO;
   if (name == "imm") return RRPC_RDMA_DIALECT_IMM;
   if (name == "brpc") return RRPC_RDMA_DIALECT_BRPC;
-  *why = name == "cursor" ? "the cursor dialect is not built into this rrpc" : "unknown (auto, imm or brpc)";
+  if (name == "cursor") return RRPC_RDMA_DIALECT_CURSOR;
+  *why = "unknown (auto, imm, cursor or brpc)";
   return -1;
 }
 
@@ -338,6 +344,7 @@ int PrepareRdma(std::string* why) {
     o.recv_zerocopy = FlagBool("rdma_recv_zerocopy", kDefaultRdmaRecvZerocopy) ? 1 : 0;
     o.max_handshakes = FLAGS_rdma_max_concurrent_handshakes;
     o.close_wait_ms = FLAGS_rdma_close_wait_ms;
+    o.cursor_stall_ms = FLAGS_rdma_cursor_stall_ms;
     o.bg_queue_max = FLAGS_rdma_bg_queue_max;
     o.bg_setup_threads = FLAGS_rdma_bg_setup_threads;
     o.elastic = FLAGS_rdma_elastic ? RRPC_RDMA_ELASTIC_ON : RRPC_RDMA_ELASTIC_OFF;

@@ -72,6 +72,15 @@ int rrpc__socket_pause_if_congested(rrpc__socket *s);
 int rrpc__socket_request_begin(rrpc__socket *s);
 int rrpc__socket_request_end(rrpc__socket *s);
 
+/* rrpc__socket_hold_read - for an owner that forwards what it reads to a
+ * consumer of its own (the rrpc-run relay writes it to a local socket):
+ * hold 1 stops reading while that consumer is full (an RDMA transport stops
+ * consuming its ring, so the peer's window closes); hold 0 goes on, and
+ * on_data runs again with what was held back. The hold is the owner's:
+ * the write queue draining does not end it (as it ends a congestion pause).
+ * 0 or a negative code from epoll_ctl. Loop thread. */
+int rrpc__socket_hold_read(rrpc__socket *s, int hold);
+
 /* rrpc__socket_unwritten - bytes queued and not yet handed to the wire.
  * Any thread. */
 size_t rrpc__socket_unwritten(const rrpc__socket *s);

@@ -1168,8 +1168,7 @@ int rrpc_channel_new(const char *addr, const rrpc_channel_options *opts, rrpc_ch
     rc = -EINVAL;
   }
   /* A unix socket has no RDMA device behind it: it always speaks plain. */
-  if (rc == 0 && o.rdma_dialect != 0 && o.rdma_dialect != RRPC_RDMA_DIALECT_IMM && o.rdma_dialect != RRPC_RDMA_DIALECT_BRPC)
-    rc = -EINVAL; /* RRPC_RDMA_DIALECT_CURSOR is not built */
+  if (rc == 0 && (o.rdma_dialect < 0 || o.rdma_dialect > RRPC_RDMA_DIALECT_BRPC)) rc = -EINVAL;
   if (rc == 0)
     rc = rrpc__transport_pick(
         ch->addr.ss.ss_family == AF_UNIX ? 0 : rrpc__transport_rdma_want(o.use_rdma, o.rdma_dialect), &ch->ops);

@@ -579,6 +579,7 @@ static int brpc_describe(const rrpc__socket *s, char *buf, size_t len) {
 }
 
 static void brpc_facts(const rrpc__socket *s, rrpc__conn_facts *out) {
+  snprintf(out->dialect, sizeof out->dialect, "brpc");
   rrpc__brpc_ep *ep = rrpc__socket_tstate(s);
   if (ep == NULL) return;
   out->is_rdma = ep->state == BEP_UP;

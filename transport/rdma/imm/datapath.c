@@ -131,16 +131,16 @@ static int post_or_fail(rrpc__rdma_ep *ep, struct ibv_send_wr *wr, const char *w
 /* Post one 44-byte SEND_WITH_IMM (a CDC or an elastic control message)
  * from buf: inline or from registered memory (lkey), signaled when
  * want_signal says so. A failed post marks the QP dead. Under mu. */
-static int post_44(rrpc__rdma_ep *ep, const void *buf, uint32_t lkey, int inl, uint32_t imm, int solicited,
-                   int force_signal) {
+static int post_44(rrpc__rdma_ep *ep, const void *buf, uint32_t lkey, int inl, int with_imm, uint32_t imm,
+                   int solicited, int force_signal) {
   struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = RRPC_CDC_LEN, .lkey = lkey};
   struct ibv_send_wr wr;
   memset(&wr, 0, sizeof wr);
   wr.wr_id = ++ep->dp.wr_seq;
   wr.sg_list = &sge;
   wr.num_sge = 1;
-  wr.opcode = IBV_WR_SEND_WITH_IMM;
-  wr.imm_data = htonl(imm);
+  wr.opcode = with_imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
+  if (with_imm) wr.imm_data = htonl(imm);
   wr.send_flags = (inl ? IBV_SEND_INLINE : 0) | (solicited ? IBV_SEND_SOLICITED : 0) |
                   (want_signal(ep, 0, force_signal) ? IBV_SEND_SIGNALED : 0);
   int rc = post_or_fail(ep, &wr, "a 44-byte message");
@@ -177,7 +177,7 @@ int rrpc__dp_send_cdc_locked(rrpc__rdma_ep *ep, uint8_t conn_flags, int solicite
    * otherwise the CDC is signaled, so its completion frees the slot. */
   /* A close is signaled, so its completion says it left (and a flush says
    * it did not). */
-  rc = post_44(ep, out, ep->vb.slots_mr->lkey, inl, imm, solicited, !inl || conn_flags != 0);
+  rc = post_44(ep, out, ep->vb.slots_mr->lkey, inl, 1, imm, solicited, !inl || conn_flags != 0);
   if (rc != 0) return rc;
   if (!inl) ep->dp.cdc_slot_wr = ep->dp.wr_seq;
   rrpc__tx_window_commit(&ep->dp.tx, &plan);
@@ -200,7 +200,21 @@ int rrpc__dp_post_drain_mark(rrpc__rdma_ep *ep) {
 int rrpc__dp_post_send44(rrpc__rdma_ep *ep, const uint8_t *msg, uint32_t imm, int solicited, int force_signal) {
   /* Inline only (elastic mode is offered only where 44 bytes inline fit):
    * the bytes are copied at post time, so msg may be on the stack. */
-  return post_44(ep, msg, 0, 1, imm, solicited, force_signal);
+  return post_44(ep, msg, 0, 1, 1, imm, solicited, force_signal);
+}
+
+int rrpc__dp_post_send44_plain(rrpc__rdma_ep *ep, const uint8_t msg[RRPC_CDC_LEN], int force_signal) {
+  if (ep->dp.qp_dead || ep->vb.qp == NULL) return -RRPC_ERDMA;
+  if (sq_free(ep) < 1) return -EAGAIN;
+  /* Without inline sends the device reads the one CDC slot after the post:
+   * the next waits until the last one from that slot has completed. */
+  int inl = ep->dev->max_inline >= RRPC_CDC_LEN;
+  if (!inl && ep->dp.cdc_slot_wr > ep->dp.wr_done) return -EAGAIN;
+  uint8_t *out = (uint8_t *)ep->vb.slots + (size_t)ep->vb.rq_size * RRPC_EP_SLOT_SIZE;
+  memcpy(out, msg, RRPC_CDC_LEN);
+  int rc = post_44(ep, out, ep->vb.slots_mr->lkey, inl, 0, 0, 1, !inl || force_signal);
+  if (rc == 0 && !inl) ep->dp.cdc_slot_wr = ep->dp.wr_seq;
+  return rc;
 }
 
 void rrpc__dp_send_close_locked(rrpc__rdma_ep *ep) {
@@ -328,9 +342,10 @@ int rrpc__dp_copy_in(const rrpc__rdma_ep *ep, rrpc_iobuf *dst, const char *p, ui
   return rc;
 }
 
-/* Post one WRITE_WITH_IMM of all of `seg` at the peer's (raddr, rkey). */
-int rrpc__dp_post_write(rrpc__rdma_ep *ep, rrpc_iobuf *seg, uint64_t raddr, uint32_t rkey, uint32_t imm,
-                        int solicited, rrpc_iobuf *drop) {
+/* Post one RDMA WRITE (with_imm: WRITE_WITH_IMM carrying imm) of all of
+ * `seg` at the peer's (raddr, rkey). */
+static int post_write(rrpc__rdma_ep *ep, rrpc_iobuf *seg, uint64_t raddr, uint32_t rkey, int with_imm, uint32_t imm,
+                      int solicited, rrpc_iobuf *drop) {
   uint32_t len = (uint32_t)rrpc_iobuf_length(seg);
   int inl = len <= ep->vb.max_inline;
   if (!inl) {
@@ -353,8 +368,8 @@ int rrpc__dp_post_write(rrpc__rdma_ep *ep, rrpc_iobuf *seg, uint64_t raddr, uint
   wr.wr_id = ep->dp.wr_seq + 1;
   wr.sg_list = sge;
   wr.num_sge = n;
-  wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-  wr.imm_data = htonl(imm);
+  wr.opcode = with_imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
+  if (with_imm) wr.imm_data = htonl(imm);
   wr.wr.rdma.remote_addr = raddr;
   wr.wr.rdma.rkey = rkey;
   /* A ring slice - of our own ring (an echoed attachment) or of another
@@ -383,6 +398,16 @@ int rrpc__dp_post_write(rrpc__rdma_ep *ep, rrpc_iobuf *seg, uint64_t raddr, uint
   rrpc__rdma_count(RRPC_RDMA_CNT_WRITES, 1);
   if (solicited) rrpc__rdma_count(RRPC_RDMA_CNT_SOLICITED, 1);
   return 0;
+}
+
+int rrpc__dp_post_write(rrpc__rdma_ep *ep, rrpc_iobuf *seg, uint64_t raddr, uint32_t rkey, uint32_t imm,
+                        int solicited, rrpc_iobuf *drop) {
+  return post_write(ep, seg, raddr, rkey, 1, imm, solicited, drop);
+}
+
+int rrpc__dp_post_write_plain(rrpc__rdma_ep *ep, rrpc_iobuf *seg, uint64_t raddr, uint32_t rkey,
+                              rrpc_iobuf *drop) {
+  return post_write(ep, seg, raddr, rkey, 0, 0, 0, drop);
 }
 
 /* Write one plan's worth from the front of data. Under mu. */
@@ -675,7 +700,7 @@ static int on_cdc_recv(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int *peer_clo
 }
 
 /* Repost the receive that completed (its slot is free again). */
-static int repost(rrpc__rdma_ep *ep, uint64_t id) {
+int rrpc__dp_repost_slot(rrpc__rdma_ep *ep, uint64_t id) {
   struct ibv_sge sge = {.addr = (uintptr_t)(ep->vb.slots + id * RRPC_EP_SLOT_SIZE),
                         .length = RRPC_EP_SLOT_SIZE,
                         .lkey = ep->vb.slots_mr->lkey};
@@ -686,13 +711,19 @@ static int repost(rrpc__rdma_ep *ep, uint64_t id) {
              (unsigned long long)id, rrpc_strerror(-prc));
     return -RRPC_ERDMA;
   }
+  return 0;
+}
+
+static int repost(rrpc__rdma_ep *ep, uint64_t id) {
+  int rc = rrpc__dp_repost_slot(ep, id);
+  if (rc != 0) return rc;
   rrpc__ep_lock(ep);
-  int rc = rrpc__rx_window_on_repost(&ep->dp.rx, 1);
+  rc = rrpc__rx_window_on_repost(&ep->dp.rx, 1);
   rrpc__ep_unlock(ep);
   return rc;
 }
 
-static void log_wc_error(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int is_send) {
+void rrpc__dp_log_wc_error(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int is_send) {
   /* A failed send that was the last window bind says which piece it bound
    * (a bind re-run by a retry fails so: docs/elastic-rings.md, "A bind only
    * at a drained send queue"); other sends, the WRs posted so far. */
@@ -716,12 +747,12 @@ static void log_wc_error(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int is_send
  * precede its cause in the same poll (the receive CQ is drained first, a
  * send's RNR or retry error comes after its QP's flushed receives): it is
  * said at the poll's end, and only if no real error followed it. */
-static int wc_failed(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int is_send) {
+int rrpc__dp_wc_failed(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int is_send) {
   rrpc__ep_lock(ep);
   int was_dead = ep->dp.qp_dead;
   ep->dp.qp_dead = 1;
   rrpc__ep_unlock(ep);
-  if (wc->status != IBV_WC_WR_FLUSH_ERR) log_wc_error(ep, wc, is_send);
+  if (wc->status != IBV_WC_WR_FLUSH_ERR) rrpc__dp_log_wc_error(ep, wc, is_send);
   else ep->pl.flush_first = !was_dead;
   return -RRPC_ERDMA;
 }
@@ -740,7 +771,7 @@ static int on_recv_wc(rrpc__rdma_ep *ep, const struct ibv_wc *wc) {
 }
 
 /* One send completion: it frees send-queue slots and the blocks they held. */
-static void on_send_wc(rrpc__rdma_ep *ep, const struct ibv_wc *wc, rrpc_iobuf *drop) {
+void rrpc__dp_on_send_wc(rrpc__rdma_ep *ep, const struct ibv_wc *wc, rrpc_iobuf *drop) {
   rrpc__ep_lock(ep);
   /* A signaled WR completes every WR posted before it (RC order). */
   if (wc->wr_id > ep->dp.wr_done) ep->dp.wr_done = wc->wr_id;
@@ -755,15 +786,15 @@ void rrpc__dp_on_wc(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int is_send, rrp
   if (ep->pl.rc != 0) {
     if (ep->pl.flush_first && wc->status != IBV_WC_SUCCESS && wc->status != IBV_WC_WR_FLUSH_ERR) {
       ep->pl.flush_first = 0; /* the cause, after the flush it caused */
-      log_wc_error(ep, wc, is_send);
+      rrpc__dp_log_wc_error(ep, wc, is_send);
     }
     return;
   }
   if (wc->status != IBV_WC_SUCCESS) {
-    ep->pl.rc = wc_failed(ep, wc, is_send);
+    ep->pl.rc = rrpc__dp_wc_failed(ep, wc, is_send);
     return;
   }
-  if (is_send) on_send_wc(ep, wc, drop);
+  if (is_send) rrpc__dp_on_send_wc(ep, wc, drop);
   /* The socket let go: received messages are dropped unread. */
   else if (ep->s != NULL) ep->pl.rc = on_recv_wc(ep, wc);
 }
@@ -798,13 +829,18 @@ static void note_full_while_held_locked(rrpc__rdma_ep *ep) {
              ep->vb.qp->qp_num, (unsigned long long)ep->dp.zc_outstanding);
 }
 
-void rrpc__dp_after(rrpc__rdma_ep *ep) {
-  int got = ep->pl.got, peer_closed = ep->pl.peer_closed, rc = ep->pl.rc;
-  ep->pl.got = ep->pl.peer_closed = 0;
+/* The poll's completion errors and first flush, said once (both dialects). */
+void rrpc__dp_log_flush_first(rrpc__rdma_ep *ep) {
   if (ep->pl.flush_first && ep->vb.qp != NULL)
     RRPC_LOG(WARNING, "rdma qpn=%u: work requests were flushed with no error completion before them: the QP is "
              "in the error state (an error its responder side saw, or a NAK it sent)", ep->vb.qp->qp_num);
   ep->pl.flush_first = 0;
+}
+
+void rrpc__dp_after(rrpc__rdma_ep *ep) {
+  int got = ep->pl.got, peer_closed = ep->pl.peer_closed, rc = ep->pl.rc;
+  ep->pl.got = ep->pl.peer_closed = 0;
+  rrpc__dp_log_flush_first(ep);
   if (ep->vb.qp == NULL) {
     ep->pl.rc = 0;
     return;

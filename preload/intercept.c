@@ -1,0 +1,283 @@
+/* intercept.c - the libc functions librrpc_preload.so replaces.
+ *
+ * Only the calls that create, name, configure or end a TCP connection are
+ * intercepted: connect, accept/accept4, close, dup/dup2/dup3, getsockname,
+ * getpeername, getsockopt, setsockopt. A connection the policy selects is
+ * handed to the relay (relay.h), after which the application's fd number is
+ * an AF_UNIX stream socket, so read, write, recv, send, sendmsg, readv, writev, sendfile,
+ * splice, MSG_PEEK/WAITALL/DONTWAIT, FIONREAD, poll/select/epoll, shutdown,
+ * SO_RCVTIMEO and fork need no wrapper: the kernel does them on that socket.
+ * Every other fd, and every connection the policy leaves alone, goes
+ * straight to libc.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "preload/policy.h"
+#include "preload/relay.h"
+#include "preload/bpf/smc_opt.h"
+#include "preload/stat_page.h"
+
+enum { FD_TABLE = 1 << 16 }; /* fds at or above stay plain TCP */
+
+static _Atomic(rrpc_run_conn *) g_fds[FD_TABLE];
+static rrpc_run_policy *g_policy;
+static int g_enabled; /* the policy parsed: relaying may happen */
+static char g_comm[32];
+static int g_ebpf; /* the policy's mode is "ebpf": the TCP option decides */
+static int (*real_accept4)(int, struct sockaddr *, socklen_t *, int);
+static int (*real_dup)(int);
+static int (*real_dup2)(int, int);
+static int (*real_getsockname)(int, struct sockaddr *, socklen_t *);
+static int (*real_getpeername)(int, struct sockaddr *, socklen_t *);
+
+static const char *env_get(const char *name) { return getenv(name); }
+
+static void after_fork_child(void) { rrpc_run_relay_after_fork(); }
+
+__attribute__((constructor)) static void preload_init(void) {
+  rrpc_run_real.close = dlsym(RTLD_NEXT, "close");
+  rrpc_run_real.dup3 = dlsym(RTLD_NEXT, "dup3");
+  rrpc_run_real.connect = dlsym(RTLD_NEXT, "connect");
+  rrpc_run_real.getsockopt = dlsym(RTLD_NEXT, "getsockopt");
+  rrpc_run_real.setsockopt = dlsym(RTLD_NEXT, "setsockopt");
+  real_accept4 = dlsym(RTLD_NEXT, "accept4");
+  rrpc_run_real.accept4 = real_accept4;
+  real_dup = dlsym(RTLD_NEXT, "dup");
+  real_dup2 = dlsym(RTLD_NEXT, "dup2");
+  real_getsockname = dlsym(RTLD_NEXT, "getsockname");
+  real_getpeername = dlsym(RTLD_NEXT, "getpeername");
+  FILE *f = fopen("/proc/self/comm", "re");
+  if (f != NULL) {
+    if (fgets(g_comm, sizeof g_comm, f) != NULL) g_comm[strcspn(g_comm, "\n")] = '\0';
+    fclose(f);
+  }
+  const char *err = NULL;
+  int rc = rrpc_run_policy_parse(env_get, &g_policy, &err);
+  if (rc != 0) {
+    fprintf(stderr, "rrpc-run: %s; connections stay plain TCP\n", err ? err : "bad settings");
+    return;
+  }
+  rrpc_run_relay_set_debug(rrpc_run_policy_debug(g_policy));
+  if (rrpc_run_relay_debug())
+    fprintf(stderr, "rrpc-run[%d]: %s: negotiation mode %s (%s)\n", (int)getpid(), g_comm,
+            rrpc_run_policy_mode(g_policy), rrpc_run_policy_note(g_policy));
+  g_ebpf = strcmp(rrpc_run_policy_mode(g_policy), "ebpf") == 0;
+  if (g_ebpf) rrpc_run_relay_set_peer_check(rrpc_smcopt_peer_offered);
+  pthread_atfork(NULL, NULL, after_fork_child);
+  g_enabled = 1;
+  rrpc_run_stat_page_start();
+}
+
+static rrpc_run_conn *fd_conn(int fd) {
+  if (fd < 0 || fd >= FD_TABLE) return NULL;
+  return atomic_load(&g_fds[fd]);
+}
+
+static void fd_forget(int fd) {
+  if (fd < 0 || fd >= FD_TABLE) return;
+  rrpc_run_conn *c = atomic_exchange(&g_fds[fd], NULL);
+  if (c != NULL) rrpc_run_conn_unref(c);
+}
+
+/* newfd now names what oldfd names: the same relay, if any. */
+static void fd_copy(int oldfd, int newfd) {
+  if (newfd < 0 || newfd >= FD_TABLE || oldfd == newfd) return;
+  rrpc_run_conn *c = fd_conn(oldfd);
+  if (c != NULL) rrpc_run_conn_ref(c);
+  rrpc_run_conn *old = atomic_exchange(&g_fds[newfd], c);
+  if (old != NULL) rrpc_run_conn_unref(old);
+}
+
+/* A TCP stream socket of ours to relay: AF_INET/AF_INET6, SOCK_STREAM. */
+static int is_tcp_stream(int fd, const struct sockaddr *sa) {
+  if (sa != NULL && sa->sa_family != AF_INET && sa->sa_family != AF_INET6) return 0;
+  int type = 0;
+  socklen_t len = sizeof type;
+  if (rrpc_run_real.getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM) return 0;
+  int proto = 0;
+  len = sizeof proto;
+  if (rrpc_run_real.getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &len) != 0 || proto != IPPROTO_TCP)
+    return 0;
+  return 1;
+}
+
+static void note_plain(int fd, const char *why) {
+  rrpc_run_count_plain();
+  if (rrpc_run_relay_debug()) fprintf(stderr, "rrpc-run[%d]: fd=%d plain TCP: %s\n", (int)getpid(), fd, why);
+}
+
+int connect(int fd, const struct sockaddr *sa, socklen_t len) {
+  rrpc_run_conn *c = fd_conn(fd);
+  if (c != NULL) {
+    /* A second connect on a relayed socket answers as TCP would. */
+    int st = rrpc_run_conn_connect_state(c);
+    errno = st == 0 ? EALREADY : st == 1 ? EISCONN : -st;
+    if (st < 0 && rrpc_run_conn_take_error(c) == 0) errno = ECONNABORTED;
+    return -1;
+  }
+  if (!g_enabled || fd >= FD_TABLE || rrpc_run_relay_forked() || !is_tcp_stream(fd, sa))
+    return rrpc_run_real.connect(fd, sa, len);
+  if (!rrpc_run_policy_client_may(g_policy, sa, len, g_comm)) {
+    note_plain(fd, "destination not selected");
+    return rrpc_run_real.connect(fd, sa, len);
+  }
+  int fl = fcntl(fd, F_GETFL);
+  int fdfl = fcntl(fd, F_GETFD);
+  if (g_ebpf) (void)rrpc_smcopt_mark(fd); /* our SYN offers SMC */
+  int rc = rrpc_run_real.connect(fd, sa, len);
+  int saved = errno;
+  int connecting = rc != 0 && saved == EINPROGRESS;
+  if (rc != 0 && !connecting) return rc;
+  if (g_ebpf && !connecting && rrpc_smcopt_peer_offered(fd) != 1) {
+    note_plain(fd, "the server's SYN-ACK offered no SMC");
+    errno = saved;
+    return rc;
+  }
+  int app_flags = ((fl >= 0 && (fl & O_NONBLOCK)) ? O_NONBLOCK : 0) | ((fdfl >= 0 && (fdfl & FD_CLOEXEC)) ? O_CLOEXEC : 0);
+  rrpc_run_conn *nc = NULL;
+  if (rrpc_run_relay_adopt(fd, 1, connecting, sa, len, app_flags, &nc) == 0) {
+    rrpc_run_conn *old = atomic_exchange(&g_fds[fd], nc);
+    if (old != NULL) rrpc_run_conn_unref(old);
+  } else {
+    note_plain(fd, "relay unavailable");
+  }
+  errno = saved;
+  return rc;
+}
+
+int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags) {
+  struct sockaddr_storage peer;
+  socklen_t plen = sizeof peer;
+  int nfd = real_accept4(fd, (struct sockaddr *)&peer, &plen, flags);
+  if (nfd < 0) return nfd;
+  if (addr != NULL && alen != NULL) {
+    memcpy(addr, &peer, plen < *alen ? plen : *alen);
+    *alen = plen;
+  }
+  if (!g_enabled || nfd >= FD_TABLE || rrpc_run_relay_forked() ||
+      !is_tcp_stream(nfd, (struct sockaddr *)&peer))
+    return nfd;
+  fd_forget(nfd); /* a number reused behind our back (closed by a raw syscall) */
+  struct sockaddr_storage local;
+  socklen_t llen = sizeof local;
+  if (g_ebpf && rrpc_smcopt_peer_offered(nfd) != 1) {
+    note_plain(nfd, "the client's SYN offered no SMC");
+    return nfd;
+  }
+  if (real_getsockname(nfd, (struct sockaddr *)&local, &llen) != 0 ||
+      !rrpc_run_policy_server_may(g_policy, (struct sockaddr *)&local, (struct sockaddr *)&peer, plen, g_comm)) {
+    note_plain(nfd, "peer not selected");
+    return nfd;
+  }
+  int app_flags = ((flags & SOCK_NONBLOCK) ? O_NONBLOCK : 0) | ((flags & SOCK_CLOEXEC) ? O_CLOEXEC : 0);
+  rrpc_run_conn *nc = NULL;
+  int saved = errno;
+  if (rrpc_run_relay_adopt(nfd, 0, 0, (struct sockaddr *)&peer, plen, app_flags, &nc) == 0) {
+    rrpc_run_conn *old = atomic_exchange(&g_fds[nfd], nc);
+    if (old != NULL) rrpc_run_conn_unref(old);
+  } else {
+    note_plain(nfd, "relay unavailable");
+  }
+  errno = saved;
+  return nfd;
+}
+
+int accept(int fd, struct sockaddr *addr, socklen_t *alen) { return accept4(fd, addr, alen, 0); }
+
+/* eBPF mode: a listening socket is marked so that its SYN-ACKs answer an
+ * SMC offer with one (the kernel's rule: only if the SYN had it). */
+int listen(int fd, int backlog) {
+  static int (*real_listen)(int, int);
+  if (real_listen == NULL) real_listen = dlsym(RTLD_NEXT, "listen");
+  if (g_enabled && g_ebpf && is_tcp_stream(fd, NULL)) (void)rrpc_smcopt_mark(fd);
+  return real_listen(fd, backlog);
+}
+
+int close(int fd) {
+  fd_forget(fd);
+  return rrpc_run_real.close(fd);
+}
+
+int dup(int fd) {
+  int n = real_dup(fd);
+  if (n >= 0) fd_copy(fd, n);
+  return n;
+}
+
+int dup2(int oldfd, int newfd) {
+  int n = real_dup2(oldfd, newfd);
+  if (n >= 0) fd_copy(oldfd, n);
+  return n;
+}
+
+int dup3(int oldfd, int newfd, int flags) {
+  int n = rrpc_run_real.dup3(oldfd, newfd, flags);
+  if (n >= 0) fd_copy(oldfd, n);
+  return n;
+}
+
+static int answer_addr(int fd, int peer, struct sockaddr *sa, socklen_t *len) {
+  rrpc_run_conn *c = fd_conn(fd);
+  if (c == NULL || sa == NULL || len == NULL)
+    return peer ? real_getpeername(fd, sa, len) : real_getsockname(fd, sa, len);
+  int rc = rrpc_run_conn_addr(c, peer, sa, len);
+  if (rc != 0) {
+    errno = -rc;
+    return -1;
+  }
+  return 0;
+}
+
+int getsockname(int fd, struct sockaddr *sa, socklen_t *len) { return answer_addr(fd, 0, sa, len); }
+int getpeername(int fd, struct sockaddr *sa, socklen_t *len) { return answer_addr(fd, 1, sa, len); }
+
+/* Options of the TCP connection itself go to the hidden TCP socket; those
+ * that shape what the application's calls do (timeouts, buffer sizes, low
+ * water marks) stay on its own socket. */
+static int tcp_level(int level, int name) {
+  if (level == IPPROTO_TCP || level == IPPROTO_IP || level == IPPROTO_IPV6) return 1;
+  if (level != SOL_SOCKET) return 0;
+  switch (name) {
+    case SO_KEEPALIVE: case SO_REUSEADDR: case SO_REUSEPORT: case SO_LINGER: case SO_PRIORITY:
+    case SO_BINDTODEVICE: case SO_MARK: case SO_DOMAIN: case SO_PROTOCOL: case SO_ACCEPTCONN:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
+int getsockopt(int fd, int level, int name, void *val, socklen_t *len) {
+  rrpc_run_conn *c = fd_conn(fd);
+  if (c == NULL) return rrpc_run_real.getsockopt(fd, level, name, val, len);
+  if (level == SOL_SOCKET && name == SO_ERROR && val != NULL && len != NULL && *len >= sizeof(int)) {
+    int e = rrpc_run_conn_take_error(c);
+    if (e == 0) return rrpc_run_real.getsockopt(fd, level, name, val, len);
+    *(int *)val = e;
+    *len = sizeof(int);
+    return 0;
+  }
+  if (tcp_level(level, name)) {
+    int rc = rrpc_run_conn_tcp_opt(c, 0, level, name, val, len);
+    if (rc == 0 || errno != ENOTCONN) return rc;
+  }
+  return rrpc_run_real.getsockopt(fd, level, name, val, len);
+}
+
+int setsockopt(int fd, int level, int name, const void *val, socklen_t len) {
+  rrpc_run_conn *c = fd_conn(fd);
+  if (c == NULL || !tcp_level(level, name)) return rrpc_run_real.setsockopt(fd, level, name, val, len);
+  int rc = rrpc_run_conn_tcp_opt(c, 1, level, name, (void *)val, &len);
+  if (rc != 0 && errno == ENOTCONN) return 0; /* the connection is over: nothing to tune */
+  return rc;
+}

@@ -1,0 +1,40 @@
+# preload/preload.mk - included by the Makefile: rrpc-run's
+# librrpc_preload.so (the preload and the whole C core, linked in so a
+# program needs nothing else installed), its tests, its install.
+#
+# The selection policy and the SMC option (preload/policy.mk) come as one
+# static library, linked after the preload's own objects.
+PRELOAD_SRCS := preload/frame.c preload/intercept.c preload/relay.c preload/stat_page.c
+PRELOAD_LIB := $(BUILD)/librrpc_preload.so
+PRELOAD_TESTS := $(BUILD)/test/preload/preload_semantics
+
+# make test runs the socket-semantics script in every build (plain, SAN=1,
+# TSAN=1: the test program and the preload are instrumented alike); make
+# test-rdma runs it in the VM.
+PRELOAD_TEST_SCRIPTS := test/preload/preload_test.sh
+test: preload
+
+.PHONY: preload install-preload
+preload: $(PRELOAD_LIB) $(PRELOAD_TESTS)
+libs: $(PRELOAD_LIB)
+
+$(PRELOAD_LIB): $(call obj,$(PRELOAD_SRCS)) $(CORE_OBJS) $(PRELOAD_POLICY_LIB)
+	@mkdir -p $(@D)
+	$(CC) -shared $(LDFLAGS) -Wl,-soname,librrpc_preload.so -o $@ $(call obj,$(PRELOAD_SRCS)) $(CORE_OBJS) \
+	  $(PRELOAD_POLICY_LIB) $(PRELOAD_POLICY_LDLIBS) $(LDLIBS) -ldl
+
+# The test programs are plain C programs, no rrpc in them: rrpc-run is what
+# puts it under them.
+$(BUILD)/test/preload/%: test/preload/%.c test/preload/preload_test.h
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(filter-out -MMD -MP,$(CFLAGS)) $(LDFLAGS) -o $@ $< -lpthread
+
+install: install-preload
+install-preload: $(PRELOAD_LIB)
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PREFIX)/bin
+	install -m 755 $(PRELOAD_LIB) $(DESTDIR)$(LIBDIR)/
+	sed 's|^RRPC_RUN_LIBDIR=.*|RRPC_RUN_LIBDIR=$(LIBDIR)|' tools/rrpc-run > $(DESTDIR)$(PREFIX)/bin/rrpc-run
+	chmod 755 $(DESTDIR)$(PREFIX)/bin/rrpc-run
+
+# The relay's frame parser is fuzzed (make fuzz): its one object joins the fuzzer.
+build/fuzz/preload_frame_fuzzer: build/fuzz/obj/preload/frame.c.o

@@ -1,0 +1,94 @@
+#!/bin/sh
+# test/preload/preload_test.sh - the socket-semantics cases of
+# preload_semantics under tools/rrpc-run: both ends under rrpc-run with the
+# address listed in RRPC_RUN_PEERS (the relay carries every connection: RDMA
+# where a device is up, TCP after the handshake's fallback elsewhere), and
+# the plain-peer cases (one end without rrpc-run). RRPC_RUN_DEBUG's lines
+# show which path each connection took; a case whose connections did not
+# take the expected path fails.
+#   RRPC_BUILD=build (default)   where librrpc_preload.so and the program are
+#   PRELOAD_CASES="..."         only these cases
+#   RRPC_TEST_RDMA_ADDR          (set by tools/run-rdma-tests) an address on an
+#                                RDMA device: both ends use it, and every relayed
+#                                connection must have been carried by RDMA
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+build=${RRPC_BUILD:-build}
+case $build in /*) ;; *) build=$root/$build ;; esac
+prog=$build/test/preload/preload_semantics
+run="$root/tools/rrpc-run"
+export RRPC_PRELOAD_LIB=$build/librrpc_preload.so
+[ -x "$prog" ] && [ -f "$RRPC_PRELOAD_LIB" ] || { echo "build $prog and $RRPC_PRELOAD_LIB first" >&2; exit 1; }
+export PRELOAD_TEST_ADDR=${RRPC_TEST_RDMA_ADDR:-127.0.0.1}
+want_rdma=0
+[ -n "${RRPC_TEST_RDMA_ADDR:-}" ] && want_rdma=1
+# SAN=1: the program links the ASan runtime itself; the preload (built with
+# it too) comes first in LD_PRELOAD, which ASan would otherwise refuse.
+export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0
+ulimit -l unlimited 2>/dev/null || true
+ulimit -n 65536 2>/dev/null || true
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+n=0
+
+# one NAME EXPECT: run case NAME; EXPECT is "relayed", "plain" or "raw" (a
+# relayed server whose client is plain: its bytes must pass untouched).
+one() {
+  name=$1 expect=$2
+  n=$((n + 1))
+  # Relayed cases list the address both ends use; plain ones list nothing
+  # that they use (port 1), so neither end tries RDMA. The negotiation is
+  # rrpc-run's default (eBPF's TCP option where the program loads, else the
+  # list), except for the cases of a plain client listed by mistake, which
+  # only peers mode can have (eBPF mode never relays a client without the
+  # option).
+  mode=${RRPC_RUN_MODE:-auto}
+  case $expect in raw|server) mode=peers ;; esac
+  if [ "$expect" = plain ]; then peers=":1"; else peers=$PRELOAD_TEST_ADDR; fi
+  start=$(date +%s.%N)
+  # 200 connections at once: both ends in one process register 400 rings
+  # (64 KiB each fits the VM's memory) and run 200 handshakes at once
+  # (RRPC_RUN_RING_KB, RRPC_RUN_MAX_HANDSHAKES: docs/rrpc-run.md).
+  ring= hs=
+  [ "$name" = many ] && ring=64 hs=256
+  RRPC_RUN_MODE=$mode RRPC_RUN_RING_KB=$ring RRPC_RUN_MAX_HANDSHAKES=$hs RRPC_RUN_PEERS=$peers RRPC_RUN_DEBUG=1 timeout 90 "$run" "$prog" "$name" 0 \
+    >"$tmp/$name.log" 2>&1
+  rc=$?
+  secs=$(echo "$(date +%s.%N) - $start" | bc)
+  if [ $rc -eq 0 ]; then
+    case $expect in
+      relayed) grep -q "relayed, trying RDMA" "$tmp/$name.log" || { rc=99; echo "  (no connection was relayed)"; } ;;
+      raw) grep -q "bytes relayed untouched" "$tmp/$name.log" || { rc=96; echo "  (the server did not relay raw)"; } ;;
+      server) grep -q "server .* relayed, trying RDMA" "$tmp/$name.log" || { rc=95; echo "  (the server did not relay)"; } ;;
+      plain) if grep -q "relayed, trying RDMA" "$tmp/$name.log"; then rc=98; echo "  (a plain peer was relayed)"; fi ;;
+    esac
+  fi
+  rdma=$(grep -c "transport=rdma" "$tmp/$name.log")
+  fb=$(grep -c "transport=tcp-fallback" "$tmp/$name.log")
+  if [ $rc -eq 0 ] && [ $want_rdma = 1 ] && [ "$expect" = relayed ] && { [ "$fb" -gt 0 ] || [ "$rdma" -eq 0 ]; }; then
+    rc=97
+    echo "  (RDMA expected: $rdma connections closed over RDMA, $fb over TCP)"
+  fi
+  if [ $rc -eq 0 ]; then
+    neg=$(sed -n 's/.*negotiation mode \([a-z]*\).*/\1/p' "$tmp/$name.log" | head -n 1)
+    printf 'PASS %-19s %5.1fs  %-5s debug lines: rdma=%s tcp-fallback=%s\n' "$name" "$secs" "$neg" "$rdma" "$fb"
+  else
+    printf 'FAIL %-14s rc=%s\n' "$name" "$rc"
+    grep -v "closed transport=" "$tmp/$name.log" | tail -n 30
+    fails=$((fails + 1))
+  fi
+}
+
+cases=${PRELOAD_CASES:-"bytes16m epoll poll-select flags partial-write halfclose dup fork nbconnect many kill9 plain-server plain-client plain-client-listed hostile-garbage hostile-stall"}
+for c in $cases; do
+  case $c in
+    plain-server|plain-client) one "$c" plain ;;
+    plain-client-listed) one "$c" raw ;;
+    hostile-garbage|hostile-stall) one "$c" server ;;
+    *) one "$c" relayed ;;
+  esac
+done
+[ $fails -eq 0 ] && echo "preload_test: all passed" || echo "preload_test: $fails failed"
+[ $fails -eq 0 ]
