@@ -245,7 +245,11 @@ test-rdma-tsan: $(RDMA_TESTS) tools
 
 # The kernel SMC-R suite: kernel AF_SMC peers in two Soft-RoCE guests with the patched
 # rdma_rxe (docs/kernel-smc.md). Local, not in `make test`: it boots two VMs.
-KSMC_BINS := $(BUILD)/test/kernel-smc/smc_pingpong $(BUILD)/tools/smc_nl
+KSMC_BINS := $(BUILD)/test/kernel-smc/smc_pingpong $(BUILD)/tools/smc_nl $(BUILD)/test/kernel-smc/rrpc_clc_client
+KSMC_CLC_OBJS := $(patsubst %,$(BUILD)/obj/%.o,transport/smc/clc.c transport/smc/clc_v2.c transport/smc/smc_config.c src/rrpc/core/errors.c)
+$(BUILD)/test/kernel-smc/rrpc_clc_client: $(BUILD)/obj/test/kernel-smc/rrpc_clc_client.c.o $(KSMC_CLC_OBJS) $(BUILD)/librrpc_preload_policy.a
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ -lbpf -lpthread
 $(BUILD)/test/kernel-smc/smc_pingpong: test/kernel-smc/smc_pingpong.c
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(filter-out -MMD -MP,$(CFLAGS)) $(LDFLAGS) -o $@ $<

@@ -3,14 +3,14 @@
 # two guests (tools/rxe-vm --peers 2 --rxe-fixed, one vCPU and 1.5 GiB each, as the spec
 # measured), kernel AF_SMC server in one, client in the other; test/kernel-smc/guest.sh holds
 # the cases. Ends with the line "N passed, M failed"; exit status 0 only when nothing failed.
-# Needs: build/test/kernel-smc/smc_pingpong and build/tools/smc_nl (make builds them), the
+# Needs: build/test/kernel-smc/smc_pingpong, rrpc_clc_client and build/tools/smc_nl (make builds them), the
 # rxe-vm packages, linux-source-6.1 and linux-headers-6.1.0-56-amd64 (the patched rdma_rxe).
 
 set -u -o pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT" || exit 125
 OUT=$ROOT/build/kernel-smc/out
-for f in build/test/kernel-smc/smc_pingpong build/tools/smc_nl; do
+for f in build/test/kernel-smc/smc_pingpong build/tools/smc_nl build/test/kernel-smc/rrpc_clc_client; do
     [ -x "$f" ] || { echo "kernel-smc: $f is missing (make test-kernel-smc builds it)" >&2
                      echo "0 passed, 1 failed"; exit 1; }
 done
