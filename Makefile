@@ -249,7 +249,7 @@ KSMC_BINS := $(BUILD)/test/kernel-smc/smc_pingpong $(BUILD)/tools/smc_nl $(BUILD
 KSMC_CLC_OBJS := $(patsubst %,$(BUILD)/obj/%.o,transport/smc/clc.c transport/smc/clc_v2.c transport/smc/smc_config.c src/rrpc/core/errors.c)
 $(BUILD)/test/kernel-smc/rrpc_clc_client: $(BUILD)/obj/test/kernel-smc/rrpc_clc_client.c.o $(KSMC_CLC_OBJS) $(BUILD)/librrpc_preload_policy.a
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) -o $@ $^ -lbpf -lpthread
+	$(CC) $(LDFLAGS) -o $@ $^ $(PRELOAD_POLICY_LDLIBS) -lpthread
 $(BUILD)/test/kernel-smc/smc_pingpong: test/kernel-smc/smc_pingpong.c
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(filter-out -MMD -MP,$(CFLAGS)) $(LDFLAGS) -o $@ $<
