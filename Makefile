@@ -11,6 +11,7 @@
 #   make SAN=1 ...    the same under ASan+UBSan, outputs in build/san
 #   make TSAN=1 ...   the same under ThreadSanitizer, outputs in build/tsan
 #   make fuzz         libFuzzer targets (clang), outputs in build/fuzz
+#   make test-kernel-smc   kernel AF_SMC peers over SMC-R in two VMs (docs/kernel-smc.md)
 #
 # Sources are found by directory, so adding a file needs no edit here:
 #   src/rrpc/{core,rpc,client,builtin}/*.c transport/*.c transport/smc/*.c transport/tcp/*.c transport/rdma/wire/*.c -> librrpc.a
@@ -241,6 +242,20 @@ test-rdma: $(RDMA_TESTS) examples tools $(BUILD)/bench/idle_conns preload
 # tests under ThreadSanitizer, one VM boot; a race report fails the binary).
 test-rdma-tsan: $(RDMA_TESTS) tools
 	$(RDMA_TSAN_WATCHDOG) tools/run-rdma-tests --out $(BUILD)/rdma-tests $(RDMA_TESTS)
+
+# The kernel SMC-R suite: kernel AF_SMC peers in two Soft-RoCE guests with the patched
+# rdma_rxe (docs/kernel-smc.md). Local, not in `make test`: it boots two VMs.
+KSMC_BINS := $(BUILD)/test/kernel-smc/smc_pingpong $(BUILD)/tools/smc_nl $(BUILD)/test/kernel-smc/rrpc_clc_client
+KSMC_CLC_OBJS := $(patsubst %,$(BUILD)/obj/%.o,transport/smc/clc.c transport/smc/clc_v2.c transport/smc/smc_config.c src/rrpc/core/errors.c)
+$(BUILD)/test/kernel-smc/rrpc_clc_client: $(BUILD)/obj/test/kernel-smc/rrpc_clc_client.c.o $(KSMC_CLC_OBJS) $(BUILD)/librrpc_preload_policy.a
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PRELOAD_POLICY_LDLIBS) -lpthread
+$(BUILD)/test/kernel-smc/smc_pingpong: test/kernel-smc/smc_pingpong.c
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(filter-out -MMD -MP,$(CFLAGS)) $(LDFLAGS) -o $@ $<
+.PHONY: test-kernel-smc
+test-kernel-smc: $(KSMC_BINS)
+	test/kernel-smc/run.sh
 
 # ---- fuzzing (clang + libFuzzer) -------------------------------------------
 FUZZ_CC ?= clang

@@ -254,6 +254,20 @@ typedef struct rrpc_rdma_stats {
 /* rrpc_rdma_get_stats - copy the counters. 0 or -RRPC_ENORDMA. */
 int rrpc_rdma_get_stats(rrpc_rdma_stats *out);
 
+/* Kernel SMC-R peers (docs/kernel-smc.md): the user EIDs rrpc offers and
+ * accepts in SMC-Rv2 CLC messages, and the pnet table pairing a netdev with
+ * the RDMA device and port for its connections. Both work in every build (no
+ * RDMA needed to configure) and may be called at any time; a later handshake
+ * reads the values current then.
+ * rrpc_smc_set_ueids - "EID[,EID...]": at most 4, each 1..32 characters,
+ *   A-Z/0-9 first, then also '.' and '-' (the kernel's rules); "" = none.
+ * rrpc_smc_set_pnet - "NETDEV=IBDEV[:PORT][,...]": at most 8, port 1 by
+ *   default; "" = none.
+ * Return 0, or -EINVAL leaving the old value in place, with *why (when not
+ * NULL) set to a static text. The flags --smc_ueid and --smc_pnet call them. */
+int rrpc_smc_set_ueids(const char *csv, const char **why);
+int rrpc_smc_set_pnet(const char *spec, const char **why);
+
 #ifdef __cplusplus
 }
 #endif

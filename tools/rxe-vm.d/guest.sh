@@ -94,6 +94,12 @@ ports_ready
 # ---- Soft-RoCE -----------------------------------------------------------------------------
 ip link set lo up || fatal "cannot bring lo up"
 load rdma_rxe || fatal "modprobe rdma_rxe failed"
+# --rxe-fixed: the stock module (from the initramfs, no device yet) makes way for ours.
+if [ -n "${RXE_VM_RXE_KO:-}" ]; then
+    rmmod rdma_rxe || fatal "rmmod of the stock rdma_rxe failed"
+    insmod "$RXE_VM_RXE_KO" || fatal "insmod $RXE_VM_RXE_KO failed"
+    log "patched rdma_rxe loaded from $RXE_VM_RXE_KO"
+fi
 if [ "$RXE_VM_PEERS" -gt 1 ]; then
     load virtio_net || fatal "modprobe virtio_net failed"
     find_nic() {

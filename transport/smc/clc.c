@@ -9,44 +9,11 @@
 
 #include "rrpc/errors.h"
 #include "transport/smc/bytes.h"
+#include "transport/smc/clc_layout.h"
 
-static const uint8_t eye_smcr[4] = {0xe2, 0xd4, 0xc3, 0xd9};
+static const uint8_t eye_smcr[4] = {RRPC__CLC_EYE_SMCR};
 static const uint8_t eye_smcd[4] = {0xe2, 0xd4, 0xc3, 0xc4};
 
-/* Fixed offsets shared by several messages. */
-enum {
-  OFF_PEER_ID = 8,
-  OFF_GID = 16,
-  OFF_MAC = 32,
-  /* Proposal */
-  OFF_IPAREA_OFFSET = 38,
-  OFF_IPAREA_BASE = 40,   /* the IP area starts at 40 + iparea_offset */
-  OFF_V2_EXT_OFFSET = 50, /* in the SMC-D area of a v2 Proposal */
-  OFF_V2_EXT_BASE = 52,   /* the v2 extension starts at 52 + that offset */
-  IPAREA_FIXED_LEN = 8,
-  IPV6_PREFIX_LEN = 17,
-  V2_EXT_FIXED_LEN = 40,
-  /* Accept / Confirm */
-  OFF_QPN = 38,
-  OFF_RKEY = 41,
-  OFF_RMBE_IDX = 45,
-  OFF_TOKEN = 46,
-  OFF_SIZE_MTU = 50,
-  OFF_RQ_DEPTH = 51, /* reserved in SMC-R; rrpc: log2 receive-WR depth */
-  OFF_RING_ADDR = 52,
-  OFF_FEATURES = 60, /* reserved in SMC-R; rrpc: feature flags */
-  OFF_PSN = 61,
-  OFF_EID = 64,     /* v2 */
-  OFF_FCE = 104,    /* v2 first-contact extension */
-  FCE_LEN = 36,     /* flags(1) os/release(1) reserved(2) hostname(32) */
-  FCE_V2X_LEN = 16, /* max_conns max_links feature_mask vendor(4) rsvd(8) */
-  GLE_HDR_LEN = 4,  /* gid count + 3 reserved */
-  GID_LEN = 16,
-  /* Decline */
-  OFF_DIAG = 16,
-  OFF_OS_TYPE = 20,
-  OFF_DIAG_V2 = 24,
-};
 
 static int eyecatcher_prefix_ok(const uint8_t *buf, size_t n) {
   if (n == 0) return 1;
@@ -452,7 +419,21 @@ const char *rrpc__clc_decline_text(uint32_t code) {
     case RRPC_CLC_DECL_PEERNOSMC: return "peer did not indicate SMC";
     case RRPC_CLC_DECL_IPSEC: return "IPsec in use";
     case RRPC_CLC_DECL_NOSMCDEV: return "no SMC device";
+    case RRPC_CLC_DECL_NOSMCDDEV: return "no SMC-D device";
     case RRPC_CLC_DECL_NOSMCRDEV: return "no SMC-R device";
+    case RRPC_CLC_DECL_NOISM2SUPP: return "no ISMv2 support";
+    case RRPC_CLC_DECL_NOV2EXT: return "peer sent no CLC v2 extension";
+    case RRPC_CLC_DECL_NOV2DEXT: return "peer sent no SMC-Dv2 extension";
+    case RRPC_CLC_DECL_NOSEID: return "peer sent no system EID";
+    case RRPC_CLC_DECL_NOSMCD2DEV: return "no SMC-Dv2 device";
+    case RRPC_CLC_DECL_NOUEID: return "no user EID in common";
+    case RRPC_CLC_DECL_OPTUNSUPP: return "socket option (fastopen) not supported";
+    case RRPC_CLC_DECL_GETVLANERR: return "cannot get the VLAN id";
+    case RRPC_CLC_DECL_ISMVLANERR: return "cannot register the VLAN id";
+    case RRPC_CLC_DECL_NOACTLINK: return "no active link in the link group";
+    case RRPC_CLC_DECL_MAX_DMB: return "SMC-D DMB limit reached";
+    case RRPC_CLC_DECL_NOROUTE: return "SMC-Rv2: no route to the peer";
+    case RRPC_CLC_DECL_NOINDIRECT: return "SMC-Rv2: direct/indirect mismatch";
     case RRPC_CLC_DECL_MODEUNSUPP: return "SMC modes do not match (R/D)";
     case RRPC_CLC_DECL_RMBE_EC: return "peer requires an RMBE eyecatcher";
     case RRPC_CLC_DECL_DIFFPREFIX: return "IP prefix mismatch";

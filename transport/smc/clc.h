@@ -4,9 +4,10 @@
  * the byte layouts and rrpc's use of reserved bytes; it knows nothing of
  * sockets, verbs or deadlines (the handshake code drives it).
  *
- * rrpc ENCODES only the version-1 SMC-R layouts (Proposal 52 bytes, Accept /
- * Confirm 68, Decline 28) and DECODES both version 1 and version 2 as Linux
- * sends them. See docs/smc-r-wire-usage.md for the why and for the rrpc
+ * rrpc's own handshake ENCODES the version-1 SMC-R layouts (Proposal 92
+ * bytes, Accept / Confirm 68, Decline 28); the version-2 encoders (SMC-Rv2,
+ * for kernel peers) write the layouts Linux 6.1 sends. Both versions DECODE
+ * as Linux sends them. See docs/smc-r-wire-usage.md for the why and for the rrpc
  * extension bytes.
  *
  * All functions are pure: thread-safe, non-blocking, no allocation. Buffers
@@ -110,15 +111,32 @@ enum rrpc__clc_decline_code {
   RRPC_CLC_DECL_PEERNOSMC = 0x03010000,   /* peer did not indicate SMC */
   RRPC_CLC_DECL_IPSEC = 0x03020000,       /* IPsec usage */
   RRPC_CLC_DECL_NOSMCDEV = 0x03030000,    /* no SMC device found */
+  RRPC_CLC_DECL_NOSMCDDEV = 0x03030001,   /* no SMC-D device found */
   RRPC_CLC_DECL_NOSMCRDEV = 0x03030002,   /* no SMC-R device found */
+  RRPC_CLC_DECL_NOISM2SUPP = 0x03030003,  /* no ISMv2 support */
+  RRPC_CLC_DECL_NOV2EXT = 0x03030004,     /* peer sent no CLC v2 extension */
+  RRPC_CLC_DECL_NOV2DEXT = 0x03030005,    /* peer sent no SMC-Dv2 extension */
+  RRPC_CLC_DECL_NOSEID = 0x03030006,      /* peer sent no system EID */
+  RRPC_CLC_DECL_NOSMCD2DEV = 0x03030007,  /* no SMC-Dv2 device found */
+  RRPC_CLC_DECL_NOUEID = 0x03030008,      /* no user EID in common */
   RRPC_CLC_DECL_MODEUNSUPP = 0x03040000,  /* SMC modes do not match (R/D) */
   RRPC_CLC_DECL_RMBE_EC = 0x03050000,     /* peer requires RMBE eyecatcher */
+  RRPC_CLC_DECL_OPTUNSUPP = 0x03060000,   /* fastopen not supported */
   RRPC_CLC_DECL_DIFFPREFIX = 0x03070000,  /* IP prefix mismatch */
+  RRPC_CLC_DECL_GETVLANERR = 0x03080000,  /* cannot get the VLAN id */
+  RRPC_CLC_DECL_ISMVLANERR = 0x03090000,  /* cannot register the VLAN id */
+  RRPC_CLC_DECL_NOACTLINK = 0x030a0000,   /* no active link in the group */
   RRPC_CLC_DECL_NOSRVLINK = 0x030b0000,   /* server's link not found */
   RRPC_CLC_DECL_VERSMISMAT = 0x030c0000,  /* version mismatch */
+  RRPC_CLC_DECL_MAX_DMB = 0x030d0000,     /* SMC-D DMB limit */
+  RRPC_CLC_DECL_NOROUTE = 0x030e0000,     /* SMC-Rv2: no route to the peer */
+  RRPC_CLC_DECL_NOINDIRECT = 0x030f0000,  /* SMC-Rv2: direct/indirect mismatch */
   RRPC_CLC_DECL_SYNCERR = 0x04000000,     /* synchronization error */
   RRPC_CLC_DECL_PEERDECL = 0x05000000,    /* peer declined (bookkeeping) */
   RRPC_CLC_DECL_INTERR = 0x09990000,      /* internal error (0x0999000x) */
+  RRPC_CLC_DECL_ERR_RTOK = 0x09990001,    /* rtoken handling failed */
+  RRPC_CLC_DECL_ERR_RDYLNK = 0x09990002,  /* link not ready */
+  RRPC_CLC_DECL_ERR_REGBUF = 0x09990003,  /* buffer registration failed */
 };
 
 /* The 8-byte header as found on the wire. */
@@ -258,6 +276,31 @@ int rrpc__clc_encode_accept(const struct rrpc__clc_accept *a, uint8_t *buf,
                             size_t cap, size_t *out_len);
 int rrpc__clc_encode_decline(const struct rrpc__clc_decline *d, uint8_t *buf,
                              size_t cap, size_t *out_len);
+
+/* Version-2 encoders: the SMC-Rv2 layouts Linux 6.1 sends and requires from
+ * a peer whose RoCE device has only RoCEv2 GIDs (docs/kernel-smc.md).
+ *
+ * rrpc__clc_encode_proposal_v2: header version 2, SMCv2 type R when
+ * has_v2_ext (RoCEv2 GID, UEIDs, release/SEID flag, max_conns/max_links/
+ * feature_mask), SMCv1 type R with the IP area when has_ip_area, else N; the
+ * SMC-D area is zero apart from its v2-extension offset. -EINVAL when
+ * neither area is wanted or a count is above its array (ism_gid_count must
+ * be 0: no SMC-D).
+ * rrpc__clc_encode_accept_v2 (Accept or Confirm by a->type): the v1 body at
+ * the same offsets, the negotiated EID at 64; with first_contact the
+ * first-contact extension (v2_direct, os_type, release, hostname), the 16
+ * bytes after it (max_conns, max_links, feature_mask, vendor_options) and,
+ * in a Confirm, the GID list (gid_count GIDs). 108 bytes without first
+ * contact.
+ * rrpc__clc_encode_decline_v2: 44 bytes, diag, os_type, diag_v2[4].
+ * All three: 0, -ENOSPC when cap is too small, -EINVAL for a field wider
+ * than its wire width; the hdr fields of the input are ignored. */
+int rrpc__clc_encode_proposal_v2(const struct rrpc__clc_proposal *p,
+                                 uint8_t *buf, size_t cap, size_t *out_len);
+int rrpc__clc_encode_accept_v2(const struct rrpc__clc_accept *a, uint8_t *buf,
+                               size_t cap, size_t *out_len);
+int rrpc__clc_encode_decline_v2(const struct rrpc__clc_decline *d,
+                                uint8_t *buf, size_t cap, size_t *out_len);
 
 /* rrpc__clc_proposal_decline_code - server side: 0 if rrpc can answer this
  * Proposal with its v1 Accept, else the decline code to send: MODEUNSUPP for

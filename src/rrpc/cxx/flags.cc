@@ -140,6 +140,12 @@ DEFINE_int32(rrpc_completion_handoff, 0,
 DEFINE_int32(rrpc_clc_sniff_timeout_ms, 2000,
              "A TCP server connection whose first bytes may be SMC-R CLC must complete the "
              "message within this time");
+DEFINE_string(smc_ueid, "",
+              "Kernel SMC-R peers: user EIDs rrpc offers and accepts in SMC-Rv2 CLC (comma-separated, "
+              "at most 4, A-Z 0-9 . -; the peer kernel needs one in common); empty = none");
+DEFINE_string(smc_pnet, "",
+              "Kernel SMC-R peers: pnet table, NETDEV=IBDEV[:PORT] comma-separated (the RDMA "
+              "device and port for connections routed over NETDEV); empty = --rdma_device");
 DEFINE_uint32(rrpc_iobuf_block_cache_per_thread, RRPC_IOBUF_BLOCK_CACHE_PER_THREAD,
               "Default-size (8 KiB) iobuf blocks each thread keeps for reuse instead of freeing them; "
               "0 = none; at most 65536");
@@ -186,6 +192,23 @@ int RdmaDialectByName(const std::string& name, std::string* why) {
   return -1;
 }
 
+// --smc_ueid / --smc_pnet: checked and stored in the process-wide SMC
+// configuration as they are set (parsed or changed), so a later CLC v2
+// handshake reads the current value.
+bool SetSmcUeids(const char*, const std::string& v) {
+  const char* why = nullptr;
+  if (rrpc_smc_set_ueids(v.c_str(), &why) == 0) return true;
+  fprintf(stderr, "--smc_ueid=%s: %s\n", v.c_str(), why);
+  return false;
+}
+
+bool SetSmcPnet(const char*, const std::string& v) {
+  const char* why = nullptr;
+  if (rrpc_smc_set_pnet(v.c_str(), &why) == 0) return true;
+  fprintf(stderr, "--smc_pnet=%s: %s\n", v.c_str(), why);
+  return false;
+}
+
 // Refused when parsed (a typo used to pass until the first use_rdma Server
 // or Channel started the RDMA runtime).
 bool ValidRdmaDialect(const char*, const std::string& v) {
@@ -197,6 +220,8 @@ bool ValidRdmaDialect(const char*, const std::string& v) {
 
 const bool g_validators_registered =
     gflags::RegisterFlagValidator(&FLAGS_rdma_dialect, ValidRdmaDialect) &&
+    gflags::RegisterFlagValidator(&FLAGS_smc_ueid, SetSmcUeids) &&
+    gflags::RegisterFlagValidator(&FLAGS_smc_pnet, SetSmcPnet) &&
     gflags::RegisterFlagValidator(&FLAGS_rdma_ring_size, ValidRingSize) &&
     gflags::RegisterFlagValidator(&FLAGS_rdma_memory_pool_max_size_mb, rrpc::detail::FlagNonNegative) &&
     gflags::RegisterFlagValidator(&FLAGS_rdma_registered_max_size_mb, rrpc::detail::FlagNonNegative) &&

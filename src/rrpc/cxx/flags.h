@@ -51,6 +51,8 @@ DECLARE_uint64(rdma_memory_pool_low_water_mb);
 DECLARE_int32(rrpc_rdma_tcp_only_ttl_s);
 DECLARE_int32(rdma_brpc_ack_settle_us);
 DECLARE_string(rdma_dialect);
+DECLARE_string(smc_ueid);
+DECLARE_string(smc_pnet);
 DECLARE_int32(usercode_pool_threads);
 DECLARE_bool(usercode_in_loop);
 DECLARE_int32(usercode_queue_max);
