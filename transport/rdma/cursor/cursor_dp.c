@@ -38,8 +38,11 @@ static int send_cdc_locked(rrpc__rdma_ep *ep, uint8_t conn_flags) {
   rrpc__cur_make_cdc(&ep->dp.cur, ep->peer.token, conn_flags, &m);
   uint8_t buf[RRPC_CDC_LEN];
   rrpc__cdc_encode(&m, buf);
-  /* A close is signaled: its completion says it left. */
-  int rc = rrpc__dp_post_send44_plain(ep, buf, conn_flags != 0);
+  /* A close is signaled: its completion says it left. So is a CDC that
+   * leaves less room than a write needs: writers then wait for send-queue
+   * room, which only a completion after it gives back (the WRITEs before
+   * it are unsignaled). */
+  int rc = rrpc__dp_post_send44_plain(ep, buf, conn_flags != 0 || rrpc__dp_sq_free(ep) <= CUR_SQ_PER_WRITE);
   if (rc != 0) {
     ep->dp.cur = saved; /* not sent: the same sequence number next time */
     return rc;
