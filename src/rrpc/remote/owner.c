@@ -44,13 +44,13 @@ const struct rrpc__rmt_region *rrpc__rmt_own_find(const struct rrpc__rmt_conn *c
 }
 
 static int own_grow(struct rrpc__rmt_conn *c) {
-  uint32_t cap = c->cap_own ? c->cap_own * 2 : 8;
+  uint64_t cap = c->cap_own ? (uint64_t)c->cap_own * 2 : 8;
   struct rrpc__rmt_region *p;
   if (cap > c->max_entries) cap = c->max_entries;
   p = realloc(c->own, (size_t)cap * sizeof(*p));
   if (!p) return -ENOMEM;
   c->own = p;
-  c->cap_own = cap;
+  c->cap_own = (uint32_t)cap;
   return 0;
 }
 

@@ -30,12 +30,12 @@ int rrpc__rmt_peer_add(struct rrpc__rmt_conn *c, const struct rrpc__rmt_msg *m) 
     return -RRPC_EPARSE;
   }
   if (c->n_peer == c->cap_peer) {
-    uint32_t cap = c->cap_peer ? c->cap_peer * 2 : 8;
+    uint64_t cap = c->cap_peer ? (uint64_t)c->cap_peer * 2 : 8;
     if (cap > c->max_entries) cap = c->max_entries;
     e = realloc(c->peer, (size_t)cap * sizeof(*e));
     if (!e) return -RRPC_EPARSE; /* cannot track it: the connection fails */
     c->peer = e;
-    c->cap_peer = cap;
+    c->cap_peer = (uint32_t)cap;
   }
   e = &c->peer[c->n_peer++];
   e->id = m->id;

@@ -113,10 +113,12 @@ int rrpc__rmt_own_check(const struct rrpc__rmt_conn *c, uint32_t id, uint32_t ge
                         const struct rrpc__rmt_region **out);
 
 /* ---- outgoing control messages ---- */
-/* rrpc__rmt_tx - fill m's sequence (and m from the arguments) and encode it
- * into out. HELLO goes first by itself: rrpc__rmt_tx_announce writes the
- * HELLO into out_hello and returns 2 when it was not sent yet, else 1 (the
- * caller sends out_hello then out, in that order). Negative: -EINVAL. */
+/* rrpc__rmt_tx_* - build one message from the arguments with the next
+ * sequence number and encode it into out; the caller sends the bytes in the
+ * order they were built. rrpc__rmt_tx_announce also writes the connection's
+ * HELLO into out_hello the first time, and then returns 2 (send out_hello,
+ * then out), else 1. The others return 0. Negative: -EINVAL (nothing built,
+ * no sequence spent). */
 int rrpc__rmt_tx_announce(struct rrpc__rmt_conn *c, const struct rrpc__rmt_region *r,
                           uint32_t rkey, uint64_t addr, uint8_t out_hello[RRPC_RMT_MSG_LEN],
                           uint8_t out[RRPC_RMT_MSG_LEN]);
