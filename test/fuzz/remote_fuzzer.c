@@ -1,6 +1,7 @@
 /* remote_fuzzer.c - libFuzzer target for remote memory's decoders
- * (src/rrpc/remote/wire.h, table.h): any bytes as a token and as a control
- * message (what decodes must re-encode to the same bytes), then the input
+ * (src/rrpc/remote/wire.h, table.h, tcp_frames.h): any bytes as a token, a
+ * control message and a TCP frame header (what decodes must re-encode to
+ * the same bytes), then the input
  * cut into 44-byte messages fed to a connection's state, with a token
  * check after each: no crash, no leak, and the tables never report an
  * entry the checks would refuse. */
@@ -12,6 +13,7 @@
 #include "rrpc/errors.h"
 #include "rrpc/remote.h"
 #include "rrpc/remote/table.h"
+#include "rrpc/remote/tcp_frames.h"
 #include "rrpc/remote/wire.h"
 
 static void check(int ok, const char *what, int line) {
@@ -44,6 +46,19 @@ static void message(const uint8_t *data, size_t size) {
   check(memcmp(out, data, sizeof(out)) == 0, "message re-encode differs", __LINE__);
 }
 
+/* The TCP carriage's frame header: what decodes re-encodes to the same 40
+ * bytes and respects the payload bound. */
+static void tcp_frame(const uint8_t *data, size_t size) {
+  struct rrpc__rmt_tcp_hdr h;
+  uint8_t out[RRPC_RMT_TCP_HDR_LEN];
+  int rc = rrpc__rmt_tcp_decode(data, size, 4096, &h);
+  check(rc == 0 || rc == -RRPC_EPARSE, "frame decode rc", __LINE__);
+  if (rc) return;
+  check(h.length <= 4096, "payload over the bound", __LINE__);
+  check(rrpc__rmt_tcp_encode(&h, out) == 0, "decoded frame does not encode", __LINE__);
+  check(memcmp(out, data, sizeof(out)) == 0, "frame re-encode differs", __LINE__);
+}
+
 /* Messages at every 44-byte step; a protocol error ends the connection, as
  * the carriage would. The first 40 bytes double as a token to check. */
 static void stream(const uint8_t *data, size_t size) {
@@ -72,6 +87,7 @@ static void stream(const uint8_t *data, size_t size) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   token(data, size);
   message(data, size);
+  tcp_frame(data, size);
   stream(data, size);
   return 0;
 }
