@@ -14,8 +14,8 @@
 #   make test-kernel-smc   kernel AF_SMC peers over SMC-R in two VMs (docs/kernel-smc.md)
 #
 # Sources are found by directory, so adding a file needs no edit here:
-#   src/rrpc/{core,rpc,client,builtin}/*.c transport/*.c transport/smc/*.c transport/tcp/*.c transport/rdma/wire/*.c -> librrpc.a
-#   transport/rdma/{,imm/,brpc/,cm/,cursor/}*.c (only WITH_RDMA=1) or transport/rdma/none/*.c
+#   src/rrpc/{core,remote,rpc,client,builtin}/*.c transport/*.c transport/smc/*.c transport/tcp/*.c transport/rdma/wire/*.c -> librrpc.a
+#   transport/rdma/{,imm/,brpc/,cm/,cursor/,remote/}*.c (only WITH_RDMA=1) or transport/rdma/none/*.c
 #   src/rrpc/cxx/*.cc + src/rrpc/cxx/*.proto                 -> librrpc_cxx.a
 #   src/rrpc/flags/*.cc (the flags brpc also defines)        -> librrpc_flags.a
 #   (each library also as lib<name>.so.VERSION, soname lib<name>.so.MAJOR)
@@ -54,9 +54,9 @@ LDFLAGS := $(EXTRA_LDFLAGS) $(SANFLAGS)
 LDLIBS := -lpthread
 CXXLIBS := -lgflags -lglog -lprotobuf -lpthread
 
-CORE_SRCS := $(wildcard src/rrpc/core/*.c src/rrpc/rpc/*.c src/rrpc/client/*.c src/rrpc/builtin/*.c transport/*.c transport/smc/*.c transport/tcp/*.c transport/rdma/wire/*.c)
+CORE_SRCS := $(wildcard src/rrpc/core/*.c src/rrpc/remote/*.c src/rrpc/rpc/*.c src/rrpc/client/*.c src/rrpc/builtin/*.c transport/*.c transport/smc/*.c transport/tcp/*.c transport/rdma/wire/*.c)
 ifeq ($(WITH_RDMA),1)
-CORE_SRCS += $(wildcard transport/rdma/*.c transport/rdma/imm/*.c transport/rdma/brpc/*.c transport/rdma/cm/*.c transport/rdma/cursor/*.c)
+CORE_SRCS += $(wildcard transport/rdma/*.c transport/rdma/imm/*.c transport/rdma/brpc/*.c transport/rdma/cm/*.c transport/rdma/cursor/*.c transport/rdma/remote/*.c)
 CPPFLAGS += -DRRPC_WITH_RDMA=1
 LDLIBS += -lrdmacm -libverbs
 else

@@ -36,7 +36,12 @@ extern "C" {
   X(EDECLINED, 4005, "RDMA handshake declined and fallback is disabled")       \
   X(EHANDSHAKE, 4006, "RDMA handshake failed")                                 \
   X(ENOTREADY, 4007, "object is not started")                                  \
-  X(EPOOL, 4008, "registered memory pool exhausted")
+  X(EPOOL, 4008, "registered memory pool exhausted")                         \
+  X(EREMOTENOENT, 4101, "no such remote region on this connection")          \
+  X(EREMOTEREVOKED, 4102, "remote region was revoked")                       \
+  X(EREMOTERANGE, 4103, "remote access outside the region")                  \
+  X(EREMOTERIGHTS, 4104, "remote access the region does not allow")          \
+  X(EREMOTECONN, 4105, "remote token was issued for another connection")
 
 enum rrpc_errno {
 #define RRPC_X_ENUM(name, value, text) RRPC_##name = value,
