@@ -44,6 +44,8 @@ static int (*real_getpeername)(int, struct sockaddr *, socklen_t *);
 static const char *env_get(const char *name) { return getenv(name); }
 
 static void after_fork_child(void) { rrpc_run_relay_after_fork(); }
+static atomic_int g_forked_children; /* this process forked: children may share its sockets */
+static void after_fork_parent(void) { atomic_store(&g_forked_children, 1); }
 
 __attribute__((constructor)) static void preload_init(void) {
   rrpc_run_real.close = dlsym(RTLD_NEXT, "close");
@@ -74,7 +76,7 @@ __attribute__((constructor)) static void preload_init(void) {
             rrpc_run_policy_mode(g_policy), rrpc_run_policy_note(g_policy));
   g_ebpf = strcmp(rrpc_run_policy_mode(g_policy), "ebpf") == 0;
   if (g_ebpf) rrpc_run_relay_set_peer_check(rrpc_smcopt_peer_offered);
-  pthread_atfork(NULL, NULL, after_fork_child);
+  pthread_atfork(NULL, after_fork_parent, after_fork_child);
   g_enabled = 1;
   rrpc_run_stat_page_start();
 }
@@ -82,6 +84,32 @@ __attribute__((constructor)) static void preload_init(void) {
 static rrpc_run_conn *fd_conn(int fd) {
   if (fd < 0 || fd >= FD_TABLE) return NULL;
   return atomic_load(&g_fds[fd]);
+}
+
+/* exit() with relayed sockets still open: the kernel would send what the
+ * program wrote, then FIN. Shut the program's ends down for writing (its
+ * relays read EOF after the last bytes and say "done writing"), then wait,
+ * at most RRPC_RUN_EXIT_LINGER_MS (default 5000), until the relays handed it
+ * all over. A process that forked keeps its sockets open: its children may
+ * still use them; only what was already read is waited for. _exit() and
+ * signals end the process without this (docs/rrpc-run.md). */
+__attribute__((destructor)) static void drain_at_exit(void) {
+  if (!g_enabled || rrpc_run_relay_forked()) return;
+  long linger = 5000;
+  const char *v = getenv("RRPC_RUN_EXIT_LINGER_MS");
+  if (v != NULL && *v != '\0') {
+    char *end;
+    long n = strtol(v, &end, 10);
+    if (*end == '\0' && n >= 0 && n <= 600000) linger = n;
+  }
+  if (linger == 0) return;
+  int want_eof = !atomic_load(&g_forked_children);
+  if (want_eof)
+    for (int fd = 0; fd < FD_TABLE; fd++)
+      if (fd_conn(fd) != NULL) shutdown(fd, SHUT_WR);
+  if (rrpc_run_relay_drain_at_exit(linger, want_eof) != 0)
+    fprintf(stderr, "rrpc-run[%d]: exit: bytes still held after %ld ms (RRPC_RUN_EXIT_LINGER_MS): lost\n",
+            (int)getpid(), linger);
 }
 
 static void fd_forget(int fd) {

@@ -31,6 +31,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 
@@ -614,6 +615,61 @@ static void tick_cb(void *arg) {
   }
   if (was && !c->up_throttled) uw_update(c);
   maybe_finish(c);
+}
+
+/* ---- exit ---------------------------------------------------------------------------- */
+
+/* At exit() the kernel would still send what the program wrote to its TCP
+ * sockets; the relay thread dies with the process, so the exiting thread
+ * waits (bounded) until every relay has handed what it read to its rrpc
+ * socket's transport. */
+static pthread_mutex_t g_exit_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_exit_cv;
+static int g_exit_done;
+static int g_exit_want_eof;
+static uint64_t g_exit_deadline_us;
+
+static int handed_over(rrpc_run_conn *c) {
+  if (c->ended || c->net_closed || c->closing || c->s == NULL) return 1;
+  if (g_exit_want_eof && !c->up_eof) return 0;
+  return rrpc__iobuf_length(&c->upbuf) == 0 && rrpc__socket_unwritten(c->s) == 0;
+}
+
+static void exit_check(void *arg) {
+  (void)arg;
+  int all = 1;
+  pthread_mutex_lock(&g_mu);
+  for (rrpc_run_conn *c = g_live; c != NULL && all; c = c->next) all = handed_over(c);
+  pthread_mutex_unlock(&g_mu);
+  if (!all && rrpc__now_us() < g_exit_deadline_us) {
+    rrpc__timer_id id;
+    if (rrpc__loop_timer_add(g_loop, rrpc__now_us() + TICK_US, exit_check, NULL, &id) == 0) return;
+  }
+  pthread_mutex_lock(&g_exit_mu);
+  g_exit_done = all ? 1 : -1;
+  pthread_cond_signal(&g_exit_cv);
+  pthread_mutex_unlock(&g_exit_mu);
+}
+
+int rrpc_run_relay_drain_at_exit(long linger_ms, int want_eof) {
+  if (g_loop == NULL || atomic_load(&g_live_n) == 0 || rrpc_run_relay_forked()) return 0;
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&g_exit_cv, &ca);
+  pthread_condattr_destroy(&ca);
+  g_exit_want_eof = want_eof;
+  g_exit_deadline_us = rrpc__now_us() + (uint64_t)linger_ms * 1000;
+  if (rrpc__loop_post(g_loop, exit_check, NULL) != 0) return 0;
+  struct timespec until;
+  clock_gettime(CLOCK_MONOTONIC, &until);
+  until.tv_sec += linger_ms / 1000 + 1; /* the loop's own bound comes first */
+  pthread_mutex_lock(&g_exit_mu);
+  while (g_exit_done == 0)
+    if (pthread_cond_timedwait(&g_exit_cv, &g_exit_mu, &until) == ETIMEDOUT) break;
+  int done = g_exit_done;
+  pthread_mutex_unlock(&g_exit_mu);
+  return done == 1 ? 0 : -ETIMEDOUT;
 }
 
 /* ---- adoption ----------------------------------------------------------------------- */

@@ -96,6 +96,13 @@ int rrpc_run_relay_debug(void);
  * the fork; the parent's relay keeps serving the inherited sockets, the
  * child makes no new relays. */
 void rrpc_run_relay_after_fork(void);
+
+/* rrpc_run_relay_drain_at_exit - the process is exiting: wait until every
+ * relay has handed what the program wrote to the transport (with
+ * `want_eof`, also the "done writing" the caller caused by shutting the
+ * program's sockets down), at most `linger_ms`. 0, or -ETIMEDOUT when some
+ * bytes were still held at the bound. The exiting thread, not the relay's. */
+int rrpc_run_relay_drain_at_exit(long linger_ms, int want_eof);
 int rrpc_run_relay_forked(void);
 
 #endif /* RRPC_PRELOAD_RELAY_H */

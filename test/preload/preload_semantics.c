@@ -562,6 +562,63 @@ static int case_kill9(const char *self) {
   return 0;
 }
 
+/* ---- the writer closes (or exits) before the reader read anything -------------------------- */
+/* What a program wrote before close() or exit() reaches its peer, as with
+ * TCP, even when the peer reads only afterwards: nothing may be dropped
+ * with the connection while the reader's relay holds bytes back. */
+enum { UNREAD = 2 << 20 };
+
+static void write_unread(int fd) {
+  unsigned char *buf = malloc(UNREAD);
+  CHECK(buf != NULL);
+  for (size_t i = 0; i < UNREAD; i++) buf[i] = pattern(i, 11);
+  write_all(fd, buf, UNREAD);
+  free(buf);
+}
+
+static void read_unread(int fd) {
+  unsigned char *buf = malloc(UNREAD + 1);
+  CHECK(buf != NULL);
+  size_t got = read_full(fd, buf, UNREAD + 1); /* +1: EOF must follow exactly */
+  if (got != UNREAD) fprintf(stderr, "read %zu of %d bytes before EOF\n", got, (int)UNREAD);
+  CHECK(got == UNREAD);
+  for (size_t i = 0; i < UNREAD; i++) CHECK(buf[i] == pattern(i, 11));
+  free(buf);
+}
+
+static void unread_server(int fd, void *arg) {
+  (void)arg;
+  write_unread(fd); /* server_main closes it */
+}
+
+static int case_close_unread(void) {
+  server sv;
+  server_start(&sv, unread_server, NULL);
+  int fd = connect_to(g_port);
+  server_join(&sv); /* written and closed before we read a byte */
+  read_unread(fd);
+  close(fd);
+  return 0;
+}
+
+static int serve_then_exit(void) {
+  int lfd = listen_on(g_port);
+  int fd = accept(lfd, NULL, NULL);
+  CHECK(fd >= 0);
+  write_unread(fd);
+  return 0; /* exit() with the socket still open: the kernel would send it all */
+}
+
+static int case_exit_unread(const char *self) {
+  pid_t pid = spawn_self(self, "serve-then-exit", g_port, 1);
+  int fd = connect_retry(g_port);
+  int st;
+  CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  read_unread(fd);
+  close(fd);
+  return 0;
+}
+
 /* ---- a plain peer (no rrpc-run) on the other end: byte-exact TCP ----------------------------------- */
 static int serve_echo(void) {
   int lfd = listen_on(g_port);
@@ -705,6 +762,7 @@ int main(int argc, char **argv) {
   const char *c = argv[1];
   if (strcmp(c, "serve-flood") == 0) return serve_flood();
   if (strcmp(c, "serve-echo") == 0) return serve_echo();
+  if (strcmp(c, "serve-then-exit") == 0) return serve_then_exit();
   if (strcmp(c, "client-plain") == 0) return client_plain();
   if (strcmp(c, "client-garbage-clc") == 0 || strcmp(c, "client-stall-clc") == 0) {
     alarm(30);
@@ -726,6 +784,8 @@ int main(int argc, char **argv) {
   if (strcmp(c, "nbconnect") == 0) return case_nbconnect();
   if (strcmp(c, "many") == 0) return case_many();
   if (strcmp(c, "kill9") == 0) return case_kill9(argv[0]);
+  if (strcmp(c, "close-unread") == 0) return case_close_unread();
+  if (strcmp(c, "exit-unread") == 0) return case_exit_unread(argv[0]);
   if (strcmp(c, "plain-server") == 0) return case_plain_server(argv[0]);
   if (strcmp(c, "plain-client") == 0) return case_plain_client(argv[0]);
   if (strcmp(c, "plain-client-listed") == 0) return case_plain_client_halfclose(argv[0]);
