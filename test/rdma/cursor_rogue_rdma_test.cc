@@ -30,8 +30,11 @@ namespace {
 const int kCloseMs = 5000;
 const int kStallMs = 1500;  // --rdma_cursor_stall_ms of this binary (default 60 s)
 
-std::mutex log_mu;
-std::string log_text;
+// Never destroyed: loop threads still log (a rogue's QP timing out) while
+// static destructors run at exit, and TSan saw the sink append to a freed
+// string there.
+std::mutex &log_mu = *new std::mutex;
+std::string &log_text = *new std::string;
 void log_sink(void *, rrpc_log_level, const char *file, int line, const char *msg) {
   std::lock_guard<std::mutex> g(log_mu);
   fprintf(stderr, "%s:%d] %s\n", file, line, msg);

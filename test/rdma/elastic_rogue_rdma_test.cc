@@ -32,8 +32,11 @@ const int kCloseMs = 5000;
 const size_t kCacheMb = 2;  // --rdma_piece_cache_size_mb of this binary (default 8)
 
 // Every log line, also kept for the cases to find their reason in.
-std::mutex log_mu;
-std::string log_text;
+// Never destroyed: loop threads still log (a rogue's QP timing out) while
+// static destructors run at exit, and TSan saw the sink append to a freed
+// string there.
+std::mutex &log_mu = *new std::mutex;
+std::string &log_text = *new std::string;
 void log_sink(void *, rrpc_log_level, const char *file, int line, const char *msg) {
   std::lock_guard<std::mutex> g(log_mu);
   fprintf(stderr, "%s:%d] %s\n", file, line, msg);
