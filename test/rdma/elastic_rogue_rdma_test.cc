@@ -31,32 +31,14 @@ const size_t kCap = 256 * 1024;  // the server's --rdma_ring_size: the cap of it
 const int kCloseMs = 5000;
 const size_t kCacheMb = 2;  // --rdma_piece_cache_size_mb of this binary (default 8)
 
-// Every log line, also kept for the cases to find their reason in.
-// Never destroyed: loop threads still log (a rogue's QP timing out) while
-// static destructors run at exit, and TSan saw the sink append to a freed
-// string there.
-std::mutex &log_mu = *new std::mutex;
-std::string &log_text = *new std::string;
-void log_sink(void *, rrpc_log_level, const char *file, int line, const char *msg) {
-  std::lock_guard<std::mutex> g(log_mu);
-  fprintf(stderr, "%s:%d] %s\n", file, line, msg);
-  log_text += msg;
-  log_text += '\n';
-}
-bool logged_since(size_t from, const std::string &what) {
-  std::lock_guard<std::mutex> g(log_mu);
-  return log_text.find(what, std::min(from, log_text.size())) != std::string::npos;
-}
-size_t log_mark() {
-  std::lock_guard<std::mutex> g(log_mu);
-  return log_text.size();
-}
+using rrpc_rdma_test::log_mark;
+using rrpc_rdma_test::logged_since;
 
 void init_rdma() {
   static bool done = false;
   if (done) return;
   done = true;
-  rrpc_log_set_sink(log_sink, nullptr);
+  rrpc_log_set_sink(rrpc_rdma_test::log_capture_sink, nullptr);
   rrpc_rdma_options o;
   rrpc_rdma_options_init(&o);
   o.elastic = 1;

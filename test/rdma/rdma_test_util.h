@@ -14,11 +14,13 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <cstdint>
+#include <mutex>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -27,6 +29,37 @@
 #include "test/common/test_util.h"
 
 namespace rrpc_rdma_test {
+
+// A log sink for rrpc_log_set_sink(log_capture_sink, nullptr): prints every
+// line and keeps it, for a case to find its reason in (log_mark, then
+// logged_since). Never destroyed: loop threads still log (a rogue's QP
+// timing out) while static destructors run at exit, and TSan saw a sink
+// append to a freed string there.
+struct LogCapture {
+  std::mutex mu;
+  std::string text;
+};
+inline LogCapture &log_capture() {
+  static LogCapture *c = new LogCapture;
+  return *c;
+}
+inline void log_capture_sink(void *, rrpc_log_level, const char *file, int line, const char *msg) {
+  LogCapture &c = log_capture();
+  std::lock_guard<std::mutex> g(c.mu);
+  fprintf(stderr, "%s:%d] %s\n", file, line, msg);
+  c.text += msg;
+  c.text += '\n';
+}
+inline bool logged_since(size_t from, const std::string &what) {
+  LogCapture &c = log_capture();
+  std::lock_guard<std::mutex> g(c.mu);
+  return c.text.find(what, std::min(from, c.text.size())) != std::string::npos;
+}
+inline size_t log_mark() {
+  LogCapture &c = log_capture();
+  std::lock_guard<std::mutex> g(c.mu);
+  return c.text.size();
+}
 
 // test.Echo/Echo: answers with the request and the request attachment.
 inline void echo_handler(void *, rrpc_server_call *call) {
