@@ -154,4 +154,38 @@ TEST(CallStats, ThreadsPastTheOwnedShardsCountExactly) {
   rrpc__call_stats_free(s);
 }
 
+// Calls in flight are the calls begun less the calls ended (a recorder
+// keeps no separate in-flight counter): calls still open show, in both
+// recorders a server's begin2/end2 feeds, and failures count in both.
+TEST(CallStats, InFlightIsBegunLessEndedInBothRecorders) {
+  rrpc__call_stats *a = nullptr, *b = nullptr;
+  ASSERT_EQ(0, rrpc__call_stats_new(&a));
+  ASSERT_EQ(0, rrpc__call_stats_new(&b));
+  for (int i = 0; i < 5; i++) rrpc__call_stats_begin2(a, b);
+  rrpc_call_stats st;
+  rrpc__call_stats_read(a, &st);
+  EXPECT_EQ(5, st.in_flight);
+  EXPECT_EQ(0u, st.calls);
+  std::thread([&] {  // ended on another thread: its own shard
+    rrpc__call_stats_end2(a, b, 40, 0);
+    rrpc__call_stats_end2(a, b, 60, -7);
+  }).join();
+  for (rrpc__call_stats *s : {a, b}) {
+    rrpc__call_stats_read(s, &st);
+    EXPECT_EQ(3, st.in_flight);
+    EXPECT_EQ(2u, st.calls);
+    EXPECT_EQ(2u, st.window_calls);
+    EXPECT_EQ(1u, st.errors);
+    EXPECT_EQ(1u, rrpc__call_stats_error_count(s, -7));
+    EXPECT_EQ(50u, st.latency_avg_us);
+    EXPECT_EQ(60u, st.latency_max_us);
+  }
+  for (int i = 0; i < 3; i++) rrpc__call_stats_end2(a, b, 50, 0);
+  rrpc__call_stats_read(b, &st);
+  EXPECT_EQ(0, st.in_flight);
+  EXPECT_EQ(5u, st.calls);
+  rrpc__call_stats_free(a);
+  rrpc__call_stats_free(b);
+}
+
 }  // namespace

@@ -20,9 +20,11 @@ enum {
   ERR_CODES = 16,
 };
 
+/* A second's calls. Their count is the sum of the buckets (summed on read,
+ * so an end raises one counter fewer). */
 struct slot {
   _Atomic uint64_t sec; /* the second (coarse monotonic) this slot holds */
-  _Atomic uint64_t n, sum_us, max_us;
+  _Atomic uint64_t sum_us, max_us;
   _Atomic uint32_t bucket[NBUCKETS];
 };
 
@@ -32,9 +34,11 @@ struct slot {
  * bytes, not SLOTS x 1 KiB - a process with thousands of channels keeps
  * two shards per channel (the caller's thread and the loop's), ~23 KiB a
  * channel when every slot was made up front. */
+/* Calls ended are the sum of hist[] and calls in flight are begun minus
+ * ended, both summed on read: an end then raises the histogram it must raise
+ * anyway and no separate call or in-flight counter. */
 struct shard {
-  _Atomic int64_t in_flight;
-  _Atomic uint64_t calls, errors;
+  _Atomic uint64_t begun, errors;
   _Atomic(struct slot *) slot[SLOTS];
   /* Since the recorder was made (rrpc__call_stats_histogram). */
   _Atomic uint64_t hist[RRPC__LATENCY_BOUNDS + 1], hist_sum_us;
@@ -45,10 +49,17 @@ const uint64_t rrpc__latency_bounds_us[RRPC__LATENCY_BOUNDS] = {
     10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000,
     100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000};
 
+/* The first bound >= us (RRPC__LATENCY_BOUNDS past the last): a binary
+ * search, five steps for any latency where a scan took one per bound below
+ * it. */
 static unsigned hist_bucket_of(uint64_t us) {
-  unsigned i = 0;
-  while (i < RRPC__LATENCY_BOUNDS && us > rrpc__latency_bounds_us[i]) i++;
-  return i;
+  unsigned lo = 0, hi = RRPC__LATENCY_BOUNDS;
+  while (lo < hi) {
+    unsigned mid = (lo + hi) / 2;
+    if (us > rrpc__latency_bounds_us[mid]) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }
 
 struct err_entry {
@@ -69,8 +80,12 @@ static _Thread_local int tl_shard = -1;
 /* tl_shard < OWNED: only this thread writes its shard, so its counters are
  * raised with a load and a store; no locked read-modify-write (six of them
  * per recorder per call were ~3 % of a call's CPU at saturation). Readers
- * still load them atomically. */
+ * still load them atomically. The recording functions take `owned` as a
+ * constant (each is inlined once per case), so the test is made once per
+ * record, not once per counter: an atomic access is a barrier to the
+ * compiler, which would otherwise reload the thread-local each time. */
 #define OWNED_SHARD() (tl_shard < OWNED)
+#define RECORD_FN static inline __attribute__((always_inline))
 
 void rrpc_metrics_set_enabled(int on) { atomic_store_explicit(&rrpc__metrics_switch, on != 0, memory_order_relaxed); }
 int rrpc_metrics_enabled(void) { return atomic_load_explicit(&rrpc__metrics_switch, memory_order_relaxed); }
@@ -81,6 +96,12 @@ static uint64_t now_coarse_us(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
   return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static uint64_t now_coarse_sec(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return (uint64_t)ts.tv_sec;
 }
 
 int rrpc__call_stats_new(rrpc__call_stats **out) {
@@ -110,10 +131,9 @@ static void pick_shard(void) {
 
 /* This thread's shard (tl_shard is picked), allocated on its first record.
  * NULL only when memory is short (the record is then dropped rather than
- * blocking or failing). */
-static struct shard *my_shard(rrpc__call_stats *s) {
-  struct shard *sh = atomic_load_explicit(&s->shard[tl_shard], memory_order_acquire);
-  if (sh != NULL) return sh;
+ * blocking or failing). The lookup is inlined into every record, the
+ * allocation is not. */
+static __attribute__((noinline)) struct shard *new_shard(rrpc__call_stats *s) {
   struct shard *fresh = calloc(1, sizeof *fresh);
   if (fresh == NULL) return NULL;
   struct shard *expected = NULL;
@@ -122,6 +142,11 @@ static struct shard *my_shard(rrpc__call_stats *s) {
     return fresh;
   free(fresh); /* another thread of this shard won */
   return expected;
+}
+
+RECORD_FN struct shard *my_shard(rrpc__call_stats *s) {
+  struct shard *sh = atomic_load_explicit(&s->shard[tl_shard], memory_order_acquire);
+  return sh != NULL ? sh : new_shard(s);
 }
 
 /* Log-linear: values below SUB exactly, then SUB buckets per power of two. */
@@ -140,28 +165,33 @@ static uint64_t bucket_mid(unsigned idx) {
   return lo + width / 2;
 }
 
-/* Raise a counter of this thread's shard (see OWNED_SHARD); any atomic
- * integer type (the C11 generic operations). */
-#define SHARD_ADD(a, v)                                                                              \
+/* Raise a counter of this thread's shard (`owned`: see OWNED_SHARD); any
+ * atomic integer type (the C11 generic operations). */
+#define SHARD_ADD(owned, a, v)                                                                       \
   do {                                                                                               \
-    if (OWNED_SHARD())                                                                               \
+    if (owned)                                                                                       \
       atomic_store_explicit((a), atomic_load_explicit((a), memory_order_relaxed) + (v),              \
                             memory_order_relaxed);                                                   \
     else                                                                                             \
       atomic_fetch_add_explicit((a), (v), memory_order_relaxed);                                     \
   } while (0)
 
-static void begin_one(rrpc__call_stats *s) {
+RECORD_FN void begin_one(rrpc__call_stats *s, int owned) {
   struct shard *sh = my_shard(s);
   if (sh == NULL) return;
-  SHARD_ADD(&sh->in_flight, 1);
+  SHARD_ADD(owned, &sh->begun, 1);
 }
 
 void rrpc__call_stats_begin2(rrpc__call_stats *a, rrpc__call_stats *b) {
-  if (!rrpc_metrics_enabled()) return;
+  if (!rrpc__metrics_on()) return;
   if (tl_shard < 0) pick_shard();
-  if (a != NULL) begin_one(a);
-  if (b != NULL) begin_one(b);
+  if (OWNED_SHARD()) {
+    if (a != NULL) begin_one(a, 1);
+    if (b != NULL) begin_one(b, 1);
+  } else {
+    if (a != NULL) begin_one(a, 0);
+    if (b != NULL) begin_one(b, 0);
+  }
 }
 
 void rrpc__call_stats_begin(rrpc__call_stats *s) { rrpc__call_stats_begin2(s, NULL); }
@@ -182,9 +212,9 @@ static void count_error(rrpc__call_stats *s, int code) {
   atomic_fetch_add_explicit(&s->err_other, 1, memory_order_relaxed);
 }
 
-static void atomic_max(_Atomic uint64_t *a, uint64_t v) {
+RECORD_FN void atomic_max(_Atomic uint64_t *a, uint64_t v, int owned) {
   uint64_t cur = atomic_load_explicit(a, memory_order_relaxed);
-  if (OWNED_SHARD()) {
+  if (owned) {
     if (cur < v) atomic_store_explicit(a, v, memory_order_relaxed);
     return;
   }
@@ -204,10 +234,9 @@ struct record {
  * memory is short: the record is then dropped from the window). Published
  * with its second already set, so a reader never sees a fresh slot as an
  * old second's. */
-static struct slot *slot_get(struct shard *sh, const struct record *r) {
+static __attribute__((noinline)) struct slot *new_slot(struct shard *sh, const struct record *r) {
   _Atomic(struct slot *) *at = &sh->slot[r->sec % SLOTS];
-  struct slot *sl = atomic_load_explicit(at, memory_order_acquire);
-  if (sl != NULL) return sl;
+  struct slot *sl = NULL;
   struct slot *fresh = calloc(1, sizeof *fresh);
   if (fresh == NULL) return NULL;
   atomic_store_explicit(&fresh->sec, r->sec, memory_order_relaxed);
@@ -217,57 +246,69 @@ static struct slot *slot_get(struct shard *sh, const struct record *r) {
   return sl;
 }
 
+/* A second that left the window: its slot emptied for r->sec. Two threads
+ * sharing the shard may both clear; at worst a record of this very second
+ * is lost. */
+static __attribute__((noinline)) void reuse_slot(struct slot *sl, const struct record *r) {
+  atomic_store_explicit(&sl->sum_us, 0, memory_order_relaxed);
+  atomic_store_explicit(&sl->max_us, 0, memory_order_relaxed);
+  for (int i = 0; i < NBUCKETS; i++) atomic_store_explicit(&sl->bucket[i], 0, memory_order_relaxed);
+  atomic_store_explicit(&sl->sec, r->sec, memory_order_release);
+}
+
 /* The slot of r->sec, emptied first if it still holds a second that left
- * the window. Two threads sharing the shard may both clear; at worst
- * a record of this very second is lost. */
-static struct slot *slot_for(struct shard *sh, const struct record *r) {
-  struct slot *sl = slot_get(sh, r);
-  if (sl == NULL) return NULL;
-  if (atomic_load_explicit(&sl->sec, memory_order_relaxed) != r->sec) {
-    atomic_store_explicit(&sl->n, 0, memory_order_relaxed);
-    atomic_store_explicit(&sl->sum_us, 0, memory_order_relaxed);
-    atomic_store_explicit(&sl->max_us, 0, memory_order_relaxed);
-    for (int i = 0; i < NBUCKETS; i++) atomic_store_explicit(&sl->bucket[i], 0, memory_order_relaxed);
-    atomic_store_explicit(&sl->sec, r->sec, memory_order_release);
-  }
+ * the window (reuse_slot). */
+RECORD_FN struct slot *slot_for(struct shard *sh, const struct record *r) {
+  struct slot *sl = atomic_load_explicit(&sh->slot[r->sec % SLOTS], memory_order_acquire);
+  if (sl == NULL && (sl = new_slot(sh, r)) == NULL) return NULL;
+  if (atomic_load_explicit(&sl->sec, memory_order_relaxed) != r->sec) reuse_slot(sl, r);
   return sl;
 }
 
-static void end_in(struct shard *sh, const struct record *r) {
+RECORD_FN void end_in(struct shard *sh, const struct record *r, int owned) {
   struct slot *sl = slot_for(sh, r);
   if (sl != NULL) {
-    SHARD_ADD(&sl->n, 1);
-    SHARD_ADD(&sl->sum_us, r->lat);
-    SHARD_ADD(&sl->bucket[r->bucket], 1);
-    atomic_max(&sl->max_us, r->lat);
+    SHARD_ADD(owned, &sl->sum_us, r->lat);
+    SHARD_ADD(owned, &sl->bucket[r->bucket], 1);
+    atomic_max(&sl->max_us, r->lat, owned);
   }
-  SHARD_ADD(&sh->hist[r->hist_bucket], 1);
-  SHARD_ADD(&sh->hist_sum_us, r->lat);
-  SHARD_ADD(&sh->in_flight, -1);
-  SHARD_ADD(&sh->calls, 1);
-  if (r->code != 0) SHARD_ADD(&sh->errors, 1);
+  SHARD_ADD(owned, &sh->hist[r->hist_bucket], 1);
+  SHARD_ADD(owned, &sh->hist_sum_us, r->lat);
+  if (r->code != 0) SHARD_ADD(owned, &sh->errors, 1);
 }
 
-static void end_one(rrpc__call_stats *s, const struct record *r) {
+RECORD_FN void end_one(rrpc__call_stats *s, const struct record *r, int owned) {
   struct shard *sh = my_shard(s);
   if (sh == NULL) return;
-  end_in(sh, r);
+  end_in(sh, r, owned);
   if (r->code != 0) count_error(s, r->code);
 }
 
 void rrpc__call_stats_end2(rrpc__call_stats *a, rrpc__call_stats *b, int64_t latency_us, int code) {
-  if (!rrpc_metrics_enabled()) return;
+  if (!rrpc__metrics_on()) return;
   if (tl_shard < 0) pick_shard();
   struct record r = {.lat = latency_us > 0 ? (uint64_t)latency_us : 0, .code = code};
-  r.sec = now_coarse_us() / 1000000u;
+  r.sec = now_coarse_sec();
   r.bucket = bucket_of(r.lat);
   r.hist_bucket = hist_bucket_of(r.lat);
-  if (a != NULL) end_one(a, &r);
-  if (b != NULL) end_one(b, &r);
+  if (OWNED_SHARD()) {
+    if (a != NULL) end_one(a, &r, 1);
+    if (b != NULL) end_one(b, &r, 1);
+  } else {
+    if (a != NULL) end_one(a, &r, 0);
+    if (b != NULL) end_one(b, &r, 0);
+  }
 }
 
 void rrpc__call_stats_end(rrpc__call_stats *s, int64_t latency_us, int code) {
   rrpc__call_stats_end2(s, NULL, latency_us, code);
+}
+
+/* The calls a shard saw end: every end raises exactly one hist[] bucket. */
+static uint64_t shard_ended(const struct shard *sh) {
+  uint64_t n = 0;
+  for (int b = 0; b <= RRPC__LATENCY_BOUNDS; b++) n += atomic_load_explicit(&sh->hist[b], memory_order_relaxed);
+  return n;
 }
 
 /* The value below which `q` of the window's calls fall. */
@@ -287,26 +328,39 @@ void rrpc__call_stats_read(const rrpc__call_stats *s, rrpc_call_stats *out) {
   memset(out, 0, sizeof *out);
   if (s == NULL) return;
   uint64_t now_us = now_coarse_us(), sec = now_us / 1000000u;
-  uint64_t b[NBUCKETS] = {0}, n = 0, sum = 0, max = 0;
+  uint64_t b[NBUCKETS] = {0}, n = 0, sum = 0, max = 0, begun = 0;
   for (int i = 0; i < SHARDS; i++) {
     const struct shard *sh = atomic_load_explicit(&s->shard[i], memory_order_acquire);
     if (sh == NULL) continue;
-    out->in_flight += atomic_load_explicit(&sh->in_flight, memory_order_relaxed);
-    out->calls += atomic_load_explicit(&sh->calls, memory_order_relaxed);
+    out->calls += shard_ended(sh);
     out->errors += atomic_load_explicit(&sh->errors, memory_order_relaxed);
     for (int k = 0; k < SLOTS; k++) {
       const struct slot *sl = atomic_load_explicit(&sh->slot[k], memory_order_acquire);
       if (sl == NULL) continue;
       uint64_t ssec = atomic_load_explicit(&sl->sec, memory_order_acquire);
-      if (ssec > sec || sec - ssec >= RRPC_METRICS_WINDOW_S || atomic_load(&sl->n) == 0) continue;
-      n += atomic_load_explicit(&sl->n, memory_order_relaxed);
+      if (ssec > sec || sec - ssec >= RRPC_METRICS_WINDOW_S) continue;
+      uint64_t sn = 0;
+      for (int j = 0; j < NBUCKETS; j++) {
+        uint64_t c = atomic_load_explicit(&sl->bucket[j], memory_order_relaxed);
+        b[j] += c;
+        sn += c;
+      }
+      if (sn == 0) continue;
+      n += sn;
       sum += atomic_load_explicit(&sl->sum_us, memory_order_relaxed);
       uint64_t m = atomic_load_explicit(&sl->max_us, memory_order_relaxed);
       if (m > max) max = m;
-      for (int j = 0; j < NBUCKETS; j++) b[j] += atomic_load_explicit(&sl->bucket[j], memory_order_relaxed);
     }
   }
-  if (out->in_flight < 0) out->in_flight = 0; /* metrics were switched during a call */
+  /* Begun read after ended, so a call that begins and ends while this reads
+   * tends to count in both rather than as ended only. The difference is a
+   * snapshot of relaxed counters on many threads, not exact; below zero
+   * (metrics switched on during a call: ended, never begun) it reads 0. */
+  for (int i = 0; i < SHARDS; i++) {
+    const struct shard *sh = atomic_load_explicit(&s->shard[i], memory_order_acquire);
+    if (sh != NULL) begun += atomic_load_explicit(&sh->begun, memory_order_relaxed);
+  }
+  out->in_flight = begun > out->calls ? (int64_t)(begun - out->calls) : 0;
   /* The window is the current partial second plus the full ones before it,
    * no longer than the recorder has existed. */
   double span = (double)(RRPC_METRICS_WINDOW_S - 1) + (double)(now_us % 1000000u) / 1e6;
