@@ -188,4 +188,27 @@ TEST(CallStats, InFlightIsBegunLessEndedInBothRecorders) {
   rrpc__call_stats_free(b);
 }
 
+// Every bound is inclusive and the value just past it lands in the next
+// bucket, for all 19 bounds (the recorder finds a latency's bucket from
+// its window bucket, whose width around the larger bounds spans both).
+TEST(CallStats, HistogramBoundsExactAtEveryBound) {
+  rrpc__call_stats *s = nullptr;
+  ASSERT_EQ(0, rrpc__call_stats_new(&s));
+  for (int i = 0; i < RRPC__LATENCY_BOUNDS; i++) {
+    const int64_t b = static_cast<int64_t>(rrpc__latency_bounds_us[i]);
+    for (int64_t l : {b - 1, b, b + 1}) {
+      rrpc__call_stats_begin(s);
+      rrpc__call_stats_end(s, l, 0);
+    }
+  }
+  rrpc__latency_hist h;
+  rrpc__call_stats_histogram(s, &h);
+  // Bucket 0 holds 9 and 10; bucket i (0 < i < 19) holds bound[i-1] + 1,
+  // bound[i] - 1 and bound[i]; the last holds 10 s + 1 us.
+  EXPECT_EQ(2u, h.count[0]);
+  for (int i = 1; i < RRPC__LATENCY_BOUNDS; i++) EXPECT_EQ(3u, h.count[i]) << "bound " << rrpc__latency_bounds_us[i];
+  EXPECT_EQ(1u, h.count[RRPC__LATENCY_BOUNDS]);
+  rrpc__call_stats_free(s);
+}
+
 }  // namespace

@@ -3,6 +3,7 @@
  * its recorders; who records and who reads is the server's, channel's and
  * builtin pages' business. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,17 +50,35 @@ const uint64_t rrpc__latency_bounds_us[RRPC__LATENCY_BOUNDS] = {
     10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000,
     100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000};
 
-/* The first bound >= us (RRPC__LATENCY_BOUNDS past the last): a binary
- * search, five steps for any latency where a scan took one per bound below
- * it. */
-static unsigned hist_bucket_of(uint64_t us) {
-  unsigned lo = 0, hi = RRPC__LATENCY_BOUNDS;
-  while (lo < hi) {
-    unsigned mid = (lo + hi) / 2;
-    if (us > rrpc__latency_bounds_us[mid]) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
+/* The first bound >= us (RRPC__LATENCY_BOUNDS past the last). */
+static unsigned hist_bucket_scan(uint64_t us) {
+  unsigned i = 0;
+  while (i < RRPC__LATENCY_BOUNDS && us > rrpc__latency_bounds_us[i]) i++;
+  return i;
+}
+
+/* The smallest value of a bucket. */
+static uint64_t bucket_lo(unsigned idx) {
+  if (idx < SUB) return idx;
+  unsigned e = (idx - SUB) / SUB + 3u, sub = (idx - SUB) % SUB;
+  return (uint64_t)(SUB + sub) << (e - 3u);
+}
+
+/* hist_of_bucket[i]: the since-start bucket of window bucket i's smallest
+ * value. A window bucket is at most 1/8 as wide as its values and the bounds
+ * are at least 2x apart, so a latency's since-start bucket is that one or
+ * the next: one lookup and one comparison per record instead of a scan of
+ * the bounds below it. Filled once, before any recorder exists. */
+static uint8_t hist_of_bucket[NBUCKETS];
+static pthread_once_t hist_of_bucket_once = PTHREAD_ONCE_INIT;
+
+static void hist_of_bucket_fill(void) {
+  for (unsigned i = 0; i < NBUCKETS; i++) hist_of_bucket[i] = (uint8_t)hist_bucket_scan(bucket_lo(i));
+}
+
+static unsigned hist_bucket_of(uint64_t us, unsigned bucket) {
+  unsigned h = hist_of_bucket[bucket];
+  return h < RRPC__LATENCY_BOUNDS && us > rrpc__latency_bounds_us[h] ? h + 1 : h;
 }
 
 struct err_entry {
@@ -105,6 +124,7 @@ static uint64_t now_coarse_sec(void) {
 }
 
 int rrpc__call_stats_new(rrpc__call_stats **out) {
+  pthread_once(&hist_of_bucket_once, hist_of_bucket_fill);
   rrpc__call_stats *s = calloc(1, sizeof *s);
   if (s == NULL) return -ENOMEM;
   s->created_us = now_coarse_us();
@@ -290,7 +310,7 @@ void rrpc__call_stats_end2(rrpc__call_stats *a, rrpc__call_stats *b, int64_t lat
   struct record r = {.lat = latency_us > 0 ? (uint64_t)latency_us : 0, .code = code};
   r.sec = now_coarse_sec();
   r.bucket = bucket_of(r.lat);
-  r.hist_bucket = hist_bucket_of(r.lat);
+  r.hist_bucket = hist_bucket_of(r.lat, r.bucket);
   if (OWNED_SHARD()) {
     if (a != NULL) end_one(a, &r, 1);
     if (b != NULL) end_one(b, &r, 1);
