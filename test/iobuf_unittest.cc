@@ -316,6 +316,32 @@ TEST(IobufTest, MoveHasNoRefcountTraffic) {
   ExpectConsistent(b.get(), "b");
 }
 
+// One piece at a time into an iobuf whose array is full: with dead slots
+// before start it slides them out, with none it grows; each piece arrives
+// once, in order, its block's reference moved (not taken), the source empty.
+TEST(IobufTest, MoveOnePieceIntoAFullArray) {
+  Buf dst = NewBuf();
+  std::string want;
+  std::vector<rrpc_block *> blocks;
+  for (int i = 0; i < 3 * RRPC_IOBUF_INLINE_REFS + 1; i++) {
+    Buf one = NewBuf();
+    std::string piece(1 + i, (char)('a' + i));
+    ASSERT_EQ(0, rrpc_iobuf_append(one.get(), piece.data(), piece.size()));
+    ASSERT_EQ(1u, rrpc_iobuf_piece_count(one.get()));
+    blocks.push_back(BlockOf(one.get(), 0));
+    ASSERT_EQ(0, rrpc_iobuf_move(dst.get(), one.get()));
+    ExpectConsistent(one.get(), "");
+    want += piece;
+    if (i == RRPC_IOBUF_INLINE_REFS) {  // a dead slot before start: the next full move slides
+      rrpc_iobuf_pop_front(dst.get(), 1);
+      want.erase(0, 1);
+      blocks.erase(blocks.begin());
+    }
+    ExpectConsistent(dst.get(), want);
+  }
+  for (rrpc_block *blk : blocks) EXPECT_EQ(1u, blk->refs.load());
+}
+
 // ---- cutting ---------------------------------------------------------------------------
 
 TEST(IobufTest, CutAcrossBlockBoundaries) {

@@ -252,10 +252,8 @@ int rrpc_iobuf_append_iobuf(rrpc_iobuf *buf, const rrpc_iobuf *src) {
   return 0;
 }
 
-int rrpc_iobuf_move(rrpc_iobuf *buf, rrpc_iobuf *src) {
-  if (buf == src) return 0;
-  uint32_t n = src->end - src->start;
-  if (n == 0) return 0;
+/* rrpc_iobuf_move for several pieces, or one into a full array. */
+static __attribute__((noinline)) int move_slow(rrpc_iobuf *buf, rrpc_iobuf *src, uint32_t n) {
   if (buf->start == buf->end && src->refs != src->inline_refs) {
     /* buf is empty: take src's heap array whole instead of copying. */
     if (buf->refs != buf->inline_refs) free(buf->refs);
@@ -276,6 +274,22 @@ int rrpc_iobuf_move(rrpc_iobuf *buf, rrpc_iobuf *src) {
     buf->end += n;
     buf->len += src->len;
   }
+  src->start = 0;
+  src->end = 0;
+  src->len = 0;
+  return 0;
+}
+
+/* One piece into room, the usual case (a message, a response's body, a
+ * request queued for writing; ~3 a call), touches only the two refs and
+ * saves no registers: the general path's prologue and tests were ~55
+ * instructions a move. */
+int rrpc_iobuf_move(rrpc_iobuf *buf, rrpc_iobuf *src) {
+  if (buf == src) return 0;
+  uint32_t n = src->end - src->start;
+  if (n != 1 || buf->end == buf->cap) return n == 0 ? 0 : move_slow(buf, src, n);
+  buf->refs[buf->end++] = src->refs[src->start];
+  buf->len += src->len;
   src->start = 0;
   src->end = 0;
   src->len = 0;
