@@ -342,6 +342,54 @@ TEST(IobufTest, MoveOnePieceIntoAFullArray) {
   for (rrpc_block *blk : blocks) EXPECT_EQ(1u, blk->refs.load());
 }
 
+// A socket's pending writes take its queue's array whole and give the
+// queue their own emptied array back (no free now, no growth on refill);
+// with either side on its inline refs it is a plain move.
+TEST(IobufTest, MoveTradeSwapsHeapArrays) {
+  Buf pend = NewBuf(), queue = NewBuf();
+  auto pieces = [](rrpc_iobuf *b, int n, char c) {
+    std::string all;
+    for (int i = 0; i < n; i++) {
+      Buf one = NewBuf();
+      std::string p(2, (char)(c + i));
+      EXPECT_EQ(0, rrpc_iobuf_append(one.get(), p.data(), p.size()));
+      EXPECT_EQ(0, rrpc_iobuf_move(b, one.get()));
+      all += p;
+    }
+    return all;
+  };
+  // pend's array on the heap, then emptied as a write does.
+  std::string first = pieces(pend.get(), 2 * RRPC_IOBUF_INLINE_REFS, 'a');
+  rrpc_iobuf_pop_front(pend.get(), first.size());
+  ASSERT_NE(pend->inline_refs, pend->refs);
+  const rrpc_iobuf_ref *pend_arr = pend->refs;
+  std::string queued = pieces(queue.get(), 2 * RRPC_IOBUF_INLINE_REFS, 'A');
+  const rrpc_iobuf_ref *queue_arr = queue->refs;
+  ASSERT_NE(queue->inline_refs, queue_arr);
+
+  ASSERT_EQ(0, rrpc__iobuf_move_trade(pend.get(), queue.get()));
+  EXPECT_EQ(queue_arr, pend->refs);
+  EXPECT_EQ(pend_arr, queue->refs);
+  ExpectConsistent(pend.get(), queued);
+  ExpectConsistent(queue.get(), "");
+  // The traded array refills in place.
+  std::string more = pieces(queue.get(), RRPC_IOBUF_INLINE_REFS + 1, 'k');
+  EXPECT_EQ(pend_arr, queue->refs);
+  ExpectConsistent(queue.get(), more);
+
+  // pend not empty: a plain move appends.
+  ASSERT_EQ(0, rrpc__iobuf_move_trade(pend.get(), queue.get()));
+  ExpectConsistent(pend.get(), queued + more);
+  ExpectConsistent(queue.get(), "");
+  // Into an empty iobuf on its inline refs: the array is handed over, as move does.
+  Buf fresh = NewBuf();
+  const rrpc_iobuf_ref *arr = pend->refs;
+  ASSERT_EQ(0, rrpc__iobuf_move_trade(fresh.get(), pend.get()));
+  EXPECT_EQ(arr, fresh->refs);
+  EXPECT_EQ(pend->inline_refs, pend->refs);
+  ExpectConsistent(fresh.get(), queued + more);
+}
+
 // ---- cutting ---------------------------------------------------------------------------
 
 TEST(IobufTest, CutAcrossBlockBoundaries) {

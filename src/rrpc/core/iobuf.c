@@ -280,6 +280,25 @@ static __attribute__((noinline)) int move_slow(rrpc_iobuf *buf, rrpc_iobuf *src,
   return 0;
 }
 
+int rrpc__iobuf_move_trade(rrpc_iobuf *buf, rrpc_iobuf *src) {
+  if (buf == src || buf->start != buf->end || src->start == src->end || src->refs == src->inline_refs ||
+      buf->refs == buf->inline_refs)
+    return rrpc_iobuf_move(buf, src);
+  rrpc_iobuf_ref *old = buf->refs;
+  uint32_t old_cap = buf->cap;
+  buf->refs = src->refs;
+  buf->start = src->start;
+  buf->end = src->end;
+  buf->cap = src->cap;
+  buf->len = src->len;
+  src->refs = old;
+  src->cap = old_cap;
+  src->start = 0;
+  src->end = 0;
+  src->len = 0;
+  return 0;
+}
+
 /* One piece into room, the usual case (a message, a response's body, a
  * request queued for writing; ~3 a call), touches only the two refs and
  * saves no registers: the general path's prologue and tests were ~55

@@ -465,7 +465,7 @@ static void drain(rrpc__socket *s) {
         if (fin) shutdown(s->fd, SHUT_RDWR); /* FIN after the data; our read side sees EOF */
         return;
       }
-      int rc = rrpc_iobuf_move(&s->wpend, &s->wqueue);
+      int rc = rrpc__iobuf_move_trade(&s->wpend, &s->wqueue);
       rrpc__lock_release(&s->wmu);
       if (rc != 0) {
         rrpc__socket_fail(s, rc);

@@ -79,6 +79,14 @@ static inline void rrpc__iobuf_destroy(rrpc_iobuf *buf) {
   rrpc__iobuf_destroy_slow(buf);
 }
 
+/* rrpc__iobuf_move_trade - rrpc_iobuf_move for two iobufs that live as long
+ * as each other (a socket's write queue and its pending writes): when buf
+ * is empty and src's refs are a heap array, buf takes that array and src
+ * gets buf's own heap array, if it had one, instead of buf freeing it - the
+ * queue then refills without growing its array again (a malloc and a free
+ * per batch of queued responses). Otherwise as rrpc_iobuf_move. */
+int rrpc__iobuf_move_trade(rrpc_iobuf *buf, rrpc_iobuf *src);
+
 /* Blocks. alloc makes a block with refs = 1 and size = 0 from the current
  * allocator (cap >= size; size 0 or less than the default block size gets
  * the default). 0, -EINVAL (size > UINT32_MAX) or the allocator's error.
