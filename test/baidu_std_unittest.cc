@@ -402,6 +402,38 @@ TEST(RpcMetaDecode, Int32KeepsLow32BitsOfLongVarints) {
   EXPECT_EQ(1, m.compress_type);
 }
 
+// Every varint length, at both edges of each (2^(7k) - 1 and 2^(7k)), as the
+// meta's last field (a response's correlation_id): both ways against the C++
+// library, and each truncation of it (the short forms check the bytes left
+// before reading a second or third byte) rejected as C++ rejects it.
+TEST(RpcMetaDecode, VarintsOfEveryLengthAndTheirTruncations) {
+  google::protobuf::LogSilencer quiet;
+  for (int k = 1; k <= 9; k++) {
+    const uint64_t edge = uint64_t{1} << (7 * k);
+    for (uint64_t v : {edge - 1, edge, edge + 1}) {
+      SCOPED_TRACE(v);
+      rrpc__rpc_meta m;
+      memset(&m, 0, sizeof(m));
+      m.has = RRPC_META_HAS_RESPONSE | RRPC_META_HAS_CORRELATION_ID;
+      m.correlation_id = static_cast<int64_t>(v);
+      CheckRrpcToCxx(m);
+      CheckCxxToRrpc(ToPb(m));
+      const std::string bytes = Encode(m);
+      ASSERT_EQ(bytes.size(), 3u + static_cast<size_t>(k) + (v >= edge ? 1u : 0u));
+      for (size_t n = 0; n < bytes.size(); n++) {
+        std::vector<uint8_t> exact(bytes.begin(), bytes.begin() + n);
+        rrpc__rpc_meta d;
+        int rc = rrpc__rpc_meta_decode(exact.data(), n, &d);
+        RpcMeta cxx;
+        EXPECT_EQ(cxx.ParseFromArray(exact.data(), static_cast<int>(n)), rc == 0) << "prefix " << n;
+        if (rc == 0) ExpectSame(cxx, d);
+      }
+    }
+  }
+  CheckCxxToRrpc(ToPb(RequestMeta("s", "m", INT64_MAX)));
+  CheckCxxToRrpc(ToPb(RequestMeta("s", "m", -1)));
+}
+
 // Malformed input: -RRPC_EPARSE, *out zeroed. Where the C++ parser also
 // rejects the bytes, check that it does (groups and wrong wire types of our
 // own fields are stricter on purpose; see internal/baidu_std.h).
