@@ -924,6 +924,34 @@ TEST(BaiduPack, AllocatorFailureLeavesOutputUnchanged) {
 // payload is copied behind the meta in the header's block (one piece less),
 // a payload over the copy limit and the attachment stay shared, the bytes
 // are those of a hand-built frame either way; a failure leaves it empty.
+// Every size the header's block takes by copy (1 - 128 bytes: each class of
+// the inline copy, words, 16-byte moves and their overlapping tail), into an
+// empty output and behind an earlier frame: the C++ library's bytes exactly,
+// and nothing written past the frame's end.
+TEST(BaiduPack, EveryCopiedPayloadSizeIsExact) {
+  std::string svc = "example.EchoService", method = "Echo";
+  for (size_t n = 1; n <= 128; n++) {
+    SCOPED_TRACE(n);
+    rrpc__rpc_meta m = RequestMeta(svc, method, 7);
+    std::string payload = Pattern(n, static_cast<int>(n));
+    RpcMeta pb;
+    pb.mutable_request()->set_service_name(svc);
+    pb.mutable_request()->set_method_name(method);
+    pb.mutable_request()->set_log_id(77);
+    pb.set_correlation_id(7);
+    const std::string want = CxxFrame(pb, payload, "");
+    Buf pay, out, behind;
+    pay.add(payload);
+    ASSERT_EQ(0, rrpc__baidu_pack(&out.b, &m, &pay.b, nullptr));
+    EXPECT_EQ(want, out.str());
+    EXPECT_EQ(1u, rrpc_iobuf_piece_count(&out.b));
+    behind.add("x");
+    ASSERT_EQ(0, rrpc__baidu_pack(&behind.b, &m, &pay.b, nullptr));
+    ASSERT_EQ(0, rrpc_iobuf_append(&behind.b, "yz", 2));
+    EXPECT_EQ("x" + want + "yz", behind.str());
+  }
+}
+
 TEST(BaiduPack, SmallPayloadIsCopiedIntoTheHeaderBlockLargeOneShared) {
   std::string svc = "example.EchoService", method = "Echo";
   for (size_t n : {size_t(1), size_t(128), size_t(129), size_t(5000)}) {
