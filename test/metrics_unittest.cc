@@ -8,6 +8,7 @@
 #include <vector>
 
 extern "C" {
+#include "rrpc/internal/loop.h"
 #include "rrpc/internal/metrics.h"
 }
 
@@ -53,6 +54,30 @@ TEST(CallStats, SlotsMadeOnFirstUseCountEveryCallWhileRead) {
 // One latency: every percentile reports its bucket's middle, which for
 // 1030 us (bucket 1024..1151) is 1088 - but none may pass the largest
 // latency seen, which is exact.
+// An end on a thread whose round clock is set (a loop thread, or a worker
+// that lent its read) lands in the second of that clock, not of a fresh
+// read: one long enough ago is in the totals but out of the window.
+TEST(CallStats, AnEndOnARoundClockCountsInThatClocksSecond) {
+  const uint64_t now = rrpc__now_us();
+  const uint64_t back = 2u * RRPC_METRICS_WINDOW_S * 1000000u;
+  if (now < 2 * back) GTEST_SKIP() << "the monotonic clock is too young";
+  rrpc__call_stats *s = nullptr;
+  ASSERT_EQ(0, rrpc__call_stats_new(&s));
+  uint64_t had = rrpc__round_lend(now - back);
+  ASSERT_EQ(0u, had);  // the test thread is no loop
+  rrpc__call_stats_begin(s);
+  rrpc__call_stats_end(s, 50, 0);
+  rrpc__round_unlend(had);
+  rrpc__call_stats_begin(s);
+  rrpc__call_stats_end(s, 70, 0);
+  rrpc_call_stats st;
+  rrpc__call_stats_read(s, &st);
+  EXPECT_EQ(2u, st.calls);
+  EXPECT_EQ(1u, st.window_calls);
+  EXPECT_EQ(70u, st.latency_max_us);
+  rrpc__call_stats_free(s);
+}
+
 TEST(CallStats, PercentilesNeverPassTheMax) {
   rrpc__call_stats *s = nullptr;
   ASSERT_EQ(0, rrpc__call_stats_new(&s));

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "rrpc/internal/metrics.h"
+#include "rrpc/internal/loop.h"
 
 enum {
   OWNED = 16,                       /* the first 16 recording threads: a shard each */
@@ -111,13 +112,15 @@ int rrpc_metrics_enabled(void) { return atomic_load_explicit(&rrpc__metrics_swit
 
 /* The coarse clock costs a few ns (no syscall) and a second is all a slot
  * needs to know. */
-static uint64_t now_coarse_us(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
-static uint64_t now_coarse_sec(void) {
+/* The second a call ended in. A loop thread (or a worker that lent its
+ * clock read, rrpc__round_lend) has the round's clock already: no clock
+ * call, which even the coarse clock's vDSO read is (two per RPC, one each
+ * side). Elsewhere the coarse clock. Either is at most the reader's fine
+ * clock read after it, so a record never lands in a second the reader
+ * thinks is still to come. */
+static uint64_t end_sec(void) {
+  uint64_t round_us = rrpc__tls_round_us;
+  if (round_us != 0) return round_us / 1000000u;
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
   return (uint64_t)ts.tv_sec;
@@ -127,7 +130,7 @@ int rrpc__call_stats_new(rrpc__call_stats **out) {
   pthread_once(&hist_of_bucket_once, hist_of_bucket_fill);
   rrpc__call_stats *s = calloc(1, sizeof *s);
   if (s == NULL) return -ENOMEM;
-  s->created_us = now_coarse_us();
+  s->created_us = rrpc__now_us();
   *out = s;
   return 0;
 }
@@ -308,7 +311,7 @@ void rrpc__call_stats_end2(rrpc__call_stats *a, rrpc__call_stats *b, int64_t lat
   if (!rrpc__metrics_on()) return;
   if (tl_shard < 0) pick_shard();
   struct record r = {.lat = latency_us > 0 ? (uint64_t)latency_us : 0, .code = code};
-  r.sec = now_coarse_sec();
+  r.sec = end_sec();
   r.bucket = bucket_of(r.lat);
   r.hist_bucket = hist_bucket_of(r.lat, r.bucket);
   if (OWNED_SHARD()) {
@@ -347,7 +350,7 @@ static uint64_t percentile(const uint64_t *b, uint64_t n, double q) {
 void rrpc__call_stats_read(const rrpc__call_stats *s, rrpc_call_stats *out) {
   memset(out, 0, sizeof *out);
   if (s == NULL) return;
-  uint64_t now_us = now_coarse_us(), sec = now_us / 1000000u;
+  uint64_t now_us = rrpc__now_us(), sec = now_us / 1000000u; /* fine: never behind a writer's */
   uint64_t b[NBUCKETS] = {0}, n = 0, sum = 0, max = 0, begun = 0;
   for (int i = 0; i < SHARDS; i++) {
     const struct shard *sh = atomic_load_explicit(&s->shard[i], memory_order_acquire);
