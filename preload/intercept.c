@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -35,6 +36,12 @@ static rrpc_run_policy *g_policy;
 static int g_enabled; /* the policy parsed: relaying may happen */
 static char g_comm[32];
 static int g_ebpf; /* the policy's mode is "ebpf": the TCP option decides */
+/* RRPC_RUN_DECIDE_MS: how long accept waits for a selected connection's
+ * first bytes (a plain client then gets the TCP socket itself), and a
+ * non-blocking connect in eBPF mode for the SYN-ACK (a plain server: the
+ * socket is never relayed). 0: never wait (such connections are relayed
+ * untouched). */
+static long g_decide_ms = 200;
 static int (*real_accept4)(int, struct sockaddr *, socklen_t *, int);
 static int (*real_dup)(int);
 static int (*real_dup2)(int, int);
@@ -46,6 +53,32 @@ static const char *env_get(const char *name) { return getenv(name); }
 static void after_fork_child(void) { rrpc_run_relay_after_fork(); }
 static atomic_int g_forked_children; /* this process forked: children may share its sockets */
 static void after_fork_parent(void) { atomic_store(&g_forked_children, 1); }
+
+/* RRPC_RUN_RDMA and RRPC_RUN_DECIDE_MS; a malformed one says so and leaves
+ * the process on plain TCP. */
+static int settings_from_env(void) {
+  const char *v = getenv("RRPC_RUN_RDMA");
+  if (v != NULL && *v != '\0') {
+    if (strcmp(v, "auto") == 0) rrpc_run_relay_set_rdma_mode(RRPC_RUN_RDMA_AUTO);
+    else if (strcmp(v, "on") == 0) rrpc_run_relay_set_rdma_mode(RRPC_RUN_RDMA_ON);
+    else if (strcmp(v, "off") == 0) rrpc_run_relay_set_rdma_mode(RRPC_RUN_RDMA_OFF);
+    else {
+      fprintf(stderr, "rrpc-run: RRPC_RUN_RDMA=%s is not auto, on or off; connections stay plain TCP\n", v);
+      return -1;
+    }
+  }
+  v = getenv("RRPC_RUN_DECIDE_MS");
+  if (v != NULL && *v != '\0') {
+    char *end;
+    long n = strtol(v, &end, 10);
+    if (*end != '\0' || n < 0 || n > 10000) {
+      fprintf(stderr, "rrpc-run: RRPC_RUN_DECIDE_MS=%s is out of range (0..10000); connections stay plain TCP\n", v);
+      return -1;
+    }
+    g_decide_ms = n;
+  }
+  return 0;
+}
 
 __attribute__((constructor)) static void preload_init(void) {
   rrpc_run_real.close = dlsym(RTLD_NEXT, "close");
@@ -74,6 +107,7 @@ __attribute__((constructor)) static void preload_init(void) {
   if (rrpc_run_relay_debug())
     fprintf(stderr, "rrpc-run[%d]: %s: negotiation mode %s (%s)\n", (int)getpid(), g_comm,
             rrpc_run_policy_mode(g_policy), rrpc_run_policy_note(g_policy));
+  if (settings_from_env() != 0) return;
   g_ebpf = strcmp(rrpc_run_policy_mode(g_policy), "ebpf") == 0;
   if (g_ebpf) rrpc_run_relay_set_peer_check(rrpc_smcopt_peer_offered);
   pthread_atfork(NULL, after_fork_parent, after_fork_child);
@@ -145,6 +179,17 @@ static void note_plain(int fd, const char *why) {
   if (rrpc_run_relay_debug()) fprintf(stderr, "rrpc-run[%d]: fd=%d plain TCP: %s\n", (int)getpid(), fd, why);
 }
 
+/* A non-blocking connect in progress: 1 once connected, -1 if it failed
+ * (the error stays for the application's SO_ERROR), 0 if undecided after
+ * `ms`. */
+static int connect_wait(int fd, long ms) {
+  struct pollfd p = {.fd = fd, .events = POLLOUT};
+  int n = poll(&p, 1, (int)ms);
+  if (n != 1) return 0;
+  if (p.revents & (POLLERR | POLLHUP | POLLNVAL)) return -1;
+  return (p.revents & POLLOUT) ? 1 : 0;
+}
+
 int connect(int fd, const struct sockaddr *sa, socklen_t len) {
   rrpc_run_conn *c = fd_conn(fd);
   if (c != NULL) {
@@ -160,6 +205,10 @@ int connect(int fd, const struct sockaddr *sa, socklen_t len) {
     note_plain(fd, "destination not selected");
     return rrpc_run_real.connect(fd, sa, len);
   }
+  if (!rrpc_run_relay_rdma_usable()) {
+    note_plain(fd, "no RDMA in this process (RRPC_RUN_RDMA)");
+    return rrpc_run_real.connect(fd, sa, len);
+  }
   int fl = fcntl(fd, F_GETFL);
   int fdfl = fcntl(fd, F_GETFD);
   if (g_ebpf) (void)rrpc_smcopt_mark(fd); /* our SYN offers SMC */
@@ -167,6 +216,17 @@ int connect(int fd, const struct sockaddr *sa, socklen_t len) {
   int saved = errno;
   int connecting = rc != 0 && saved == EINPROGRESS;
   if (rc != 0 && !connecting) return rc;
+  if (g_ebpf && connecting && g_decide_ms > 0) {
+    /* The SYN-ACK tells whether the server runs rrpc-run: waiting one
+     * round trip for it keeps a plain server's connection off the relay. */
+    int st = connect_wait(fd, g_decide_ms);
+    if (st < 0) {
+      note_plain(fd, "connect failed");
+      errno = saved;
+      return rc;
+    }
+    if (st > 0) connecting = 0;
+  }
   if (g_ebpf && !connecting && rrpc_smcopt_peer_offered(fd) != 1) {
     note_plain(fd, "the server's SYN-ACK offered no SMC");
     errno = saved;
@@ -174,7 +234,7 @@ int connect(int fd, const struct sockaddr *sa, socklen_t len) {
   }
   int app_flags = ((fl >= 0 && (fl & O_NONBLOCK)) ? O_NONBLOCK : 0) | ((fdfl >= 0 && (fdfl & FD_CLOEXEC)) ? O_CLOEXEC : 0);
   rrpc_run_conn *nc = NULL;
-  if (rrpc_run_relay_adopt(fd, 1, connecting, sa, len, app_flags, &nc) == 0) {
+  if (rrpc_run_relay_adopt(fd, 1, connecting, sa, len, app_flags, 0, &nc) == 0) {
     rrpc_run_conn *old = atomic_exchange(&g_fds[fd], nc);
     if (old != NULL) rrpc_run_conn_unref(old);
   } else {
@@ -203,6 +263,11 @@ int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags) {
     note_plain(nfd, "the client's SYN offered no SMC");
     return nfd;
   }
+  if (g_ebpf && !rrpc_run_relay_rdma_usable()) {
+    /* Our SYN-ACK offered no SMC (listen): the client stays plain too. */
+    note_plain(nfd, "no RDMA in this process (RRPC_RUN_RDMA)");
+    return nfd;
+  }
   if (real_getsockname(nfd, (struct sockaddr *)&local, &llen) != 0 ||
       !rrpc_run_policy_server_may(g_policy, (struct sockaddr *)&local, (struct sockaddr *)&peer, plen, g_comm)) {
     note_plain(nfd, "peer not selected");
@@ -211,7 +276,12 @@ int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags) {
   int app_flags = ((flags & SOCK_NONBLOCK) ? O_NONBLOCK : 0) | ((flags & SOCK_CLOEXEC) ? O_CLOEXEC : 0);
   rrpc_run_conn *nc = NULL;
   int saved = errno;
-  if (rrpc_run_relay_adopt(nfd, 0, 0, (struct sockaddr *)&peer, plen, app_flags, &nc) == 0) {
+  if (rrpc_run_relay_adopt(nfd, 0, 0, (struct sockaddr *)&peer, plen, app_flags, g_decide_ms > 0, &nc) == 0) {
+    if (g_decide_ms > 0 && rrpc_run_relay_await(nc, g_decide_ms)) {
+      rrpc_run_conn_unref(nc); /* a plain client: nfd is its TCP socket again */
+      errno = saved;
+      return nfd;
+    }
     rrpc_run_conn *old = atomic_exchange(&g_fds[nfd], nc);
     if (old != NULL) rrpc_run_conn_unref(old);
   } else {
@@ -228,7 +298,7 @@ int accept(int fd, struct sockaddr *addr, socklen_t *alen) { return accept4(fd, 
 int listen(int fd, int backlog) {
   static int (*real_listen)(int, int);
   if (real_listen == NULL) real_listen = dlsym(RTLD_NEXT, "listen");
-  if (g_enabled && g_ebpf && is_tcp_stream(fd, NULL)) (void)rrpc_smcopt_mark(fd);
+  if (g_enabled && g_ebpf && is_tcp_stream(fd, NULL) && rrpc_run_relay_rdma_usable()) (void)rrpc_smcopt_mark(fd);
   return real_listen(fd, backlog);
 }
 

@@ -57,6 +57,9 @@ enum {
   HELLO_WAIT_US = 5000000,
   DOWN_IOV = 32,
 };
+/* RRPC_RUN_RDMA=auto: a process that found no usable device looks again
+ * after this long (a port may come up). */
+#define RDMA_RECHECK_US 1000000u
 
 /* A server relay does not know its client until the first bytes: a client
  * relay opens with RRPC_RUN_HELLO and frames from then on; anything else is a
@@ -73,15 +76,23 @@ struct rrpc_run_conn {
   int is_client;
   /* under mu: what application threads may ask while the relay runs */
   pthread_mutex_t mu;
+  pthread_cond_t cv; /* signals `decided` to an accept waiting in rrpc_run_relay_await */
+  int waiting;   /* accept waits: a plain client's socket may still be handed back */
+  int decided;   /* the relay chose: rrpc socket, or the TCP socket handed back */
+  int handed_back; /* the application's fd is the TCP socket itself now */
   int tcp_fd;    /* hidden TCP socket, -1 once the relay let it go */
   int state;     /* 0 connecting, 1 connected, -errno failed */
   int so_error;  /* a failed connect's errno, until taken */
+  int app_flags; /* O_NONBLOCK, O_CLOEXEC the application's fd has */
   /* loop thread only */
   rrpc__socket *s;
   int had_socket;   /* the TCP connection was up and handed to an rrpc socket */
   rrpc__watcher uw; /* the relay end */
   rrpc__watcher cw; /* the TCP fd while the connect is in progress */
   rrpc__watcher rw; /* raw mode over TCP: a dup of the TCP fd, read by the relay itself */
+  rrpc__watcher pw; /* a server's TCP fd until its first bytes were looked at */
+  int pw_added;
+  rrpc__timer_id peek_timer;
   int rw_added;
   int ufd;
   uint32_t uw_events;
@@ -116,7 +127,7 @@ static int (*g_peer_check)(int tcp_fd);
 static atomic_int g_forked;
 static rrpc_run_conn *g_live;
 static _Atomic uint64_t g_relayed, g_rdma, g_fallback, g_plain, g_adopt_failed, g_bytes_up, g_bytes_down,
-    g_live_n;
+    g_live_n, g_handed_back;
 
 void rrpc_run_relay_set_debug(int on) { g_debug = on; }
 void rrpc_run_relay_set_peer_check(int (*check)(int tcp_fd)) { g_peer_check = check; }
@@ -134,6 +145,7 @@ void rrpc_run_counters_get(rrpc_run_counters *out) {
   out->bytes_up = atomic_load(&g_bytes_up);
   out->bytes_down = atomic_load(&g_bytes_down);
   out->live = atomic_load(&g_live_n);
+  out->handed_back = atomic_load(&g_handed_back);
 }
 
 static void addr_str(const struct sockaddr_storage *ss, char *buf, size_t len) {
@@ -189,6 +201,7 @@ void rrpc_run_conn_unref(rrpc_run_conn *c) {
   if (atomic_fetch_sub(&c->refs, 1) != 1) return;
   rrpc__iobuf_destroy(&c->upbuf);
   rrpc__iobuf_destroy(&c->down);
+  pthread_cond_destroy(&c->cv);
   pthread_mutex_destroy(&c->mu);
   free(c);
 }
@@ -248,7 +261,7 @@ static void uw_update(rrpc_run_conn *c) {
 }
 
 static void debug_end(rrpc_run_conn *c) {
-  if (!g_debug) return;
+  if (!g_debug || c->handed_back) return;
   char p[80];
   addr_str(&c->peer, p, sizeof p);
   fprintf(stderr, "rrpc-run[%d]: fd=%d %s peer=%s closed transport=%s fallback=%s up=%llu down=%llu code=%d\n",
@@ -259,6 +272,22 @@ static void debug_end(rrpc_run_conn *c) {
 }
 
 static void unref_socket_task(void *arg) { rrpc__socket_unref(arg); }
+
+static void peek_stop(rrpc_run_conn *c) {
+  if (c->pw_added) rrpc__loop_watch_del(g_loop, &c->pw);
+  c->pw_added = 0;
+  if (c->peek_timer) rrpc__loop_timer_cancel(g_loop, c->peek_timer);
+  c->peek_timer = 0;
+}
+
+/* The relay took its course (an rrpc socket, or the TCP socket handed
+ * back): an accept waiting in rrpc_run_relay_await returns. */
+static void decided(rrpc_run_conn *c) {
+  pthread_mutex_lock(&c->mu);
+  c->decided = 1;
+  pthread_cond_broadcast(&c->cv);
+  pthread_mutex_unlock(&c->mu);
+}
 
 /* Close the relay end and let go of the rrpc socket: the relay is over. */
 static void relay_end(rrpc_run_conn *c) {
@@ -276,6 +305,7 @@ static void relay_end(rrpc_run_conn *c) {
   c->tick = 0;
   if (c->hello_timer) rrpc__loop_timer_cancel(g_loop, c->hello_timer);
   c->hello_timer = 0;
+  peek_stop(c);
   set_tcp_fd(c, -1);
   debug_end(c);
   live_del(c);
@@ -696,6 +726,9 @@ static int env_long(const char *name, long max, long *out) {
  * RDMA handshakes a server runs at once before it declines more ("insufficient
  * memory": those connections go on over TCP). */
 static void rdma_options_from_env(void) {
+  static int done; /* under g_mu */
+  if (done) return;
+  done = 1;
   long kb = 0, hs = 0;
   int have_kb = env_long("RRPC_RUN_RING_KB", 512L << 10, &kb) == 0;
   int have_hs = env_long("RRPC_RUN_MAX_HANDSHAKES", 1L << 20, &hs) == 0;
@@ -739,11 +772,38 @@ static void hello_timeout(void *arg) {
   uw_update(c);
 }
 
+static int g_rdma_mode = RRPC_RUN_RDMA_AUTO;
+static atomic_int g_rdma_have;
+static _Atomic uint64_t g_rdma_recheck_us;
+
+void rrpc_run_relay_set_rdma_mode(int mode) { g_rdma_mode = mode; }
+
+int rrpc_run_relay_rdma_usable(void) {
+  if (g_rdma_mode != RRPC_RUN_RDMA_AUTO) return g_rdma_mode == RRPC_RUN_RDMA_ON;
+  if (atomic_load(&g_rdma_have)) return 1;
+  uint64_t now = rrpc__now_us();
+  if (now < atomic_load(&g_rdma_recheck_us)) return 0;
+  pthread_mutex_lock(&g_mu);
+  rdma_options_from_env(); /* before the device opens: they apply to it */
+  pthread_mutex_unlock(&g_mu);
+  int ok = rrpc_rdma_available();
+  if (ok) atomic_store(&g_rdma_have, 1);
+  else atomic_store(&g_rdma_recheck_us, now + RDMA_RECHECK_US);
+  return ok;
+}
+
 rrpc__loop *rrpc_run_relay_loop(void) { return ensure_loop() == 0 ? g_loop : NULL; }
+
+static void raw_start_task(void *arg) {
+  rrpc_run_conn *c = arg;
+  if (!c->ended) raw_direct_start(c);
+  rrpc_run_conn_unref(c);
+}
 
 /* plain: the peer did not offer RDMA (eBPF mode): plain TCP through the
  * relay, no handshake, no hello, bytes untouched. */
 static void start_socket(rrpc_run_conn *c, int tcp_fd, int plain) {
+  decided(c);
   if (plain) c->mode = MODE_RAW;
   int rc = rrpc__socket_create(g_loop, tcp_fd, c->is_client, plain ? rrpc__transport_tcp() : g_ops, &HANDLER, c,
                                &c->s);
@@ -756,8 +816,18 @@ static void start_socket(rrpc_run_conn *c, int tcp_fd, int plain) {
   }
   c->had_socket = 1;
   if (plain) {
-    if (g_debug) fprintf(stderr, "rrpc-run[%d]: fd=%d the peer offered no SMC: plain TCP\n", (int)getpid(), c->app_fd);
-    raw_direct_start(c);
+    if (g_debug)
+      fprintf(stderr, "rrpc-run[%d]: fd=%d %s\n", (int)getpid(), c->app_fd,
+              c->is_client ? "the peer offered no SMC: plain TCP"
+                           : "the client is not under rrpc-run: bytes relayed untouched");
+    /* After the socket's own start-up (posted before this): held before
+     * it watches the fd, reading would start anyway, and the transport
+     * would take a FIN that came with the first bytes for the end. */
+    rrpc_run_conn_ref(c);
+    if (rrpc__loop_post(g_loop, raw_start_task, c) != 0) {
+      raw_direct_start(c);
+      rrpc_run_conn_unref(c);
+    }
   } else if (c->is_client) {
     rrpc_iobuf hello;
     rrpc__iobuf_init(&hello);
@@ -805,6 +875,99 @@ static void cw_cb(rrpc__watcher *w, uint32_t events) {
   start_socket(c, fd, g_peer_check != NULL && g_peer_check(fd) != 1);
 }
 
+/* ---- a server's first bytes ---------------------------------------------------------- */
+
+/* Decided plain while the accept that made the connection still waits
+ * (rrpc_run_relay_await): the application's fd number gets the TCP socket
+ * itself, and the relay ends before it carried a byte (the first bytes were
+ * only peeked at). 1 if handed back. */
+static int hand_back(rrpc_run_conn *c) {
+  pthread_mutex_lock(&c->mu);
+  int ok = c->waiting && c->tcp_fd >= 0 &&
+           rrpc_run_real.dup3(c->tcp_fd, c->app_fd, (c->app_flags & O_CLOEXEC) ? O_CLOEXEC : 0) >= 0;
+  if (ok) {
+    rrpc_run_real.close(c->tcp_fd);
+    c->tcp_fd = -1;
+    c->handed_back = 1;
+    c->decided = 1;
+    pthread_cond_broadcast(&c->cv);
+  }
+  pthread_mutex_unlock(&c->mu);
+  if (!ok) return 0;
+  atomic_fetch_add(&g_handed_back, 1);
+  if (g_debug)
+    fprintf(stderr, "rrpc-run[%d]: fd=%d the client is not under rrpc-run: handed back, plain TCP\n",
+            (int)getpid(), c->app_fd);
+  c->net_closed = 1;
+  relay_end(c);
+  return 1;
+}
+
+static void peek_decide(rrpc_run_conn *c, int plain) {
+  if (plain && hand_back(c)) return;
+  start_socket(c, c->tcp_fd, plain);
+}
+
+/* A client relay opens with SMC-R's CLC Proposal (or, after its own
+ * fallback, the hello); anything else is a client without rrpc-run. The
+ * bytes are peeked, not read: a plain client's stay in the kernel for the
+ * application. A prefix of either (a short first segment) goes to the
+ * relay, which waits for the rest. */
+static void pw_cb(rrpc__watcher *w, uint32_t events) {
+  rrpc_run_conn *c = w->arg;
+  unsigned char b[RRPC_RUN_HELLO_LEN];
+  ssize_t n = recv(w->fd, b, sizeof b, MSG_PEEK | MSG_DONTWAIT);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) && !(events & (EPOLLHUP | EPOLLERR)))
+    return;
+  peek_stop(c);
+  peek_decide(c, n <= 0 || rrpc_run_hello_match(b, (size_t)n) == -1);
+}
+
+/* A client that has sent nothing this long waits for the server to speak
+ * first: a plain one (an rrpc-run client sends its Proposal at once). */
+static void peek_timeout(void *arg) {
+  rrpc_run_conn *c = arg;
+  c->peek_timer = 0;
+  if (c->ended) return;
+  peek_stop(c);
+  if (g_debug)
+    fprintf(stderr, "rrpc-run[%d]: fd=%d no first bytes from the client: bytes relayed untouched\n",
+            (int)getpid(), c->app_fd);
+  peek_decide(c, 1);
+}
+
+static void peek_start(rrpc_run_conn *c) {
+  c->pw.fd = c->tcp_fd;
+  c->pw.events = EPOLLIN;
+  c->pw.cb = pw_cb;
+  c->pw.arg = c;
+  if (rrpc__loop_watch_add(g_loop, &c->pw) != 0) {
+    start_socket(c, c->tcp_fd, 0);
+    return;
+  }
+  c->pw_added = 1;
+  if (rrpc__loop_timer_add(g_loop, rrpc__now_us() + HELLO_WAIT_US, peek_timeout, c, &c->peek_timer) != 0)
+    c->peek_timer = 0;
+}
+
+int rrpc_run_relay_await(rrpc_run_conn *c, long ms) {
+  struct timespec until;
+  clock_gettime(CLOCK_MONOTONIC, &until);
+  until.tv_sec += ms / 1000;
+  until.tv_nsec += (ms % 1000) * 1000000L;
+  if (until.tv_nsec >= 1000000000L) {
+    until.tv_sec++;
+    until.tv_nsec -= 1000000000L;
+  }
+  pthread_mutex_lock(&c->mu);
+  while (!c->decided)
+    if (pthread_cond_timedwait(&c->cv, &c->mu, &until) == ETIMEDOUT) break;
+  c->waiting = 0;
+  int hb = c->handed_back;
+  pthread_mutex_unlock(&c->mu);
+  return hb;
+}
+
 static void start_task(void *arg) {
   rrpc_run_conn *c = arg;
   if (c->state == 0) {
@@ -822,6 +985,10 @@ static void start_task(void *arg) {
       c->net_closed = 1;
       relay_end(c);
     }
+    return;
+  }
+  if (!c->is_client) {
+    peek_start(c);
     return;
   }
   start_socket(c, c->tcp_fd, 0);
@@ -844,7 +1011,7 @@ static size_t prefill(int fd) {
 }
 
 int rrpc_run_relay_adopt(int fd, int is_client, int connecting, const struct sockaddr *peer, socklen_t peer_len,
-                         int app_flags, rrpc_run_conn **out) {
+                         int app_flags, int may_hand_back, rrpc_run_conn **out) {
   if (atomic_load(&g_forked)) return -ECHILD;
   int rc = ensure_loop();
   if (rc != 0) return rc;
@@ -852,6 +1019,13 @@ int rrpc_run_relay_adopt(int fd, int is_client, int connecting, const struct soc
   if (c == NULL) return -ENOMEM;
   atomic_init(&c->refs, 2); /* the relay and the caller's fd table */
   pthread_mutex_init(&c->mu, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&c->cv, &ca);
+  pthread_condattr_destroy(&ca);
+  c->waiting = may_hand_back && !is_client && !connecting;
+  c->app_flags = app_flags;
   rrpc__iobuf_init(&c->upbuf);
   rrpc__iobuf_init(&c->down);
   c->is_client = is_client;
@@ -902,6 +1076,7 @@ int rrpc_run_relay_adopt(int fd, int is_client, int connecting, const struct soc
   *out = c;
   if (rrpc__loop_post(g_loop, start_task, c) != 0) {
     /* The loop is gone (process exit): the fd stays a closed relay. */
+    c->decided = 1;
     rrpc_run_real.close(c->ufd);
     rrpc_run_real.close(hidden);
     live_del(c);
@@ -912,6 +1087,7 @@ fail:
   atomic_fetch_add(&g_adopt_failed, 1);
   rrpc__iobuf_destroy(&c->upbuf);
   rrpc__iobuf_destroy(&c->down);
+  pthread_cond_destroy(&c->cv);
   pthread_mutex_destroy(&c->mu);
   free(c);
   return rc;
