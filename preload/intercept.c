@@ -1,7 +1,8 @@
 /* intercept.c - the libc functions librrpc_preload.so replaces.
  *
  * Only the calls that create, name, configure or end a TCP connection are
- * intercepted: connect, accept/accept4, close, dup/dup2/dup3, getsockname,
+ * intercepted: connect, accept/accept4, close, dup/dup2/dup3, fcntl's
+ * F_DUPFD(_CLOEXEC), getsockname,
  * getpeername, getsockopt, setsockopt. A connection the policy selects is
  * handed to the relay (relay.h), after which the application's fd number is
  * an AF_UNIX stream socket, so read, write, recv, send, sendmsg, readv, writev, sendfile,
@@ -17,6 +18,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -323,6 +325,36 @@ int dup3(int oldfd, int newfd, int flags) {
   int n = rrpc_run_real.dup3(oldfd, newfd, flags);
   if (n >= 0) fd_copy(oldfd, n);
   return n;
+}
+
+/* fcntl's F_DUPFD / F_DUPFD_CLOEXEC are dups too: the copy names the same
+ * relay. Programs built with _FILE_OFFSET_BITS=64 call fcntl64. The third
+ * argument is passed on as the word it was (an int or a pointer). */
+static int fcntl_common(int (*real)(int, int, ...), int fd, int cmd, void *arg) {
+  int n = real(fd, cmd, arg);
+  if (n >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)) fd_copy(fd, n);
+  return n;
+}
+
+int fcntl(int fd, int cmd, ...) {
+  static int (*real)(int, int, ...);
+  if (real == NULL) real = (int (*)(int, int, ...))dlsym(RTLD_NEXT, "fcntl");
+  va_list ap;
+  va_start(ap, cmd);
+  void *arg = va_arg(ap, void *);
+  va_end(ap);
+  return fcntl_common(real, fd, cmd, arg);
+}
+
+int fcntl64(int fd, int cmd, ...) {
+  static int (*real)(int, int, ...);
+  if (real == NULL) real = (int (*)(int, int, ...))dlsym(RTLD_NEXT, "fcntl64");
+  if (real == NULL) real = (int (*)(int, int, ...))dlsym(RTLD_NEXT, "fcntl");
+  va_list ap;
+  va_start(ap, cmd);
+  void *arg = va_arg(ap, void *);
+  va_end(ap);
+  return fcntl_common(real, fd, cmd, arg);
 }
 
 static int answer_addr(int fd, int peer, struct sockaddr *sa, socklen_t *len) {

@@ -830,6 +830,38 @@ static int case_plain_server_nb(const char *self) {
   CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
   return 0;
 }
+/* fcntl(F_DUPFD / F_DUPFD_CLOEXEC) copies of a relayed socket are dups:
+ * they answer getpeername / getsockname with the TCP connection's
+ * addresses (the relay's AF_UNIX socket is not the application's business)
+ * and keep working after the original is closed. */
+static int case_dupfd(void) {
+  server sv;
+  server_start(&sv, echo_server, NULL);
+  int fd = connect_to(g_port);
+  int d1 = fcntl(fd, F_DUPFD, 100);
+  int d2 = fcntl(fd, F_DUPFD_CLOEXEC, 200);
+  CHECK(d1 >= 100 && d2 >= 200);
+  CHECK((fcntl(d2, F_GETFD) & FD_CLOEXEC) && !(fcntl(d1, F_GETFD) & FD_CLOEXEC));
+  close(fd);
+  int copies[2] = {d1, d2};
+  for (int i = 0; i < 2; i++) {
+    struct sockaddr_in a;
+    socklen_t len = sizeof a;
+    CHECK(getpeername(copies[i], (struct sockaddr *)&a, &len) == 0);
+    CHECK(a.sin_family == AF_INET && ntohs(a.sin_port) == g_port);
+    len = sizeof a;
+    CHECK(getsockname(copies[i], (struct sockaddr *)&a, &len) == 0 && a.sin_family == AF_INET);
+    int nodelay = 1;
+    CHECK(setsockopt(copies[i], IPPROTO_TCP, TCP_NODELAY, &nodelay, sizeof nodelay) == 0);
+  }
+  write_all(d1, "dupfd", 5);
+  char b[5];
+  CHECK(read_full(d2, b, 5) == 5 && memcmp(b, "dupfd", 5) == 0);
+  close(d1);
+  close(d2);
+  server_join(&sv);
+  return 0;
+}
 /* ---- end of preload-fast's block ------------------------------------------------------------------ */
 
 int main(int argc, char **argv) {
@@ -875,6 +907,7 @@ int main(int argc, char **argv) {
   if (strcmp(c, "fallback-plain") == 0) return case_fallback_plain();
   if (strcmp(c, "plain-client-handback") == 0) return case_plain_client_handback(argv[0]);
   if (strcmp(c, "plain-server-nb") == 0) return case_plain_server_nb(argv[0]);
+  if (strcmp(c, "dupfd") == 0) return case_dupfd();
   fprintf(stderr, "unknown case %s\n", c);
   return 2;
 }

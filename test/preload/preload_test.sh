@@ -89,8 +89,9 @@ one() {
 
 # preload-fast's cases: fallback-plain (both ends here, no device, auto:
 # nothing relayed; host only), plain-client-handback, plain-server-nb (eBPF
-# mode: a non-blocking connect to a plain server is never relayed).
-fast_cases="plain-client-handback plain-server-nb"
+# mode: a non-blocking connect to a plain server is never relayed), dupfd
+# (fcntl F_DUPFD copies of a relayed socket are tracked like dup).
+fast_cases="plain-client-handback plain-server-nb dupfd"
 [ $want_rdma = 0 ] && fast_cases="fallback-plain $fast_cases"
 cases=${PRELOAD_CASES:-"bytes16m epoll poll-select flags partial-write halfclose close-unread exit-unread dup fork nbconnect many kill9 plain-server plain-client plain-client-listed hostile-garbage hostile-stall $fast_cases"}
 for c in $cases; do
