@@ -26,6 +26,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "preload/frame.h"
 #include "preload/policy.h"
 #include "preload/relay.h"
 #include "preload/bpf/smc_opt.h"
@@ -39,7 +40,7 @@ static int g_enabled; /* the policy parsed: relaying may happen */
 static char g_comm[32];
 static int g_ebpf; /* the policy's mode is "ebpf": the TCP option decides */
 /* RRPC_RUN_DECIDE_MS: how long accept waits for a selected connection's
- * first bytes (a plain client then gets the TCP socket itself), and a
+ * first bytes (a plain client then is never relayed), and a
  * non-blocking connect in eBPF mode for the SYN-ACK (a plain server: the
  * socket is never relayed). 0: never wait (such connections are relayed
  * untouched). */
@@ -236,7 +237,7 @@ int connect(int fd, const struct sockaddr *sa, socklen_t len) {
   }
   int app_flags = ((fl >= 0 && (fl & O_NONBLOCK)) ? O_NONBLOCK : 0) | ((fdfl >= 0 && (fdfl & FD_CLOEXEC)) ? O_CLOEXEC : 0);
   rrpc_run_conn *nc = NULL;
-  if (rrpc_run_relay_adopt(fd, 1, connecting, sa, len, app_flags, 0, &nc) == 0) {
+  if (rrpc_run_relay_adopt(fd, 1, connecting, sa, len, app_flags, &nc) == 0) {
     rrpc_run_conn *old = atomic_exchange(&g_fds[fd], nc);
     if (old != NULL) rrpc_run_conn_unref(old);
   } else {
@@ -244,6 +245,21 @@ int connect(int fd, const struct sockaddr *sa, socklen_t len) {
   }
   errno = saved;
   return rc;
+}
+
+/* An accepted connection's first bytes, waited for at most `ms` and
+ * peeked (they stay for whoever reads): 1 if they show a client without
+ * rrpc-run (neither a CLC Proposal nor the hello, or EOF), 0 if a client
+ * relay (or a prefix of either), -1 if none came. Before any relay exists,
+ * so the answer costs a plain client nothing but this wait. */
+static int first_bytes_plain(int fd, long ms) {
+  struct pollfd p = {.fd = fd, .events = POLLIN};
+  if (poll(&p, 1, (int)ms) != 1) return -1;
+  unsigned char b[RRPC_RUN_HELLO_LEN];
+  ssize_t n = recv(fd, b, sizeof b, MSG_PEEK | MSG_DONTWAIT);
+  if (n < 0) return (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? -1 : 1;
+  if (n == 0) return 1;
+  return rrpc_run_hello_match(b, (size_t)n) == -1 ? 1 : 0;
 }
 
 int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags) {
@@ -275,15 +291,18 @@ int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags) {
     note_plain(nfd, "peer not selected");
     return nfd;
   }
+  int saved = errno;
+  if (g_decide_ms > 0 && first_bytes_plain(nfd, g_decide_ms) == 1) {
+    rrpc_run_count_handed_back();
+    if (rrpc_run_relay_debug())
+      fprintf(stderr, "rrpc-run[%d]: fd=%d the client is not under rrpc-run: handed back, plain TCP\n",
+              (int)getpid(), nfd);
+    errno = saved;
+    return nfd;
+  }
   int app_flags = ((flags & SOCK_NONBLOCK) ? O_NONBLOCK : 0) | ((flags & SOCK_CLOEXEC) ? O_CLOEXEC : 0);
   rrpc_run_conn *nc = NULL;
-  int saved = errno;
-  if (rrpc_run_relay_adopt(nfd, 0, 0, (struct sockaddr *)&peer, plen, app_flags, g_decide_ms > 0, &nc) == 0) {
-    if (g_decide_ms > 0 && rrpc_run_relay_await(nc, g_decide_ms)) {
-      rrpc_run_conn_unref(nc); /* a plain client: nfd is its TCP socket again */
-      errno = saved;
-      return nfd;
-    }
+  if (rrpc_run_relay_adopt(nfd, 0, 0, (struct sockaddr *)&peer, plen, app_flags, &nc) == 0) {
     rrpc_run_conn *old = atomic_exchange(&g_fds[nfd], nc);
     if (old != NULL) rrpc_run_conn_unref(old);
   } else {

@@ -76,14 +76,9 @@ struct rrpc_run_conn {
   int is_client;
   /* under mu: what application threads may ask while the relay runs */
   pthread_mutex_t mu;
-  pthread_cond_t cv; /* signals `decided` to an accept waiting in rrpc_run_relay_await */
-  int waiting;   /* accept waits: a plain client's socket may still be handed back */
-  int decided;   /* the relay chose: rrpc socket, or the TCP socket handed back */
-  int handed_back; /* the application's fd is the TCP socket itself now */
   int tcp_fd;    /* hidden TCP socket, -1 once the relay let it go */
   int state;     /* 0 connecting, 1 connected, -errno failed */
   int so_error;  /* a failed connect's errno, until taken */
-  int app_flags; /* O_NONBLOCK, O_CLOEXEC the application's fd has */
   /* loop thread only */
   rrpc__socket *s;
   int had_socket;   /* the TCP connection was up and handed to an rrpc socket */
@@ -135,6 +130,7 @@ int rrpc_run_relay_debug(void) { return g_debug; }
 void rrpc_run_relay_after_fork(void) { atomic_store(&g_forked, 1); }
 int rrpc_run_relay_forked(void) { return atomic_load(&g_forked); }
 void rrpc_run_count_plain(void) { atomic_fetch_add(&g_plain, 1); }
+void rrpc_run_count_handed_back(void) { atomic_fetch_add(&g_handed_back, 1); }
 
 void rrpc_run_counters_get(rrpc_run_counters *out) {
   out->relayed = atomic_load(&g_relayed);
@@ -201,7 +197,6 @@ void rrpc_run_conn_unref(rrpc_run_conn *c) {
   if (atomic_fetch_sub(&c->refs, 1) != 1) return;
   rrpc__iobuf_destroy(&c->upbuf);
   rrpc__iobuf_destroy(&c->down);
-  pthread_cond_destroy(&c->cv);
   pthread_mutex_destroy(&c->mu);
   free(c);
 }
@@ -261,7 +256,7 @@ static void uw_update(rrpc_run_conn *c) {
 }
 
 static void debug_end(rrpc_run_conn *c) {
-  if (!g_debug || c->handed_back) return;
+  if (!g_debug) return;
   char p[80];
   addr_str(&c->peer, p, sizeof p);
   fprintf(stderr, "rrpc-run[%d]: fd=%d %s peer=%s closed transport=%s fallback=%s up=%llu down=%llu code=%d\n",
@@ -280,14 +275,6 @@ static void peek_stop(rrpc_run_conn *c) {
   c->peek_timer = 0;
 }
 
-/* The relay took its course (an rrpc socket, or the TCP socket handed
- * back): an accept waiting in rrpc_run_relay_await returns. */
-static void decided(rrpc_run_conn *c) {
-  pthread_mutex_lock(&c->mu);
-  c->decided = 1;
-  pthread_cond_broadcast(&c->cv);
-  pthread_mutex_unlock(&c->mu);
-}
 
 /* Close the relay end and let go of the rrpc socket: the relay is over. */
 static void relay_end(rrpc_run_conn *c) {
@@ -803,7 +790,6 @@ static void raw_start_task(void *arg) {
 /* plain: the peer did not offer RDMA (eBPF mode): plain TCP through the
  * relay, no handshake, no hello, bytes untouched. */
 static void start_socket(rrpc_run_conn *c, int tcp_fd, int plain) {
-  decided(c);
   if (plain) c->mode = MODE_RAW;
   int rc = rrpc__socket_create(g_loop, tcp_fd, c->is_client, plain ? rrpc__transport_tcp() : g_ops, &HANDLER, c,
                                &c->s);
@@ -877,42 +863,14 @@ static void cw_cb(rrpc__watcher *w, uint32_t events) {
 
 /* ---- a server's first bytes ---------------------------------------------------------- */
 
-/* Decided plain while the accept that made the connection still waits
- * (rrpc_run_relay_await): the application's fd number gets the TCP socket
- * itself, and the relay ends before it carried a byte (the first bytes were
- * only peeked at). 1 if handed back. */
-static int hand_back(rrpc_run_conn *c) {
-  pthread_mutex_lock(&c->mu);
-  int ok = c->waiting && c->tcp_fd >= 0 &&
-           rrpc_run_real.dup3(c->tcp_fd, c->app_fd, (c->app_flags & O_CLOEXEC) ? O_CLOEXEC : 0) >= 0;
-  if (ok) {
-    rrpc_run_real.close(c->tcp_fd);
-    c->tcp_fd = -1;
-    c->handed_back = 1;
-    c->decided = 1;
-    pthread_cond_broadcast(&c->cv);
-  }
-  pthread_mutex_unlock(&c->mu);
-  if (!ok) return 0;
-  atomic_fetch_add(&g_handed_back, 1);
-  if (g_debug)
-    fprintf(stderr, "rrpc-run[%d]: fd=%d the client is not under rrpc-run: handed back, plain TCP\n",
-            (int)getpid(), c->app_fd);
-  c->net_closed = 1;
-  relay_end(c);
-  return 1;
-}
+static void peek_decide(rrpc_run_conn *c, int plain) { start_socket(c, c->tcp_fd, plain); }
 
-static void peek_decide(rrpc_run_conn *c, int plain) {
-  if (plain && hand_back(c)) return;
-  start_socket(c, c->tcp_fd, plain);
-}
-
-/* A client relay opens with SMC-R's CLC Proposal (or, after its own
- * fallback, the hello); anything else is a client without rrpc-run. The
- * bytes are peeked, not read: a plain client's stay in the kernel for the
- * application. A prefix of either (a short first segment) goes to the
- * relay, which waits for the rest. */
+/* A server relay whose client's first bytes had not come when accept
+ * returned (intercept.c looks first) looks at them here, before any rrpc
+ * socket reads: a client relay opens with SMC-R's CLC Proposal (or, after
+ * its own fallback, the hello); anything else is a client without rrpc-run,
+ * relayed untouched. A prefix of either (a short first segment) goes to
+ * the rrpc socket, which waits for the rest. */
 static void pw_cb(rrpc__watcher *w, uint32_t events) {
   rrpc_run_conn *c = w->arg;
   unsigned char b[RRPC_RUN_HELLO_LEN];
@@ -948,24 +906,6 @@ static void peek_start(rrpc_run_conn *c) {
   c->pw_added = 1;
   if (rrpc__loop_timer_add(g_loop, rrpc__now_us() + HELLO_WAIT_US, peek_timeout, c, &c->peek_timer) != 0)
     c->peek_timer = 0;
-}
-
-int rrpc_run_relay_await(rrpc_run_conn *c, long ms) {
-  struct timespec until;
-  clock_gettime(CLOCK_MONOTONIC, &until);
-  until.tv_sec += ms / 1000;
-  until.tv_nsec += (ms % 1000) * 1000000L;
-  if (until.tv_nsec >= 1000000000L) {
-    until.tv_sec++;
-    until.tv_nsec -= 1000000000L;
-  }
-  pthread_mutex_lock(&c->mu);
-  while (!c->decided)
-    if (pthread_cond_timedwait(&c->cv, &c->mu, &until) == ETIMEDOUT) break;
-  c->waiting = 0;
-  int hb = c->handed_back;
-  pthread_mutex_unlock(&c->mu);
-  return hb;
 }
 
 static void start_task(void *arg) {
@@ -1011,7 +951,7 @@ static size_t prefill(int fd) {
 }
 
 int rrpc_run_relay_adopt(int fd, int is_client, int connecting, const struct sockaddr *peer, socklen_t peer_len,
-                         int app_flags, int may_hand_back, rrpc_run_conn **out) {
+                         int app_flags, rrpc_run_conn **out) {
   if (atomic_load(&g_forked)) return -ECHILD;
   int rc = ensure_loop();
   if (rc != 0) return rc;
@@ -1019,13 +959,6 @@ int rrpc_run_relay_adopt(int fd, int is_client, int connecting, const struct soc
   if (c == NULL) return -ENOMEM;
   atomic_init(&c->refs, 2); /* the relay and the caller's fd table */
   pthread_mutex_init(&c->mu, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&c->cv, &ca);
-  pthread_condattr_destroy(&ca);
-  c->waiting = may_hand_back && !is_client && !connecting;
-  c->app_flags = app_flags;
   rrpc__iobuf_init(&c->upbuf);
   rrpc__iobuf_init(&c->down);
   c->is_client = is_client;
@@ -1076,7 +1009,6 @@ int rrpc_run_relay_adopt(int fd, int is_client, int connecting, const struct soc
   *out = c;
   if (rrpc__loop_post(g_loop, start_task, c) != 0) {
     /* The loop is gone (process exit): the fd stays a closed relay. */
-    c->decided = 1;
     rrpc_run_real.close(c->ufd);
     rrpc_run_real.close(hidden);
     live_del(c);
@@ -1087,7 +1019,6 @@ fail:
   atomic_fetch_add(&g_adopt_failed, 1);
   rrpc__iobuf_destroy(&c->upbuf);
   rrpc__iobuf_destroy(&c->down);
-  pthread_cond_destroy(&c->cv);
   pthread_mutex_destroy(&c->mu);
   free(c);
   return rc;

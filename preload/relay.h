@@ -38,18 +38,12 @@ extern rrpc_run_libc rrpc_run_real;
  * TCP) and a negative code is returned. `reason_out` (may be NULL) gets a
  * static text on failure. Any thread but the relay's. */
 int rrpc_run_relay_adopt(int fd, int is_client, int connecting, const struct sockaddr *peer,
-                         socklen_t peer_len, int app_flags, int may_hand_back, rrpc_run_conn **out);
+                         socklen_t peer_len, int app_flags, rrpc_run_conn **out);
 
-/* A server relay (`may_hand_back` at adoption) first peeks at the client's
- * first bytes: a client relay opens with a CLC Proposal (or the hello); any
- * other first bytes (or EOF, or none within 5 s) mean a client without
- * rrpc-run. rrpc_run_relay_await - the accepting thread waits, at most `ms`,
- * for that decision: 1 if the connection was plain and `fd` now names the
- * TCP socket itself (no relay; the caller drops its reference and keeps
- * no record), 0 if it stays relayed (relay decided, or decided too late:
- * a plain client then gets its bytes relayed untouched). Once per
- * adoption, by the adopting thread. */
-int rrpc_run_relay_await(rrpc_run_conn *c, long ms);
+/* A server relay looks at its client's first bytes (MSG_PEEK) before any
+ * rrpc socket reads them: a client relay opens with a CLC Proposal (or the
+ * hello); other first bytes, EOF, or none within 5 s mean a client without
+ * rrpc-run, whose bytes are then relayed untouched. */
 
 /* RRPC_RUN_RDMA: which selected connections are tried over RDMA at all. */
 enum { RRPC_RUN_RDMA_AUTO, RRPC_RUN_RDMA_ON, RRPC_RUN_RDMA_OFF };
@@ -101,11 +95,14 @@ typedef struct rrpc_run_counters {
   uint64_t adopt_failed; /* could not be relayed (left plain) */
   uint64_t bytes_up, bytes_down; /* application bytes sent / received */
   uint64_t live;         /* relays alive now */
-  uint64_t handed_back;  /* relayed connections whose plain client was seen before the
-                          * accept returned: the application got the TCP socket itself */
+  uint64_t handed_back;  /* selected by the policy, but the client's first bytes showed
+                          * it plain before accept returned: never relayed */
 } rrpc_run_counters;
 void rrpc_run_counters_get(rrpc_run_counters *out);
 void rrpc_run_count_plain(void);
+/* A selected connection whose client showed itself plain before accept
+ * returned: never relayed. */
+void rrpc_run_count_handed_back(void);
 
 /* rrpc_run_conns_format - one line per live relay into buf (for the stat
  * page): "fd local peer transport up down fallback". Returns the length it
