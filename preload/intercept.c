@@ -39,16 +39,17 @@ static rrpc_run_policy *g_policy;
 static int g_enabled; /* the policy parsed: relaying may happen */
 static char g_comm[32];
 static int g_ebpf; /* the policy's mode is "ebpf": the TCP option decides */
-/* RRPC_RUN_DECIDE_MS: how long a blocking accept waits for a selected
- * connection's first bytes (a plain client then is never relayed; a
- * non-blocking accept looks only at what is there), and a
- * non-blocking connect in eBPF mode for the SYN-ACK (a plain server: the
- * socket is never relayed). 0: never wait (such connections are relayed
+/* RRPC_RUN_DECIDE_MS: how long a non-blocking connect in eBPF mode waits
+ * for the SYN-ACK (a plain server's socket is then never relayed). 0: no
+ * connect waits and no accept looks (such connections are relayed
  * untouched). */
 static long g_decide_ms = 200;
-/* RRPC_RUN_DECIDE_NB_MS: the same for an accept on a non-blocking listening
- * socket (an event loop's). */
-static long g_decide_nb_ms = 2;
+/* RRPC_RUN_ACCEPT_WAIT_MS: how long accept waits for a selected
+ * connection's first bytes (a plain client's is then never relayed). Short:
+ * the accepting thread's other connections (an event loop's) and every
+ * later connection wait meanwhile, and a client that speaks first does so
+ * one round trip after the handshake. */
+static long g_accept_wait_ms = 2;
 static int (*real_accept4)(int, struct sockaddr *, socklen_t *, int);
 static int (*real_dup)(int);
 static int (*real_dup2)(int, int);
@@ -75,7 +76,7 @@ static int env_ms(const char *name, long *out) {
   return 0;
 }
 
-/* RRPC_RUN_RDMA, RRPC_RUN_DECIDE_MS and _NB_MS; a malformed one says so and leaves
+/* RRPC_RUN_RDMA, RRPC_RUN_DECIDE_MS, RRPC_RUN_ACCEPT_WAIT_MS; a malformed one says so and leaves
  * the process on plain TCP. */
 static int settings_from_env(void) {
   const char *v = getenv("RRPC_RUN_RDMA");
@@ -88,7 +89,7 @@ static int settings_from_env(void) {
       return -1;
     }
   }
-  if (env_ms("RRPC_RUN_DECIDE_MS", &g_decide_ms) != 0 || env_ms("RRPC_RUN_DECIDE_NB_MS", &g_decide_nb_ms) != 0)
+  if (env_ms("RRPC_RUN_DECIDE_MS", &g_decide_ms) != 0 || env_ms("RRPC_RUN_ACCEPT_WAIT_MS", &g_accept_wait_ms) != 0)
     return -1;
   return 0;
 }
@@ -302,12 +303,7 @@ int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags) {
     return nfd;
   }
   int saved = errno;
-  /* A non-blocking listening socket belongs to an event loop, whose other
-   * connections wait while this accept does: it waits far less (a client
-   * that speaks first does so one round trip after the handshake). */
-  int lfl = fcntl(fd, F_GETFL);
-  long wait_ms = (lfl >= 0 && (lfl & O_NONBLOCK)) ? g_decide_nb_ms : g_decide_ms;
-  if (g_decide_ms > 0 && first_bytes_plain(nfd, wait_ms) == 1) {
+  if (g_decide_ms > 0 && first_bytes_plain(nfd, g_accept_wait_ms) == 1) {
     rrpc_run_count_handed_back();
     if (rrpc_run_relay_debug())
       fprintf(stderr, "rrpc-run[%d]: fd=%d the client is not under rrpc-run: handed back, plain TCP\n",
