@@ -57,6 +57,9 @@ enum {
   HELLO_WAIT_US = 5000000,
   DOWN_IOV = 32,
 };
+/* RRPC_RUN_RDMA=auto: a process that found no usable device looks again
+ * after this long (a port may come up). */
+#define RDMA_RECHECK_US 1000000u
 
 /* A server relay does not know its client until the first bytes: a client
  * relay opens with RRPC_RUN_HELLO and frames from then on; anything else is a
@@ -116,7 +119,7 @@ static int (*g_peer_check)(int tcp_fd);
 static atomic_int g_forked;
 static rrpc_run_conn *g_live;
 static _Atomic uint64_t g_relayed, g_rdma, g_fallback, g_plain, g_adopt_failed, g_bytes_up, g_bytes_down,
-    g_live_n;
+    g_live_n, g_handed_back;
 
 void rrpc_run_relay_set_debug(int on) { g_debug = on; }
 void rrpc_run_relay_set_peer_check(int (*check)(int tcp_fd)) { g_peer_check = check; }
@@ -124,6 +127,7 @@ int rrpc_run_relay_debug(void) { return g_debug; }
 void rrpc_run_relay_after_fork(void) { atomic_store(&g_forked, 1); }
 int rrpc_run_relay_forked(void) { return atomic_load(&g_forked); }
 void rrpc_run_count_plain(void) { atomic_fetch_add(&g_plain, 1); }
+void rrpc_run_count_handed_back(void) { atomic_fetch_add(&g_handed_back, 1); }
 
 void rrpc_run_counters_get(rrpc_run_counters *out) {
   out->relayed = atomic_load(&g_relayed);
@@ -134,6 +138,7 @@ void rrpc_run_counters_get(rrpc_run_counters *out) {
   out->bytes_up = atomic_load(&g_bytes_up);
   out->bytes_down = atomic_load(&g_bytes_down);
   out->live = atomic_load(&g_live_n);
+  out->handed_back = atomic_load(&g_handed_back);
 }
 
 static void addr_str(const struct sockaddr_storage *ss, char *buf, size_t len) {
@@ -696,6 +701,9 @@ static int env_long(const char *name, long max, long *out) {
  * RDMA handshakes a server runs at once before it declines more ("insufficient
  * memory": those connections go on over TCP). */
 static void rdma_options_from_env(void) {
+  static int done; /* under g_mu */
+  if (done) return;
+  done = 1;
   long kb = 0, hs = 0;
   int have_kb = env_long("RRPC_RUN_RING_KB", 512L << 10, &kb) == 0;
   int have_hs = env_long("RRPC_RUN_MAX_HANDSHAKES", 1L << 20, &hs) == 0;
@@ -739,7 +747,33 @@ static void hello_timeout(void *arg) {
   uw_update(c);
 }
 
+static int g_rdma_mode = RRPC_RUN_RDMA_AUTO;
+static atomic_int g_rdma_have;
+static _Atomic uint64_t g_rdma_recheck_us;
+
+void rrpc_run_relay_set_rdma_mode(int mode) { g_rdma_mode = mode; }
+
+int rrpc_run_relay_rdma_usable(void) {
+  if (g_rdma_mode != RRPC_RUN_RDMA_AUTO) return g_rdma_mode == RRPC_RUN_RDMA_ON;
+  if (atomic_load(&g_rdma_have)) return 1;
+  uint64_t now = rrpc__now_us();
+  if (now < atomic_load(&g_rdma_recheck_us)) return 0;
+  pthread_mutex_lock(&g_mu);
+  rdma_options_from_env(); /* before the device opens: they apply to it */
+  pthread_mutex_unlock(&g_mu);
+  int ok = rrpc_rdma_available();
+  if (ok) atomic_store(&g_rdma_have, 1);
+  else atomic_store(&g_rdma_recheck_us, now + RDMA_RECHECK_US);
+  return ok;
+}
+
 rrpc__loop *rrpc_run_relay_loop(void) { return ensure_loop() == 0 ? g_loop : NULL; }
+
+static void raw_start_task(void *arg) {
+  rrpc_run_conn *c = arg;
+  if (!c->ended) raw_direct_start(c);
+  rrpc_run_conn_unref(c);
+}
 
 /* plain: the peer did not offer RDMA (eBPF mode): plain TCP through the
  * relay, no handshake, no hello, bytes untouched. */
@@ -756,8 +790,18 @@ static void start_socket(rrpc_run_conn *c, int tcp_fd, int plain) {
   }
   c->had_socket = 1;
   if (plain) {
-    if (g_debug) fprintf(stderr, "rrpc-run[%d]: fd=%d the peer offered no SMC: plain TCP\n", (int)getpid(), c->app_fd);
-    raw_direct_start(c);
+    if (g_debug)
+      fprintf(stderr, "rrpc-run[%d]: fd=%d %s\n", (int)getpid(), c->app_fd,
+              c->is_client ? "the peer offered no SMC: plain TCP"
+                           : "the client is not under rrpc-run: bytes relayed untouched");
+    /* After the socket's own start-up (posted before this): held before
+     * it watches the fd, reading would start anyway, and the transport
+     * would take a FIN that came with the first bytes for the end. */
+    rrpc_run_conn_ref(c);
+    if (rrpc__loop_post(g_loop, raw_start_task, c) != 0) {
+      raw_direct_start(c);
+      rrpc_run_conn_unref(c);
+    }
   } else if (c->is_client) {
     rrpc_iobuf hello;
     rrpc__iobuf_init(&hello);
