@@ -81,7 +81,7 @@ one() {
   fi
 }
 
-cases=${PRELOAD_CASES:-"bytes16m epoll poll-select flags partial-write halfclose close-unread exit-unread dup fork nbconnect many kill9 plain-server plain-client plain-client-listed hostile-garbage hostile-stall"}
+cases=${PRELOAD_CASES:-"bytes16m epoll poll-select flags partial-write halfclose close-unread exit-unread dup fork nbconnect many kill9 edges kill9-reader plain-server plain-client plain-client-listed hostile-garbage hostile-stall"}
 for c in $cases; do
   case $c in
     plain-server|plain-client) one "$c" plain ;;
