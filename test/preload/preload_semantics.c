@@ -835,12 +835,17 @@ static int case_edges(void) {
   return 0;
 }
 
-/* serve-sink: reads whatever comes until it is killed. */
+enum { SINK_FIRST = 4 << 20 };
+
+/* serve-sink: reads SINK_FIRST bytes, says so with one byte (the stream is
+ * then up end to end, whatever carries it), then reads until killed. */
 static int serve_sink(void) {
   int lfd = listen_on(g_port);
   int fd = accept(lfd, NULL, NULL);
   CHECK(fd >= 0);
-  char buf[65536];
+  static char buf[1 << 20];
+  for (int i = 0; i < SINK_FIRST / (int)sizeof buf; i++) CHECK(read_full(fd, buf, sizeof buf) == sizeof buf);
+  write_all(fd, "k", 1);
   while (read(fd, buf, sizeof buf) > 0) {
   }
   return 0;
@@ -854,7 +859,10 @@ static int case_kill9_reader(const char *self) {
   int fd = connect_retry(g_port);
   static char buf[1 << 20];
   memset(buf, 's', sizeof buf);
-  for (int i = 0; i < 4; i++) write_all(fd, buf, sizeof buf); /* mid-stream */
+  for (int i = 0; i < SINK_FIRST / (int)sizeof buf; i++) write_all(fd, buf, sizeof buf);
+  char k;
+  CHECK(read_full(fd, &k, 1) == 1 && k == 'k'); /* the sink has read them all */
+  write_all(fd, buf, sizeof buf);               /* mid-stream */
   CHECK(kill(pid, SIGKILL) == 0);
   int st;
   CHECK(waitpid(pid, &st, 0) == pid);
