@@ -1,7 +1,8 @@
 /* intercept.c - the libc functions librrpc_preload.so replaces.
  *
  * Only the calls that create, name, configure or end a TCP connection are
- * intercepted: connect, accept/accept4, close, dup/dup2/dup3, getsockname,
+ * intercepted: connect, accept/accept4, close, dup/dup2/dup3, fcntl's
+ * F_DUPFD(_CLOEXEC), getsockname,
  * getpeername, getsockopt, setsockopt. A connection the policy selects is
  * handed to the relay (relay.h), after which the application's fd number is
  * an AF_UNIX stream socket, so read, write, recv, send, sendmsg, readv, writev, sendfile,
@@ -15,7 +16,9 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +26,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "preload/frame.h"
 #include "preload/policy.h"
 #include "preload/relay.h"
 #include "preload/bpf/smc_opt.h"
@@ -35,6 +39,12 @@ static rrpc_run_policy *g_policy;
 static int g_enabled; /* the policy parsed: relaying may happen */
 static char g_comm[32];
 static int g_ebpf; /* the policy's mode is "ebpf": the TCP option decides */
+/* RRPC_RUN_DECIDE_MS: how long accept waits for a selected connection's
+ * first bytes (a plain client then is never relayed), and a
+ * non-blocking connect in eBPF mode for the SYN-ACK (a plain server: the
+ * socket is never relayed). 0: never wait (such connections are relayed
+ * untouched). */
+static long g_decide_ms = 200;
 static int (*real_accept4)(int, struct sockaddr *, socklen_t *, int);
 static int (*real_dup)(int);
 static int (*real_dup2)(int, int);
@@ -46,6 +56,32 @@ static const char *env_get(const char *name) { return getenv(name); }
 static void after_fork_child(void) { rrpc_run_relay_after_fork(); }
 static atomic_int g_forked_children; /* this process forked: children may share its sockets */
 static void after_fork_parent(void) { atomic_store(&g_forked_children, 1); }
+
+/* RRPC_RUN_RDMA and RRPC_RUN_DECIDE_MS; a malformed one says so and leaves
+ * the process on plain TCP. */
+static int settings_from_env(void) {
+  const char *v = getenv("RRPC_RUN_RDMA");
+  if (v != NULL && *v != '\0') {
+    if (strcmp(v, "auto") == 0) rrpc_run_relay_set_rdma_mode(RRPC_RUN_RDMA_AUTO);
+    else if (strcmp(v, "on") == 0) rrpc_run_relay_set_rdma_mode(RRPC_RUN_RDMA_ON);
+    else if (strcmp(v, "off") == 0) rrpc_run_relay_set_rdma_mode(RRPC_RUN_RDMA_OFF);
+    else {
+      fprintf(stderr, "rrpc-run: RRPC_RUN_RDMA=%s is not auto, on or off; connections stay plain TCP\n", v);
+      return -1;
+    }
+  }
+  v = getenv("RRPC_RUN_DECIDE_MS");
+  if (v != NULL && *v != '\0') {
+    char *end;
+    long n = strtol(v, &end, 10);
+    if (*end != '\0' || n < 0 || n > 10000) {
+      fprintf(stderr, "rrpc-run: RRPC_RUN_DECIDE_MS=%s is out of range (0..10000); connections stay plain TCP\n", v);
+      return -1;
+    }
+    g_decide_ms = n;
+  }
+  return 0;
+}
 
 __attribute__((constructor)) static void preload_init(void) {
   rrpc_run_real.close = dlsym(RTLD_NEXT, "close");
@@ -74,6 +110,7 @@ __attribute__((constructor)) static void preload_init(void) {
   if (rrpc_run_relay_debug())
     fprintf(stderr, "rrpc-run[%d]: %s: negotiation mode %s (%s)\n", (int)getpid(), g_comm,
             rrpc_run_policy_mode(g_policy), rrpc_run_policy_note(g_policy));
+  if (settings_from_env() != 0) return;
   g_ebpf = strcmp(rrpc_run_policy_mode(g_policy), "ebpf") == 0;
   if (g_ebpf) rrpc_run_relay_set_peer_check(rrpc_smcopt_peer_offered);
   pthread_atfork(NULL, after_fork_parent, after_fork_child);
@@ -145,6 +182,17 @@ static void note_plain(int fd, const char *why) {
   if (rrpc_run_relay_debug()) fprintf(stderr, "rrpc-run[%d]: fd=%d plain TCP: %s\n", (int)getpid(), fd, why);
 }
 
+/* A non-blocking connect in progress: 1 once connected, -1 if it failed
+ * (the error stays for the application's SO_ERROR), 0 if undecided after
+ * `ms`. */
+static int connect_wait(int fd, long ms) {
+  struct pollfd p = {.fd = fd, .events = POLLOUT};
+  int n = poll(&p, 1, (int)ms);
+  if (n != 1) return 0;
+  if (p.revents & (POLLERR | POLLHUP | POLLNVAL)) return -1;
+  return (p.revents & POLLOUT) ? 1 : 0;
+}
+
 int connect(int fd, const struct sockaddr *sa, socklen_t len) {
   rrpc_run_conn *c = fd_conn(fd);
   if (c != NULL) {
@@ -160,6 +208,10 @@ int connect(int fd, const struct sockaddr *sa, socklen_t len) {
     note_plain(fd, "destination not selected");
     return rrpc_run_real.connect(fd, sa, len);
   }
+  if (!rrpc_run_relay_rdma_usable()) {
+    note_plain(fd, "no RDMA in this process (RRPC_RUN_RDMA)");
+    return rrpc_run_real.connect(fd, sa, len);
+  }
   int fl = fcntl(fd, F_GETFL);
   int fdfl = fcntl(fd, F_GETFD);
   if (g_ebpf) (void)rrpc_smcopt_mark(fd); /* our SYN offers SMC */
@@ -167,6 +219,17 @@ int connect(int fd, const struct sockaddr *sa, socklen_t len) {
   int saved = errno;
   int connecting = rc != 0 && saved == EINPROGRESS;
   if (rc != 0 && !connecting) return rc;
+  if (g_ebpf && connecting && g_decide_ms > 0) {
+    /* The SYN-ACK tells whether the server runs rrpc-run: waiting one
+     * round trip for it keeps a plain server's connection off the relay. */
+    int st = connect_wait(fd, g_decide_ms);
+    if (st < 0) {
+      note_plain(fd, "connect failed");
+      errno = saved;
+      return rc;
+    }
+    if (st > 0) connecting = 0;
+  }
   if (g_ebpf && !connecting && rrpc_smcopt_peer_offered(fd) != 1) {
     note_plain(fd, "the server's SYN-ACK offered no SMC");
     errno = saved;
@@ -182,6 +245,21 @@ int connect(int fd, const struct sockaddr *sa, socklen_t len) {
   }
   errno = saved;
   return rc;
+}
+
+/* An accepted connection's first bytes, waited for at most `ms` and
+ * peeked (they stay for whoever reads): 1 if they show a client without
+ * rrpc-run (neither a CLC Proposal nor the hello, or EOF), 0 if a client
+ * relay (or a prefix of either), -1 if none came. Before any relay exists,
+ * so the answer costs a plain client nothing but this wait. */
+static int first_bytes_plain(int fd, long ms) {
+  struct pollfd p = {.fd = fd, .events = POLLIN};
+  if (poll(&p, 1, (int)ms) != 1) return -1;
+  unsigned char b[RRPC_RUN_HELLO_LEN];
+  ssize_t n = recv(fd, b, sizeof b, MSG_PEEK | MSG_DONTWAIT);
+  if (n < 0) return (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? -1 : 1;
+  if (n == 0) return 1;
+  return rrpc_run_hello_match(b, (size_t)n) == -1 ? 1 : 0;
 }
 
 int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags) {
@@ -203,14 +281,27 @@ int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags) {
     note_plain(nfd, "the client's SYN offered no SMC");
     return nfd;
   }
+  if (g_ebpf && !rrpc_run_relay_rdma_usable()) {
+    /* Our SYN-ACK offered no SMC (listen): the client stays plain too. */
+    note_plain(nfd, "no RDMA in this process (RRPC_RUN_RDMA)");
+    return nfd;
+  }
   if (real_getsockname(nfd, (struct sockaddr *)&local, &llen) != 0 ||
       !rrpc_run_policy_server_may(g_policy, (struct sockaddr *)&local, (struct sockaddr *)&peer, plen, g_comm)) {
     note_plain(nfd, "peer not selected");
     return nfd;
   }
+  int saved = errno;
+  if (g_decide_ms > 0 && first_bytes_plain(nfd, g_decide_ms) == 1) {
+    rrpc_run_count_handed_back();
+    if (rrpc_run_relay_debug())
+      fprintf(stderr, "rrpc-run[%d]: fd=%d the client is not under rrpc-run: handed back, plain TCP\n",
+              (int)getpid(), nfd);
+    errno = saved;
+    return nfd;
+  }
   int app_flags = ((flags & SOCK_NONBLOCK) ? O_NONBLOCK : 0) | ((flags & SOCK_CLOEXEC) ? O_CLOEXEC : 0);
   rrpc_run_conn *nc = NULL;
-  int saved = errno;
   if (rrpc_run_relay_adopt(nfd, 0, 0, (struct sockaddr *)&peer, plen, app_flags, &nc) == 0) {
     rrpc_run_conn *old = atomic_exchange(&g_fds[nfd], nc);
     if (old != NULL) rrpc_run_conn_unref(old);
@@ -228,7 +319,7 @@ int accept(int fd, struct sockaddr *addr, socklen_t *alen) { return accept4(fd, 
 int listen(int fd, int backlog) {
   static int (*real_listen)(int, int);
   if (real_listen == NULL) real_listen = dlsym(RTLD_NEXT, "listen");
-  if (g_enabled && g_ebpf && is_tcp_stream(fd, NULL)) (void)rrpc_smcopt_mark(fd);
+  if (g_enabled && g_ebpf && is_tcp_stream(fd, NULL) && rrpc_run_relay_rdma_usable()) (void)rrpc_smcopt_mark(fd);
   return real_listen(fd, backlog);
 }
 
@@ -253,6 +344,36 @@ int dup3(int oldfd, int newfd, int flags) {
   int n = rrpc_run_real.dup3(oldfd, newfd, flags);
   if (n >= 0) fd_copy(oldfd, n);
   return n;
+}
+
+/* fcntl's F_DUPFD / F_DUPFD_CLOEXEC are dups too: the copy names the same
+ * relay. Programs built with _FILE_OFFSET_BITS=64 call fcntl64. The third
+ * argument is passed on as the word it was (an int or a pointer). */
+static int fcntl_common(int (*real)(int, int, ...), int fd, int cmd, void *arg) {
+  int n = real(fd, cmd, arg);
+  if (n >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)) fd_copy(fd, n);
+  return n;
+}
+
+int fcntl(int fd, int cmd, ...) {
+  static int (*real)(int, int, ...);
+  if (real == NULL) real = (int (*)(int, int, ...))dlsym(RTLD_NEXT, "fcntl");
+  va_list ap;
+  va_start(ap, cmd);
+  void *arg = va_arg(ap, void *);
+  va_end(ap);
+  return fcntl_common(real, fd, cmd, arg);
+}
+
+int fcntl64(int fd, int cmd, ...) {
+  static int (*real)(int, int, ...);
+  if (real == NULL) real = (int (*)(int, int, ...))dlsym(RTLD_NEXT, "fcntl64");
+  if (real == NULL) real = (int (*)(int, int, ...))dlsym(RTLD_NEXT, "fcntl");
+  va_list ap;
+  va_start(ap, cmd);
+  void *arg = va_arg(ap, void *);
+  va_end(ap);
+  return fcntl_common(real, fd, cmd, arg);
 }
 
 static int answer_addr(int fd, int peer, struct sockaddr *sa, socklen_t *len) {

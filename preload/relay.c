@@ -57,6 +57,9 @@ enum {
   HELLO_WAIT_US = 5000000,
   DOWN_IOV = 32,
 };
+/* RRPC_RUN_RDMA=auto: a process that found no usable device looks again
+ * after this long (a port may come up). */
+#define RDMA_RECHECK_US 1000000u
 
 /* A server relay does not know its client until the first bytes: a client
  * relay opens with RRPC_RUN_HELLO and frames from then on; anything else is a
@@ -82,6 +85,9 @@ struct rrpc_run_conn {
   rrpc__watcher uw; /* the relay end */
   rrpc__watcher cw; /* the TCP fd while the connect is in progress */
   rrpc__watcher rw; /* raw mode over TCP: a dup of the TCP fd, read by the relay itself */
+  rrpc__watcher pw; /* a server's TCP fd until its first bytes were looked at */
+  int pw_added;
+  rrpc__timer_id peek_timer;
   int rw_added;
   int ufd;
   uint32_t uw_events;
@@ -116,7 +122,7 @@ static int (*g_peer_check)(int tcp_fd);
 static atomic_int g_forked;
 static rrpc_run_conn *g_live;
 static _Atomic uint64_t g_relayed, g_rdma, g_fallback, g_plain, g_adopt_failed, g_bytes_up, g_bytes_down,
-    g_live_n;
+    g_live_n, g_handed_back;
 
 void rrpc_run_relay_set_debug(int on) { g_debug = on; }
 void rrpc_run_relay_set_peer_check(int (*check)(int tcp_fd)) { g_peer_check = check; }
@@ -124,6 +130,7 @@ int rrpc_run_relay_debug(void) { return g_debug; }
 void rrpc_run_relay_after_fork(void) { atomic_store(&g_forked, 1); }
 int rrpc_run_relay_forked(void) { return atomic_load(&g_forked); }
 void rrpc_run_count_plain(void) { atomic_fetch_add(&g_plain, 1); }
+void rrpc_run_count_handed_back(void) { atomic_fetch_add(&g_handed_back, 1); }
 
 void rrpc_run_counters_get(rrpc_run_counters *out) {
   out->relayed = atomic_load(&g_relayed);
@@ -134,6 +141,7 @@ void rrpc_run_counters_get(rrpc_run_counters *out) {
   out->bytes_up = atomic_load(&g_bytes_up);
   out->bytes_down = atomic_load(&g_bytes_down);
   out->live = atomic_load(&g_live_n);
+  out->handed_back = atomic_load(&g_handed_back);
 }
 
 static void addr_str(const struct sockaddr_storage *ss, char *buf, size_t len) {
@@ -260,6 +268,14 @@ static void debug_end(rrpc_run_conn *c) {
 
 static void unref_socket_task(void *arg) { rrpc__socket_unref(arg); }
 
+static void peek_stop(rrpc_run_conn *c) {
+  if (c->pw_added) rrpc__loop_watch_del(g_loop, &c->pw);
+  c->pw_added = 0;
+  if (c->peek_timer) rrpc__loop_timer_cancel(g_loop, c->peek_timer);
+  c->peek_timer = 0;
+}
+
+
 /* Close the relay end and let go of the rrpc socket: the relay is over. */
 static void relay_end(rrpc_run_conn *c) {
   if (c->ended) return;
@@ -276,6 +292,7 @@ static void relay_end(rrpc_run_conn *c) {
   c->tick = 0;
   if (c->hello_timer) rrpc__loop_timer_cancel(g_loop, c->hello_timer);
   c->hello_timer = 0;
+  peek_stop(c);
   set_tcp_fd(c, -1);
   debug_end(c);
   live_del(c);
@@ -696,6 +713,9 @@ static int env_long(const char *name, long max, long *out) {
  * RDMA handshakes a server runs at once before it declines more ("insufficient
  * memory": those connections go on over TCP). */
 static void rdma_options_from_env(void) {
+  static int done; /* under g_mu */
+  if (done) return;
+  done = 1;
   long kb = 0, hs = 0;
   int have_kb = env_long("RRPC_RUN_RING_KB", 512L << 10, &kb) == 0;
   int have_hs = env_long("RRPC_RUN_MAX_HANDSHAKES", 1L << 20, &hs) == 0;
@@ -739,7 +759,33 @@ static void hello_timeout(void *arg) {
   uw_update(c);
 }
 
+static int g_rdma_mode = RRPC_RUN_RDMA_AUTO;
+static atomic_int g_rdma_have;
+static _Atomic uint64_t g_rdma_recheck_us;
+
+void rrpc_run_relay_set_rdma_mode(int mode) { g_rdma_mode = mode; }
+
+int rrpc_run_relay_rdma_usable(void) {
+  if (g_rdma_mode != RRPC_RUN_RDMA_AUTO) return g_rdma_mode == RRPC_RUN_RDMA_ON;
+  if (atomic_load(&g_rdma_have)) return 1;
+  uint64_t now = rrpc__now_us();
+  if (now < atomic_load(&g_rdma_recheck_us)) return 0;
+  pthread_mutex_lock(&g_mu);
+  rdma_options_from_env(); /* before the device opens: they apply to it */
+  pthread_mutex_unlock(&g_mu);
+  int ok = rrpc_rdma_available();
+  if (ok) atomic_store(&g_rdma_have, 1);
+  else atomic_store(&g_rdma_recheck_us, now + RDMA_RECHECK_US);
+  return ok;
+}
+
 rrpc__loop *rrpc_run_relay_loop(void) { return ensure_loop() == 0 ? g_loop : NULL; }
+
+static void raw_start_task(void *arg) {
+  rrpc_run_conn *c = arg;
+  if (!c->ended) raw_direct_start(c);
+  rrpc_run_conn_unref(c);
+}
 
 /* plain: the peer did not offer RDMA (eBPF mode): plain TCP through the
  * relay, no handshake, no hello, bytes untouched. */
@@ -756,8 +802,18 @@ static void start_socket(rrpc_run_conn *c, int tcp_fd, int plain) {
   }
   c->had_socket = 1;
   if (plain) {
-    if (g_debug) fprintf(stderr, "rrpc-run[%d]: fd=%d the peer offered no SMC: plain TCP\n", (int)getpid(), c->app_fd);
-    raw_direct_start(c);
+    if (g_debug)
+      fprintf(stderr, "rrpc-run[%d]: fd=%d %s\n", (int)getpid(), c->app_fd,
+              c->is_client ? "the peer offered no SMC: plain TCP"
+                           : "the client is not under rrpc-run: bytes relayed untouched");
+    /* After the socket's own start-up (posted before this): held before
+     * it watches the fd, reading would start anyway, and the transport
+     * would take a FIN that came with the first bytes for the end. */
+    rrpc_run_conn_ref(c);
+    if (rrpc__loop_post(g_loop, raw_start_task, c) != 0) {
+      raw_direct_start(c);
+      rrpc_run_conn_unref(c);
+    }
   } else if (c->is_client) {
     rrpc_iobuf hello;
     rrpc__iobuf_init(&hello);
@@ -805,6 +861,53 @@ static void cw_cb(rrpc__watcher *w, uint32_t events) {
   start_socket(c, fd, g_peer_check != NULL && g_peer_check(fd) != 1);
 }
 
+/* ---- a server's first bytes ---------------------------------------------------------- */
+
+static void peek_decide(rrpc_run_conn *c, int plain) { start_socket(c, c->tcp_fd, plain); }
+
+/* A server relay whose client's first bytes had not come when accept
+ * returned (intercept.c looks first) looks at them here, before any rrpc
+ * socket reads: a client relay opens with SMC-R's CLC Proposal (or, after
+ * its own fallback, the hello); anything else is a client without rrpc-run,
+ * relayed untouched. A prefix of either (a short first segment) goes to
+ * the rrpc socket, which waits for the rest. */
+static void pw_cb(rrpc__watcher *w, uint32_t events) {
+  rrpc_run_conn *c = w->arg;
+  unsigned char b[RRPC_RUN_HELLO_LEN];
+  ssize_t n = recv(w->fd, b, sizeof b, MSG_PEEK | MSG_DONTWAIT);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) && !(events & (EPOLLHUP | EPOLLERR)))
+    return;
+  peek_stop(c);
+  peek_decide(c, n <= 0 || rrpc_run_hello_match(b, (size_t)n) == -1);
+}
+
+/* A client that has sent nothing this long waits for the server to speak
+ * first: a plain one (an rrpc-run client sends its Proposal at once). */
+static void peek_timeout(void *arg) {
+  rrpc_run_conn *c = arg;
+  c->peek_timer = 0;
+  if (c->ended) return;
+  peek_stop(c);
+  if (g_debug)
+    fprintf(stderr, "rrpc-run[%d]: fd=%d no first bytes from the client: bytes relayed untouched\n",
+            (int)getpid(), c->app_fd);
+  peek_decide(c, 1);
+}
+
+static void peek_start(rrpc_run_conn *c) {
+  c->pw.fd = c->tcp_fd;
+  c->pw.events = EPOLLIN;
+  c->pw.cb = pw_cb;
+  c->pw.arg = c;
+  if (rrpc__loop_watch_add(g_loop, &c->pw) != 0) {
+    start_socket(c, c->tcp_fd, 0);
+    return;
+  }
+  c->pw_added = 1;
+  if (rrpc__loop_timer_add(g_loop, rrpc__now_us() + HELLO_WAIT_US, peek_timeout, c, &c->peek_timer) != 0)
+    c->peek_timer = 0;
+}
+
 static void start_task(void *arg) {
   rrpc_run_conn *c = arg;
   if (c->state == 0) {
@@ -822,6 +925,10 @@ static void start_task(void *arg) {
       c->net_closed = 1;
       relay_end(c);
     }
+    return;
+  }
+  if (!c->is_client) {
+    peek_start(c);
     return;
   }
   start_socket(c, c->tcp_fd, 0);

@@ -40,6 +40,22 @@ extern rrpc_run_libc rrpc_run_real;
 int rrpc_run_relay_adopt(int fd, int is_client, int connecting, const struct sockaddr *peer,
                          socklen_t peer_len, int app_flags, rrpc_run_conn **out);
 
+/* A server relay looks at its client's first bytes (MSG_PEEK) before any
+ * rrpc socket reads them: a client relay opens with a CLC Proposal (or the
+ * hello); other first bytes, EOF, or none within 5 s mean a client without
+ * rrpc-run, whose bytes are then relayed untouched. */
+
+/* RRPC_RUN_RDMA: which selected connections are tried over RDMA at all. */
+enum { RRPC_RUN_RDMA_AUTO, RRPC_RUN_RDMA_ON, RRPC_RUN_RDMA_OFF };
+void rrpc_run_relay_set_rdma_mode(int mode);
+/* rrpc_run_relay_rdma_usable - may this process carry a connection over
+ * RDMA: auto, a usable device (opened on the first call; without one it
+ * looks again at most once a second); on, always (the handshake's
+ * fallback then happens inside the relay); off, never. A connection that
+ * cannot go RDMA is not relayed. Any thread but the relay's; may block on
+ * the first call (verbs queries). */
+int rrpc_run_relay_rdma_usable(void);
+
 /* rrpc_run_relay_loop - the relay's loop, started on first use; NULL if
  * it cannot start (no transport, no thread). Any thread. */
 struct rrpc__loop;
@@ -79,9 +95,14 @@ typedef struct rrpc_run_counters {
   uint64_t adopt_failed; /* could not be relayed (left plain) */
   uint64_t bytes_up, bytes_down; /* application bytes sent / received */
   uint64_t live;         /* relays alive now */
+  uint64_t handed_back;  /* selected by the policy, but the client's first bytes showed
+                          * it plain before accept returned: never relayed */
 } rrpc_run_counters;
 void rrpc_run_counters_get(rrpc_run_counters *out);
 void rrpc_run_count_plain(void);
+/* A selected connection whose client showed itself plain before accept
+ * returned: never relayed. */
+void rrpc_run_count_handed_back(void);
 
 /* rrpc_run_conns_format - one line per live relay into buf (for the stat
  * page): "fd local peer transport up down fallback". Returns the length it

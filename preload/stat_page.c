@@ -32,11 +32,11 @@ static size_t vars_format(char *buf, size_t len) {
                    "rrpc_run_connections_relayed : %llu\nrrpc_run_connections_rdma : %llu\n"
                    "rrpc_run_connections_fallback : %llu\nrrpc_run_connections_plain : %llu\n"
                    "rrpc_run_adopt_failed : %llu\nrrpc_run_bytes_up : %llu\nrrpc_run_bytes_down : %llu\n"
-                   "rrpc_run_connections_live : %llu\n",
+                   "rrpc_run_connections_live : %llu\nrrpc_run_connections_handed_back : %llu\n",
                    (unsigned long long)k.relayed, (unsigned long long)k.rdma, (unsigned long long)k.fallback,
                    (unsigned long long)k.plain, (unsigned long long)k.adopt_failed,
                    (unsigned long long)k.bytes_up, (unsigned long long)k.bytes_down,
-                   (unsigned long long)k.live);
+                   (unsigned long long)k.live, (unsigned long long)k.handed_back);
   return n < 0 ? 0 : (size_t)n;
 }
 

@@ -30,6 +30,7 @@
 #include <sys/ioctl.h>
 #include <sys/select.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -878,6 +879,118 @@ static int case_kill9_reader(const char *self) {
   return 0;
 }
 
+/* ---- preload-fast: a connection that does not go RDMA ends on the real TCP socket ----------------
+ * The fd's socket domain is asked with a raw system call, past the
+ * preload: AF_UNIX means the relay still carries the connection. */
+static int sock_domain(int fd) {
+  int d = -1;
+  socklen_t len = sizeof d;
+  if (syscall(SYS_getsockopt, fd, SOL_SOCKET, SO_DOMAIN, &d, &len) != 0) return -1;
+  return d;
+}
+
+static void domain_echo_server(int fd, void *arg) {
+  *(int *)arg = sock_domain(fd);
+  echo_server(fd, NULL);
+}
+
+/* Both ends here, in a process without an RDMA device (RRPC_RUN_RDMA=auto):
+ * neither end's socket is relayed. */
+static int case_fallback_plain(void) {
+  server sv;
+  int server_domain = -1;
+  server_start(&sv, domain_echo_server, &server_domain);
+  int fd = connect_to(g_port);
+  CHECK(sock_domain(fd) == AF_INET);
+  write_all(fd, "fallback", 8);
+  char b[8];
+  CHECK(read_full(fd, b, 8) == 8 && memcmp(b, "fallback", 8) == 0);
+  close(fd);
+  server_join(&sv);
+  CHECK(server_domain == AF_INET);
+  return 0;
+}
+
+/* A plain client process that the server here lists: its first bytes
+ * show it is plain before the accept returns, which then hands over the
+ * TCP socket itself (and the half-close is TCP's own). */
+static void domain_upcase_server(int fd, void *arg) {
+  *(int *)arg = sock_domain(fd);
+  upcase_server(fd, NULL);
+}
+
+static int case_plain_client_handback(const char *self) {
+  server sv;
+  int server_domain = -1;
+  server_start(&sv, domain_upcase_server, &server_domain);
+  pid_t pid = spawn_self(self, "client-plain-halfclose", g_port, 0);
+  int st;
+  CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  server_join(&sv);
+  CHECK(server_domain == AF_INET);
+  return 0;
+}
+
+/* A non-blocking connect here to a plain server process (eBPF mode: the
+ * SYN-ACK carries no SMC option): the socket is never relayed. */
+static int case_plain_server_nb(const char *self) {
+  pid_t pid = spawn_self(self, "serve-echo", g_port, 0);
+  int fd = -1;
+  for (int i = 0; i < 500 && fd < 0; i++) {
+    int err = -1;
+    fd = nb_connect(g_port, &err);
+    if (err == 0) break;
+    CHECK(err == ECONNREFUSED); /* the server process is starting */
+    close(fd);
+    fd = -1;
+    struct pollfd none;
+    poll(&none, 0, 10);
+  }
+  CHECK(fd >= 0);
+  CHECK(sock_domain(fd) == AF_INET);
+  CHECK(fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0);
+  write_all(fd, "nonblock", 8);
+  char b[8];
+  CHECK(read_full(fd, b, 8) == 8 && memcmp(b, "nonblock", 8) == 0);
+  close(fd);
+  int st;
+  CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  return 0;
+}
+/* fcntl(F_DUPFD / F_DUPFD_CLOEXEC) copies of a relayed socket are dups:
+ * they answer getpeername / getsockname with the TCP connection's
+ * addresses (the relay's AF_UNIX socket is not the application's business)
+ * and keep working after the original is closed. */
+static int case_dupfd(void) {
+  server sv;
+  server_start(&sv, echo_server, NULL);
+  int fd = connect_to(g_port);
+  int d1 = fcntl(fd, F_DUPFD, 100);
+  int d2 = fcntl(fd, F_DUPFD_CLOEXEC, 200);
+  CHECK(d1 >= 100 && d2 >= 200);
+  CHECK((fcntl(d2, F_GETFD) & FD_CLOEXEC) && !(fcntl(d1, F_GETFD) & FD_CLOEXEC));
+  close(fd);
+  int copies[2] = {d1, d2};
+  for (int i = 0; i < 2; i++) {
+    struct sockaddr_in a;
+    socklen_t len = sizeof a;
+    CHECK(getpeername(copies[i], (struct sockaddr *)&a, &len) == 0);
+    CHECK(a.sin_family == AF_INET && ntohs(a.sin_port) == g_port);
+    len = sizeof a;
+    CHECK(getsockname(copies[i], (struct sockaddr *)&a, &len) == 0 && a.sin_family == AF_INET);
+    int nodelay = 1;
+    CHECK(setsockopt(copies[i], IPPROTO_TCP, TCP_NODELAY, &nodelay, sizeof nodelay) == 0);
+  }
+  write_all(d1, "dupfd", 5);
+  char b[5];
+  CHECK(read_full(d2, b, 5) == 5 && memcmp(b, "dupfd", 5) == 0);
+  close(d1);
+  close(d2);
+  server_join(&sv);
+  return 0;
+}
+/* ---- end of preload-fast's block ------------------------------------------------------------------ */
+
 int main(int argc, char **argv) {
   if (argc != 3) {
     fprintf(stderr, "usage: %s CASE PORT\n", argv[0]);
@@ -921,6 +1034,10 @@ int main(int argc, char **argv) {
   if (strcmp(c, "plain-client-listed") == 0) return case_plain_client_halfclose(argv[0]);
   if (strcmp(c, "hostile-garbage") == 0) return case_hostile(argv[0], "client-garbage-clc");
   if (strcmp(c, "hostile-stall") == 0) return case_hostile(argv[0], "client-stall-clc");
+  if (strcmp(c, "fallback-plain") == 0) return case_fallback_plain();
+  if (strcmp(c, "plain-client-handback") == 0) return case_plain_client_handback(argv[0]);
+  if (strcmp(c, "plain-server-nb") == 0) return case_plain_server_nb(argv[0]);
+  if (strcmp(c, "dupfd") == 0) return case_dupfd();
   fprintf(stderr, "unknown case %s\n", c);
   return 2;
 }

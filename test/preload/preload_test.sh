@@ -33,10 +33,15 @@ trap 'rm -rf "$tmp"' EXIT
 fails=0
 n=0
 
-# one NAME EXPECT: run case NAME; EXPECT is "relayed", "plain" or "raw" (a
-# relayed server whose client is plain: its bytes must pass untouched).
+# one NAME EXPECT [env ARGS...]: run case NAME (with those settings);
+# EXPECT is "relayed", "plain", "raw" (a relayed server whose client is
+# plain: its bytes must pass untouched) or "handback" (... the accept hands
+# the plain client's TCP socket itself to the program).
+# RRPC_RUN_RDMA=on by default: without a device (the host) every relayed
+# connection falls back to TCP inside the relay, which these cases cover.
 one() {
   name=$1 expect=$2
+  shift 2
   n=$((n + 1))
   # Relayed cases list the address both ends use; plain ones list nothing
   # that they use (port 1), so neither end tries RDMA. The negotiation is
@@ -45,7 +50,7 @@ one() {
   # only peers mode can have (eBPF mode never relays a client without the
   # option).
   mode=${RRPC_RUN_MODE:-auto}
-  case $expect in raw|server) mode=peers ;; esac
+  case $expect in raw|server|handback) mode=peers ;; esac
   if [ "$expect" = plain ]; then peers=":1"; else peers=$PRELOAD_TEST_ADDR; fi
   start=$(date +%s.%N)
   # 200 connections at once: both ends in one process register 400 rings
@@ -53,14 +58,15 @@ one() {
   # (RRPC_RUN_RING_KB, RRPC_RUN_MAX_HANDSHAKES: docs/rrpc-run.md).
   ring= hs=
   [ "$name" = many ] && ring=64 hs=256
-  RRPC_RUN_MODE=$mode RRPC_RUN_RING_KB=$ring RRPC_RUN_MAX_HANDSHAKES=$hs RRPC_RUN_PEERS=$peers RRPC_RUN_DEBUG=1 timeout 90 "$run" "$prog" "$name" 0 \
-    >"$tmp/$name.log" 2>&1
+  RRPC_RUN_RDMA=on RRPC_RUN_MODE=$mode RRPC_RUN_RING_KB=$ring RRPC_RUN_MAX_HANDSHAKES=$hs RRPC_RUN_PEERS=$peers RRPC_RUN_DEBUG=1 \
+    env "$@" timeout 90 "$run" "$prog" "$name" 0 >"$tmp/$name.log" 2>&1
   rc=$?
   secs=$(echo "$(date +%s.%N) - $start" | bc)
   if [ $rc -eq 0 ]; then
     case $expect in
       relayed) grep -q "relayed, trying RDMA" "$tmp/$name.log" || { rc=99; echo "  (no connection was relayed)"; } ;;
       raw) grep -q "bytes relayed untouched" "$tmp/$name.log" || { rc=96; echo "  (the server did not relay raw)"; } ;;
+      handback) grep -q "handed back, plain TCP" "$tmp/$name.log" || { rc=94; echo "  (the accept did not hand the TCP socket back)"; } ;;
       server) grep -q "server .* relayed, trying RDMA" "$tmp/$name.log" || { rc=95; echo "  (the server did not relay)"; } ;;
       plain) if grep -q "relayed, trying RDMA" "$tmp/$name.log"; then rc=98; echo "  (a plain peer was relayed)"; fi ;;
     esac
@@ -81,11 +87,21 @@ one() {
   fi
 }
 
-cases=${PRELOAD_CASES:-"bytes16m epoll poll-select flags partial-write halfclose close-unread exit-unread dup fork nbconnect many kill9 edges kill9-reader plain-server plain-client plain-client-listed hostile-garbage hostile-stall"}
+# preload-fast's cases: fallback-plain (both ends here, no device, auto:
+# nothing relayed; host only), plain-client-handback, plain-server-nb (eBPF
+# mode: a non-blocking connect to a plain server is never relayed), dupfd
+# (fcntl F_DUPFD copies of a relayed socket are tracked like dup).
+fast_cases="plain-client-handback plain-server-nb dupfd"
+[ $want_rdma = 0 ] && fast_cases="fallback-plain $fast_cases"
+cases=${PRELOAD_CASES:-"bytes16m epoll poll-select flags partial-write halfclose close-unread exit-unread dup fork nbconnect many kill9 edges kill9-reader plain-server plain-client plain-client-listed hostile-garbage hostile-stall $fast_cases"}
 for c in $cases; do
   case $c in
     plain-server|plain-client) one "$c" plain ;;
-    plain-client-listed) one "$c" raw ;;
+    # Decided after the accept returned (no wait): relayed untouched.
+    plain-client-listed) one "$c" raw RRPC_RUN_DECIDE_MS=0 ;;
+    plain-client-handback) one "$c" handback ;;
+    plain-server-nb) one "$c" plain -u RRPC_RUN_PEERS RRPC_RUN_MODE=ebpf ;;
+    fallback-plain) one "$c" plain RRPC_RUN_RDMA=auto RRPC_RUN_PEERS=$PRELOAD_TEST_ADDR ;;
     hostile-garbage|hostile-stall) one "$c" server ;;
     *) one "$c" relayed ;;
   esac
