@@ -838,13 +838,16 @@ static int case_edges(void) {
 
 enum { SINK_FIRST = 4 << 20 };
 
-/* serve-sink: reads SINK_FIRST bytes, says so with one byte (the stream is
- * then up end to end, whatever carries it), then reads until killed. */
+/* serve-sink: answers a first byte (the connection is then set up, so the
+ * bulk below does not race the relays' handshake), reads SINK_FIRST bytes,
+ * says so with one byte, then reads until killed. */
 static int serve_sink(void) {
   int lfd = listen_on(g_port);
   int fd = accept(lfd, NULL, NULL);
   CHECK(fd >= 0);
   static char buf[1 << 20];
+  CHECK(read_full(fd, buf, 1) == 1);
+  write_all(fd, "k", 1);
   for (int i = 0; i < SINK_FIRST / (int)sizeof buf; i++) CHECK(read_full(fd, buf, sizeof buf) == sizeof buf);
   write_all(fd, "k", 1);
   while (read(fd, buf, sizeof buf) > 0) {
@@ -860,8 +863,10 @@ static int case_kill9_reader(const char *self) {
   int fd = connect_retry(g_port);
   static char buf[1 << 20];
   memset(buf, 's', sizeof buf);
-  for (int i = 0; i < SINK_FIRST / (int)sizeof buf; i++) write_all(fd, buf, sizeof buf);
   char k;
+  write_all(fd, "p", 1);
+  CHECK(read_full(fd, &k, 1) == 1 && k == 'k');
+  for (int i = 0; i < SINK_FIRST / (int)sizeof buf; i++) write_all(fd, buf, sizeof buf);
   CHECK(read_full(fd, &k, 1) == 1 && k == 'k'); /* the sink has read them all */
   write_all(fd, buf, sizeof buf);               /* mid-stream */
   CHECK(kill(pid, SIGKILL) == 0);
