@@ -39,12 +39,17 @@ static rrpc_run_policy *g_policy;
 static int g_enabled; /* the policy parsed: relaying may happen */
 static char g_comm[32];
 static int g_ebpf; /* the policy's mode is "ebpf": the TCP option decides */
-/* RRPC_RUN_DECIDE_MS: how long accept waits for a selected connection's
- * first bytes (a plain client then is never relayed), and a
- * non-blocking connect in eBPF mode for the SYN-ACK (a plain server: the
- * socket is never relayed). 0: never wait (such connections are relayed
+/* RRPC_RUN_DECIDE_MS: how long a non-blocking connect in eBPF mode waits
+ * for the SYN-ACK (a plain server's socket is then never relayed). 0: no
+ * connect waits and no accept looks (such connections are relayed
  * untouched). */
 static long g_decide_ms = 200;
+/* RRPC_RUN_ACCEPT_WAIT_MS: how long accept waits for a selected
+ * connection's first bytes (a plain client's is then never relayed). Short:
+ * the accepting thread's other connections (an event loop's) and every
+ * later connection wait meanwhile, and a client that speaks first does so
+ * one round trip after the handshake. */
+static long g_accept_wait_ms = 2;
 static int (*real_accept4)(int, struct sockaddr *, socklen_t *, int);
 static int (*real_dup)(int);
 static int (*real_dup2)(int, int);
@@ -57,7 +62,21 @@ static void after_fork_child(void) { rrpc_run_relay_after_fork(); }
 static atomic_int g_forked_children; /* this process forked: children may share its sockets */
 static void after_fork_parent(void) { atomic_store(&g_forked_children, 1); }
 
-/* RRPC_RUN_RDMA and RRPC_RUN_DECIDE_MS; a malformed one says so and leaves
+/* A wait in milliseconds (0..10000) from the environment, if set. */
+static int env_ms(const char *name, long *out) {
+  const char *v = getenv(name);
+  if (v == NULL || *v == '\0') return 0;
+  char *end;
+  long n = strtol(v, &end, 10);
+  if (*end != '\0' || n < 0 || n > 10000) {
+    fprintf(stderr, "rrpc-run: %s=%s is out of range (0..10000); connections stay plain TCP\n", name, v);
+    return -1;
+  }
+  *out = n;
+  return 0;
+}
+
+/* RRPC_RUN_RDMA, RRPC_RUN_DECIDE_MS, RRPC_RUN_ACCEPT_WAIT_MS; a malformed one says so and leaves
  * the process on plain TCP. */
 static int settings_from_env(void) {
   const char *v = getenv("RRPC_RUN_RDMA");
@@ -70,16 +89,8 @@ static int settings_from_env(void) {
       return -1;
     }
   }
-  v = getenv("RRPC_RUN_DECIDE_MS");
-  if (v != NULL && *v != '\0') {
-    char *end;
-    long n = strtol(v, &end, 10);
-    if (*end != '\0' || n < 0 || n > 10000) {
-      fprintf(stderr, "rrpc-run: RRPC_RUN_DECIDE_MS=%s is out of range (0..10000); connections stay plain TCP\n", v);
-      return -1;
-    }
-    g_decide_ms = n;
-  }
+  if (env_ms("RRPC_RUN_DECIDE_MS", &g_decide_ms) != 0 || env_ms("RRPC_RUN_ACCEPT_WAIT_MS", &g_accept_wait_ms) != 0)
+    return -1;
   return 0;
 }
 
@@ -292,7 +303,7 @@ int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags) {
     return nfd;
   }
   int saved = errno;
-  if (g_decide_ms > 0 && first_bytes_plain(nfd, g_decide_ms) == 1) {
+  if (g_decide_ms > 0 && first_bytes_plain(nfd, g_accept_wait_ms) == 1) {
     rrpc_run_count_handed_back();
     if (rrpc_run_relay_debug())
       fprintf(stderr, "rrpc-run[%d]: fd=%d the client is not under rrpc-run: handed back, plain TCP\n",

@@ -85,9 +85,6 @@ struct rrpc_run_conn {
   rrpc__watcher uw; /* the relay end */
   rrpc__watcher cw; /* the TCP fd while the connect is in progress */
   rrpc__watcher rw; /* raw mode over TCP: a dup of the TCP fd, read by the relay itself */
-  rrpc__watcher pw; /* a server's TCP fd until its first bytes were looked at */
-  int pw_added;
-  rrpc__timer_id peek_timer;
   int rw_added;
   int ufd;
   uint32_t uw_events;
@@ -268,14 +265,6 @@ static void debug_end(rrpc_run_conn *c) {
 
 static void unref_socket_task(void *arg) { rrpc__socket_unref(arg); }
 
-static void peek_stop(rrpc_run_conn *c) {
-  if (c->pw_added) rrpc__loop_watch_del(g_loop, &c->pw);
-  c->pw_added = 0;
-  if (c->peek_timer) rrpc__loop_timer_cancel(g_loop, c->peek_timer);
-  c->peek_timer = 0;
-}
-
-
 /* Close the relay end and let go of the rrpc socket: the relay is over. */
 static void relay_end(rrpc_run_conn *c) {
   if (c->ended) return;
@@ -292,7 +281,6 @@ static void relay_end(rrpc_run_conn *c) {
   c->tick = 0;
   if (c->hello_timer) rrpc__loop_timer_cancel(g_loop, c->hello_timer);
   c->hello_timer = 0;
-  peek_stop(c);
   set_tcp_fd(c, -1);
   debug_end(c);
   live_del(c);
@@ -861,53 +849,6 @@ static void cw_cb(rrpc__watcher *w, uint32_t events) {
   start_socket(c, fd, g_peer_check != NULL && g_peer_check(fd) != 1);
 }
 
-/* ---- a server's first bytes ---------------------------------------------------------- */
-
-static void peek_decide(rrpc_run_conn *c, int plain) { start_socket(c, c->tcp_fd, plain); }
-
-/* A server relay whose client's first bytes had not come when accept
- * returned (intercept.c looks first) looks at them here, before any rrpc
- * socket reads: a client relay opens with SMC-R's CLC Proposal (or, after
- * its own fallback, the hello); anything else is a client without rrpc-run,
- * relayed untouched. A prefix of either (a short first segment) goes to
- * the rrpc socket, which waits for the rest. */
-static void pw_cb(rrpc__watcher *w, uint32_t events) {
-  rrpc_run_conn *c = w->arg;
-  unsigned char b[RRPC_RUN_HELLO_LEN];
-  ssize_t n = recv(w->fd, b, sizeof b, MSG_PEEK | MSG_DONTWAIT);
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) && !(events & (EPOLLHUP | EPOLLERR)))
-    return;
-  peek_stop(c);
-  peek_decide(c, n <= 0 || rrpc_run_hello_match(b, (size_t)n) == -1);
-}
-
-/* A client that has sent nothing this long waits for the server to speak
- * first: a plain one (an rrpc-run client sends its Proposal at once). */
-static void peek_timeout(void *arg) {
-  rrpc_run_conn *c = arg;
-  c->peek_timer = 0;
-  if (c->ended) return;
-  peek_stop(c);
-  if (g_debug)
-    fprintf(stderr, "rrpc-run[%d]: fd=%d no first bytes from the client: bytes relayed untouched\n",
-            (int)getpid(), c->app_fd);
-  peek_decide(c, 1);
-}
-
-static void peek_start(rrpc_run_conn *c) {
-  c->pw.fd = c->tcp_fd;
-  c->pw.events = EPOLLIN;
-  c->pw.cb = pw_cb;
-  c->pw.arg = c;
-  if (rrpc__loop_watch_add(g_loop, &c->pw) != 0) {
-    start_socket(c, c->tcp_fd, 0);
-    return;
-  }
-  c->pw_added = 1;
-  if (rrpc__loop_timer_add(g_loop, rrpc__now_us() + HELLO_WAIT_US, peek_timeout, c, &c->peek_timer) != 0)
-    c->peek_timer = 0;
-}
-
 static void start_task(void *arg) {
   rrpc_run_conn *c = arg;
   if (c->state == 0) {
@@ -925,10 +866,6 @@ static void start_task(void *arg) {
       c->net_closed = 1;
       relay_end(c);
     }
-    return;
-  }
-  if (!c->is_client) {
-    peek_start(c);
     return;
   }
   start_socket(c, c->tcp_fd, 0);

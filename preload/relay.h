@@ -40,11 +40,6 @@ extern rrpc_run_libc rrpc_run_real;
 int rrpc_run_relay_adopt(int fd, int is_client, int connecting, const struct sockaddr *peer,
                          socklen_t peer_len, int app_flags, rrpc_run_conn **out);
 
-/* A server relay looks at its client's first bytes (MSG_PEEK) before any
- * rrpc socket reads them: a client relay opens with a CLC Proposal (or the
- * hello); other first bytes, EOF, or none within 5 s mean a client without
- * rrpc-run, whose bytes are then relayed untouched. */
-
 /* RRPC_RUN_RDMA: which selected connections are tried over RDMA at all. */
 enum { RRPC_RUN_RDMA_AUTO, RRPC_RUN_RDMA_ON, RRPC_RUN_RDMA_OFF };
 void rrpc_run_relay_set_rdma_mode(int mode);

@@ -99,9 +99,10 @@ for c in $cases; do
     plain-server|plain-client) one "$c" plain ;;
     # Decided after the accept returned (no wait): relayed untouched.
     plain-client-listed) one "$c" raw RRPC_RUN_DECIDE_MS=0 ;;
-    plain-client-handback) one "$c" handback ;;
+    # (accept waits for the first bytes long enough for a loaded VM)
+    plain-client-handback) one "$c" handback RRPC_RUN_ACCEPT_WAIT_MS=5000 ;;
     plain-server-nb) one "$c" plain -u RRPC_RUN_PEERS RRPC_RUN_MODE=ebpf ;;
-    fallback-plain) one "$c" plain RRPC_RUN_RDMA=auto RRPC_RUN_PEERS=$PRELOAD_TEST_ADDR ;;
+    fallback-plain) one "$c" plain RRPC_RUN_RDMA=auto RRPC_RUN_PEERS=$PRELOAD_TEST_ADDR RRPC_RUN_ACCEPT_WAIT_MS=5000 ;;
     hostile-garbage|hostile-stall) one "$c" server ;;
     *) one "$c" relayed ;;
   esac

@@ -58,7 +58,9 @@ syscalls() {
   label=$1 pre=$2 p=$3
   RRPC_RUN_PEERS=":$port" server_up "$pre"
   cpeers=":1"; [ -n "$pre" ] && cpeers="$addr:$port"
-  strace -c -f -p $spid -o "$tmp/srv.strace" 2>/dev/null &
+  # Every thread the server already has (the relay's, if a connection
+  # started it): -f follows only threads created after the attach.
+  strace -c -f $(ls /proc/$spid/task | sed 's/^/-p /') -o "$tmp/srv.strace" 2>/dev/null &
   tpid=$!
   sleep 1
   RRPC_RUN_PEERS=$cpeers timeout 300 strace -c -f -o "$tmp/cli.strace" $pre redis-benchmark -h "$addr" -p $port \
