@@ -235,8 +235,8 @@ test: tests tools
 # dialect's receive poll and device_test's async-event storm still exceed it (docs/threads.md).
 RDMA_WATCHDOG := RRPC_LOOP_WATCHDOG_STRICT=$${RRPC_LOOP_WATCHDOG_STRICT:-1}
 RDMA_TSAN_WATCHDOG := RRPC_LOOP_WATCHDOG_STRICT=$${RRPC_LOOP_WATCHDOG_STRICT:-0}
-test-rdma: $(RDMA_TESTS) examples tools $(BUILD)/bench/idle_conns preload
-	$(RDMA_WATCHDOG) tools/run-rdma-tests $(RDMA_TESTS) test/tshark/live-capture.sh test/rdma/idle-conns-smoke.sh test/rdma/thousand-conns.sh test/rdma/ring-mode.sh test/rdma/polling-mode.sh test/rdma/cm-mode.sh test/rdma/cursor-mode.sh test/preload/preload_test.sh
+test-rdma: $(RDMA_TESTS) examples tools $(BUILD)/bench/idle_conns preload $(BUILD)/test/preload/hostile_clc
+	$(RDMA_WATCHDOG) tools/run-rdma-tests $(RDMA_TESTS) test/tshark/live-capture.sh test/rdma/idle-conns-smoke.sh test/rdma/thousand-conns.sh test/rdma/ring-mode.sh test/rdma/polling-mode.sh test/rdma/cm-mode.sh test/rdma/cursor-mode.sh test/preload/preload_test.sh test/preload/hostile_vm.sh
 
 # The RDMA test binaries alone, for `make TSAN=1 test-rdma-tsan` (the RDMA
 # tests under ThreadSanitizer, one VM boot; a race report fails the binary).

@@ -4,13 +4,15 @@
 # is mounted if missing) sends garbage CLC, or stops inside the eyecatcher,
 # or inside a Proposal; the RDMA echo server (--use_rdma, handshake
 # deadline 1000 ms) and the TCP-only C echo server (CLC sniff deadline,
-# 2000 ms by default) and, where built, socat under rrpc-run must close each
-# within its deadline (+1 s slack).
+# 2000 ms by default) and, where built, socat under rrpc-run (eBPF mode, then
+# peers mode) must close each within its deadline (+1 s slack). make
+# test-rdma runs it (tools/run-rdma-tests sets RRPC_TEST_RDMA_ADDR).
 # Run: tools/rxe-vm -- test/preload/hostile_vm.sh   (on the host without
 # RDMA: HOSTILE_ADDR=127.0.0.1 test/preload/hostile_vm.sh runs the TCP-only half)
 set -u
+cd "$(dirname "$0")/../.." || exit 1
 BUILD=${RRPC_BUILD:-build}
-ADDR=${HOSTILE_ADDR:-10.99.0.1}
+ADDR=${HOSTILE_ADDR:-${RRPC_TEST_RDMA_ADDR:-10.99.0.1}}
 H=$BUILD/test/preload/hostile_clc
 fail=0
 if [ "$(id -u)" = 0 ] && ! grep -q ' - cgroup2 ' /proc/self/mountinfo; then
@@ -53,6 +55,14 @@ if [ -f "$BUILD/librrpc_preload.so" ] && [ -x tools/rrpc-run ]; then
     socat "TCP-LISTEN:18603,bind=$ADDR,reuseaddr,fork" EXEC:cat >/tmp/hostile_pre.log 2>&1 &
   PS=$!
   wait_port 18603 && run_against preloaded 18603 2000
+  kill "$PS"; wait "$PS" 2>/dev/null
+  # The same server in peers mode (no eBPF: the listed client's first
+  # bytes decide), where the option cannot be checked: the CLC side and its
+  # deadline are the same.
+  RRPC_RUN_MODE=peers RRPC_RUN_PEERS=$ADDR RRPC_PRELOAD_LIB=$BUILD/librrpc_preload.so tools/rrpc-run \
+    socat "TCP-LISTEN:18604,bind=$ADDR,reuseaddr,fork" EXEC:cat >/tmp/hostile_peers.log 2>&1 &
+  PS=$!
+  wait_port 18604 && run_against peers-mode 18604 2000
   kill "$PS"; wait "$PS" 2>/dev/null
 else
   echo "hostile_vm: no $BUILD/librrpc_preload.so: the preloaded server is not tried"

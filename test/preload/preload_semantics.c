@@ -8,6 +8,8 @@
  *   preload_semantics serve-flood PORT   (the peer killed with -9: a server
  *                                    process that writes until killed)
  *   preload_semantics serve-echo PORT    (a plain echo server, one client)
+ *   preload_semantics serve-sink PORT    (kill9-reader: a reading server
+ *                                    process killed while the case writes)
  *
  *   (plain-client-listed: a plain client that the server here lists, with
  *   a half-close; the server's relay passes its bytes through untouched;
@@ -752,6 +754,136 @@ static int client_plain(void) {
   return 0;
 }
 
+/* ==== readiness edges; a writer whose reading peer is killed ================================== */
+/* The server sends "a", then "b" after our first byte, then shuts down
+ * writing after our second byte, and waits for EOF. */
+static void stepper_server(int fd, void *arg) {
+  (void)arg;
+  char b;
+  write_all(fd, "a", 1);
+  CHECK(read_full(fd, &b, 1) == 1);
+  write_all(fd, "b", 1);
+  CHECK(read_full(fd, &b, 1) == 1);
+  CHECK(shutdown(fd, SHUT_WR) == 0);
+  CHECK(read_full(fd, &b, 1) == 0);
+}
+
+static int ppoll_in(int fd, int ms) {
+  struct pollfd p = {.fd = fd, .events = POLLIN};
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  int n = ppoll(&p, 1, &ts, NULL);
+  CHECK(n >= 0);
+  return n == 1 && (p.revents & POLLIN);
+}
+
+static int pselect_in(int fd, int ms) {
+  fd_set r;
+  FD_ZERO(&r);
+  FD_SET(fd, &r);
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  int n = pselect(fd + 1, &r, NULL, NULL, &ts, NULL);
+  CHECK(n >= 0);
+  return n == 1 && FD_ISSET(fd, &r);
+}
+
+/* Edge-triggered epoll reports each new arrival once (not bytes already
+ * reported, even unread), and EOF as a new edge with EPOLLRDHUP; ppoll and
+ * pselect see the same readiness level-triggered; a connected socket is
+ * writable for epoll, poll and select. */
+static int case_edges(void) {
+  server sv;
+  server_start(&sv, stepper_server, NULL);
+  int fd = connect_to(g_port);
+  CHECK(fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) == 0);
+  int ep = epoll_create1(0);
+  CHECK(ep >= 0);
+  struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.fd = fd}, out[4];
+  CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0);
+  char b[4];
+  CHECK(epoll_wait(ep, out, 4, 5000) == 1 && (out[0].events & EPOLLIN));
+  CHECK(read(fd, b, sizeof b) == 1 && b[0] == 'a');
+  CHECK(read(fd, b, sizeof b) == -1 && errno == EAGAIN);
+  CHECK(epoll_wait(ep, out, 4, 100) == 0);
+  CHECK(!ppoll_in(fd, 100) && !pselect_in(fd, 100)); /* drained: not readable */
+  /* writable, however asked */
+  int epw = epoll_create1(0);
+  CHECK(epw >= 0);
+  struct epoll_event evw = {.events = EPOLLOUT, .data.fd = fd};
+  CHECK(epoll_ctl(epw, EPOLL_CTL_ADD, fd, &evw) == 0);
+  CHECK(epoll_wait(epw, out, 4, 5000) == 1 && (out[0].events & EPOLLOUT));
+  close(epw);
+  struct pollfd p = {.fd = fd, .events = POLLOUT};
+  CHECK(poll(&p, 1, 5000) == 1 && (p.revents & POLLOUT));
+  fd_set w;
+  FD_ZERO(&w);
+  FD_SET(fd, &w);
+  struct timespec ts = {5, 0};
+  CHECK(pselect(fd + 1, NULL, &w, NULL, &ts, NULL) == 1 && FD_ISSET(fd, &w));
+  /* a new arrival: one new edge; level-triggered waits see it until read */
+  write_all(fd, "x", 1);
+  CHECK(epoll_wait(ep, out, 4, 5000) == 1 && (out[0].events & EPOLLIN));
+  CHECK(ppoll_in(fd, 5000) && pselect_in(fd, 5000));
+  CHECK(epoll_wait(ep, out, 4, 100) == 0); /* reported, unread: no new edge */
+  CHECK(read(fd, b, sizeof b) == 1 && b[0] == 'b');
+  CHECK(read(fd, b, sizeof b) == -1 && errno == EAGAIN);
+  /* EOF: a new edge, with RDHUP */
+  write_all(fd, "y", 1);
+  CHECK(epoll_wait(ep, out, 4, 5000) == 1 && (out[0].events & EPOLLIN) && (out[0].events & EPOLLRDHUP));
+  CHECK(read(fd, b, sizeof b) == 0);
+  close(ep);
+  close(fd);
+  server_join(&sv);
+  return 0;
+}
+
+enum { SINK_FIRST = 4 << 20 };
+
+/* serve-sink: answers a first byte (the connection is then set up, so the
+ * bulk below does not race the relays' handshake), reads SINK_FIRST bytes,
+ * says so with one byte, then reads until killed. */
+static int serve_sink(void) {
+  int lfd = listen_on(g_port);
+  int fd = accept(lfd, NULL, NULL);
+  CHECK(fd >= 0);
+  static char buf[1 << 20];
+  CHECK(read_full(fd, buf, 1) == 1);
+  write_all(fd, "k", 1);
+  for (int i = 0; i < SINK_FIRST / (int)sizeof buf; i++) CHECK(read_full(fd, buf, sizeof buf) == sizeof buf);
+  write_all(fd, "k", 1);
+  while (read(fd, buf, sizeof buf) > 0) {
+  }
+  return 0;
+}
+
+/* The reading peer killed with -9 while this end writes: a write fails
+ * with EPIPE or ECONNRESET (SIGPIPE is ignored) within a bounded number of
+ * bytes after the kill - it never blocks for good. */
+static int case_kill9_reader(const char *self) {
+  pid_t pid = spawn_self(self, "serve-sink", g_port, 1);
+  int fd = connect_retry(g_port);
+  static char buf[1 << 20];
+  memset(buf, 's', sizeof buf);
+  char k;
+  write_all(fd, "p", 1);
+  CHECK(read_full(fd, &k, 1) == 1 && k == 'k');
+  for (int i = 0; i < SINK_FIRST / (int)sizeof buf; i++) write_all(fd, buf, sizeof buf);
+  CHECK(read_full(fd, &k, 1) == 1 && k == 'k'); /* the sink has read them all */
+  write_all(fd, buf, sizeof buf);               /* mid-stream */
+  CHECK(kill(pid, SIGKILL) == 0);
+  int st;
+  CHECK(waitpid(pid, &st, 0) == pid);
+  /* Whatever the paths still buffer is accepted first; 1 GiB is far more. */
+  ssize_t w = 0;
+  for (int i = 0; i < 1024; i++) {
+    w = write(fd, buf, sizeof buf);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) break;
+  }
+  CHECK(w < 0 && (errno == EPIPE || errno == ECONNRESET));
+  close(fd);
+  return 0;
+}
+
 /* ---- preload-fast: a connection that does not go RDMA ends on the real TCP socket ----------------
  * The fd's socket domain is asked with a raw system call, past the
  * preload: AF_UNIX means the relay still carries the connection. */
@@ -874,6 +1006,7 @@ int main(int argc, char **argv) {
   if (g_port == 0) g_port = free_port();
   const char *c = argv[1];
   if (strcmp(c, "serve-flood") == 0) return serve_flood();
+  if (strcmp(c, "serve-sink") == 0) return serve_sink();
   if (strcmp(c, "serve-echo") == 0) return serve_echo();
   if (strcmp(c, "serve-then-exit") == 0) return serve_then_exit();
   if (strcmp(c, "client-plain") == 0) return client_plain();
@@ -897,6 +1030,8 @@ int main(int argc, char **argv) {
   if (strcmp(c, "nbconnect") == 0) return case_nbconnect();
   if (strcmp(c, "many") == 0) return case_many();
   if (strcmp(c, "kill9") == 0) return case_kill9(argv[0]);
+  if (strcmp(c, "edges") == 0) return case_edges();
+  if (strcmp(c, "kill9-reader") == 0) return case_kill9_reader(argv[0]);
   if (strcmp(c, "close-unread") == 0) return case_close_unread();
   if (strcmp(c, "exit-unread") == 0) return case_exit_unread(argv[0]);
   if (strcmp(c, "plain-server") == 0) return case_plain_server(argv[0]);
