@@ -319,7 +319,7 @@ struct loop_chan {
 static pthread_mutex_t g_chans_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct loop_chan *g_chans;
 
-static int client_port_retry(rrpc__rdma_ep *ep);
+static int client_port_retry(rrpc__rdma_ep *ep, int why);
 
 static void on_client_readable(rrpc__watcher *w, uint32_t events) {
   (void)events;
@@ -336,7 +336,8 @@ static void on_client_readable(rrpc__watcher *w, uint32_t events) {
     (void)rdma_ack_cm_event(ev);
     if (ep->cm.id == copy.id && !ep->cm.done) {
       int rc = client_event(ep, &copy);
-      if (rc == -EADDRINUSE && copy.event == RDMA_CM_EVENT_ROUTE_RESOLVED) rc = client_port_retry(ep);
+      if ((rc == -EADDRINUSE || rc == -EADDRNOTAVAIL) && copy.event == RDMA_CM_EVENT_ROUTE_RESOLVED)
+        rc = client_port_retry(ep, rc);
       if (rc != 0) {
         RRPC_LOG(WARNING, "rdma_cm: connecting qpn=%u to port %u failed at %s: %s",
                  ep->vb.qp != NULL ? ep->vb.qp->qp_num : 0, ep->cm.port, rdma_event_str(copy.event),
@@ -416,20 +417,23 @@ static int client_resolve(rrpc__rdma_ep *ep);
 
 /* rdma_cm takes an iWARP connect's local port from its own port space,
  * which does not see the TCP stack's sockets; the driver then binds MPA's
- * TCP socket to that port, and rdma_connect fails with EADDRINUSE when a
- * TCP connection (this process's own handshake connections among them)
- * already holds it. With a few hundred TCP ports in use, about one connect
- * in a hundred hit one on siw. Another id gets another port: at most
- * CM_PORT_RETRIES times per connection, each counted. Loop thread. */
+ * TCP socket to that port and connects it, and rdma_connect fails with
+ * EADDRINUSE when a TCP connection (this process's own handshake
+ * connections among them) holds the port, or EADDRNOTAVAIL when an earlier
+ * MPA connection from that port to the same listener is still in
+ * TIME_WAIT (rdma_cm hands a freed port out again at once). With a few
+ * hundred TCP ports in use, about one connect in a hundred hit one on siw.
+ * Another id gets another port: at most CM_PORT_RETRIES times per
+ * connection, each counted. Loop thread. */
 enum { CM_PORT_RETRIES = 4 };
 
-static int client_port_retry(rrpc__rdma_ep *ep) {
-  if (ep->cm.port_retries >= CM_PORT_RETRIES) return -EADDRINUSE;
+static int client_port_retry(rrpc__rdma_ep *ep, int why) {
+  if (ep->cm.port_retries >= CM_PORT_RETRIES) return why;
   struct id_drop_job *d = malloc(sizeof *d);
-  if (d == NULL) return -EADDRINUSE;
+  if (d == NULL) return why;
   ep->cm.port_retries++;
-  RRPC_LOG(DEBUG, "rdma_cm: local port %u is held by TCP: connecting again with a new id (%d of %d)",
-           (unsigned)ntohs(rdma_get_src_port(ep->cm.id)), ep->cm.port_retries, CM_PORT_RETRIES);
+  RRPC_LOG(DEBUG, "rdma_cm: local port %u unusable for TCP (%s): connecting again with a new id (%d of %d)",
+           (unsigned)ntohs(rdma_get_src_port(ep->cm.id)), rrpc_strerror(why), ep->cm.port_retries, CM_PORT_RETRIES);
   rrpc__rdma_count(RRPC_RDMA_CNT_CM_PORT_RETRIES, 1);
   atomic_fetch_add_explicit(&ep->refs, 1, memory_order_relaxed);
   *d = (struct id_drop_job){.job.fn = id_drop_run, .id = ep->cm.id, .ep = ep};
