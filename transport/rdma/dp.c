@@ -249,3 +249,72 @@ int rrpc__dp_copy_in(const rrpc__rdma_ep *ep, rrpc_iobuf *dst, const char *p, ui
   if (rc == 0) rrpc__rdma_count(RRPC_RDMA_CNT_COPIED_RECV, n);
   return rc;
 }
+
+/* ---- a completion and a poll's end ----------------------------------------------- */
+
+void rrpc__dp_on_wc_with(const struct rrpc__dp_hooks *h, rrpc__rdma_ep *ep, const struct ibv_wc *wc, int is_send,
+                         rrpc_iobuf *drop) {
+  rrpc__rdma_count(RRPC_RDMA_CNT_COMPLETIONS, 1);
+  if (ep->vb.qp == NULL) return;
+  /* After an error this poll, the rest (flushes) change nothing. */
+  if (ep->pl.rc != 0) {
+    if (ep->pl.flush_first && wc->status != IBV_WC_SUCCESS && wc->status != IBV_WC_WR_FLUSH_ERR) {
+      ep->pl.flush_first = 0; /* the cause, after the flush it caused */
+      rrpc__dp_log_wc_error(ep, wc, is_send);
+    }
+    return;
+  }
+  if (wc->status != IBV_WC_SUCCESS) {
+    ep->pl.rc = rrpc__dp_wc_failed(ep, wc, is_send);
+    return;
+  }
+  if (is_send) rrpc__dp_on_send_wc(ep, wc, drop);
+  /* The socket let go: received messages are dropped unread. */
+  else if (ep->s != NULL) ep->pl.rc = h->on_recv(ep, wc);
+}
+
+/* The socket let go and the connection waits for its close message to
+ * leave: post the close if it was still due, and finish once it completed. */
+static void close_after(const struct rrpc__dp_hooks *h, rrpc__rdma_ep *ep) {
+  rrpc__ep_lock(ep);
+  if (ep->pl.rc != 0) ep->dp.qp_dead = 1;
+  ep->pl.rc = 0;
+  h->send_close_locked(ep);
+  int done = rrpc__dp_close_done_locked(ep);
+  rrpc__ep_unlock(ep);
+  if (done) rrpc__ep_close_finish(ep); /* may drop the socket's reference */
+}
+
+void rrpc__dp_after_with(const struct rrpc__dp_hooks *h, rrpc__rdma_ep *ep) {
+  int got = ep->pl.got, peer_closed = ep->pl.peer_closed, rc = ep->pl.rc;
+  ep->pl.got = ep->pl.peer_closed = 0;
+  rrpc__dp_log_flush_first(ep);
+  if (ep->vb.qp == NULL) {
+    ep->pl.rc = 0;
+    return;
+  }
+  if (ep->s == NULL) {
+    close_after(h, ep);
+    return;
+  }
+  ep->pl.rc = 0;
+  if (got) rrpc__socket_deliver(ep->s);
+  if (h->delivered != NULL) rc = h->delivered(ep, rc);
+  if (rc != 0) {
+    rrpc__socket_fail(ep->s, rc);
+    return;
+  }
+  if (peer_closed) {
+    rrpc__socket_fail(ep->s, -RRPC_ECLOSE);
+    return;
+  }
+  int resume = 0;
+  rrpc__ep_lock(ep);
+  h->send_owed_locked(ep, got);
+  if (ep->dp.write_blocked && ep->state == EP_UP && (h->writable_locked == NULL || h->writable_locked(ep))) {
+    ep->dp.write_blocked = 0;
+    resume = 1;
+  }
+  rrpc__ep_unlock(ep);
+  if (resume) rrpc__socket_resume_write(ep->s);
+}

@@ -64,4 +64,32 @@ uint64_t rrpc__dp_bytes_in_pieces(const rrpc_iobuf *buf, uint32_t max_pieces);
  * without another copy). 0 or -ENOMEM. No lock needed. */
 int rrpc__dp_copy_in(const struct rrpc__rdma_ep *ep, rrpc_iobuf *dst, const char *p, uint32_t n);
 
+/* ---- a completion and a poll's end, around what a dialect adds ---- */
+/* What differs between the CLC dialects in a completion and at a poll's
+ * end; the rest (errors and flushes, send completions, delivery, the
+ * close, resuming a blocked writer) is dp.c's, the same for both. */
+struct rrpc__dp_hooks {
+  /* One receive completion that succeeded while the socket is there:
+   * handle its message and repost its slot. 0 or the error that fails the
+   * connection. Loop thread. */
+  int (*on_recv)(struct rrpc__rdma_ep *ep, const struct ibv_wc *wc);
+  /* Post the close message if one is due and not posted yet. Under mu. */
+  void (*send_close_locked)(struct rrpc__rdma_ep *ep);
+  /* After what the poll got was delivered, before an error fails the
+   * socket: one more step that may fail (the error so far in, the error
+   * out). NULL: none. Loop thread. */
+  int (*delivered)(struct rrpc__rdma_ep *ep, int rc);
+  /* The poll's end on the sending side: the close and whatever the peer
+   * is owed (got: bytes came in this poll). Under mu. */
+  void (*send_owed_locked)(struct rrpc__rdma_ep *ep, int got);
+  /* 1 when a writer that found no room may go on. NULL: always. Under mu. */
+  int (*writable_locked)(struct rrpc__rdma_ep *ep);
+};
+/* The shared CQs' callbacks (cqs.h) of a CLC dialect, with its hooks: one
+ * completion of the endpoint's QP, then, once per poll, what it adds up to.
+ * Loop thread. */
+void rrpc__dp_on_wc_with(const struct rrpc__dp_hooks *h, struct rrpc__rdma_ep *ep, const struct ibv_wc *wc,
+                         int is_send, rrpc_iobuf *drop);
+void rrpc__dp_after_with(const struct rrpc__dp_hooks *h, struct rrpc__rdma_ep *ep);
+
 #endif /* RRPC_TRANSPORT_RDMA_DP_H */

@@ -572,38 +572,6 @@ static int on_recv_wc(rrpc__rdma_ep *ep, const struct ibv_wc *wc) {
   return rc;
 }
 
-void rrpc__dp_on_wc(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int is_send, rrpc_iobuf *drop) {
-  rrpc__rdma_count(RRPC_RDMA_CNT_COMPLETIONS, 1);
-  /* After an error this poll, the rest (flushes) change nothing. */
-  if (ep->vb.qp == NULL) return;
-  if (ep->pl.rc != 0) {
-    if (ep->pl.flush_first && wc->status != IBV_WC_SUCCESS && wc->status != IBV_WC_WR_FLUSH_ERR) {
-      ep->pl.flush_first = 0; /* the cause, after the flush it caused */
-      rrpc__dp_log_wc_error(ep, wc, is_send);
-    }
-    return;
-  }
-  if (wc->status != IBV_WC_SUCCESS) {
-    ep->pl.rc = rrpc__dp_wc_failed(ep, wc, is_send);
-    return;
-  }
-  if (is_send) rrpc__dp_on_send_wc(ep, wc, drop);
-  /* The socket let go: received messages are dropped unread. */
-  else if (ep->s != NULL) ep->pl.rc = on_recv_wc(ep, wc);
-}
-
-/* The socket let go and the connection waits for its close CDC to leave:
- * post the close if it was still due, and finish once it completed. */
-static void close_after(rrpc__rdma_ep *ep) {
-  rrpc__ep_lock(ep);
-  if (ep->pl.rc != 0) ep->dp.qp_dead = 1;
-  ep->pl.rc = 0;
-  rrpc__dp_send_close_locked(ep);
-  int done = rrpc__dp_close_done_locked(ep);
-  rrpc__ep_unlock(ep);
-  if (done) rrpc__ep_close_finish(ep); /* may drop the socket's reference */
-}
-
 /* Ring mode: the ring is full while zero-copy slices are out. The read
  * buffer's own were just copied (unpin_rbuf), so the application holds
  * them (or a send forwarding one, which completes promptly): the consumer
@@ -622,38 +590,27 @@ static void note_full_while_held_locked(rrpc__rdma_ep *ep) {
              ep->vb.qp->qp_num, (unsigned long long)ep->dp.zc_outstanding);
 }
 
-void rrpc__dp_after(rrpc__rdma_ep *ep) {
-  int got = ep->pl.got, peer_closed = ep->pl.peer_closed, rc = ep->pl.rc;
-  ep->pl.got = ep->pl.peer_closed = 0;
-  rrpc__dp_log_flush_first(ep);
-  if (ep->vb.qp == NULL) {
-    ep->pl.rc = 0;
-    return;
-  }
-  if (ep->s == NULL) {
-    close_after(ep);
-    return;
-  }
-  ep->pl.rc = 0;
-  if (got) rrpc__socket_deliver(ep->s);
+/* Zero-copy receive: the read buffer keeps no ring slice (unpin_rbuf). */
+static int imm_delivered(rrpc__rdma_ep *ep, int rc) {
   if (rc == 0 && ep->opts->recv_zerocopy && !rrpc__socket_failed(ep->s)) rc = unpin_rbuf(ep);
-  if (rc != 0) {
-    rrpc__socket_fail(ep->s, rc);
-    return;
-  }
-  if (peer_closed) {
-    rrpc__socket_fail(ep->s, -RRPC_ECLOSE);
-    return;
-  }
-  int resume = 0;
-  rrpc__ep_lock(ep);
+  return rc;
+}
+
+static void imm_send_owed_locked(rrpc__rdma_ep *ep, int got) {
   if (got) note_full_while_held_locked(ep);
   rrpc__dp_send_close_locked(ep);
   rrpc__dp_maybe_ack_locked(ep);
-  if (ep->dp.write_blocked && ep->state == EP_UP) {
-    ep->dp.write_blocked = 0;
-    resume = 1;
-  }
-  rrpc__ep_unlock(ep);
-  if (resume) rrpc__socket_resume_write(ep->s);
 }
+
+static const struct rrpc__dp_hooks imm_hooks = {
+    .on_recv = on_recv_wc,
+    .send_close_locked = rrpc__dp_send_close_locked,
+    .delivered = imm_delivered,
+    .send_owed_locked = imm_send_owed_locked,
+};
+
+void rrpc__dp_on_wc(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int is_send, rrpc_iobuf *drop) {
+  rrpc__dp_on_wc_with(&imm_hooks, ep, wc, is_send, drop);
+}
+
+void rrpc__dp_after(rrpc__rdma_ep *ep) { rrpc__dp_after_with(&imm_hooks, ep); }
