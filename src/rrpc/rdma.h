@@ -250,6 +250,9 @@ typedef struct rrpc_rdma_stats {
                                      rejected, no listener): the connection fell back or failed */
   uint64_t cursor_stalls;         /* cursor-dialect connections failed after cursor_stall_ms
                                      with the peer's ring full and no consumer-cursor update */
+  uint64_t cm_port_retries;       /* rdma_cm connects retried with a fresh id because TCP could not
+                                     use the local port rdma_cm picked (iWARP: in use, or TIME_WAIT
+                                     to the same listener) */
 } rrpc_rdma_stats;
 /* rrpc_rdma_get_stats - copy the counters. 0 or -RRPC_ENORDMA. */
 int rrpc_rdma_get_stats(rrpc_rdma_stats *out);

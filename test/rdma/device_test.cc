@@ -197,6 +197,42 @@ TEST_F(DeviceTest, UnknownNameOrPortIsENODEV) {
   }
 }
 
+// Many QPs of a connection's shape in one freshly opened context, next to
+// small CQs, as a process with dozens of connections holds them. On siw this
+// layout puts a queue's mapping at the offset libsiw reads as "no mapping"
+// (transport/rdma/siw.c): without the device's key plug, QP 17 and every
+// later one failed with errno 0.
+TEST_F(DeviceTest, SixtyConnectionShapedQpsInOneContext) {
+  std::string name = TestDevice();
+  if (name.empty()) GTEST_SKIP() << "RRPC_TEST_RDMA_DEV not set";
+  rrpc__rdma_dev *d = nullptr;
+  ASSERT_EQ(0, rrpc__rdma_dev_open(name.c_str(), 1, &d));
+  ibv_cq *small = ibv_create_cq(d->ctx, 64, nullptr, nullptr, 0);
+  ibv_cq *cq = ibv_create_cq(d->ctx, 256, nullptr, nullptr, 0);
+  ASSERT_NE(nullptr, small);
+  ASSERT_NE(nullptr, cq);
+  std::vector<ibv_qp *> qps;
+  for (int i = 0; i < 60; i++) {
+    ibv_qp_init_attr qa;
+    memset(&qa, 0, sizeof qa);
+    qa.send_cq = qa.recv_cq = cq;
+    qa.qp_type = IBV_QPT_RC;
+    qa.cap.max_send_wr = qa.cap.max_recv_wr = 128;
+    qa.cap.max_send_sge = rrpc__rdma_send_sge(d);
+    qa.cap.max_recv_sge = 1;
+    qa.cap.max_inline_data = d->max_inline;
+    errno = 0;
+    ibv_qp *qp = ibv_create_qp(d->pd, &qa);
+    EXPECT_NE(nullptr, qp) << "QP " << i << " of 60: errno " << errno;
+    if (qp == nullptr) break;
+    qps.push_back(qp);
+  }
+  for (ibv_qp *qp : qps) EXPECT_EQ(0, ibv_destroy_qp(qp));
+  EXPECT_EQ(0, ibv_destroy_cq(cq));
+  EXPECT_EQ(0, ibv_destroy_cq(small));
+  rrpc__rdma_dev_close(d);
+}
+
 // The public path with a device name that does not exist: a clean -ENODEV
 // everywhere, in a child process (the options freeze once per process).
 TEST_F(DeviceTest, PublicApiWithUnknownDeviceNameIsENODEV) {

@@ -21,6 +21,7 @@
 #include "rrpc/internal/log.h"
 #include "rrpc/internal/loop.h"
 #include "transport/rdma/gid.h"
+#include "transport/rdma/siw.h"
 
 enum {
   WATCH_BUCKETS = 64,                /* qp_num hash; a power of two */
@@ -64,6 +65,8 @@ typedef struct dev_impl {
   size_t ngids;
   uint64_t gids_read_us;
   atomic_int gids_stale; /* set by GID_CHANGE/PORT_ACTIVE events */
+
+  struct ibv_cq *siw_plug; /* siw only: keeps libsiw's bad mmap key taken (siw.c) */
 } dev_impl;
 
 static dev_impl *to_impl(rrpc__rdma_dev *d) {
@@ -588,7 +591,14 @@ int rrpc__rdma_dev_open(const char *name, int port, rrpc__rdma_dev **out) {
    * against the SEND's solicited bit, so a receive CQ armed solicited-only
    * sleeps through every message (the client never hears the server's first
    * CDC). Its receive CQs wake on every completion instead. */
-  d->pub.rx_events_all = ctx->device->transport_type == IBV_TRANSPORT_IWARP && da.vendor_id == 0x626d74;
+  d->pub.rx_events_all = rrpc__siw_is(ctx, &da);
+  if (rrpc__siw_is(ctx, &da)) {
+    /* Before anything else is mapped in this context (siw.c). */
+    d->siw_plug = rrpc__siw_key_plug(ctx);
+    if (d->siw_plug == NULL)
+      RRPC_LOG(WARNING, "rdma %s: cannot reserve siw's bad mmap key (%s): after about ten connections, "
+               "new QPs fail with errno 0", d->pub.name, strerror(errno));
+  }
   d->pub.mw_type2 = (da.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B) != 0 ||
                     (da.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2A) != 0;
   if (!d->pub.mw_type2)
@@ -646,6 +656,7 @@ fail_gids:
 fail_pd:
   ibv_dealloc_pd(d->pub.pd);
 fail_impl:
+  if (d->siw_plug != NULL) ibv_destroy_cq(d->siw_plug);
   pthread_mutex_destroy(&d->gid_mu);
   pthread_mutex_destroy(&d->cb_mu);
   pthread_mutex_destroy(&d->mu);
@@ -669,6 +680,8 @@ void rrpc__rdma_dev_close(rrpc__rdma_dev *pub) {
       free(e);
     }
   }
+  if (d->siw_plug != NULL && ibv_destroy_cq(d->siw_plug) != 0)
+    RRPC_LOG(ERROR, "rdma %s: cannot destroy the siw key plug CQ", pub->name);
   int rc = ibv_dealloc_pd(pub->pd);
   if (rc) RRPC_LOG(ERROR, "rdma %s: ibv_dealloc_pd: %s (resources left on it)", pub->name, strerror(rc));
   rc = ibv_close_device(pub->ctx);

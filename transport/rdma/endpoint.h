@@ -33,6 +33,7 @@
 #include "transport/rdma/cm/cm.h"
 #include "transport/rdma/cqs.h"
 #include "transport/rdma/device.h"
+#include "transport/rdma/dp.h"
 #include "transport/rdma/pool.h"
 #include "transport/rdma/verbs_bg.h"
 #include "transport/smc/clc.h"
@@ -363,9 +364,6 @@ int rrpc__dp_send_cdc_locked(rrpc__rdma_ep *ep, uint8_t conn_flags, int solicite
 /* Post the close CDC if one is due and not posted yet (the send queue may
  * have been full). Under mu. */
 void rrpc__dp_send_close_locked(rrpc__rdma_ep *ep);
-/* 1 once nothing is left to wait for before the QP may go: no close CDC
- * due, or it completed, or the QP is dead. Under mu. */
-int rrpc__dp_close_done_locked(const rrpc__rdma_ep *ep);
 /* The data path's state as one consistent copy (taken under mu), for
  * describe.c and the describe op: they read the window through this only. */
 struct rrpc__dp_view {
@@ -381,42 +379,14 @@ struct rrpc__dp_view {
 void rrpc__dp_view(rrpc__rdma_ep *ep, struct rrpc__dp_view *out);
 
 /* Helpers of datapath.c that elastic_dp.c and the cursor dialect share
- * (the send queue, registered sends, receive slots; under mu unless said). */
+ * (registered sends: they know the imm dialect's receive slices; under mu).
+ * The dialect-neutral ones are dp.h's. */
 /* One plain RDMA WRITE (no immediate, unsignaled unless due) of all of seg. */
 int rrpc__dp_post_write_plain(rrpc__rdma_ep *ep, rrpc_iobuf *seg, uint64_t raddr, uint32_t rkey,
                               rrpc_iobuf *drop);
-/* One 44-byte SEND without immediate (a kernel-style CDC), solicited;
- * signaled when due or force_signal. 0, -EAGAIN (no room) or -RRPC_ERDMA. */
-int rrpc__dp_post_send44_plain(rrpc__rdma_ep *ep, const uint8_t msg[44], int force_signal);
-/* Repost receive slot id (its message was handled). Loop thread, mu not held. */
-int rrpc__dp_repost_slot(rrpc__rdma_ep *ep, uint64_t id);
-/* A send completion: frees send-queue room and what the WRs held. Loop thread. */
-void rrpc__dp_on_send_wc(rrpc__rdma_ep *ep, const struct ibv_wc *wc, rrpc_iobuf *drop);
-/* The first failed completion of a poll (marks the QP dead, logs it unless
- * a flush); -RRPC_ERDMA. And the error of a completion, logged. Loop thread. */
-int rrpc__dp_wc_failed(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int is_send);
-void rrpc__dp_log_wc_error(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int is_send);
-/* Said at a poll's end: flushes with no error before them. Loop thread. */
-void rrpc__dp_log_flush_first(rrpc__rdma_ep *ep);
-uint32_t rrpc__dp_sq_free(const rrpc__rdma_ep *ep);
-int rrpc__dp_want_signal(rrpc__rdma_ep *ep, uint32_t bytes, int force);
-/* rrpc__dp_copy_in - append a copy of [p, p+n) received bytes to dst and
- * count it as copied: up to the QP's inline size in host memory (malloc's
- * per-thread blocks: cheaper than a pool block, and bytes that go back out
- * inline need no registration), larger copies in the current allocator's
- * (the registered pool while RDMA is on: an echo or a proxy sends them on
- * without another copy). 0 or -ENOMEM. No lock needed. */
-int rrpc__dp_copy_in(const rrpc__rdma_ep *ep, rrpc_iobuf *dst, const char *p, uint32_t n);
 /* One WRITE_WITH_IMM of all of seg to (raddr, rkey). */
 int rrpc__dp_post_write(rrpc__rdma_ep *ep, rrpc_iobuf *seg, uint64_t raddr, uint32_t rkey, uint32_t imm,
                         int solicited, rrpc_iobuf *drop);
-/* A signaled zero-length RDMA WRITE: nothing reaches the peer (no bytes,
- * no key checked, no receive used); its completion says every WR posted
- * before it completed. 0, -EAGAIN (send queue full) or -RRPC_ERDMA. */
-int rrpc__dp_post_drain_mark(rrpc__rdma_ep *ep);
-/* One inline SEND_WITH_IMM of a 44-byte message (CDC or elastic control). */
-int rrpc__dp_post_send44(rrpc__rdma_ep *ep, const uint8_t *msg, uint32_t imm, int solicited, int force_signal);
-uint64_t rrpc__dp_bytes_in_pieces(const rrpc_iobuf *buf, uint32_t max_pieces);
 /* A pure ACK if one is due and nothing else will carry it. */
 void rrpc__dp_maybe_ack_locked(rrpc__rdma_ep *ep);
 

@@ -135,6 +135,8 @@ static const struct {
     {"rrpc_rdma_cm_accepts_total", "Server QPs accepted through rdma_cm", 1, offsetof(rrpc_rdma_stats, cm_accepts)},
     {"rrpc_rdma_cm_failures_total", "rdma_cm setups that failed (refused, unreachable, timed out, rejected)", 1,
      offsetof(rrpc_rdma_stats, cm_failures)},
+    {"rrpc_rdma_cm_port_retries_total", "rdma_cm connects retried with a fresh id: TCP could not use the local port", 1,
+     offsetof(rrpc_rdma_stats, cm_port_retries)},
 };
 
 /* ---- the list ------------------------------------------------------------------ */

@@ -16,6 +16,7 @@
 #include "rrpc/errors.h"
 #include "rrpc/internal/log.h"
 #include "transport/rdma/endpoint.h"
+#include "transport/rdma/verbs_bg.h"
 
 /* The connect request's private data: a tag and the server's CLC token,
  * which names the endpoint waiting for it (8 of the 56 bytes IB's REQ
@@ -318,6 +319,8 @@ struct loop_chan {
 static pthread_mutex_t g_chans_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct loop_chan *g_chans;
 
+static int client_port_retry(rrpc__rdma_ep *ep, int why);
+
 static void on_client_readable(rrpc__watcher *w, uint32_t events) {
   (void)events;
   struct loop_chan *lc = w->arg;
@@ -333,6 +336,8 @@ static void on_client_readable(rrpc__watcher *w, uint32_t events) {
     (void)rdma_ack_cm_event(ev);
     if (ep->cm.id == copy.id && !ep->cm.done) {
       int rc = client_event(ep, &copy);
+      if ((rc == -EADDRINUSE || rc == -EADDRNOTAVAIL) && copy.event == RDMA_CM_EVENT_ROUTE_RESOLVED)
+        rc = client_port_retry(ep, rc);
       if (rc != 0) {
         RRPC_LOG(WARNING, "rdma_cm: connecting qpn=%u to port %u failed at %s: %s",
                  ep->vb.qp != NULL ? ep->vb.qp->qp_num : 0, ep->cm.port, rdma_event_str(copy.event),
@@ -391,7 +396,62 @@ static int loop_chan_get(rrpc__loop *loop, struct rdma_event_channel **out) {
   return 0;
 }
 
+/* A client id that lost its local port (client_port_retry): destroyed on
+ * the background thread (rdma_destroy_id waits for its events to be
+ * acknowledged, which the loop does), holding its endpoint, which events
+ * still queued for the id name as their context, until then. */
+struct id_drop_job {
+  struct rrpc__bg_job job;
+  struct rdma_cm_id *id;
+  rrpc__rdma_ep *ep;
+};
+
+static void id_drop_run(struct rrpc__bg_job *j) {
+  struct id_drop_job *d = (struct id_drop_job *)j;
+  (void)rdma_destroy_id(d->id);
+  rrpc__ep_unref(d->ep);
+  free(d);
+}
+
+static int client_resolve(rrpc__rdma_ep *ep);
+
+/* rdma_cm takes an iWARP connect's local port from its own port space,
+ * which does not see the TCP stack's sockets; the driver then binds MPA's
+ * TCP socket to that port and connects it, and rdma_connect fails with
+ * EADDRINUSE when a TCP connection (this process's own handshake
+ * connections among them) holds the port, or EADDRNOTAVAIL when an earlier
+ * MPA connection from that port to the same listener is still in
+ * TIME_WAIT (rdma_cm hands a freed port out again at once). With a few
+ * hundred TCP ports in use, about one connect in a hundred hit one on siw.
+ * Another id gets another port: at most CM_PORT_RETRIES times per
+ * connection, each counted. Loop thread. */
+enum { CM_PORT_RETRIES = 4 };
+
+static int client_port_retry(rrpc__rdma_ep *ep, int why) {
+  if (ep->cm.port_retries >= CM_PORT_RETRIES) return why;
+  struct id_drop_job *d = malloc(sizeof *d);
+  if (d == NULL) return why;
+  ep->cm.port_retries++;
+  RRPC_LOG(DEBUG, "rdma_cm: local port %u unusable for TCP (%s): connecting again with a new id (%d of %d)",
+           (unsigned)ntohs(rdma_get_src_port(ep->cm.id)), rrpc_strerror(why), ep->cm.port_retries, CM_PORT_RETRIES);
+  rrpc__rdma_count(RRPC_RDMA_CNT_CM_PORT_RETRIES, 1);
+  atomic_fetch_add_explicit(&ep->refs, 1, memory_order_relaxed);
+  *d = (struct id_drop_job){.job.fn = id_drop_run, .id = ep->cm.id, .ep = ep};
+  ep->cm.id = NULL;
+  rrpc__verbs_bg_submit(&d->job);
+  return client_resolve(ep);
+}
+
 int rrpc__cm_client_connect(rrpc__rdma_ep *ep, void (*on_done)(rrpc__rdma_ep *ep, int rc)) {
+  ep->cm.on_done = on_done;
+  int rc = client_resolve(ep);
+  if (rc != 0) rrpc__rdma_count(RRPC_RDMA_CNT_CM_FAILURES, 1);
+  return rc; /* an id made goes at teardown (rrpc__cm_detach) */
+}
+
+/* A new id on the loop's channel, resolving from the TCP connection's local
+ * address (any port) to the server's listener. */
+static int client_resolve(rrpc__rdma_ep *ep) {
   struct sockaddr_storage src, dst;
   if (rrpc__socket_local_addr(ep->s, &src) != 0) return -EINVAL;
   rrpc__socket_peer_addr(ep->s, &dst);
@@ -404,7 +464,6 @@ int rrpc__cm_client_connect(rrpc__rdma_ep *ep, void (*on_done)(rrpc__rdma_ep *ep
   } else {
     return -EAFNOSUPPORT;
   }
-  ep->cm.on_done = on_done;
   struct rdma_event_channel *ch;
   int rc = loop_chan_get(ep->loop, &ch);
   if (rc == 0 && rdma_create_id(ch, &ep->cm.id, ep, RDMA_PS_TCP) != 0) rc = neg_errno();
@@ -413,8 +472,7 @@ int rrpc__cm_client_connect(rrpc__rdma_ep *ep, void (*on_done)(rrpc__rdma_ep *ep
    * handshake picked its GID for. */
   if (rc == 0 && rdma_resolve_addr(ep->cm.id, (struct sockaddr *)&src, (struct sockaddr *)&dst, tmo) != 0)
     rc = neg_errno();
-  if (rc != 0) rrpc__rdma_count(RRPC_RDMA_CNT_CM_FAILURES, 1);
-  return rc; /* an id made goes at teardown (rrpc__cm_detach) */
+  return rc;
 }
 
 /* ---- teardown -------------------------------------------------------------------- */

@@ -37,6 +37,7 @@ struct rrpc__ep_cm {
   int accepted;    /* server: rdma_accept went out for this QP */
   int registered;  /* server: in the token table, waiting for CONNECT_REQUEST */
   int done;        /* client: the connect finished (either way) */
+  int port_retries; /* client: fresh ids taken after a local port TCP could not use (cm.c) */
   uint16_t port;   /* client: the server's listener port (from its Accept) */
   struct rdma_cm_id *id; /* client: its id (on its loop's channel); server: the listener's child */
   void (*on_done)(struct rrpc__rdma_ep *ep, int rc); /* client: the connect's result */

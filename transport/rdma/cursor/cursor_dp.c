@@ -207,77 +207,39 @@ static int on_cdc(rrpc__rdma_ep *ep, const struct ibv_wc *wc) {
   return rc;
 }
 
-static void cursor_on_wc(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int is_send, rrpc_iobuf *drop) {
-  rrpc__rdma_count(RRPC_RDMA_CNT_COMPLETIONS, 1);
-  if (ep->vb.qp == NULL) return;
-  if (ep->pl.rc != 0) { /* after an error this poll, the rest (flushes) change nothing */
-    if (ep->pl.flush_first && wc->status != IBV_WC_SUCCESS && wc->status != IBV_WC_WR_FLUSH_ERR) {
-      ep->pl.flush_first = 0;
-      rrpc__dp_log_wc_error(ep, wc, is_send);
-    }
-    return;
-  }
-  if (wc->status != IBV_WC_SUCCESS) {
-    ep->pl.rc = rrpc__dp_wc_failed(ep, wc, is_send);
-    return;
-  }
-  if (is_send) {
-    rrpc__dp_on_send_wc(ep, wc, drop);
-    return;
-  }
-  if (ep->s == NULL) return; /* the socket let go: received messages are dropped unread */
+/* One CDC received in a slot. */
+static int cursor_on_recv(rrpc__rdma_ep *ep, const struct ibv_wc *wc) {
   int rc = on_cdc(ep, wc);
   if (rc == -RRPC_EPARSE) rrpc__rdma_count(RRPC_RDMA_CNT_PROTO_VIOLATION, 1);
   /* The first CDC may have ended the handshake in a fallback: no QP then. */
   if (rc == 0 && ep->vb.qp != NULL) rc = rrpc__dp_repost_slot(ep, wc->wr_id);
-  ep->pl.rc = rc;
+  return rc;
 }
 
-/* The socket let go and the connection waits for its close CDC to leave. */
-static void close_after(rrpc__rdma_ep *ep) {
-  rrpc__ep_lock(ep);
-  if (ep->pl.rc != 0) ep->dp.qp_dead = 1;
-  ep->pl.rc = 0;
-  send_close_locked(ep);
-  int done = rrpc__dp_close_done_locked(ep);
-  rrpc__ep_unlock(ep);
-  if (done) rrpc__ep_close_finish(ep);
-}
-
-static void cursor_after(rrpc__rdma_ep *ep) {
-  int got = ep->pl.got, peer_closed = ep->pl.peer_closed, rc = ep->pl.rc;
-  ep->pl.got = ep->pl.peer_closed = 0;
-  rrpc__dp_log_flush_first(ep);
-  if (ep->vb.qp == NULL) {
-    ep->pl.rc = 0;
-    return;
-  }
-  if (ep->s == NULL) {
-    close_after(ep);
-    return;
-  }
-  ep->pl.rc = 0;
-  if (got) rrpc__socket_deliver(ep->s);
-  if (rc != 0) {
-    rrpc__socket_fail(ep->s, rc);
-    return;
-  }
-  if (peer_closed) {
-    rrpc__socket_fail(ep->s, -RRPC_ECLOSE);
-    return;
-  }
-  int resume = 0;
-  rrpc__ep_lock(ep);
+static void cursor_send_owed_locked(rrpc__rdma_ep *ep, int got) {
+  (void)got;
   send_close_locked(ep);
   pump_locked(ep);
-  if (ep->dp.write_blocked && ep->state == EP_UP && rrpc__cur_tx_free(&ep->dp.cur) > 0 &&
-      rrpc__dp_sq_free(ep) >= CUR_SQ_PER_WRITE) {
-    ep->dp.write_blocked = 0;
-    resume = 1;
-  }
-  rrpc__ep_unlock(ep);
-  if (resume) rrpc__socket_resume_write(ep->s);
 }
+
+/* A blocked writer goes on once the peer's ring has room and a write's
+ * worth of send queue is free. */
+static int cursor_writable_locked(rrpc__rdma_ep *ep) {
+  return rrpc__cur_tx_free(&ep->dp.cur) > 0 && rrpc__dp_sq_free(ep) >= CUR_SQ_PER_WRITE;
+}
+
+static const struct rrpc__dp_hooks cursor_hooks = {
+    .on_recv = cursor_on_recv,
+    .send_close_locked = send_close_locked,
+    .send_owed_locked = cursor_send_owed_locked,
+    .writable_locked = cursor_writable_locked,
+};
+
+static void cursor_on_wc(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int is_send, rrpc_iobuf *drop) {
+  rrpc__dp_on_wc_with(&cursor_hooks, ep, wc, is_send, drop);
+}
+
+static void cursor_after(rrpc__rdma_ep *ep) { rrpc__dp_after_with(&cursor_hooks, ep); }
 
 static void cursor_resume_read(rrpc__rdma_ep *ep) {
   int rc = 0;

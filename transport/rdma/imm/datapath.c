@@ -22,6 +22,7 @@
 
 #include "rrpc/errors.h"
 #include "rrpc/internal/log.h"
+#include "transport/rdma/dp.h"
 #include "transport/rdma/endpoint.h"
 #include "transport/smc/cdc.h"
 
@@ -30,9 +31,6 @@
  * of the ring: a message larger than the ring (or an application holding
  * slices) must never stop the ring from draining. */
 #define ZC_MAX_SHARE_DIV 4
-/* Signal a send at least this often (WRs) or after this many bytes, so sent
- * blocks and send-queue slots come back in time. */
-#define SIGNAL_BYTES (1u << 20)
 
 static void on_slice_released(void *data, void *arg);
 
@@ -44,52 +42,6 @@ static void on_slice_released(void *data, void *arg);
 static int is_ring_slice(const rrpc_block *b) { return b->deleter == on_slice_released; }
 /* Either kind of receive memory: a ring slice or an elastic piece's. */
 static int is_recv_slice(const rrpc_block *b) { return is_ring_slice(b) || rrpc__edp_is_piece_slice(b); }
-
-/* ---- send queue bookkeeping (under mu) ------------------------------------------ */
-
-static uint32_t sq_free(const rrpc__rdma_ep *ep) {
-  return ep->vb.sq_size - (uint32_t)(ep->dp.wr_seq - ep->dp.wr_done);
-}
-
-uint32_t rrpc__dp_sq_free(const rrpc__rdma_ep *ep) { return sq_free(ep); }
-
-/* Whether the WR about to be posted asks for a completion: when `force`d,
- * or often enough that sent blocks and send-queue slots come back. */
-static int want_signal(rrpc__rdma_ep *ep, uint32_t bytes, int force) {
-  ep->dp.unsignaled++;
-  ep->dp.unsignaled_bytes += bytes;
-  /* While a window bind waits for the queue to drain, the drain must be
-   * seen: every WR is signaled then (elastic_dp.c, bind_ready_locked). */
-  if (force || ep->dp.unsignaled >= ep->vb.sq_size / 4 || ep->dp.unsignaled_bytes >= SIGNAL_BYTES ||
-      sq_free(ep) <= 2 || ep->dp.el.bind_wait) {
-    ep->dp.unsignaled = 0;
-    ep->dp.unsignaled_bytes = 0;
-    return 1;
-  }
-  return 0;
-}
-
-int rrpc__dp_want_signal(rrpc__rdma_ep *ep, uint32_t bytes, int force) { return want_signal(ep, bytes, force); }
-
-/* Keep `buf` (moved) until the WR numbered seq completes. */
-static void inflight_push(rrpc__rdma_ep *ep, uint64_t seq, rrpc_iobuf *buf) {
-  struct rrpc__ep_inflight *e = &ep->dp.inflight[(ep->dp.if_head + ep->dp.if_count) % ep->vb.sq_size];
-  e->seq = seq;
-  rrpc_iobuf_move(&e->buf, buf); /* e->buf is empty: moving cannot fail */
-  ep->dp.if_count++;
-}
-
-/* Move what WRs up to `done` held into `out`, to be dropped after unlocking. */
-static void inflight_reap(rrpc__rdma_ep *ep, uint64_t done, rrpc_iobuf *out) {
-  while (ep->dp.if_count > 0 && ep->dp.inflight[ep->dp.if_head].seq <= done) {
-    struct rrpc__ep_inflight *e = &ep->dp.inflight[ep->dp.if_head];
-    /* Out of memory to grow `out`: drop the references here, under mu
-     * (safe: see on_slice_released). */
-    if (rrpc_iobuf_move(out, &e->buf) != 0) rrpc_iobuf_clear(&e->buf);
-    ep->dp.if_head = (ep->dp.if_head + 1) % ep->vb.sq_size;
-    ep->dp.if_count--;
-  }
-}
 
 void rrpc__dp_view(rrpc__rdma_ep *ep, struct rrpc__dp_view *out) {
   rrpc__ep_lock(ep);
@@ -115,43 +67,9 @@ void rrpc__dp_view(rrpc__rdma_ep *ep, struct rrpc__dp_view *out) {
 
 /* ---- CDC ---------------------------------------------------------------------- */
 
-/* Post wr, whose wr_id the caller took with ++wr_seq. A failed post gives
- * the number back, marks the QP dead and says why (`what`): the connection
- * then fails with a bare "RDMA verbs error". Under mu. */
-static int post_or_fail(rrpc__rdma_ep *ep, struct ibv_send_wr *wr, const char *what) {
-  struct ibv_send_wr *bad;
-  int rc = ibv_post_send(ep->vb.qp, wr, &bad);
-  if (rc == 0) return 0;
-  ep->dp.wr_seq--;
-  ep->dp.qp_dead = 1;
-  RRPC_LOG(WARNING, "rdma qpn=%u: ibv_post_send of %s: %s", ep->vb.qp->qp_num, what, rrpc_strerror(-rc));
-  return -RRPC_ERDMA;
-}
-
-/* Post one 44-byte SEND_WITH_IMM (a CDC or an elastic control message)
- * from buf: inline or from registered memory (lkey), signaled when
- * want_signal says so. A failed post marks the QP dead. Under mu. */
-static int post_44(rrpc__rdma_ep *ep, const void *buf, uint32_t lkey, int inl, int with_imm, uint32_t imm,
-                   int solicited, int force_signal) {
-  struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = RRPC_CDC_LEN, .lkey = lkey};
-  struct ibv_send_wr wr;
-  memset(&wr, 0, sizeof wr);
-  wr.wr_id = ++ep->dp.wr_seq;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = with_imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
-  if (with_imm) wr.imm_data = htonl(imm);
-  wr.send_flags = (inl ? IBV_SEND_INLINE : 0) | (solicited ? IBV_SEND_SOLICITED : 0) |
-                  (want_signal(ep, 0, force_signal) ? IBV_SEND_SIGNALED : 0);
-  int rc = post_or_fail(ep, &wr, "a 44-byte message");
-  if (rc != 0) return rc;
-  if (solicited) rrpc__rdma_count(RRPC_RDMA_CNT_SOLICITED, 1);
-  return 0;
-}
-
 int rrpc__dp_send_cdc_locked(rrpc__rdma_ep *ep, uint8_t conn_flags, int solicited) {
   if (ep->dp.qp_dead || ep->vb.qp == NULL) return -RRPC_ERDMA;
-  if (sq_free(ep) < 1) return -EAGAIN;
+  if (rrpc__dp_sq_free(ep) < 1) return -EAGAIN;
   /* Without inline sends the device reads the one CDC slot after the post:
    * the next CDC waits until the last one from that slot has completed. */
   int inl = ep->dev->max_inline >= RRPC_CDC_LEN;
@@ -159,7 +77,7 @@ int rrpc__dp_send_cdc_locked(rrpc__rdma_ep *ep, uint8_t conn_flags, int solicite
   /* Elastic mode: grants and retires polled before the returns this CDC
    * may carry (docs/elastic-rings.md section 4). */
   if (ep->elastic) rrpc__edp_pump_locked(ep);
-  if (ep->dp.qp_dead || sq_free(ep) < 1) return ep->dp.qp_dead ? -RRPC_ERDMA : -EAGAIN;
+  if (ep->dp.qp_dead || rrpc__dp_sq_free(ep) < 1) return ep->dp.qp_dead ? -RRPC_ERDMA : -EAGAIN;
   struct rrpc__tx_plan plan;
   int rc = rrpc__tx_window_plan_ack(&ep->dp.tx, rrpc__rx_window_owes_credits(&ep->dp.rx), &plan);
   if (rc != 0) return rc;
@@ -177,7 +95,7 @@ int rrpc__dp_send_cdc_locked(rrpc__rdma_ep *ep, uint8_t conn_flags, int solicite
    * otherwise the CDC is signaled, so its completion frees the slot. */
   /* A close is signaled, so its completion says it left (and a flush says
    * it did not). */
-  rc = post_44(ep, out, ep->vb.slots_mr->lkey, inl, 1, imm, solicited, !inl || conn_flags != 0);
+  rc = rrpc__dp_post_44(ep, out, ep->vb.slots_mr->lkey, inl, 1, imm, solicited, !inl || conn_flags != 0);
   if (rc != 0) return rc;
   if (!inl) ep->dp.cdc_slot_wr = ep->dp.wr_seq;
   rrpc__tx_window_commit(&ep->dp.tx, &plan);
@@ -186,47 +104,11 @@ int rrpc__dp_send_cdc_locked(rrpc__rdma_ep *ep, uint8_t conn_flags, int solicite
   return 0;
 }
 
-int rrpc__dp_post_drain_mark(rrpc__rdma_ep *ep) {
-  if (ep->dp.qp_dead || ep->vb.qp == NULL) return -RRPC_ERDMA;
-  if (sq_free(ep) < 1) return -EAGAIN;
-  struct ibv_send_wr wr;
-  memset(&wr, 0, sizeof wr); /* no SGE, remote address and key 0 (IBA C9-88) */
-  wr.wr_id = ++ep->dp.wr_seq;
-  wr.opcode = IBV_WR_RDMA_WRITE;
-  wr.send_flags = want_signal(ep, 0, 1) ? IBV_SEND_SIGNALED : 0;
-  return post_or_fail(ep, &wr, "a drain mark");
-}
-
-int rrpc__dp_post_send44(rrpc__rdma_ep *ep, const uint8_t *msg, uint32_t imm, int solicited, int force_signal) {
-  /* Inline only (elastic mode is offered only where 44 bytes inline fit):
-   * the bytes are copied at post time, so msg may be on the stack. */
-  return post_44(ep, msg, 0, 1, 1, imm, solicited, force_signal);
-}
-
-int rrpc__dp_post_send44_plain(rrpc__rdma_ep *ep, const uint8_t msg[RRPC_CDC_LEN], int force_signal) {
-  if (ep->dp.qp_dead || ep->vb.qp == NULL) return -RRPC_ERDMA;
-  if (sq_free(ep) < 1) return -EAGAIN;
-  /* Without inline sends the device reads the one CDC slot after the post:
-   * the next waits until the last one from that slot has completed. */
-  int inl = ep->dev->max_inline >= RRPC_CDC_LEN;
-  if (!inl && ep->dp.cdc_slot_wr > ep->dp.wr_done) return -EAGAIN;
-  uint8_t *out = (uint8_t *)ep->vb.slots + (size_t)ep->vb.rq_size * RRPC_EP_SLOT_SIZE;
-  memcpy(out, msg, RRPC_CDC_LEN);
-  int rc = post_44(ep, out, ep->vb.slots_mr->lkey, inl, 0, 0, 1, !inl || force_signal);
-  if (rc == 0 && !inl) ep->dp.cdc_slot_wr = ep->dp.wr_seq;
-  return rc;
-}
-
 void rrpc__dp_send_close_locked(rrpc__rdma_ep *ep) {
   if (ep->dp.close_flags == 0 || ep->dp.close_wr != 0 || ep->dp.qp_dead) return;
   /* Signaled (conn_flags != 0): its completion says it left. -EAGAIN (no
    * send-queue room yet) is retried after the next send completions. */
   if (rrpc__dp_send_cdc_locked(ep, ep->dp.close_flags, 1) == 0) ep->dp.close_wr = ep->dp.wr_seq;
-}
-
-int rrpc__dp_close_done_locked(const rrpc__rdma_ep *ep) {
-  if (ep->dp.close_flags == 0 || ep->dp.qp_dead || ep->vb.qp == NULL) return 1;
-  return ep->dp.close_wr != 0 && ep->dp.wr_done >= ep->dp.close_wr;
 }
 
 /* A pure ACK if one is due and nothing else will carry it. Under mu. */
@@ -241,17 +123,6 @@ void rrpc__dp_maybe_ack_locked(rrpc__rdma_ep *ep) {
 }
 
 /* ---- sending data -------------------------------------------------------------- */
-
-/* Bytes covered by the first `max_pieces` pieces of buf. */
-uint64_t rrpc__dp_bytes_in_pieces(const rrpc_iobuf *buf, uint32_t max_pieces) {
-  uint64_t n = 0;
-  for (uint32_t i = 0; i < max_pieces; i++) {
-    const rrpc_iobuf_ref *r = rrpc__iobuf_ref_at(buf, i);
-    if (r == NULL) break;
-    n += r->len;
-  }
-  return n;
-}
 
 /* A bounce copy: pool memory wrapped as a block, whatever allocator is
  * current (an application may install its own after RDMA started). */
@@ -322,26 +193,6 @@ static int bounce_unregistered(rrpc_iobuf *seg, rrpc_iobuf *drop) {
   return rc;
 }
 
-int rrpc__dp_copy_in(const rrpc__rdma_ep *ep, rrpc_iobuf *dst, const char *p, uint32_t n) {
-  if (n == 0) return 0;
-  int rc;
-  if (n <= ep->vb.max_inline) {
-    /* One contiguous reserve: the tail of dst's last block if n fits
-     * there, else a host block. */
-    void *at;
-    size_t avail;
-    rc = rrpc__iobuf_reserve_from(dst, n, rrpc__block_host_allocator(), &at, &avail);
-    if (rc == 0) {
-      memcpy(at, p, n);
-      rrpc__iobuf_commit(dst, n);
-    }
-  } else {
-    rc = rrpc_iobuf_append(dst, p, n);
-  }
-  if (rc == 0) rrpc__rdma_count(RRPC_RDMA_CNT_COPIED_RECV, n);
-  return rc;
-}
-
 /* Post one RDMA WRITE (with_imm: WRITE_WITH_IMM carrying imm) of all of
  * `seg` at the peer's (raddr, rkey). */
 static int post_write(rrpc__rdma_ep *ep, rrpc_iobuf *seg, uint64_t raddr, uint32_t rkey, int with_imm, uint32_t imm,
@@ -376,7 +227,7 @@ static int post_write(rrpc__rdma_ep *ep, rrpc_iobuf *seg, uint64_t raddr, uint32
    * connection's (a proxy forwarding what it received) - holds that ring's
    * consumer cursor until it is dropped, and with it that peer's window:
    * its completion must come back now, not a batch later. */
-  int sig = want_signal(ep, len, !inl && pins_ring);
+  int sig = rrpc__dp_want_signal(ep, len, !inl && pins_ring);
   wr.send_flags = (inl ? IBV_SEND_INLINE : 0) | (solicited ? IBV_SEND_SOLICITED : 0) |
                   (sig ? IBV_SEND_SIGNALED : 0);
   /* Counted before the post: once posted, the peer may see the bytes (and
@@ -394,7 +245,7 @@ static int post_write(rrpc__rdma_ep *ep, rrpc_iobuf *seg, uint64_t raddr, uint32
   }
   ep->dp.wr_seq++;
   if (inl) (void)rrpc_iobuf_move(drop, seg); /* copied at post time; on failure the caller drops seg */
-  else inflight_push(ep, ep->dp.wr_seq, seg);
+  else rrpc__dp_inflight_push(ep, ep->dp.wr_seq, seg);
   rrpc__rdma_count(RRPC_RDMA_CNT_WRITES, 1);
   if (solicited) rrpc__rdma_count(RRPC_RDMA_CNT_SOLICITED, 1);
   return 0;
@@ -462,7 +313,7 @@ int rrpc__dp_write(rrpc__socket *s, rrpc_iobuf *data) {
       break;
     }
     /* Two WRs (a wrapped write) plus one kept for a CDC. */
-    if (sq_free(ep) < 3) {
+    if (rrpc__dp_sq_free(ep) < 3) {
       ep->dp.write_blocked = 1;
       int has_credits = rrpc__tx_window_data_credits(&ep->dp.tx) > 0;
       rrpc__rdma_count(has_credits ? RRPC_RDMA_CNT_BLOCKED_SQ : RRPC_RDMA_CNT_BLOCKED, 1);
@@ -699,21 +550,6 @@ static int on_cdc_recv(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int *peer_clo
   return 0;
 }
 
-/* Repost the receive that completed (its slot is free again). */
-int rrpc__dp_repost_slot(rrpc__rdma_ep *ep, uint64_t id) {
-  struct ibv_sge sge = {.addr = (uintptr_t)(ep->vb.slots + id * RRPC_EP_SLOT_SIZE),
-                        .length = RRPC_EP_SLOT_SIZE,
-                        .lkey = ep->vb.slots_mr->lkey};
-  struct ibv_recv_wr wr = {.wr_id = id, .sg_list = &sge, .num_sge = 1}, *bad;
-  int prc = ibv_post_recv(ep->vb.qp, &wr, &bad);
-  if (prc != 0) {
-    RRPC_LOG(WARNING, "rdma qpn=%u: ibv_post_recv of slot %llu: %s: failing the connection", ep->vb.qp->qp_num,
-             (unsigned long long)id, rrpc_strerror(-prc));
-    return -RRPC_ERDMA;
-  }
-  return 0;
-}
-
 static int repost(rrpc__rdma_ep *ep, uint64_t id) {
   int rc = rrpc__dp_repost_slot(ep, id);
   if (rc != 0) return rc;
@@ -721,40 +557,6 @@ static int repost(rrpc__rdma_ep *ep, uint64_t id) {
   rc = rrpc__rx_window_on_repost(&ep->dp.rx, 1);
   rrpc__ep_unlock(ep);
   return rc;
-}
-
-void rrpc__dp_log_wc_error(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int is_send) {
-  /* A failed send that was the last window bind says which piece it bound
-   * (a bind re-run by a retry fails so: docs/elastic-rings.md, "A bind only
-   * at a drained send queue"); other sends, the WRs posted so far. */
-  char what[96] = "";
-  if (is_send) {
-    rrpc__ep_lock(ep);
-    if (ep->elastic && ep->dp.el.bind_wr == wc->wr_id)
-      snprintf(what, sizeof what, ": the window bind of piece %u (%u bytes)", ep->dp.el.bind_id,
-               ep->dp.el.bind_len);
-    else
-      snprintf(what, sizeof what, " of %llu posted", (unsigned long long)ep->dp.wr_seq);
-    rrpc__ep_unlock(ep);
-  }
-  RRPC_LOG(WARNING, "rdma qpn=%u: completion error: %s (vendor 0x%x, %s wr_id %llu%s)", ep->vb.qp->qp_num,
-           ibv_wc_status_str(wc->status), wc->vendor_err, is_send ? "send" : "recv", (unsigned long long)wc->wr_id,
-           what);
-}
-
-/* The first failed completion of a poll. Flushes follow the first real
- * error; only that one is reported. A flush with nothing before it may
- * precede its cause in the same poll (the receive CQ is drained first, a
- * send's RNR or retry error comes after its QP's flushed receives): it is
- * said at the poll's end, and only if no real error followed it. */
-int rrpc__dp_wc_failed(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int is_send) {
-  rrpc__ep_lock(ep);
-  int was_dead = ep->dp.qp_dead;
-  ep->dp.qp_dead = 1;
-  rrpc__ep_unlock(ep);
-  if (wc->status != IBV_WC_WR_FLUSH_ERR) rrpc__dp_log_wc_error(ep, wc, is_send);
-  else ep->pl.flush_first = !was_dead;
-  return -RRPC_ERDMA;
 }
 
 /* One receive completion: data in the ring, or a CDC in a slot. */
@@ -768,47 +570,6 @@ static int on_recv_wc(rrpc__rdma_ep *ep, const struct ibv_wc *wc) {
   /* The first CDC may have ended the handshake in a fallback: no QP then. */
   if (rc == 0 && ep->vb.qp != NULL) rc = repost(ep, wc->wr_id);
   return rc;
-}
-
-/* One send completion: it frees send-queue slots and the blocks they held. */
-void rrpc__dp_on_send_wc(rrpc__rdma_ep *ep, const struct ibv_wc *wc, rrpc_iobuf *drop) {
-  rrpc__ep_lock(ep);
-  /* A signaled WR completes every WR posted before it (RC order). */
-  if (wc->wr_id > ep->dp.wr_done) ep->dp.wr_done = wc->wr_id;
-  inflight_reap(ep, ep->dp.wr_done, drop);
-  rrpc__ep_unlock(ep);
-}
-
-void rrpc__dp_on_wc(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int is_send, rrpc_iobuf *drop) {
-  rrpc__rdma_count(RRPC_RDMA_CNT_COMPLETIONS, 1);
-  /* After an error this poll, the rest (flushes) change nothing. */
-  if (ep->vb.qp == NULL) return;
-  if (ep->pl.rc != 0) {
-    if (ep->pl.flush_first && wc->status != IBV_WC_SUCCESS && wc->status != IBV_WC_WR_FLUSH_ERR) {
-      ep->pl.flush_first = 0; /* the cause, after the flush it caused */
-      rrpc__dp_log_wc_error(ep, wc, is_send);
-    }
-    return;
-  }
-  if (wc->status != IBV_WC_SUCCESS) {
-    ep->pl.rc = rrpc__dp_wc_failed(ep, wc, is_send);
-    return;
-  }
-  if (is_send) rrpc__dp_on_send_wc(ep, wc, drop);
-  /* The socket let go: received messages are dropped unread. */
-  else if (ep->s != NULL) ep->pl.rc = on_recv_wc(ep, wc);
-}
-
-/* The socket let go and the connection waits for its close CDC to leave:
- * post the close if it was still due, and finish once it completed. */
-static void close_after(rrpc__rdma_ep *ep) {
-  rrpc__ep_lock(ep);
-  if (ep->pl.rc != 0) ep->dp.qp_dead = 1;
-  ep->pl.rc = 0;
-  rrpc__dp_send_close_locked(ep);
-  int done = rrpc__dp_close_done_locked(ep);
-  rrpc__ep_unlock(ep);
-  if (done) rrpc__ep_close_finish(ep); /* may drop the socket's reference */
 }
 
 /* Ring mode: the ring is full while zero-copy slices are out. The read
@@ -829,46 +590,27 @@ static void note_full_while_held_locked(rrpc__rdma_ep *ep) {
              ep->vb.qp->qp_num, (unsigned long long)ep->dp.zc_outstanding);
 }
 
-/* The poll's completion errors and first flush, said once (both dialects). */
-void rrpc__dp_log_flush_first(rrpc__rdma_ep *ep) {
-  if (ep->pl.flush_first && ep->vb.qp != NULL)
-    RRPC_LOG(WARNING, "rdma qpn=%u: work requests were flushed with no error completion before them: the QP is "
-             "in the error state (an error its responder side saw, or a NAK it sent)", ep->vb.qp->qp_num);
-  ep->pl.flush_first = 0;
+/* Zero-copy receive: the read buffer keeps no ring slice (unpin_rbuf). */
+static int imm_delivered(rrpc__rdma_ep *ep, int rc) {
+  if (rc == 0 && ep->opts->recv_zerocopy && !rrpc__socket_failed(ep->s)) rc = unpin_rbuf(ep);
+  return rc;
 }
 
-void rrpc__dp_after(rrpc__rdma_ep *ep) {
-  int got = ep->pl.got, peer_closed = ep->pl.peer_closed, rc = ep->pl.rc;
-  ep->pl.got = ep->pl.peer_closed = 0;
-  rrpc__dp_log_flush_first(ep);
-  if (ep->vb.qp == NULL) {
-    ep->pl.rc = 0;
-    return;
-  }
-  if (ep->s == NULL) {
-    close_after(ep);
-    return;
-  }
-  ep->pl.rc = 0;
-  if (got) rrpc__socket_deliver(ep->s);
-  if (rc == 0 && ep->opts->recv_zerocopy && !rrpc__socket_failed(ep->s)) rc = unpin_rbuf(ep);
-  if (rc != 0) {
-    rrpc__socket_fail(ep->s, rc);
-    return;
-  }
-  if (peer_closed) {
-    rrpc__socket_fail(ep->s, -RRPC_ECLOSE);
-    return;
-  }
-  int resume = 0;
-  rrpc__ep_lock(ep);
+static void imm_send_owed_locked(rrpc__rdma_ep *ep, int got) {
   if (got) note_full_while_held_locked(ep);
   rrpc__dp_send_close_locked(ep);
   rrpc__dp_maybe_ack_locked(ep);
-  if (ep->dp.write_blocked && ep->state == EP_UP) {
-    ep->dp.write_blocked = 0;
-    resume = 1;
-  }
-  rrpc__ep_unlock(ep);
-  if (resume) rrpc__socket_resume_write(ep->s);
 }
+
+static const struct rrpc__dp_hooks imm_hooks = {
+    .on_recv = on_recv_wc,
+    .send_close_locked = rrpc__dp_send_close_locked,
+    .delivered = imm_delivered,
+    .send_owed_locked = imm_send_owed_locked,
+};
+
+void rrpc__dp_on_wc(rrpc__rdma_ep *ep, const struct ibv_wc *wc, int is_send, rrpc_iobuf *drop) {
+  rrpc__dp_on_wc_with(&imm_hooks, ep, wc, is_send, drop);
+}
+
+void rrpc__dp_after(rrpc__rdma_ep *ep) { rrpc__dp_after_with(&imm_hooks, ep); }
