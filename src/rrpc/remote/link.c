@@ -1,0 +1,506 @@
+/* remote/link.c - one connection's remote memory (rrpc/remote.h's link):
+ * the owner and peer tables (table.h), the transfer queue (ops.h) and
+ * their carriage in the connection's byte stream as tcp_frames.h frames
+ * (link.h says why the stream). Over TCP the owner copies: a WRITE frame's
+ * payload into the region, a READ_RESP's out of it. */
+#include "rrpc/remote/link.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "rrpc/errors.h"
+#include "rrpc/internal/iobuf.h"
+#include "rrpc/internal/loop.h"
+#include "rrpc/internal/socket.h"
+#include "rrpc/remote/ops.h"
+#include "rrpc/remote/table.h"
+#include "rrpc/remote/tcp_frames.h"
+
+enum {
+  LINK_MAX_PIECE = RRPC_RMT_TCP_MAX_FRAME_DEFAULT, /* bytes per frame, both ways */
+  LINK_MAX_INFLIGHT = 8,                           /* frames sent and not answered */
+};
+
+struct rrpc_remote_region {
+  rrpc_remote_link *l; /* a handle */
+  uint8_t *buf;
+  size_t len;
+  uint8_t rights;     /* 0: local only */
+  uint32_t id, generation;
+  int revoked;        /* under l->mu */
+  struct rrpc_remote_region *next; /* l->regions, under l->mu */
+};
+
+/* One transfer in the queue. */
+struct xop {
+  struct rrpc__rmt_op base; /* first: the queue hands it back */
+  rrpc_remote_link *l;
+  int is_write;
+  uint8_t *local;
+  uint32_t id, generation;
+  uint64_t roff;
+  int notify;
+  uint32_t tag;
+  struct rrpc__rmt_entry entry; /* what it was checked against (NOTIFY) */
+  void (*done)(void *arg, int status);
+  void *arg;
+  int status;
+  struct xop *done_next;
+};
+
+/* A frame sent and not answered: answers come in the order requests went. */
+struct sent {
+  struct xop *op;
+  uint64_t offset; /* within the op */
+  uint32_t length, opno;
+};
+
+struct rrpc_remote_link {
+  atomic_int refs; /* the socket's attachment, and one per handle */
+  rrpc__socket *s; /* borrowed: every handle also holds a reference on it */
+  pthread_mutex_t mu;
+  struct rrpc__rmt_conn conn;
+  struct rrpc__rmt_opq q;
+  int failed; /* the connection's error, once it closed */
+  rrpc_remote_notify_fn notify;
+  void *notify_arg;
+  struct rrpc_remote_region *regions; /* announced and local ones */
+  struct sent sent[LINK_MAX_INFLIGHT];
+  uint32_t sent_head, sent_n, next_opno;
+  struct xop *done_head, *done_tail; /* completed, callbacks not run yet */
+  uint8_t *scratch; /* loop thread: a frame's payload made contiguous */
+  rrpc_remote_link_stats st;
+};
+
+/* ---- lifetime ------------------------------------------------------------- */
+
+static void link_unref(rrpc_remote_link *l) {
+  if (atomic_fetch_sub(&l->refs, 1) != 1) return;
+  rrpc__rmt_conn_fini(&l->conn);
+  pthread_mutex_destroy(&l->mu);
+  free(l->scratch);
+  free(l);
+}
+
+static void ext_release(void *ext) { link_unref(ext); }
+static void ext_on_close(void *ext, rrpc__socket *s, int code);
+static const rrpc__socket_ext_ops k_ext_ops = {.on_close = ext_on_close, .release = ext_release};
+
+static uint64_t random64(void) {
+  uint64_t v = 0;
+  while (v == 0)
+    if (getrandom(&v, sizeof v, 0) != (ssize_t)sizeof v) v = (uint64_t)(uintptr_t)&v ^ 0x9e3779b97f4a7c15ull;
+  return v;
+}
+
+int rrpc__rmt_link_of(rrpc__socket *s, rrpc_remote_link **out) {
+  rrpc_remote_link *l = rrpc__socket_ext(s);
+  if (l == NULL) {
+    rrpc_remote_link *n = calloc(1, sizeof *n);
+    if (n == NULL) return -ENOMEM;
+    if (rrpc__rmt_conn_init(&n->conn, random64(), (uint32_t)random64(), 0) != 0 ||
+        rrpc__rmt_opq_init(&n->q, LINK_MAX_PIECE, LINK_MAX_INFLIGHT) != 0) {
+      free(n);
+      return -EINVAL;
+    }
+    atomic_init(&n->refs, 1);
+    n->s = s;
+    pthread_mutex_init(&n->mu, NULL);
+    l = rrpc__socket_ext_install(s, n, &k_ext_ops);
+    if (l != n) link_unref(n);
+  }
+  atomic_fetch_add(&l->refs, 1);
+  rrpc__socket_ref(s);
+  *out = l;
+  return 0;
+}
+
+void rrpc_remote_link_release(rrpc_remote_link *l) {
+  if (l == NULL) return;
+  rrpc__socket *s = l->s;
+  link_unref(l); /* the socket's attachment keeps l while s lives */
+  rrpc__socket_unref(s);
+}
+
+static int link_error_locked(const rrpc_remote_link *l) {
+  if (l->failed) return l->failed;
+  int f = rrpc__socket_failed(l->s);
+  return f ? (f < 0 ? f : -RRPC_ECLOSE) : 0;
+}
+
+int rrpc_remote_link_failed(const rrpc_remote_link *l) {
+  rrpc_remote_link *m = (rrpc_remote_link *)l;
+  pthread_mutex_lock(&m->mu);
+  int rc = link_error_locked(m);
+  pthread_mutex_unlock(&m->mu);
+  return rc;
+}
+
+void rrpc_remote_link_set_notify(rrpc_remote_link *l, rrpc_remote_notify_fn fn, void *arg) {
+  pthread_mutex_lock(&l->mu);
+  l->notify = fn;
+  l->notify_arg = arg;
+  pthread_mutex_unlock(&l->mu);
+}
+
+void rrpc_remote_link_get_stats(rrpc_remote_link *l, rrpc_remote_link_stats *out) {
+  pthread_mutex_lock(&l->mu);
+  *out = l->st;
+  out->ops_ok = l->q.stats.ops_ok;
+  out->ops_failed = l->q.stats.ops_failed;
+  out->pieces = l->q.stats.pieces;
+  out->bad_notify = l->conn.stats.bad_notify;
+  out->refused_full = l->conn.stats.refused_full;
+  out->protocol_errors = l->conn.stats.protocol_errors;
+  out->live_regions = l->conn.n_own;
+  out->peer_regions = l->conn.n_peer;
+  out->rdma = 0;
+  pthread_mutex_unlock(&l->mu);
+}
+
+/* ---- sending frames ------------------------------------------------------- */
+
+/* One frame: header, then payload (copied) - in the stream's order, which
+ * is the order of these calls under l->mu. */
+static int send_frame_locked(rrpc_remote_link *l, const struct rrpc__rmt_tcp_hdr *h, const void *payload,
+                             size_t n) {
+  uint8_t hdr[RRPC_RMT_TCP_HDR_LEN];
+  int rc = rrpc__rmt_tcp_encode(h, hdr);
+  if (rc != 0) return rc;
+  rrpc_iobuf buf;
+  rrpc__iobuf_init(&buf);
+  rc = rrpc_iobuf_append(&buf, hdr, sizeof hdr);
+  if (rc == 0 && n > 0) rc = rrpc_iobuf_append(&buf, payload, n);
+  if (rc == 0) rc = rrpc__socket_write(l->s, &buf);
+  rrpc__iobuf_destroy(&buf);
+  return rc;
+}
+
+static int send_ctl_locked(rrpc_remote_link *l, const uint8_t msg[RRPC_RMT_MSG_LEN]) {
+  struct rrpc__rmt_tcp_hdr h = {.type = RRPC_RMT_TCP_CTL, .length = RRPC_RMT_MSG_LEN};
+  return send_frame_locked(l, &h, msg, RRPC_RMT_MSG_LEN);
+}
+
+/* ---- completions ---------------------------------------------------------- */
+
+static void op_cb(struct rrpc__rmt_op *op, int status) {
+  struct xop *x = (struct xop *)op;
+  rrpc_remote_link *l = x->l;
+  x->status = status;
+  x->done_next = NULL;
+  if (l->done_tail) l->done_tail->done_next = x;
+  else l->done_head = x;
+  l->done_tail = x;
+}
+
+/* Take the completed ops (under mu), to call back after unlocking. */
+static struct xop *take_done_locked(rrpc_remote_link *l) {
+  struct xop *x = l->done_head;
+  l->done_head = l->done_tail = NULL;
+  return x;
+}
+
+static void run_done(struct xop *x) {
+  while (x != NULL) {
+    struct xop *next = x->done_next;
+    x->done(x->arg, x->status);
+    free(x);
+    x = next;
+  }
+}
+
+/* ---- the accessing side: pieces as frames ----------------------------------- */
+
+static int send_piece_locked(rrpc_remote_link *l, const struct rrpc__rmt_piece *p) {
+  struct xop *x = (struct xop *)p->op;
+  struct rrpc__rmt_tcp_hdr h = {.type = x->is_write ? RRPC_RMT_TCP_WRITE : RRPC_RMT_TCP_READ_REQ,
+                                .op = ++l->next_opno,
+                                .id = x->id,
+                                .generation = x->generation,
+                                .offset = x->roff + p->offset,
+                                .length = p->length};
+  int rc = send_frame_locked(l, &h, x->is_write ? x->local + p->offset : NULL, x->is_write ? p->length : 0);
+  if (rc != 0) return rc;
+  struct sent *e = &l->sent[(l->sent_head + l->sent_n++) % LINK_MAX_INFLIGHT];
+  *e = (struct sent){.op = x, .offset = p->offset, .length = p->length, .opno = h.op};
+  /* The owner handles frames in stream order: this NOTIFY reaches it after
+   * every WRITE of the op was applied. */
+  if (x->is_write && x->notify && p->last) {
+    uint8_t msg[RRPC_RMT_MSG_LEN];
+    rc = rrpc__rmt_tx_notify(&l->conn, &x->entry, x->roff, x->base.length, x->tag, msg);
+    if (rc == 0) rc = send_ctl_locked(l, msg);
+  }
+  return rc;
+}
+
+static void pump_locked(rrpc_remote_link *l) {
+  struct rrpc__rmt_piece p;
+  while (l->sent_n < LINK_MAX_INFLIGHT && rrpc__rmt_opq_next(&l->q, &p) == 1) {
+    int rc = send_piece_locked(l, &p);
+    if (rc != 0) {
+      /* The socket failed (its close fails the rest): this piece ends now. */
+      rrpc__rmt_opq_fail(&l->q, rc);
+      rrpc__rmt_opq_unpost(&l->q, &p, rc);
+      return;
+    }
+  }
+}
+
+static int submit(rrpc_remote_link *l, const rrpc_remote_xfer *x, int is_write) {
+  if (l == NULL || x == NULL || x->local == NULL || x->done == NULL || x->local->l != l) return -EINVAL;
+  if ((x->flags & ~(unsigned)RRPC_REMOTE_NOTIFY) || (!is_write && x->flags)) return -EINVAL;
+  if (!rrpc__rmt_in_range(x->local->len, x->local_offset, x->length)) return -EINVAL;
+  struct xop *op = calloc(1, sizeof *op);
+  if (op == NULL) return -ENOMEM;
+  uint8_t rights = is_write ? RRPC_REMOTE_WRITE : RRPC_REMOTE_READ;
+  pthread_mutex_lock(&l->mu);
+  int rc = link_error_locked(l);
+  if (rc == 0)
+    rc = x->token ? rrpc__rmt_peer_check_token(&l->conn, x->token->bytes, RRPC_REMOTE_TOKEN_LEN, x->remote_offset,
+                                               x->length, rights, &op->entry)
+                  : rrpc__rmt_peer_check(&l->conn, x->remote_id, x->remote_offset, x->length, rights, &op->entry);
+  if (rc == 0) {
+    op->base.length = x->length;
+    op->base.cb = op_cb;
+    op->l = l;
+    op->is_write = is_write;
+    op->local = x->local->buf + x->local_offset;
+    op->id = op->entry.id;
+    op->generation = op->entry.generation;
+    op->roff = x->remote_offset;
+    op->notify = (x->flags & RRPC_REMOTE_NOTIFY) != 0;
+    op->tag = x->tag;
+    op->done = x->done;
+    op->arg = x->arg;
+    rc = rrpc__rmt_opq_submit(&l->q, &op->base);
+  }
+  if (rc == 0) pump_locked(l);
+  struct xop *done = take_done_locked(l);
+  pthread_mutex_unlock(&l->mu);
+  if (rc != 0) free(op);
+  run_done(done);
+  return rc;
+}
+
+int rrpc_remote_write(rrpc_remote_link *l, const rrpc_remote_xfer *x) { return submit(l, x, 1); }
+int rrpc_remote_read(rrpc_remote_link *l, const rrpc_remote_xfer *x) { return submit(l, x, 0); }
+
+/* An answer (DONE or READ_RESP) to the oldest frame sent. */
+static int on_answer_locked(rrpc_remote_link *l, const struct rrpc__rmt_tcp_hdr *h, const uint8_t *payload) {
+  if (l->sent_n == 0) return -RRPC_EPARSE;
+  struct sent *e = &l->sent[l->sent_head];
+  int is_write = e->op->is_write;
+  if (h->op != e->opno || (h->type == RRPC_RMT_TCP_DONE) != is_write ||
+      (h->type == RRPC_RMT_TCP_READ_RESP && h->status == 0 && h->length != e->length))
+    return -RRPC_EPARSE;
+  l->sent_head = (l->sent_head + 1) % LINK_MAX_INFLIGHT;
+  l->sent_n--;
+  if (!is_write && h->status == 0 && e->length > 0) memcpy(e->op->local + e->offset, payload, e->length);
+  rrpc__rmt_opq_piece_done(&l->q, &e->op->base, h->status);
+  pump_locked(l);
+  return 0;
+}
+
+/* ---- the owner's side ----------------------------------------------------------- */
+
+static struct rrpc_remote_region *region_by_id_locked(rrpc_remote_link *l, uint32_t id) {
+  for (struct rrpc_remote_region *r = l->regions; r != NULL; r = r->next)
+    if (r->id == id) return r;
+  return NULL;
+}
+
+static int on_request_locked(rrpc_remote_link *l, const struct rrpc__rmt_tcp_hdr *h, const uint8_t *payload) {
+  struct rrpc__rmt_tcp_reply rep;
+  int rc = rrpc__rmt_tcp_serve(&l->conn, h, payload, &rep);
+  if (rc != 0) return rc;
+  if (rep.hdr.status == 0) l->st.served_bytes += h->length;
+  return send_frame_locked(l, &rep.hdr, rep.payload, rep.payload ? rep.hdr.length : 0);
+}
+
+/* A control message. nr and m: a NOTIFY for the application. */
+static int on_ctl_locked(rrpc_remote_link *l, const uint8_t *msg, struct rrpc_remote_region **nr,
+                         struct rrpc__rmt_msg *m) {
+  const struct rrpc__rmt_region *reg = NULL;
+  int rc = rrpc__rmt_conn_rx(&l->conn, msg, RRPC_RMT_MSG_LEN, m, &reg);
+  if (rc < 0) return rc;
+  if (rc == 0 && m->type == RRPC_RMT_T_NOTIFY && reg != NULL) *nr = region_by_id_locked(l, reg->id);
+  return 0;
+}
+
+/* ---- the stream ----------------------------------------------------------------- */
+
+static size_t payload_len(const struct rrpc__rmt_tcp_hdr *h) {
+  switch (h->type) {
+  case RRPC_RMT_TCP_WRITE: return h->length;
+  case RRPC_RMT_TCP_READ_RESP: return h->status == 0 ? h->length : 0;
+  case RRPC_RMT_TCP_CTL: return RRPC_RMT_MSG_LEN;
+  default: return 0;
+  }
+}
+
+/* One frame at the front of rbuf: 1 handled, 0 not a frame, -EAGAIN not
+ * whole, or a protocol error. */
+static int cut_one(rrpc_remote_link *l, rrpc_iobuf *rbuf) {
+  uint8_t hb[RRPC_RMT_TCP_HDR_LEN];
+  size_t have = rrpc__iobuf_length(rbuf);
+  if (have < 4) return 0;
+  rrpc_iobuf_copy_out(rbuf, 0, hb, 4);
+  if (memcmp(hb, "RMEM", 4) != 0) return 0;
+  if (have < sizeof hb) return -EAGAIN;
+  rrpc_iobuf_copy_out(rbuf, 0, hb, sizeof hb);
+  struct rrpc__rmt_tcp_hdr h;
+  if (rrpc__rmt_tcp_decode(hb, sizeof hb, LINK_MAX_PIECE, &h) != 0) return -RRPC_EPARSE;
+  size_t n = payload_len(&h);
+  if (have < sizeof hb + n) return -EAGAIN;
+  rrpc_iobuf_pop_front(rbuf, sizeof hb);
+  const uint8_t *payload = NULL;
+  if (n > 0) {
+    if (l->scratch == NULL && (l->scratch = malloc(LINK_MAX_PIECE)) == NULL) return -ENOMEM;
+    payload = rrpc__iobuf_contiguous(rbuf, n, l->scratch);
+  }
+  struct rrpc_remote_region *nr = NULL;
+  struct rrpc__rmt_msg m;
+  int rc;
+  pthread_mutex_lock(&l->mu);
+  if (h.type == RRPC_RMT_TCP_WRITE || h.type == RRPC_RMT_TCP_READ_REQ) rc = on_request_locked(l, &h, payload);
+  else if (h.type == RRPC_RMT_TCP_CTL) rc = on_ctl_locked(l, payload, &nr, &m);
+  else rc = on_answer_locked(l, &h, payload);
+  rrpc_remote_notify_fn fn = l->notify;
+  void *arg = l->notify_arg;
+  if (nr != NULL && fn != NULL) l->st.notified++;
+  struct xop *done = take_done_locked(l);
+  pthread_mutex_unlock(&l->mu);
+  rrpc_iobuf_pop_front(rbuf, n);
+  run_done(done);
+  if (nr != NULL && fn != NULL) fn(arg, nr, m.offset, m.length, m.tag);
+  return rc < 0 ? rc : 1;
+}
+
+int rrpc__rmt_stream_cut(rrpc__socket *s, rrpc_iobuf *rbuf) {
+  uint8_t b;
+  if (rrpc__iobuf_length(rbuf) == 0 || (rrpc_iobuf_copy_out(rbuf, 0, &b, 1), b != 'R')) return 0;
+  rrpc_remote_link *l = rrpc__socket_ext(s);
+  if (l == NULL) {
+    /* The peer speaks first: this side's link starts now. */
+    int rc = rrpc__rmt_link_of(s, &l);
+    if (rc != 0) return rc;
+    rrpc_remote_link_release(l); /* the socket's attachment keeps it */
+  }
+  int rc;
+  while ((rc = cut_one(l, rbuf)) == 1) {
+  }
+  return rc;
+}
+
+/* ---- the connection closes ------------------------------------------------------ */
+
+static void revoked_on_close(const struct rrpc__rmt_region *r, void *arg) {
+  struct rrpc_remote_region *reg = region_by_id_locked(arg, r->id);
+  if (reg != NULL) reg->revoked = 1;
+}
+
+static void ext_on_close(void *ext, rrpc__socket *s, int code) {
+  (void)s;
+  rrpc_remote_link *l = ext;
+  pthread_mutex_lock(&l->mu);
+  l->failed = code < 0 ? code : -RRPC_ECLOSE;
+  /* No answer comes any more: every transfer ends here, once. */
+  l->sent_n = 0;
+  rrpc__rmt_opq_fail(&l->q, l->failed);
+  rrpc__rmt_opq_abandon(&l->q);
+  rrpc__rmt_own_revoke_all(&l->conn, revoked_on_close, l);
+  rrpc__rmt_peer_clear(&l->conn);
+  struct xop *done = take_done_locked(l);
+  pthread_mutex_unlock(&l->mu);
+  run_done(done);
+}
+
+/* ---- regions -------------------------------------------------------------------- */
+
+int rrpc_remote_region_register(rrpc_remote_link *l, void *buf, size_t len, unsigned rights,
+                                rrpc_remote_region **out) {
+  if (l == NULL || buf == NULL || len == 0 || out == NULL || (rights & ~(unsigned)RRPC_RMT_RIGHTS_ALL)) return -EINVAL;
+  struct rrpc_remote_region *r = calloc(1, sizeof *r);
+  if (r == NULL) return -ENOMEM;
+  r->buf = buf;
+  r->len = len;
+  r->rights = (uint8_t)rights;
+  pthread_mutex_lock(&l->mu);
+  int rc = link_error_locked(l);
+  struct rrpc__rmt_region reg;
+  if (rc == 0 && rights != 0) rc = rrpc__rmt_own_add(&l->conn, (uint8_t)rights, len, buf, &reg);
+  if (rc == 0 && rights != 0) {
+    uint8_t hello[RRPC_RMT_MSG_LEN], ann[RRPC_RMT_MSG_LEN];
+    int n = rrpc__rmt_tx_announce(&l->conn, &reg, 0, 0, hello, ann);
+    rc = n < 0 ? n : 0;
+    if (rc == 0 && n == 2) rc = send_ctl_locked(l, hello);
+    if (rc == 0) rc = send_ctl_locked(l, ann);
+    if (rc == 0) {
+      r->id = reg.id;
+      r->generation = reg.generation;
+    } else {
+      struct rrpc__rmt_region gone;
+      rrpc__rmt_own_revoke(&l->conn, reg.id, &gone);
+    }
+  }
+  if (rc == 0) {
+    r->next = l->regions;
+    l->regions = r;
+    atomic_fetch_add(&l->refs, 1);
+    rrpc__socket_ref(l->s);
+    r->l = l;
+  }
+  pthread_mutex_unlock(&l->mu);
+  if (rc != 0) {
+    free(r);
+    return rc;
+  }
+  *out = r;
+  return 0;
+}
+
+uint32_t rrpc_remote_region_id(const rrpc_remote_region *r) { return r ? r->id : 0; }
+
+int rrpc_remote_region_token(const rrpc_remote_region *r, rrpc_remote_token *out) {
+  if (r == NULL || out == NULL || r->rights == 0) return -EINVAL;
+  pthread_mutex_lock(&r->l->mu);
+  int rc = rrpc__rmt_own_token(&r->l->conn, r->id, 0, 0, out->bytes);
+  pthread_mutex_unlock(&r->l->mu);
+  return rc;
+}
+
+int rrpc_remote_region_revoke(rrpc_remote_region *r) {
+  if (r == NULL || r->rights == 0) return 0;
+  rrpc_remote_link *l = r->l;
+  pthread_mutex_lock(&l->mu);
+  struct rrpc__rmt_region gone;
+  int did = !r->revoked && rrpc__rmt_own_revoke(&l->conn, r->id, &gone) == 1;
+  if (did) {
+    r->revoked = 1;
+    uint8_t msg[RRPC_RMT_MSG_LEN];
+    /* A REVOKE that cannot be sent: the connection is failing, and its
+     * close revokes everything on the peer's side too. */
+    if (rrpc__rmt_tx_revoke(&l->conn, &gone, msg) == 0) (void)send_ctl_locked(l, msg);
+  }
+  pthread_mutex_unlock(&l->mu);
+  return did;
+}
+
+void rrpc_remote_region_free(rrpc_remote_region *r) {
+  if (r == NULL) return;
+  rrpc_remote_region_revoke(r);
+  rrpc_remote_link *l = r->l;
+  pthread_mutex_lock(&l->mu);
+  for (struct rrpc_remote_region **p = &l->regions; *p != NULL; p = &(*p)->next)
+    if (*p == r) {
+      *p = r->next;
+      break;
+    }
+  pthread_mutex_unlock(&l->mu);
+  free(r);
+  rrpc_remote_link_release(l);
+}
