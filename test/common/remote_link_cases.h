@@ -291,6 +291,16 @@ TEST_F(RemoteLink, WritesAndReadsAreByteExactAtEverySizeUpToTheLastByte) {
   EXPECT_EQ(16u, st.ops_ok);
   EXPECT_EQ(0u, st.ops_failed);
   EXPECT_EQ(1u, st.peer_regions);
+  // Over RDMA the bytes moved one-sided: the owner copied none of them.
+  rrpc_remote_link_stats ost;
+  rrpc_remote_link_get_stats(owner().link, &ost);
+  EXPECT_EQ(kUseRdma ? 1 : 0, st.rdma);
+  EXPECT_EQ(kUseRdma ? 1 : 0, ost.rdma);
+  if (kUseRdma) {
+    EXPECT_EQ(0u, ost.served_bytes);
+  } else {
+    EXPECT_EQ(2 * (kBig + (1u << 20) + 2 * 4096 + 2), ost.served_bytes);
+  }
 }
 
 TEST_F(RemoteLink, BadAccessesFailWithTheirCodeAndLeaveTheMemoryIntact) {

@@ -154,6 +154,7 @@ rrpc__loop *rrpc__socket_loop(const rrpc__socket *s) { return s->loop; }
 rrpc_iobuf *rrpc__socket_rbuf(rrpc__socket *s) { return &s->rbuf; }
 void rrpc__socket_set_tstate(rrpc__socket *s, void *state) { s->tstate = state; }
 void *rrpc__socket_tstate(const rrpc__socket *s) { return s->tstate; }
+const rrpc_transport_ops *rrpc__socket_ops(const rrpc__socket *s) { return s->ops; }
 int rrpc__socket_is_client(const rrpc__socket *s) { return s->is_client; }
 int rrpc__socket_failed(const rrpc__socket *s) { return atomic_load(&s->failed); }
 int rrpc__socket_read_paused(const rrpc__socket *s) { return atomic_load(&s->read_paused); }

@@ -1,8 +1,10 @@
 /* remote/link.c - one connection's remote memory (rrpc/remote.h's link):
  * the owner and peer tables (table.h), the transfer queue (ops.h) and
- * their carriage in the connection's byte stream as tcp_frames.h frames
- * (link.h says why the stream). Over TCP the owner copies: a WRITE frame's
- * payload into the region, a READ_RESP's out of it. */
+ * their carriage. Control messages always ride the connection's byte
+ * stream as tcp_frames.h frames (link.h says why). The bytes move one-sided
+ * (carriage.h) when the connection carries RDMA and the peer announced the
+ * region with a key; otherwise in frames too, and the owner copies: a WRITE
+ * frame's payload into the region, a READ_RESP's out of it. */
 #include "rrpc/remote/link.h"
 
 #include <errno.h>
@@ -16,6 +18,7 @@
 #include "rrpc/internal/iobuf.h"
 #include "rrpc/internal/loop.h"
 #include "rrpc/internal/socket.h"
+#include "rrpc/remote/carriage.h"
 #include "rrpc/remote/ops.h"
 #include "rrpc/remote/table.h"
 #include "rrpc/remote/tcp_frames.h"
@@ -32,6 +35,8 @@ struct rrpc_remote_region {
   uint8_t rights;     /* 0: local only */
   uint32_t id, generation;
   int revoked;        /* under l->mu */
+  struct rrpc__rmt_car_mr *mr; /* RDMA: its registration (set once, under l->mu) */
+  uint32_t rkey;      /* the window's, 0 when announced without one */
   struct rrpc_remote_region *next; /* l->regions, under l->mu */
 };
 
@@ -45,6 +50,8 @@ struct xop {
   uint64_t roff;
   int notify;
   uint32_t tag;
+  int rdma;      /* one-sided: pieces posted on the QP */
+  uint32_t lkey; /* rdma: the local region's */
   struct rrpc__rmt_entry entry; /* what it was checked against (NOTIFY) */
   void (*done)(void *arg, int status);
   void *arg;
@@ -70,6 +77,12 @@ struct rrpc_remote_link {
   void *notify_arg;
   struct rrpc_remote_region *regions; /* announced and local ones */
   struct sent sent[LINK_MAX_INFLIGHT];
+  struct rrpc__rmt_car *car; /* the one-sided carriage, once seen (lives with the socket) */
+  struct posted {
+    struct xop *op;
+    uint64_t seq; /* the wr_id it was posted with */
+  } posted[LINK_MAX_INFLIGHT];
+  uint64_t posted_seq;
   uint32_t sent_head, sent_n, next_opno;
   struct xop *done_head, *done_tail; /* completed, callbacks not run yet */
   uint8_t *scratch; /* loop thread: a frame's payload made contiguous */
@@ -158,7 +171,7 @@ void rrpc_remote_link_get_stats(rrpc_remote_link *l, rrpc_remote_link_stats *out
   out->protocol_errors = l->conn.stats.protocol_errors;
   out->live_regions = l->conn.n_own;
   out->peer_regions = l->conn.n_peer;
-  out->rdma = 0;
+  out->rdma = l->car != NULL;
   pthread_mutex_unlock(&l->mu);
 }
 
@@ -215,8 +228,31 @@ static void run_done(struct xop *x) {
 
 /* ---- the accessing side: pieces as frames ----------------------------------- */
 
+/* One piece as an RDMA WRITE/READ: its completion comes through
+ * rrpc__rmt_link_on_wc with the wr_id remembered here. */
+static int post_piece_locked(rrpc_remote_link *l, const struct rrpc__rmt_piece *p) {
+  struct xop *x = (struct xop *)p->op;
+  uint64_t seq = ++l->posted_seq;
+  int rc = rrpc__rmt_car_post(l->car, x->is_write, x->local + p->offset, x->lkey, p->length,
+                              x->entry.addr + x->roff + p->offset, x->entry.rkey, seq);
+  if (rc != 0) return rc;
+  l->posted[seq % LINK_MAX_INFLIGHT] = (struct posted){.op = x, .seq = seq};
+  return 0;
+}
+
 static int send_piece_locked(rrpc_remote_link *l, const struct rrpc__rmt_piece *p) {
   struct xop *x = (struct xop *)p->op;
+  if (x->rdma) {
+    int rc = post_piece_locked(l, p);
+    if (rc == 0 && x->notify && p->last) {
+      /* Posted after the op's last WRITE on the same QP: RC delivers it
+       * after every byte of those writes was placed. */
+      uint8_t msg[RRPC_RMT_MSG_LEN];
+      rc = rrpc__rmt_tx_notify(&l->conn, &x->entry, x->roff, x->base.length, x->tag, msg);
+      if (rc == 0) rc = send_ctl_locked(l, msg);
+    }
+    return rc;
+  }
   struct rrpc__rmt_tcp_hdr h = {.type = x->is_write ? RRPC_RMT_TCP_WRITE : RRPC_RMT_TCP_READ_REQ,
                                 .op = ++l->next_opno,
                                 .id = x->id,
@@ -239,7 +275,7 @@ static int send_piece_locked(rrpc_remote_link *l, const struct rrpc__rmt_piece *
 
 static void pump_locked(rrpc_remote_link *l) {
   struct rrpc__rmt_piece p;
-  while (l->sent_n < LINK_MAX_INFLIGHT && rrpc__rmt_opq_next(&l->q, &p) == 1) {
+  while (rrpc__rmt_opq_next(&l->q, &p) == 1) {
     int rc = send_piece_locked(l, &p);
     if (rc != 0) {
       /* The socket failed (its close fails the rest): this piece ends now. */
@@ -250,10 +286,38 @@ static void pump_locked(rrpc_remote_link *l) {
   }
 }
 
+/* The connection's carriage, looked up until one is seen (a channel's
+ * link may be made while its connection still shakes hands). */
+static struct rrpc__rmt_car *car_locked(rrpc_remote_link *l) {
+  if (l->car == NULL) l->car = rrpc__rmt_car_of(l->s);
+  return l->car;
+}
+
+/* A local region used over RDMA needs an MR; one registered before the
+ * connection carried RDMA gets it at its first one-sided transfer. */
+static int ensure_local_mr(rrpc_remote_link *l, rrpc_remote_region *r) {
+  pthread_mutex_lock(&l->mu);
+  struct rrpc__rmt_car *car = r->mr == NULL ? car_locked(l) : NULL;
+  pthread_mutex_unlock(&l->mu);
+  if (car == NULL) return 0;
+  struct rrpc__rmt_car_mr *mr;
+  uint32_t rkey;
+  int rc = rrpc__rmt_car_reg(car, r->buf, r->len, 0, &mr, &rkey);
+  if (rc != 0) return rc;
+  pthread_mutex_lock(&l->mu);
+  int mine = r->mr == NULL;
+  if (mine) r->mr = mr;
+  pthread_mutex_unlock(&l->mu);
+  if (!mine) rrpc__rmt_car_free(mr);
+  return 0;
+}
+
 static int submit(rrpc_remote_link *l, const rrpc_remote_xfer *x, int is_write) {
   if (l == NULL || x == NULL || x->local == NULL || x->done == NULL || x->local->l != l) return -EINVAL;
   if ((x->flags & ~(unsigned)RRPC_REMOTE_NOTIFY) || (!is_write && x->flags)) return -EINVAL;
   if (!rrpc__rmt_in_range(x->local->len, x->local_offset, x->length)) return -EINVAL;
+  int mrc = ensure_local_mr(l, x->local);
+  if (mrc != 0) return mrc;
   struct xop *op = calloc(1, sizeof *op);
   if (op == NULL) return -ENOMEM;
   uint8_t rights = is_write ? RRPC_REMOTE_WRITE : RRPC_REMOTE_READ;
@@ -276,6 +340,12 @@ static int submit(rrpc_remote_link *l, const rrpc_remote_xfer *x, int is_write) 
     op->tag = x->tag;
     op->done = x->done;
     op->arg = x->arg;
+    /* One-sided when the connection carries RDMA and the owner gave the
+     * region a window; else in frames, which the owner always serves. An
+     * empty transfer moves nothing: a frame keeps its place in order (rxe
+     * failed the QP on a zero-length READ). */
+    op->rdma = l->car != NULL && op->entry.rkey != 0 && x->local->mr != NULL && x->length > 0;
+    op->lkey = op->rdma ? rrpc__rmt_car_lkey(x->local->mr) : 0;
     rc = rrpc__rmt_opq_submit(&l->q, &op->base);
   }
   if (rc == 0) pump_locked(l);
@@ -303,6 +373,24 @@ static int on_answer_locked(rrpc_remote_link *l, const struct rrpc__rmt_tcp_hdr 
   rrpc__rmt_opq_piece_done(&l->q, &e->op->base, h->status);
   pump_locked(l);
   return 0;
+}
+
+void rrpc__rmt_link_on_wc(rrpc__socket *s, uint64_t wr_id, int status) {
+  rrpc_remote_link *l = rrpc__socket_ext(s);
+  if (l == NULL) return;
+  pthread_mutex_lock(&l->mu);
+  struct posted *e = &l->posted[wr_id % LINK_MAX_INFLIGHT];
+  if (e->op != NULL && e->seq == wr_id) {
+    struct xop *x = e->op;
+    e->op = NULL;
+    /* A failed piece leaves the QP in error: nothing more goes out. */
+    if (status != 0) rrpc__rmt_opq_fail(&l->q, status);
+    rrpc__rmt_opq_piece_done(&l->q, &x->base, status);
+    pump_locked(l);
+  }
+  struct xop *done = take_done_locked(l);
+  pthread_mutex_unlock(&l->mu);
+  run_done(done);
 }
 
 /* ---- the owner's side ----------------------------------------------------------- */
@@ -410,6 +498,7 @@ static void ext_on_close(void *ext, rrpc__socket *s, int code) {
   l->failed = code < 0 ? code : -RRPC_ECLOSE;
   /* No answer comes any more: every transfer ends here, once. */
   l->sent_n = 0;
+  memset(l->posted, 0, sizeof l->posted); /* late completions find nothing */
   rrpc__rmt_opq_fail(&l->q, l->failed);
   rrpc__rmt_opq_abandon(&l->q);
   rrpc__rmt_own_revoke_all(&l->conn, revoked_on_close, l);
@@ -429,13 +518,25 @@ int rrpc_remote_region_register(rrpc_remote_link *l, void *buf, size_t len, unsi
   r->buf = buf;
   r->len = len;
   r->rights = (uint8_t)rights;
+  /* Over RDMA the window is bound (and its bind completed) before the
+   * peer hears of the region. */
+  pthread_mutex_lock(&l->mu);
+  struct rrpc__rmt_car *car = car_locked(l);
+  pthread_mutex_unlock(&l->mu);
+  if (car != NULL) {
+    int crc = rrpc__rmt_car_reg(car, buf, len, (uint8_t)rights, &r->mr, &r->rkey);
+    if (crc != 0) {
+      free(r);
+      return crc;
+    }
+  }
   pthread_mutex_lock(&l->mu);
   int rc = link_error_locked(l);
   struct rrpc__rmt_region reg;
   if (rc == 0 && rights != 0) rc = rrpc__rmt_own_add(&l->conn, (uint8_t)rights, len, buf, &reg);
   if (rc == 0 && rights != 0) {
     uint8_t hello[RRPC_RMT_MSG_LEN], ann[RRPC_RMT_MSG_LEN];
-    int n = rrpc__rmt_tx_announce(&l->conn, &reg, 0, 0, hello, ann);
+    int n = rrpc__rmt_tx_announce(&l->conn, &reg, r->rkey, r->rkey ? (uintptr_t)buf : 0, hello, ann);
     rc = n < 0 ? n : 0;
     if (rc == 0 && n == 2) rc = send_ctl_locked(l, hello);
     if (rc == 0) rc = send_ctl_locked(l, ann);
@@ -456,6 +557,7 @@ int rrpc_remote_region_register(rrpc_remote_link *l, void *buf, size_t len, unsi
   }
   pthread_mutex_unlock(&l->mu);
   if (rc != 0) {
+    rrpc__rmt_car_free(r->mr);
     free(r);
     return rc;
   }
@@ -468,7 +570,7 @@ uint32_t rrpc_remote_region_id(const rrpc_remote_region *r) { return r ? r->id :
 int rrpc_remote_region_token(const rrpc_remote_region *r, rrpc_remote_token *out) {
   if (r == NULL || out == NULL || r->rights == 0) return -EINVAL;
   pthread_mutex_lock(&r->l->mu);
-  int rc = rrpc__rmt_own_token(&r->l->conn, r->id, 0, 0, out->bytes);
+  int rc = rrpc__rmt_own_token(&r->l->conn, r->id, r->rkey, r->rkey ? (uintptr_t)r->buf : 0, out->bytes);
   pthread_mutex_unlock(&r->l->mu);
   return rc;
 }
@@ -481,6 +583,8 @@ int rrpc_remote_region_revoke(rrpc_remote_region *r) {
   int did = !r->revoked && rrpc__rmt_own_revoke(&l->conn, r->id, &gone) == 1;
   if (did) {
     r->revoked = 1;
+    /* The window's one invalidation, before the peer hears of it. */
+    if (r->mr != NULL) rrpc__rmt_car_revoke(r->mr);
     uint8_t msg[RRPC_RMT_MSG_LEN];
     /* A REVOKE that cannot be sent: the connection is failing, and its
      * close revokes everything on the peer's side too. */
@@ -501,6 +605,7 @@ void rrpc_remote_region_free(rrpc_remote_region *r) {
       break;
     }
   pthread_mutex_unlock(&l->mu);
+  rrpc__rmt_car_free(r->mr);
   free(r);
   rrpc_remote_link_release(l);
 }
