@@ -88,7 +88,6 @@ struct rrpc_remote_link {
   struct rrpc_remote_link *poster_next;
   uint32_t sent_head, sent_n, next_opno;
   struct xop *done_head, *done_tail; /* completed, callbacks not run yet */
-  uint8_t *scratch; /* loop thread: a frame's payload made contiguous */
   rrpc_remote_link_stats st;
 };
 
@@ -98,7 +97,6 @@ static void link_unref(rrpc_remote_link *l) {
   if (atomic_fetch_sub(&l->refs, 1) != 1) return;
   rrpc__rmt_conn_fini(&l->conn);
   pthread_mutex_destroy(&l->mu);
-  free(l->scratch);
   free(l);
 }
 
@@ -180,17 +178,23 @@ void rrpc_remote_link_get_stats(rrpc_remote_link *l, rrpc_remote_link_stats *out
 
 /* ---- sending frames ------------------------------------------------------- */
 
-/* One frame: header, then payload (copied) - in the stream's order, which
- * is the order of these calls under l->mu. */
+static void keep_user_bytes(void *data, void *arg) { (void)data, (void)arg; }
+
+/* One frame: header, then payload - in the stream's order, which is the
+ * order of these calls under l->mu. share: the payload is the application's
+ * local region, unchanged until its transfer completes (after the owner's
+ * answer, so after these bytes left): sent from where it is, not copied. */
 static int send_frame_locked(rrpc_remote_link *l, const struct rrpc__rmt_tcp_hdr *h, const void *payload,
-                             size_t n) {
+                             size_t n, int share) {
   uint8_t hdr[RRPC_RMT_TCP_HDR_LEN];
   int rc = rrpc__rmt_tcp_encode(h, hdr);
   if (rc != 0) return rc;
   rrpc_iobuf buf;
   rrpc__iobuf_init(&buf);
   rc = rrpc_iobuf_append(&buf, hdr, sizeof hdr);
-  if (rc == 0 && n > 0) rc = rrpc_iobuf_append(&buf, payload, n);
+  if (rc == 0 && n > 0)
+    rc = share ? rrpc_iobuf_append_user(&buf, (void *)payload, n, NULL, keep_user_bytes, NULL)
+               : rrpc_iobuf_append(&buf, payload, n);
   if (rc == 0) rc = rrpc__socket_write(l->s, &buf);
   rrpc__iobuf_destroy(&buf);
   return rc;
@@ -198,7 +202,7 @@ static int send_frame_locked(rrpc_remote_link *l, const struct rrpc__rmt_tcp_hdr
 
 static int send_ctl_locked(rrpc_remote_link *l, const uint8_t msg[RRPC_RMT_MSG_LEN]) {
   struct rrpc__rmt_tcp_hdr h = {.type = RRPC_RMT_TCP_CTL, .length = RRPC_RMT_MSG_LEN};
-  return send_frame_locked(l, &h, msg, RRPC_RMT_MSG_LEN);
+  return send_frame_locked(l, &h, msg, RRPC_RMT_MSG_LEN, 0);
 }
 
 /* ---- completions ---------------------------------------------------------- */
@@ -262,7 +266,7 @@ static int send_piece_locked(rrpc_remote_link *l, const struct rrpc__rmt_piece *
                                 .generation = x->generation,
                                 .offset = x->roff + p->offset,
                                 .length = p->length};
-  int rc = send_frame_locked(l, &h, x->is_write ? x->local + p->offset : NULL, x->is_write ? p->length : 0);
+  int rc = send_frame_locked(l, &h, x->is_write ? x->local + p->offset : NULL, x->is_write ? p->length : 0, 1);
   if (rc != 0) return rc;
   struct sent *e = &l->sent[(l->sent_head + l->sent_n++) % LINK_MAX_INFLIGHT];
   *e = (struct sent){.op = x, .offset = p->offset, .length = p->length, .opno = h.op};
@@ -420,7 +424,7 @@ int rrpc_remote_write(rrpc_remote_link *l, const rrpc_remote_xfer *x) { return s
 int rrpc_remote_read(rrpc_remote_link *l, const rrpc_remote_xfer *x) { return submit(l, x, 0); }
 
 /* An answer (DONE or READ_RESP) to the oldest frame sent. */
-static int on_answer_locked(rrpc_remote_link *l, const struct rrpc__rmt_tcp_hdr *h, const uint8_t *payload) {
+static int on_answer_locked(rrpc_remote_link *l, const struct rrpc__rmt_tcp_hdr *h, const rrpc_iobuf *payload) {
   if (l->sent_n == 0) return -RRPC_EPARSE;
   struct sent *e = &l->sent[l->sent_head];
   int is_write = e->op->is_write;
@@ -429,7 +433,7 @@ static int on_answer_locked(rrpc_remote_link *l, const struct rrpc__rmt_tcp_hdr 
     return -RRPC_EPARSE;
   l->sent_head = (l->sent_head + 1) % LINK_MAX_INFLIGHT;
   l->sent_n--;
-  if (!is_write && h->status == 0 && e->length > 0) memcpy(e->op->local + e->offset, payload, e->length);
+  if (!is_write && h->status == 0 && e->length > 0) rrpc_iobuf_copy_out(payload, 0, e->op->local + e->offset, e->length);
   rrpc__rmt_opq_piece_done(&l->q, &e->op->base, h->status);
   if (l->car != NULL) pump_later_locked(l); /* one-sided pieces may be next */
   else pump_locked(l);
@@ -462,12 +466,24 @@ static struct rrpc_remote_region *region_by_id_locked(rrpc_remote_link *l, uint3
   return NULL;
 }
 
-static int on_request_locked(rrpc_remote_link *l, const struct rrpc__rmt_tcp_hdr *h, const uint8_t *payload) {
+/* The owner's side of a WRITE or READ_REQ: checked against the owner
+ * table before a byte moves; a WRITE's payload goes from the read buffer
+ * straight into the region. */
+static int on_request_locked(rrpc_remote_link *l, const struct rrpc__rmt_tcp_hdr *h, const rrpc_iobuf *payload) {
   struct rrpc__rmt_tcp_reply rep;
-  int rc = rrpc__rmt_tcp_serve(&l->conn, h, payload, &rep);
-  if (rc != 0) return rc;
+  if (h->type == RRPC_RMT_TCP_WRITE) {
+    const struct rrpc__rmt_region *r = NULL;
+    int st = rrpc__rmt_own_check(&l->conn, h->id, h->generation, h->offset, h->length, RRPC_REMOTE_WRITE, &r);
+    if (st == 0 && h->length > 0) rrpc_iobuf_copy_out(payload, 0, (uint8_t *)r->ctx + h->offset, h->length);
+    memset(&rep, 0, sizeof rep);
+    rep.hdr = (struct rrpc__rmt_tcp_hdr){.type = RRPC_RMT_TCP_DONE, .op = h->op, .id = h->id,
+                                         .generation = h->generation, .status = st, .offset = h->offset};
+  } else {
+    int rc = rrpc__rmt_tcp_serve(&l->conn, h, NULL, &rep);
+    if (rc != 0) return rc;
+  }
   if (rep.hdr.status == 0) l->st.served_bytes += h->length;
-  return send_frame_locked(l, &rep.hdr, rep.payload, rep.payload ? rep.hdr.length : 0);
+  return send_frame_locked(l, &rep.hdr, rep.payload, rep.payload ? rep.hdr.length : 0, 0);
 }
 
 /* A control message. nr and m: a NOTIFY for the application. */
@@ -506,18 +522,17 @@ static int cut_one(rrpc_remote_link *l, rrpc_iobuf *rbuf) {
   size_t n = payload_len(&h);
   if (have < sizeof hb + n) return -EAGAIN;
   rrpc_iobuf_pop_front(rbuf, sizeof hb);
-  const uint8_t *payload = NULL;
-  if (n > 0) {
-    if (l->scratch == NULL && (l->scratch = malloc(LINK_MAX_FRAME)) == NULL) return -ENOMEM;
-    payload = rrpc__iobuf_contiguous(rbuf, n, l->scratch);
-  }
+  uint8_t ctl[RRPC_RMT_MSG_LEN];
+  if (h.type == RRPC_RMT_TCP_CTL) rrpc_iobuf_copy_out(rbuf, 0, ctl, sizeof ctl);
   struct rrpc_remote_region *nr = NULL;
   struct rrpc__rmt_msg m;
   int rc;
+  /* Payloads are copied out of the read buffer where they go (the region,
+   * the reader's memory): one copy, no staging. */
   pthread_mutex_lock(&l->mu);
-  if (h.type == RRPC_RMT_TCP_WRITE || h.type == RRPC_RMT_TCP_READ_REQ) rc = on_request_locked(l, &h, payload);
-  else if (h.type == RRPC_RMT_TCP_CTL) rc = on_ctl_locked(l, payload, &nr, &m);
-  else rc = on_answer_locked(l, &h, payload);
+  if (h.type == RRPC_RMT_TCP_WRITE || h.type == RRPC_RMT_TCP_READ_REQ) rc = on_request_locked(l, &h, rbuf);
+  else if (h.type == RRPC_RMT_TCP_CTL) rc = on_ctl_locked(l, ctl, &nr, &m);
+  else rc = on_answer_locked(l, &h, rbuf);
   rrpc_remote_notify_fn fn = l->notify;
   void *arg = l->notify_arg;
   if (nr != NULL && fn != NULL) l->st.notified++;
@@ -527,6 +542,12 @@ static int cut_one(rrpc_remote_link *l, rrpc_iobuf *rbuf) {
   run_done(done);
   if (nr != NULL && fn != NULL) fn(arg, nr, m.offset, m.length, m.tag);
   return rc < 0 ? rc : 1;
+}
+
+static void redeliver_task(void *arg) {
+  rrpc__socket *s = arg;
+  rrpc__socket_deliver(s); /* on_data again with what is left */
+  rrpc__socket_unref(s);
 }
 
 int rrpc__rmt_stream_cut(rrpc__socket *s, rrpc_iobuf *rbuf) {
@@ -539,8 +560,20 @@ int rrpc__rmt_stream_cut(rrpc__socket *s, rrpc_iobuf *rbuf) {
     if (rc != 0) return rc;
     rrpc_remote_link_release(l); /* the socket's attachment keeps it */
   }
+  /* The owner copies what it serves over TCP: after LINK_MAX_PIECE bytes
+   * the rest waits for a task of its own (eight READ_REQs in one read asked
+   * for 8 MiB of copies in one callback). */
+  uint64_t start = l->st.served_bytes; /* only this loop thread changes it */
   int rc;
   while ((rc = cut_one(l, rbuf)) == 1) {
+    if (l->st.served_bytes - start >= LINK_MAX_PIECE && rrpc__iobuf_length(rbuf) > 0) {
+      rrpc__socket_ref(s);
+      if (rrpc__loop_post(rrpc__socket_loop(s), redeliver_task, s) != 0) {
+        rrpc__socket_unref(s);
+        continue; /* no task: go on here */
+      }
+      return -EAGAIN;
+    }
   }
   return rc;
 }
