@@ -270,7 +270,10 @@ TEST_F(RemoteLink, WritesAndReadsAreByteExactAtEverySizeUpToTheLastByte) {
   rrpc_remote_token tok;
   ASSERT_EQ(0, server_region(ch_, remote_.data(), remote_.size(), RRPC_REMOTE_READ | RRPC_REMOTE_WRITE, &tok));
   uint32_t id = token_id(tok);
-  ASSERT_EQ(1u, rrpc_remote_region_id(owner().regions.back()) == id ? 1u : 0u);
+  {
+    std::lock_guard<std::mutex> g(owner().mu);  // the server's handler filled it
+    ASSERT_EQ(id, rrpc_remote_region_id(owner().regions.back()));
+  }
   struct Case {
     uint64_t len, roff;
   } cases[] = {{0, 0},      {0, kBig},          {1, 0},          {1, kBig - 1},

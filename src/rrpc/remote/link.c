@@ -78,7 +78,8 @@ struct rrpc_remote_link {
   void *notify_arg;
   struct rrpc_remote_region *regions; /* announced and local ones */
   struct sent sent[LINK_MAX_INFLIGHT];
-  struct rrpc__rmt_car *car; /* the one-sided carriage, once seen (lives with the socket) */
+  struct rrpc__rmt_car *car; /* the one-sided carriage, once seen (lives with the socket; under mu) */
+  atomic_int car_known;      /* car is set: no more lookups */
   struct posted {
     struct xop *op;
     uint64_t seq; /* the wr_id it was posted with */
@@ -111,6 +112,55 @@ static uint64_t random64(void) {
   return v;
 }
 
+/* The transport's state is the socket's loop thread's: the carriage is
+ * looked up there - on every delivery until found (a channel's link may be
+ * made while its connection still shakes hands), and once when a handle is
+ * taken on another thread (a round trip to the loop). */
+static void note_car_on_loop(rrpc_remote_link *l) {
+  if (atomic_load_explicit(&l->car_known, memory_order_acquire) || rrpc__socket_failed(l->s)) return;
+  struct rrpc__rmt_car *c = rrpc__rmt_car_of(l->s);
+  if (c == NULL) return;
+  pthread_mutex_lock(&l->mu);
+  l->car = c;
+  pthread_mutex_unlock(&l->mu);
+  atomic_store_explicit(&l->car_known, 1, memory_order_release);
+}
+
+struct car_probe {
+  rrpc_remote_link *l;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int done;
+};
+
+static void car_probe_task(void *arg) {
+  struct car_probe *p = arg;
+  note_car_on_loop(p->l);
+  pthread_mutex_lock(&p->mu);
+  p->done = 1;
+  pthread_cond_signal(&p->cv);
+  pthread_mutex_unlock(&p->mu);
+}
+
+static void note_car(rrpc_remote_link *l) {
+  if (atomic_load_explicit(&l->car_known, memory_order_acquire)) return;
+  rrpc__loop *loop = rrpc__socket_loop(l->s);
+  if (rrpc__loop_in_thread(loop)) {
+    note_car_on_loop(l);
+    return;
+  }
+  struct car_probe p = {.l = l, .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+  if (rrpc__loop_post(loop, car_probe_task, &p) != 0) return; /* the loop stops: frames then */
+  pthread_mutex_lock(&p.mu);
+  while (!p.done) pthread_cond_wait(&p.cv, &p.mu);
+  pthread_mutex_unlock(&p.mu);
+}
+
+void rrpc__rmt_on_data(rrpc__socket *s) {
+  rrpc_remote_link *l = rrpc__socket_ext(s);
+  if (l != NULL) note_car_on_loop(l);
+}
+
 int rrpc__rmt_link_of(rrpc__socket *s, rrpc_remote_link **out) {
   rrpc_remote_link *l = rrpc__socket_ext(s);
   if (l == NULL) {
@@ -129,6 +179,7 @@ int rrpc__rmt_link_of(rrpc__socket *s, rrpc_remote_link **out) {
   }
   atomic_fetch_add(&l->refs, 1);
   rrpc__socket_ref(s);
+  note_car(l);
   *out = l;
   return 0;
 }
@@ -350,12 +401,8 @@ static void pump_later_locked(rrpc_remote_link *l) {
   if (!ok) pump_locked(l);
 }
 
-/* The connection's carriage, looked up until one is seen (a channel's
- * link may be made while its connection still shakes hands). */
-static struct rrpc__rmt_car *car_locked(rrpc_remote_link *l) {
-  if (l->car == NULL) l->car = rrpc__rmt_car_of(l->s);
-  return l->car;
-}
+/* The connection's carriage, once noted (note_car). */
+static struct rrpc__rmt_car *car_locked(rrpc_remote_link *l) { return l->car; }
 
 /* A local region used over RDMA needs an MR; one registered before the
  * connection carried RDMA gets it at its first one-sided transfer. */
@@ -551,6 +598,7 @@ static void redeliver_task(void *arg) {
 }
 
 int rrpc__rmt_stream_cut(rrpc__socket *s, rrpc_iobuf *rbuf) {
+  rrpc__rmt_on_data(s);
   uint8_t b;
   if (rrpc__iobuf_length(rbuf) == 0 || (rrpc_iobuf_copy_out(rbuf, 0, &b, 1), b != 'R')) return 0;
   rrpc_remote_link *l = rrpc__socket_ext(s);

@@ -33,6 +33,11 @@ static inline int rrpc__rmt_stream_is_frame(const rrpc_iobuf *rbuf) {
   return rrpc_iobuf_copy_out(rbuf, 0, &b, 1) == 1 && b == 'R';
 }
 
+/* rrpc__rmt_on_data - a delivery on s (loop thread): a link without its
+ * one-sided carriage yet looks for it here, where the transport's state
+ * may be read. rrpc__rmt_stream_cut does it too. */
+void rrpc__rmt_on_data(rrpc__socket *s);
+
 /* rrpc__rmt_link_of - a handle to socket s's link (made on first use). 0
  * or -ENOMEM. Any thread; the caller holds a reference on s. */
 int rrpc__rmt_link_of(rrpc__socket *s, rrpc_remote_link **out);

@@ -606,6 +606,7 @@ static int client_on_data(void *owner, rrpc__socket *sock, rrpc_iobuf *rbuf) {
   struct call *head = NULL, **tail = &head;
   int total = 0, rc = 0, have = 0;
   rrpc__baidu_msg msgs[CUT_BATCH];
+  rrpc__rmt_on_data(sock);
   if (!rrpc__rmt_stream_is_frame(rbuf) && on_lone_response(cn, rbuf, &msgs[0], &have, &rc)) return rc;
   struct call *calls[CUT_BATCH];
   uint64_t read_us = rrpc__socket_read_us(sock);

@@ -32,19 +32,28 @@ struct rrpc__rmt_car_mr {
 };
 
 /* One window bind waited for: the registering thread and the completion
- * each hold a reference (a completion may come after the wait gave up). */
+ * each hold a reference (a completion may come after the wait gave up).
+ * One lock and condition for every bind (binds are rare): the wait is
+ * published to the completion through the device (its wr_id), which no
+ * thread checker sees, so both sides take g_bind_mu before touching it. */
 struct bind_wait {
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
   atomic_int refs;
-  int done, status;
+  int done, status; /* under g_bind_mu */
 };
+static pthread_mutex_t g_bind_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_bind_cv;
+static pthread_once_t g_bind_once = PTHREAD_ONCE_INIT;
+
+static void bind_cv_init(void) {
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&g_bind_cv, &ca);
+  pthread_condattr_destroy(&ca);
+}
 
 static void bind_wait_unref(struct bind_wait *w) {
-  if (atomic_fetch_sub(&w->refs, 1) != 1) return;
-  pthread_mutex_destroy(&w->mu);
-  pthread_cond_destroy(&w->cv);
-  free(w);
+  if (atomic_fetch_sub(&w->refs, 1) == 1) free(w);
 }
 
 struct rrpc__rmt_car *rrpc__rmt_car_of(rrpc__socket *s) {
@@ -54,20 +63,17 @@ struct rrpc__rmt_car *rrpc__rmt_car_of(rrpc__socket *s) {
 uint32_t rrpc__rmt_car_lkey(const struct rrpc__rmt_car_mr *m) { return m->r.mr->lkey; }
 
 static int bind_and_wait(rrpc__rdma_ep *ep, struct rrpc__rmt_car_mr *m) {
+  pthread_once(&g_bind_once, bind_cv_init);
   struct bind_wait *w = calloc(1, sizeof *w);
   if (w == NULL) return -ENOMEM;
-  pthread_mutex_init(&w->mu, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&w->cv, &ca);
-  pthread_condattr_destroy(&ca);
   atomic_init(&w->refs, 2);
+  pthread_mutex_lock(&g_bind_mu); /* held over the post: see struct bind_wait */
   rrpc__ep_lock(ep);
   int rc = ep->dp.qp_dead || ep->vb.qp == NULL ? -RRPC_ERDMA
                                                 : rrpc__rmt_rdma_region_bind(&m->r, ep->vb.qp, CAR_TAG | CAR_BIND | (uintptr_t)w);
   rrpc__ep_unlock(ep);
   if (rc != 0) {
+    pthread_mutex_unlock(&g_bind_mu);
     atomic_fetch_sub(&w->refs, 1); /* no completion will come */
     bind_wait_unref(w);
     return rc < 0 ? rc : -RRPC_ERDMA;
@@ -75,11 +81,10 @@ static int bind_and_wait(rrpc__rdma_ep *ep, struct rrpc__rmt_car_mr *m) {
   struct timespec until;
   clock_gettime(CLOCK_MONOTONIC, &until);
   until.tv_sec += BIND_WAIT_MS / 1000;
-  pthread_mutex_lock(&w->mu);
-  while (!w->done && pthread_cond_timedwait(&w->cv, &w->mu, &until) != ETIMEDOUT) {
+  while (!w->done && pthread_cond_timedwait(&g_bind_cv, &g_bind_mu, &until) != ETIMEDOUT) {
   }
   rc = w->done ? w->status : -ETIMEDOUT;
-  pthread_mutex_unlock(&w->mu);
+  pthread_mutex_unlock(&g_bind_mu);
   bind_wait_unref(w);
   return rc;
 }
@@ -153,11 +158,11 @@ int rrpc__rmt_car_wc(rrpc__rdma_ep *ep, const struct ibv_wc *wc) {
   int status = rrpc__rmt_rdma_wc_code(wc->status);
   if (wc->wr_id & CAR_BIND) {
     struct bind_wait *w = (struct bind_wait *)(uintptr_t)(wc->wr_id & ~(CAR_TAG | CAR_BIND));
-    pthread_mutex_lock(&w->mu);
+    pthread_mutex_lock(&g_bind_mu);
     w->done = 1;
     w->status = status;
-    pthread_cond_signal(&w->cv);
-    pthread_mutex_unlock(&w->mu);
+    pthread_cond_broadcast(&g_bind_cv);
+    pthread_mutex_unlock(&g_bind_mu);
     bind_wait_unref(w);
     return 1;
   }
