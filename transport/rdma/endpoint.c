@@ -125,6 +125,8 @@ static const struct rrpc__cq_user_ops cq_ops = {
 /* The background half of verbs_destroy (or inline, see there): what was
  * detached, destroyed in the one order that works. Any thread. */
 static void teardown_run(struct rrpc__ep_teardown *t) {
+  /* Remote memory's posts end and its windows go first (carriage.c). */
+  rrpc__rmt_car_teardown(t->ep);
   /* Remote access to the ring ends with the connection, even while
    * zero-copy slices keep the ring's memory. Deallocated once, never
    * invalidated (a second invalidation crashes rxe 6.1), and before the

@@ -29,7 +29,29 @@ enum { BIND_WAIT_MS = 10000 };
 struct rrpc__rmt_car_mr {
   struct rrpc__rmt_rdma_region r; /* mr, and mw when remote */
   pthread_mutex_t mu;             /* revoke once, from any thread */
+  rrpc__rdma_ep *ep;              /* whose QP its window is bound to (NULL: local only) */
+  struct rrpc__rmt_car_mr *prev, *next; /* g_regions, under g_regions_mu */
 };
+
+/* Posts (pieces, binds) run outside the endpoint's lock - on rxe a post does
+ * the transfer's work, and the data path and the loop take that lock - so
+ * the QP must outlive them another way: they hold g_post_mu, which the
+ * endpoint's teardown takes (rrpc__rmt_car_teardown) after the QP was
+ * marked dead and before it is destroyed. */
+static pthread_mutex_t g_post_mu = PTHREAD_MUTEX_INITIALIZER;
+/* Regions with a window, so a closing connection can deallocate its
+ * windows before its QP goes: a window bound to a QP holds it, and rxe's
+ * destroy_qp waits ~50 s for that reference. */
+static pthread_mutex_t g_regions_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct rrpc__rmt_car_mr *g_regions;
+
+/* The endpoint's QP while it may be posted to, else NULL. Under g_post_mu. */
+static struct ibv_qp *live_qp(rrpc__rdma_ep *ep) {
+  rrpc__ep_lock(ep);
+  struct ibv_qp *qp = ep->dp.qp_dead ? NULL : ep->vb.qp;
+  rrpc__ep_unlock(ep);
+  return qp;
+}
 
 /* One window bind waited for: the registering thread and the completion
  * each hold a reference (a completion may come after the wait gave up).
@@ -68,10 +90,10 @@ static int bind_and_wait(rrpc__rdma_ep *ep, struct rrpc__rmt_car_mr *m) {
   if (w == NULL) return -ENOMEM;
   atomic_init(&w->refs, 2);
   pthread_mutex_lock(&g_bind_mu); /* held over the post: see struct bind_wait */
-  rrpc__ep_lock(ep);
-  int rc = ep->dp.qp_dead || ep->vb.qp == NULL ? -RRPC_ERDMA
-                                                : rrpc__rmt_rdma_region_bind(&m->r, ep->vb.qp, CAR_TAG | CAR_BIND | (uintptr_t)w);
-  rrpc__ep_unlock(ep);
+  pthread_mutex_lock(&g_post_mu);
+  struct ibv_qp *qp = live_qp(ep);
+  int rc = qp == NULL ? -RRPC_ERDMA : rrpc__rmt_rdma_region_bind(&m->r, qp, CAR_TAG | CAR_BIND | (uintptr_t)w);
+  pthread_mutex_unlock(&g_post_mu);
   if (rc != 0) {
     pthread_mutex_unlock(&g_bind_mu);
     atomic_fetch_sub(&w->refs, 1); /* no completion will come */
@@ -103,7 +125,15 @@ int rrpc__rmt_car_reg(struct rrpc__rmt_car *c, void *buf, size_t len, uint8_t ri
     m->r.len = len;
   } else {
     rc = rrpc__rmt_rdma_region_reg(ep->dev->pd, buf, len, rights, &m->r);
-    if (rc == 0) rc = bind_and_wait(ep, m);
+    if (rc == 0) {
+      m->ep = ep;
+      pthread_mutex_lock(&g_regions_mu);
+      m->next = g_regions;
+      if (g_regions) g_regions->prev = m;
+      g_regions = m;
+      pthread_mutex_unlock(&g_regions_mu);
+      rc = bind_and_wait(ep, m);
+    }
   }
   if (rc != 0) {
     /* A bind that timed out may still complete: the window is deallocated
@@ -125,6 +155,13 @@ void rrpc__rmt_car_revoke(struct rrpc__rmt_car_mr *m) {
 void rrpc__rmt_car_free(struct rrpc__rmt_car_mr *m) {
   if (m == NULL) return;
   rrpc__rmt_car_revoke(m);
+  if (m->ep != NULL) {
+    pthread_mutex_lock(&g_regions_mu);
+    if (m->prev) m->prev->next = m->next;
+    else g_regions = m->next;
+    if (m->next) m->next->prev = m->prev;
+    pthread_mutex_unlock(&g_regions_mu);
+  }
   if (m->r.mr != NULL) ibv_dereg_mr(m->r.mr);
   pthread_mutex_destroy(&m->mu);
   free(m);
@@ -143,9 +180,10 @@ int rrpc__rmt_car_post(struct rrpc__rmt_car *c, int is_write, void *local, uint3
   wr.send_flags = IBV_SEND_SIGNALED;
   wr.wr.rdma.remote_addr = raddr;
   wr.wr.rdma.rkey = rkey;
-  rrpc__ep_lock(ep);
-  int rc = ep->dp.qp_dead || ep->vb.qp == NULL ? -RRPC_ERDMA : ibv_post_send(ep->vb.qp, &wr, &bad);
-  rrpc__ep_unlock(ep);
+  pthread_mutex_lock(&g_post_mu);
+  struct ibv_qp *qp = live_qp(ep);
+  int rc = qp == NULL ? -RRPC_ERDMA : ibv_post_send(qp, &wr, &bad);
+  pthread_mutex_unlock(&g_post_mu);
   if (rc > 0) {
     RRPC_LOG(WARNING, "remote memory: ibv_post_send of a one-sided piece: %s", strerror(rc));
     rc = -RRPC_ERDMA;
@@ -169,4 +207,15 @@ int rrpc__rmt_car_wc(rrpc__rdma_ep *ep, const struct ibv_wc *wc) {
   /* The socket let go: its link is gone with it, and so are the pieces. */
   if (ep->s != NULL) rrpc__rmt_link_on_wc(ep->s, wc->wr_id & ~CAR_TAG, status);
   return 1;
+}
+
+void rrpc__rmt_car_teardown(rrpc__rdma_ep *ep) {
+  /* The QP is marked dead: a post that read it before has finished once
+   * this lock was ours, and none starts after. */
+  pthread_mutex_lock(&g_post_mu);
+  pthread_mutex_unlock(&g_post_mu);
+  pthread_mutex_lock(&g_regions_mu);
+  for (struct rrpc__rmt_car_mr *m = g_regions; m != NULL; m = m->next)
+    if (m->ep == ep) rrpc__rmt_car_revoke(m);
+  pthread_mutex_unlock(&g_regions_mu);
 }
