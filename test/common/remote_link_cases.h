@@ -412,6 +412,74 @@ TEST_F(RemoteLink, NotifyRunsOncePerWriteInOrderAfterTheBytesLanded) {
   }
 }
 
+// ---- a connection that fell back from RDMA to TCP ----------------------------
+
+TEST(RemoteLinkFallback, AConnectionThatFellBackCarriesTheSameCallsInItsByteStream) {
+  if (!kUseRdma) GTEST_SKIP() << "the RDMA binary's case: an RDMA channel to a server without RDMA";
+  if (!rrpc_rdma_available()) GTEST_SKIP() << "no RDMA device here: run through tools/run-rdma-tests";
+  rrpc_server *srv;
+  ASSERT_EQ(0, start_server(false, &srv));  // declines the client's RDMA proposal
+  rrpc_channel *ch = open_channel(host() + ":" + std::to_string(rrpc_server_port(srv)));
+  ASSERT_NE(nullptr, ch);
+  const size_t n = 1 << 20;
+  std::vector<uint8_t> remote(n, 0), local(n);
+  fill(local.data(), n, 11);
+  {
+    Owner &o = owner();
+    std::lock_guard<std::mutex> g(o.mu);
+    o.buf = remote.data();
+    o.len = n;
+    o.rights = RRPC_REMOTE_READ | RRPC_REMOTE_WRITE;
+  }
+  rrpc_controller *c;
+  rrpc_controller_new(&c);
+  rrpc_iobuf *rs;
+  rrpc_iobuf_new(&rs);
+  ASSERT_EQ(0, rrpc_channel_call(ch, "test.Remote", "Reg", c, nullptr, rs, nullptr, nullptr));
+  EXPECT_EQ(0, rrpc_controller_used_rdma(c)) << "the connection was to fall back";
+  std::string resp = rrpc_test::iobuf_string(rs);
+  rrpc_iobuf_free(rs);
+  rrpc_controller_free(c);
+  ASSERT_EQ(size_t(RRPC_REMOTE_TOKEN_LEN), resp.size());
+  rrpc_remote_token tok;
+  memcpy(tok.bytes, resp.data(), sizeof tok.bytes);
+  rrpc_remote_link *l;
+  ASSERT_EQ(0, rrpc_channel_remote_link(ch, &l));
+  rrpc_remote_region *lr;
+  ASSERT_EQ(0, rrpc_remote_region_register(l, local.data(), n, 0, &lr));
+  {
+    std::lock_guard<std::mutex> g(owner().mu);
+    owner().expect_at_note.assign(8, 0);
+  }
+  ASSERT_EQ(0, xfer_sync(l, true, lr, 0, &tok, 0, 0, n, RRPC_REMOTE_NOTIFY, 9));
+  EXPECT_EQ(0, memcmp(remote.data(), local.data(), n));
+  std::vector<uint8_t> back(n);
+  rrpc_remote_region *br;
+  ASSERT_EQ(0, rrpc_remote_region_register(l, back.data(), n, 0, &br));
+  ASSERT_EQ(0, xfer_sync(l, false, br, 0, &tok, 0, 0, n));
+  EXPECT_EQ(0, memcmp(back.data(), local.data(), n));
+  EXPECT_EQ(-RRPC_EREMOTERANGE, xfer_sync(l, true, lr, 0, &tok, 0, 1, n));
+  {
+    Owner &o = owner();
+    std::unique_lock<std::mutex> g(o.mu);
+    ASSERT_TRUE(o.cv.wait_for(g, std::chrono::seconds(20), [&] { return !o.notes.empty(); }));
+    EXPECT_EQ(1u, o.notes.size());
+    EXPECT_EQ(9u, o.notes[0].tag);
+    EXPECT_EQ(uint64_t(n), o.notes[0].len);
+  }
+  rrpc_remote_link_stats st, ost;
+  rrpc_remote_link_get_stats(l, &st);
+  rrpc_remote_link_get_stats(owner().link, &ost);
+  EXPECT_EQ(0, st.rdma);
+  EXPECT_EQ(uint64_t(2 * n), ost.served_bytes) << "the owner copies over TCP";
+  rrpc_remote_region_free(br);
+  rrpc_remote_region_free(lr);
+  rrpc_remote_link_release(l);
+  owner_reset();
+  rrpc_channel_free(ch);
+  rrpc_server_free(srv);
+}
+
 // ---- a server process killed mid-transfer -----------------------------------
 
 __attribute__((constructor)) inline void maybe_child_owner() {
