@@ -105,7 +105,7 @@ BENCHES := $(patsubst bench/%.cc,$(BUILD)/bench/%,$(wildcard bench/*.cc))
 TOOL_DIRS := $(patsubst %/,%,$(dir $(wildcard tools/*/*.c)))
 TOOLS := $(sort $(patsubst tools/%,$(BUILD)/tools/%,$(TOOL_DIRS)))
 
-.PHONY: all libs tests examples benches tools test test-rdma test-rdma-tsan test-rdma-siw fuzz bench clean install
+.PHONY: all libs tests examples benches tools test test-rdma test-rdma-tsan test-rdma-siw fuzz bench clean install remote-write-bench
 all: libs tests examples benches tools $(RDMA_TESTS)
 tools: $(TOOLS)
 define tool_rule
@@ -237,6 +237,11 @@ RDMA_WATCHDOG := RRPC_LOOP_WATCHDOG_STRICT=$${RRPC_LOOP_WATCHDOG_STRICT:-1}
 RDMA_TSAN_WATCHDOG := RRPC_LOOP_WATCHDOG_STRICT=$${RRPC_LOOP_WATCHDOG_STRICT:-0}
 test-rdma: $(RDMA_TESTS) examples tools $(BUILD)/bench/idle_conns preload $(BUILD)/test/preload/hostile_clc
 	$(RDMA_WATCHDOG) tools/run-rdma-tests $(RDMA_TESTS) test/tshark/live-capture.sh test/rdma/idle-conns-smoke.sh test/rdma/thousand-conns.sh test/rdma/ring-mode.sh test/rdma/polling-mode.sh test/rdma/cm-mode.sh test/rdma/cursor-mode.sh test/preload/preload_test.sh test/preload/hostile_vm.sh
+
+# examples/remote_write beside perftest's ib_write_bw (1 MiB writes), in one
+# Soft-RoCE VM boot: both bandwidths, both sides' CPU, the ratio.
+remote-write-bench: $(BUILD)/examples/remote_write/server $(BUILD)/examples/remote_write/client
+	tools/rxe-vm --timeout 600 -- env RRPC_BUILD=$(BUILD) RW_MIB=$${RW_MIB:-256} examples/remote_write/vs-ib-write-bw.sh
 
 # The RDMA test binaries alone, for `make TSAN=1 test-rdma-tsan` (the RDMA
 # tests under ThreadSanitizer, one VM boot; a race report fails the binary).

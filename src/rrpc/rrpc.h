@@ -13,6 +13,7 @@
 #include "rrpc/metrics.h"
 #include "rrpc/naming.h"
 #include "rrpc/rdma.h"
+#include "rrpc/remote.h"
 #include "rrpc/server.h"
 #include "rrpc/version.h"
 

@@ -156,6 +156,8 @@ rrpc_iobuf *rrpc__socket_rbuf(rrpc__socket *s);
 /* Transport-private state: owned by the transport, freed in its close. */
 void rrpc__socket_set_tstate(rrpc__socket *s, void *state);
 void *rrpc__socket_tstate(const rrpc__socket *s);
+/* The socket's transport ops now (a fallback switches them). */
+const rrpc_transport_ops *rrpc__socket_ops(const rrpc__socket *s);
 /* rrpc__socket_switch_transport - replace the ops (RDMA -> TCP fallback).
  * Loop thread, before ready. The old transport's close is NOT called: it
  * must release its state itself before switching. */

@@ -14,6 +14,8 @@
 #include "rrpc/errors.h"
 #include "rrpc/internal/log.h"
 #include "transport/rdma/endpoint.h"
+#include "rrpc/remote/carriage.h"
+#include "transport/rdma/remote/post.h"
 #include "transport/rdma/budget.h"
 #include "transport/clc_decline.h"
 #include "transport/fallback_codes.h"
@@ -108,6 +110,7 @@ static void on_async_event(void *arg, enum ibv_event_type ev) {
 /* The loop's shared CQs call these (cqs.h). */
 static void cq_on_wc(void *user, const struct ibv_wc *wc, int is_send, rrpc_iobuf *drop) {
   rrpc__rdma_ep *ep = user;
+  if (is_send && rrpc__rmt_car_wc(ep, wc)) return; /* remote memory's one-sided pieces and binds */
   ep->dl->dp_on_wc(ep, wc, is_send, drop);
 }
 static void cq_after(void *user) {
@@ -122,6 +125,8 @@ static const struct rrpc__cq_user_ops cq_ops = {
 /* The background half of verbs_destroy (or inline, see there): what was
  * detached, destroyed in the one order that works. Any thread. */
 static void teardown_run(struct rrpc__ep_teardown *t) {
+  /* Remote memory's posts end and its windows go first (carriage.c). */
+  rrpc__rmt_car_teardown(t->ep);
   /* Remote access to the ring ends with the connection, even while
    * zero-copy slices keep the ring's memory. Deallocated once, never
    * invalidated (a second invalidation crashes rxe 6.1), and before the
@@ -288,7 +293,7 @@ static int create_qp(const rrpc__rdma_ep *ep, struct rrpc__ep_verbs *vb) {
   qa.send_cq = vb->cqm.scq;
   qa.recv_cq = vb->cqm.rcq;
   qa.qp_type = IBV_QPT_RC;
-  qa.cap.max_send_wr = vb->sq_size;
+  qa.cap.max_send_wr = vb->sq_size + RRPC_RMT_CAR_SQ_RESERVE; /* remote memory's own (carriage.h) */
   qa.cap.max_recv_wr = vb->rq_size;
   qa.cap.max_send_sge = rrpc__rdma_send_sge(ep->dev);
   qa.cap.max_recv_sge = 1;
@@ -304,7 +309,9 @@ static int create_qp(const rrpc__rdma_ep *ep, struct rrpc__ep_verbs *vb) {
   a.qp_state = IBV_QPS_INIT;
   a.pkey_index = 0;
   a.port_num = ep->dev->port;
-  a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+  /* REMOTE_READ answers only what a key allows: no MR of ours grants it,
+   * only the windows of remote-memory regions announced with READ. */
+  a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
   int rc = ibv_modify_qp(vb->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
   return rc ? -rc : 0;
 }
@@ -451,7 +458,7 @@ static int create_start(rrpc__rdma_ep *ep) {
   c->vb.rq_size = ep->vb.rq_size;
   c->vb.ring_size = ep->vb.ring_size;
   /* The loop's shared CQs, with room for this QP's completions. */
-  int rc = rrpc__cqs_join(ep->loop, ep->dev, c->vb.polling, c->vb.sq_size, c->vb.rq_size, ep, &cq_ops,
+  int rc = rrpc__cqs_join(ep->loop, ep->dev, c->vb.polling, c->vb.sq_size + RRPC_RMT_CAR_SQ_RESERVE, c->vb.rq_size, ep, &cq_ops,
                           &c->vb.cqm);
   if (rc != 0) return rc;
   ep->creating = 1;
@@ -1078,6 +1085,14 @@ static int rdma_describe(const rrpc__socket *s, char *buf, size_t len) {
 static int rdma_is_rdma(const rrpc__socket *s) {
   const rrpc__rdma_ep *ep = rrpc__socket_tstate(s);
   return ep != NULL && ep->state == EP_UP;
+}
+
+rrpc__rdma_ep *rrpc__rdma_ep_of(rrpc__socket *s) {
+  /* Only this file's endpoints (a dialect with its own endpoint hangs
+   * another state on its sockets), up, with a shared-machinery data path. */
+  if (rrpc__socket_ops(s)->is_rdma != rdma_is_rdma || !rdma_is_rdma(s)) return NULL;
+  rrpc__rdma_ep *ep = rrpc__socket_tstate(s);
+  return ep->dl->dp_on_wc != NULL ? ep : NULL;
 }
 
 static void rdma_on_read_resumed(rrpc__socket *s) {

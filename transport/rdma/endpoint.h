@@ -285,6 +285,9 @@ void rrpc__ep_defer(struct rrpc__ep_deferred *d);
 
 /* ---- endpoint.c ---------------------------------------------------------- */
 void rrpc__ep_unref(rrpc__rdma_ep *ep);
+/* The endpoint of s while it carries data over RDMA in a dialect of the
+ * shared machinery (imm, cursor), else NULL. Any thread. */
+rrpc__rdma_ep *rrpc__rdma_ep_of(rrpc__socket *s);
 /* A closed connection's close CDC completed (or failed): destroy the verbs
  * resources and drop the socket's reference. Loop thread. */
 void rrpc__ep_close_finish(rrpc__rdma_ep *ep);

@@ -119,9 +119,13 @@ struct rrpc__socket {
   size_t rbuf_left;    /* rbuf length after the last on_data (loop thread) */
   uint64_t created_us;
   _Atomic uint32_t fallback_code; /* SMC decline code of an RDMA fallback, 0 = none */
+  _Atomic(void *) ext;            /* rrpc__socket_ext_install: set once */
+  const rrpc__socket_ext_ops *ext_ops;
 };
 
 static void socket_free(rrpc__socket *s) {
+  void *ext = atomic_load(&s->ext);
+  if (ext != NULL) s->ext_ops->release(ext);
   if (s->ops != NULL && s->ops->close != NULL && s->started) s->ops->close(s);
   free(s->plan);
   if (s->fd >= 0) close(s->fd);
@@ -150,6 +154,7 @@ rrpc__loop *rrpc__socket_loop(const rrpc__socket *s) { return s->loop; }
 rrpc_iobuf *rrpc__socket_rbuf(rrpc__socket *s) { return &s->rbuf; }
 void rrpc__socket_set_tstate(rrpc__socket *s, void *state) { s->tstate = state; }
 void *rrpc__socket_tstate(const rrpc__socket *s) { return s->tstate; }
+const rrpc_transport_ops *rrpc__socket_ops(const rrpc__socket *s) { return s->ops; }
 int rrpc__socket_is_client(const rrpc__socket *s) { return s->is_client; }
 int rrpc__socket_failed(const rrpc__socket *s) { return atomic_load(&s->failed); }
 int rrpc__socket_read_paused(const rrpc__socket *s) { return atomic_load(&s->read_paused); }
@@ -330,6 +335,8 @@ static void close_task(void *arg) {
     s->watching = 0;
   }
   if (s->started && s->ops->on_fail != NULL) s->ops->on_fail(s, atomic_load(&s->failed));
+  void *ext = atomic_load(&s->ext);
+  if (ext != NULL) s->ext_ops->on_close(ext, s, atomic_load(&s->failed));
   if (!s->owner_notified) {
     s->owner_notified = 1;
     s->handler->on_close(s->owner, s, atomic_load(&s->failed));
@@ -948,3 +955,20 @@ int rrpc__socket_reconnect(rrpc__socket *s, const rrpc_transport_ops *ops) {
 }
 
 int rrpc__socket_connected(const rrpc__socket *s) { return atomic_load(&s->fd_ready); }
+
+void *rrpc__socket_ext(const rrpc__socket *s) { return atomic_load(&((rrpc__socket *)s)->ext); }
+
+void *rrpc__socket_ext_install(rrpc__socket *s, void *ext, const rrpc__socket_ext_ops *ops) {
+  static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  /* ops are written before the pointer is published: readers load ext
+   * (seq_cst) and then ops. Installs are rare (once per connection). */
+  pthread_mutex_lock(&mu);
+  void *cur = atomic_load(&s->ext);
+  if (cur == NULL) {
+    s->ext_ops = ops;
+    atomic_store(&s->ext, ext);
+    cur = ext;
+  }
+  pthread_mutex_unlock(&mu);
+  return cur;
+}

@@ -105,6 +105,22 @@ void rrpc__socket_finish_writes(rrpc__socket *s);
 
 int rrpc__socket_is_rdma(const rrpc__socket *s);
 
+/* ---- one attachment: per-connection state of a layer above the owner ------ */
+/* The remote-memory link (src/rrpc/remote/link.c) hangs here, so both a
+ * channel's and a server's connections carry one without either knowing. */
+typedef struct rrpc__socket_ext_ops {
+  /* The socket failed (loop thread, before the owner's on_close). */
+  void (*on_close)(void *ext, rrpc__socket *s, int code);
+  /* The socket's memory goes (last reference). */
+  void (*release)(void *ext);
+} rrpc__socket_ext_ops;
+/* rrpc__socket_ext - the attachment, or NULL. Any thread. */
+void *rrpc__socket_ext(const rrpc__socket *s);
+/* rrpc__socket_ext_install - attach ext unless one is there: returns the
+ * attachment that is there now (ext, or the earlier one: the caller then
+ * frees its own). Any thread. */
+void *rrpc__socket_ext_install(rrpc__socket *s, void *ext, const rrpc__socket_ext_ops *ops);
+
 /* ---- figures for the builtin pages ----------------------------------------- */
 typedef struct rrpc__socket_stats {
   uint64_t bytes_in, bytes_out; /* bytes delivered to the owner / sent (left the write queue) */

@@ -35,6 +35,7 @@
 #include "rrpc/internal/log.h"
 #include "rrpc/internal/metrics.h"
 #include "rrpc/internal/socket.h"
+#include "rrpc/remote/link.h"
 #include "rrpc/channel.h"
 #include "rrpc/errors.h"
 #include "rrpc/rdma.h"
@@ -571,6 +572,14 @@ enum { CUT_BATCH = 32 };
 static int cut_some(struct conn *cn, rrpc_iobuf *rbuf, rrpc__baidu_msg *msgs, int n, int *rc) {
   *rc = 0;
   while (n < CUT_BATCH && rrpc__iobuf_length(rbuf) > 0) { /* an empty buffer: the usual end */
+    int rm = rrpc__rmt_stream_cut(cn->sock, rbuf); /* remote-memory frames between responses */
+    if (rm == -EAGAIN) break;
+    if (rm < 0) {
+      RRPC_LOG(WARNING, "closing connection to %s: remote memory: %s", cn->peer, rrpc_strerror(rm));
+      *rc = rm;
+      break;
+    }
+    if (rrpc__iobuf_length(rbuf) == 0) break;
     rrpc__baidu_msg *msg = &msgs[n];
     int r = rrpc__baidu_cut(rbuf, cn->ch->max_body, msg); /* initialises msg, whatever it returns */
     if (r == 0) break;
@@ -597,7 +606,8 @@ static int client_on_data(void *owner, rrpc__socket *sock, rrpc_iobuf *rbuf) {
   struct call *head = NULL, **tail = &head;
   int total = 0, rc = 0, have = 0;
   rrpc__baidu_msg msgs[CUT_BATCH];
-  if (on_lone_response(cn, rbuf, &msgs[0], &have, &rc)) return rc;
+  rrpc__rmt_on_data(sock);
+  if (!rrpc__rmt_stream_is_frame(rbuf) && on_lone_response(cn, rbuf, &msgs[0], &have, &rc)) return rc;
   struct call *calls[CUT_BATCH];
   uint64_t read_us = rrpc__socket_read_us(sock);
   for (;;) {
@@ -1278,4 +1288,16 @@ int rrpc_channel_stats(const rrpc_channel *ch, rrpc_call_stats *out) {
 
 uint64_t rrpc_channel_late_responses(const rrpc_channel *ch) {
   return atomic_load_explicit(&ch->late_responses, memory_order_relaxed);
+}
+
+/* ---- remote memory (rrpc/remote.h) ---------------------------------------- */
+
+int rrpc_channel_remote_link(rrpc_channel *ch, rrpc_remote_link **out) {
+  if (ch == NULL || out == NULL || ch->conn_type != RRPC_CONNECTION_SINGLE) return -EINVAL;
+  struct conn *cn;
+  int rc = conn_get(ch, &cn);
+  if (rc != 0) return rc;
+  rc = rrpc__rmt_link_of(cn->sock, out);
+  conn_unref(cn);
+  return rc;
 }

@@ -28,6 +28,7 @@
 #include "rrpc/builtin/builtin.h"
 #include "rrpc/internal/socket.h"
 #include "rrpc/internal/worker_pool.h"
+#include "rrpc/remote/link.h"
 #include "rrpc/errors.h"
 #include "rrpc/server.h"
 
@@ -656,6 +657,9 @@ static void round_add(rrpc_server *srv, struct batch *b) {
 
 static int server_on_data(void *owner, rrpc__socket *sock, rrpc_iobuf *rbuf) {
   struct sconn *c = owner;
+  int rm = c->proto == PROTO_HTTP ? 0 : rrpc__rmt_stream_cut(sock, rbuf); /* remote-memory frames */
+  if (rm == -EAGAIN || (rm == 0 && rrpc__iobuf_length(rbuf) == 0)) return 0;
+  if (rm < 0) return rm;
   if (c->proto == PROTO_UNKNOWN) {
     /* baidu_std opens with "PRPC"; an HTTP request with its method. */
     int http = c->srv->opts.no_builtin_services ? 0 : rrpc__builtin_sniff(rbuf);
@@ -671,7 +675,12 @@ static int server_on_data(void *owner, rrpc__socket *sock, rrpc_iobuf *rbuf) {
       rc = 0;
       break;
     }
-    rc = 0;
+    rc = rrpc__rmt_stream_cut(sock, rbuf); /* remote-memory frames between requests */
+    if (rc == -EAGAIN) {
+      rc = 0;
+      break;
+    }
+    if (rc < 0) break;
     if (rrpc__iobuf_length(rbuf) == 0) break; /* the usual end: every frame cut, no partial one */
     rrpc__baidu_msg msg; /* cut_head initialises it, whatever it returns */
     rc = rrpc__baidu_cut_head(rbuf, c->srv->max_body, &msg);
@@ -1111,4 +1120,11 @@ int rrpc_server_stats(const rrpc_server *s, rrpc_call_stats *out) {
   if (s->state == SRV_NEW) return -RRPC_ENOTREADY;
   rrpc__call_stats_read(s->stats, out);
   return 0;
+}
+
+/* ---- remote memory (rrpc/remote.h) ---------------------------------------- */
+
+int rrpc_server_call_remote_link(rrpc_server_call *call, rrpc_remote_link **out) {
+  if (call == NULL || out == NULL) return -EINVAL;
+  return rrpc__rmt_link_of(call->sock, out);
 }

@@ -5,6 +5,7 @@
 #include "rrpc/errors.h"
 #include "rrpc/rdma.h"
 #include "transport/rdma/rdma_transport.h"
+#include "rrpc/remote/carriage.h"
 
 int rrpc__rdma_transport_get(const rrpc_transport_ops **out) {
   *out = NULL;
@@ -41,5 +42,27 @@ void rrpc__rdma_note_fallback(uint32_t decline_code) { (void)decline_code; }
 
 int rrpc__rdma_runtime_facts_get(rrpc__rdma_runtime_facts *out) {
   memset(out, 0, sizeof *out);
+  return -RRPC_ENORDMA;
+}
+
+/* Remote memory: no one-sided carriage, every link carries frames. */
+struct rrpc__rmt_car *rrpc__rmt_car_of(rrpc__socket *s) {
+  (void)s;
+  return NULL;
+}
+int rrpc__rmt_car_reg(struct rrpc__rmt_car *c, void *buf, size_t len, uint8_t rights,
+                      struct rrpc__rmt_car_mr **out, uint32_t *rkey) {
+  (void)c, (void)buf, (void)len, (void)rights, (void)out, (void)rkey;
+  return -RRPC_ENORDMA;
+}
+void rrpc__rmt_car_revoke(struct rrpc__rmt_car_mr *m) { (void)m; }
+void rrpc__rmt_car_free(struct rrpc__rmt_car_mr *m) { (void)m; }
+uint32_t rrpc__rmt_car_lkey(const struct rrpc__rmt_car_mr *m) {
+  (void)m;
+  return 0;
+}
+int rrpc__rmt_car_post(struct rrpc__rmt_car *c, int is_write, void *local, uint32_t lkey, uint32_t len,
+                       uint64_t raddr, uint32_t rkey, uint64_t wr_id) {
+  (void)c, (void)is_write, (void)local, (void)lkey, (void)len, (void)raddr, (void)rkey, (void)wr_id;
   return -RRPC_ENORDMA;
 }

@@ -49,7 +49,7 @@ int rrpc__rmt_rdma_pump(struct rrpc__rmt_opq *q, struct ibv_qp *qp) {
   return n;
 }
 
-static int wc_code(enum ibv_wc_status st) {
+int rrpc__rmt_rdma_wc_code(int st) {
   switch (st) {
   case IBV_WC_SUCCESS: return 0;
   case IBV_WC_REM_ACCESS_ERR: return -EACCES;
@@ -61,7 +61,7 @@ static int wc_code(enum ibv_wc_status st) {
 
 void rrpc__rmt_rdma_on_wc(struct rrpc__rmt_opq *q, const struct ibv_wc *wc) {
   struct rrpc__rmt_op *op = (struct rrpc__rmt_op *)(uintptr_t)wc->wr_id;
-  int code = wc_code(wc->status);
+  int code = rrpc__rmt_rdma_wc_code(wc->status);
   /* Fail the queue before completing the op, so a callback that submits
    * more on a dead QP is refused at once rather than flushed later. */
   if (code) rrpc__rmt_opq_fail(q, code);

@@ -51,6 +51,20 @@ int rrpc__rmt_rdma_pump(struct rrpc__rmt_opq *q, struct ibv_qp *qp);
  * is gone), -RRPC_ERDMA (any other status). */
 void rrpc__rmt_rdma_on_wc(struct rrpc__rmt_opq *q, const struct ibv_wc *wc);
 
+/* rrpc__rmt_rdma_wc_code - the code of a completion status (an enum
+ * ibv_wc_status), as rrpc__rmt_rdma_on_wc gives it. */
+int rrpc__rmt_rdma_wc_code(int st);
+
+/* carriage.c: a send completion of the endpoint's QP - 1 if it was one of
+ * the remote-memory carriage's (handled), 0 if the data path's. Loop
+ * thread. */
+struct rrpc__rdma_ep;
+int rrpc__rmt_car_wc(struct rrpc__rdma_ep *ep, const struct ibv_wc *wc);
+/* carriage.c: the endpoint's QP is marked dead and about to be destroyed:
+ * wait for a one-sided post still under way, and deallocate the windows of
+ * its regions (each once). Any thread but a loop thread may wait here. */
+void rrpc__rmt_car_teardown(struct rrpc__rdma_ep *ep);
+
 #ifdef __cplusplus
 }
 #endif
