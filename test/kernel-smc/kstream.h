@@ -1,0 +1,54 @@
+// test/kernel-smc/kstream.h - a blocking byte stream over one SMC-R connection with a Linux
+// kernel AF_SMC peer, rrpc being the client (docs/kernel-smc.md "rrpc client -> kernel
+// server"). The test driver's "byte-stream API": it runs on the caller's thread and blocks
+// with bounded waits, so it is for test programs, not loop threads.
+//
+// One connection per link group: the Proposal carries a system ID of this process, so the
+// kernel always answers with first contact and the link (one RC QP on --ibdev) carries this
+// connection only. SMC-Rv2 (RoCEv2 GIDs: the only kind rxe has).
+#ifndef RRPC_TEST_KERNEL_SMC_KSTREAM_H
+#define RRPC_TEST_KERNEL_SMC_KSTREAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct rrpc_kstream rrpc_kstream;
+
+struct rrpc_kstream_opts {
+  const char *ibdev;  // RDMA device, e.g. "rxe0"
+  int gid_index;      // its RoCEv2 IPv4-mapped GID (rxe: 1)
+  const char *netdev; // the netdev whose MAC the CLC and LLC announce
+  const char *ueids;  // comma-separated user EIDs offered in the Proposal
+  uint8_t ring_code;  // my RMB: 16 KiB << code
+  int timeout_ms;     // every wait (CLC, LLC, data) is bounded by this
+};
+
+// Counters of what the link did (for the test's output).
+struct rrpc_kstream_stats {
+  uint32_t llc_rx[16];      // LLC requests received, by type
+  uint32_t cdc_rx, cdc_tx;  // CDCs
+  uint64_t bytes_tx, bytes_rx;
+  uint32_t write_blocked;   // times the peer's RMB was full
+  uint32_t kernel_qpn, my_qpn;
+};
+
+// rrpc_kstream_connect - on a connected TCP socket whose SYN carried SMC's option and whose
+// peer echoed it: v2 Proposal, the kernel's Accept, QP + RMB, Confirm, LLC CONFIRM_LINK.
+// 0 and *out, or a negative errno; a kernel Decline gives -ECONNREFUSED with *decline set.
+int rrpc_kstream_connect(int tcp_fd, const struct rrpc_kstream_opts *o, rrpc_kstream **out,
+                         uint32_t *decline);
+
+// rrpc_kstream_write - all len bytes into the peer's RMB (RDMA WRITE + CDC), 0 or negative.
+int rrpc_kstream_write(rrpc_kstream *s, const void *buf, size_t len);
+
+// rrpc_kstream_read - 1..len bytes; 0 at the peer's orderly close; -ECONNRESET at its abnormal
+// close or the link's loss; -ETIMEDOUT.
+long rrpc_kstream_read(rrpc_kstream *s, void *buf, size_t len);
+
+// rrpc_kstream_close - the close CDC, the peer's close CDC (bounded wait), DELETE_LINK, then
+// every verbs object freed. 0 when the peer's close arrived, else negative; frees s anyway.
+int rrpc_kstream_close(rrpc_kstream *s);
+
+const struct rrpc_kstream_stats *rrpc_kstream_stats(const rrpc_kstream *s);
+
+#endif
