@@ -51,6 +51,8 @@ struct rrpc_kstream {
   uint64_t send_count;  // SEND bodies used (slot = count % SQ_DEPTH)
   int confirmed, link_down, qp_error;
   uint8_t link_num; // from the kernel's CONFIRM_LINK
+  uint8_t ring_code;
+  int is_server;
   int timeout_ms;
   struct rrpc_kstream_stats st;
 };
@@ -125,8 +127,9 @@ static int open_device(struct rrpc_kstream *s, const char *name) {
   return s->ctx != NULL ? 0 : -ENODEV;
 }
 
-static int create_objects(struct rrpc_kstream *s, const struct rrpc_kstream_opts *o,
-                          uint32_t peer_ring) {
+// Everything but the staging buffer (its size is the peer's RMB, known from its Accept or
+// Confirm: set_peer).
+static int create_objects(struct rrpc_kstream *s, const struct rrpc_kstream_opts *o) {
   int rc = open_device(s, o->ibdev);
   if (rc != 0) return rc;
   s->pd = ibv_alloc_pd(s->ctx);
@@ -135,17 +138,32 @@ static int create_objects(struct rrpc_kstream *s, const struct rrpc_kstream_opts
   if (s->cq == NULL) return -ENOMEM;
   uint32_t ring = (uint32_t)RRPC_CLC_RING_MIN << o->ring_code;
   s->rmb_mr = alloc_mr(s, &s->rmb, ring, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-  s->staging_mr = alloc_mr(s, &s->staging, peer_ring, 0);
   s->recv_mr = alloc_mr(s, &s->recv, (size_t)RECV_SLOTS * RECV_SLOT_LEN, IBV_ACCESS_LOCAL_WRITE);
   s->msgs_mr = alloc_mr(s, &s->msgs, (size_t)SQ_DEPTH * MSG_SLOT_LEN, 0);
-  if (!s->rmb_mr || !s->staging_mr || !s->recv_mr || !s->msgs_mr) return -ENOMEM;
+  if (!s->rmb_mr || !s->recv_mr || !s->msgs_mr) return -ENOMEM;
   struct ibv_qp_init_attr qa = {
       .send_cq = s->cq, .recv_cq = s->cq, .qp_type = IBV_QPT_RC,
       .cap = {.max_send_wr = SQ_DEPTH, .max_recv_wr = RECV_SLOTS, .max_send_sge = 1,
               .max_recv_sge = 1}};
   s->qp = ibv_create_qp(s->pd, &qa);
   if (s->qp == NULL) return -errno ? -errno : -ENOMEM;
-  return rrpc__cur_init(&s->w, peer_ring, ring, KS_TOKEN);
+  s->self.qpn = s->qp->qp_num;
+  s->st.my_qpn = s->qp->qp_num;
+  s->ring_code = o->ring_code;
+  return 0;
+}
+
+// The peer's RMB element (from its Accept or Confirm): where and how the data goes.
+static int set_peer(struct rrpc_kstream *s, const struct rrpc__clc_accept *a) {
+  if (a->ring_code > RRPC_CLC_RING_CODE_MAX_LINUX || a->rmbe_idx == 0) return -EPROTO;
+  uint32_t peer_ring = (uint32_t)RRPC_CLC_RING_MIN << a->ring_code;
+  s->peer_token = a->token;
+  s->peer_rkey = a->rkey;
+  s->peer_addr = a->ring_addr + (uint64_t)(a->rmbe_idx - 1) * peer_ring;
+  s->st.kernel_qpn = a->qpn;
+  s->staging_mr = alloc_mr(s, &s->staging, peer_ring, 0);
+  if (s->staging_mr == NULL) return -ENOMEM;
+  return rrpc__cur_init(&s->w, peer_ring, (uint32_t)RRPC_CLC_RING_MIN << s->ring_code, KS_TOKEN);
 }
 
 static int post_recv(struct rrpc_kstream *s, uint32_t slot) {
@@ -256,6 +274,10 @@ static void on_llc(struct rrpc_kstream *s, const uint8_t *b, size_t len) {
     return;
   }
   if (!(req.flags & RRPC_LLC_FLAG_RESP)) s->st.llc_rx[req.type & 15]++;
+  if (s->is_server && req.type == RRPC_LLC_CONFIRM_LINK && (req.flags & RRPC_LLC_FLAG_RESP)) {
+    s->confirmed = 1; // the client's answer to our request
+    return;
+  }
   enum rrpc__llc_outcome out = rrpc__llc_answer(&s->self, &req, &ans, &send);
   if (send && send_llc(s, &ans) != 0) fprintf(stderr, "kstream: LLC answer not sent\n");
   if (out == RRPC_LLC_CONFIRMED) {
@@ -355,31 +377,42 @@ static int send_proposal(int fd, const struct rrpc_kstream_opts *o, const uint8_
   return rc != 0 ? rc : io_full(fd, buf, len, 1);
 }
 
-static int send_confirm(int fd, const struct rrpc_kstream *s, const struct rrpc_kstream_opts *o,
-                        const uint8_t peer_id[8], const struct rrpc__clc_accept *a,
-                        uint32_t my_psn) {
+// My half of the first-contact Accept (server) or Confirm (client): this end's QP, RMB and PSN.
+static void fill_first_contact(const struct rrpc_kstream *s, const uint8_t peer_id[8],
+                               uint8_t mtu, uint32_t my_psn, struct rrpc__clc_accept *c) {
+  memset(c, 0, sizeof *c);
+  c->first_contact = 1;
+  memcpy(c->peer_id, peer_id, 8);
+  memcpy(c->gid, s->self.gid, 16);
+  memcpy(c->mac, s->self.mac, 6);
+  c->qpn = s->qp->qp_num;
+  c->rkey = s->rmb_mr->rkey;
+  c->rmbe_idx = 1;
+  c->token = KS_TOKEN;
+  c->ring_code = s->ring_code;
+  c->mtu = mtu;
+  c->ring_addr = (uint64_t)(uintptr_t)s->rmb;
+  c->psn = my_psn;
+  c->has_fce = 1;
+  c->os_type = 2;
+  memset(c->hostname, ' ', sizeof c->hostname);
+  memcpy(c->hostname, "rrpc", 4);
+}
+
+static uint32_t random_psn(void) {
+  uint32_t psn;
+  if (getrandom(&psn, sizeof psn, 0) != sizeof psn) psn = (uint32_t)now_ms();
+  return psn & 0xffffff;
+}
+
+static int send_confirm(int fd, const struct rrpc_kstream *s, const uint8_t peer_id[8],
+                        const struct rrpc__clc_accept *a, uint32_t my_psn) {
   struct rrpc__clc_accept c;
-  memset(&c, 0, sizeof c);
+  fill_first_contact(s, peer_id, a->mtu, my_psn, &c);
   c.type = RRPC_CLC_CONFIRM;
-  c.first_contact = 1;
-  memcpy(c.peer_id, peer_id, 8);
-  memcpy(c.gid, s->self.gid, 16);
-  memcpy(c.mac, s->self.mac, 6);
-  c.qpn = s->qp->qp_num;
-  c.rkey = s->rmb_mr->rkey;
-  c.rmbe_idx = 1;
-  c.token = KS_TOKEN;
-  c.ring_code = o->ring_code;
-  c.mtu = a->mtu;
-  c.ring_addr = (uint64_t)(uintptr_t)s->rmb;
-  c.psn = my_psn;
   memcpy(c.eid, a->eid, RRPC_CLC_EID_LEN);
-  c.has_fce = 1;
   c.v2_direct = a->v2_direct;
-  c.os_type = 2;
   c.release = a->release;
-  memset(c.hostname, ' ', sizeof c.hostname);
-  memcpy(c.hostname, "rrpc", 4);
   c.max_conns = a->max_conns;
   c.max_links = a->max_links;
   c.gid_count = 1;
@@ -420,24 +453,109 @@ int rrpc_kstream_connect(int fd, const struct rrpc_kstream_opts *o, rrpc_kstream
   } else if (rc == 0 && (m.hdr.type != RRPC_CLC_ACCEPT || !m.u.accept.first_contact)) {
     rc = -EPROTO;
   }
-  uint32_t my_psn = 0;
-  if (rc == 0) {
-    const struct rrpc__clc_accept *a = &m.u.accept;
-    s->peer_token = a->token;
-    s->peer_rkey = a->rkey;
-    s->peer_addr = a->ring_addr + (uint64_t)(a->rmbe_idx - 1) * ((uint32_t)RRPC_CLC_RING_MIN << a->ring_code);
-    s->st.kernel_qpn = a->qpn;
-    if (getrandom(&my_psn, sizeof my_psn, 0) != sizeof my_psn) my_psn = (uint32_t)now_ms();
-    my_psn &= 0xffffff;
-    rc = create_objects(s, o, (uint32_t)RRPC_CLC_RING_MIN << a->ring_code);
-    if (rc == 0) {
-      s->self.qpn = s->qp->qp_num;
-      s->st.my_qpn = s->qp->qp_num;
-      rc = bring_up(s, o->gid_index, a, my_psn);
-    }
-    if (rc == 0) rc = send_confirm(fd, s, o, peer_id, a, my_psn);
-    if (rc == 0) rc = await_confirm_link(s);
+  uint32_t my_psn = random_psn();
+  if (rc == 0) rc = create_objects(s, o);
+  if (rc == 0) rc = set_peer(s, &m.u.accept);
+  if (rc == 0) rc = bring_up(s, o->gid_index, &m.u.accept, my_psn);
+  if (rc == 0) rc = send_confirm(fd, s, peer_id, &m.u.accept, my_psn);
+  if (rc == 0) rc = await_confirm_link(s);
+  if (rc != 0) {
+    destroy(s);
+    return rc;
   }
+  *out = s;
+  return 0;
+}
+
+// ---- server ----------------------------------------------------------------------------
+
+static int send_decline(int fd, uint32_t diag) {
+  struct rrpc__clc_decline d;
+  memset(&d, 0, sizeof d);
+  d.diag = diag;
+  d.os_type = 2;
+  uint8_t buf[RRPC_CLC_DECLINE_V2_LEN];
+  size_t len = 0;
+  int rc = rrpc__clc_encode_decline_v2(&d, buf, sizeof buf, &len);
+  return rc != 0 ? rc : io_full(fd, buf, len, 1);
+}
+
+// The Proposal must offer SMC-Rv2 with a RoCEv2 GID and one of our UEIDs (in *eid).
+static uint32_t check_proposal(const struct rrpc_kstream_opts *o, const struct rrpc__clc_msg *m,
+                               uint8_t eid[RRPC_CLC_EID_LEN]) {
+  if (m->hdr.type != RRPC_CLC_PROPOSAL) return RRPC_CLC_DECL_SYNCERR;
+  const struct rrpc__clc_proposal *p = &m->u.proposal;
+  if (m->hdr.version < 2 || !p->has_v2_ext ||
+      (m->hdr.typev2 != RRPC_CLC_SMC_R && m->hdr.typev2 != RRPC_CLC_SMC_B))
+    return RRPC_CLC_DECL_NOV2EXT;
+  struct rrpc__smc_config cfg;
+  const char *why = NULL;
+  memset(&cfg, 0, sizeof cfg);
+  if (rrpc__smc_parse_ueids(o->ueids, &cfg, &why) != 0 ||
+      rrpc__smc_ueid_match(&cfg, (const uint8_t(*)[RRPC_CLC_EID_LEN])p->eids, p->eid_count, eid) != 0)
+    return RRPC_CLC_DECL_NOUEID;
+  return 0;
+}
+
+static int send_accept(int fd, const struct rrpc_kstream *s, const uint8_t peer_id[8],
+                       const uint8_t eid[RRPC_CLC_EID_LEN], uint32_t my_psn) {
+  struct rrpc__clc_accept a;
+  // MTU 1024 (IB enum 3): what a 6.1 server announces over rxe on a 1500-byte netdev.
+  fill_first_contact(s, peer_id, 3, my_psn, &a);
+  a.type = RRPC_CLC_ACCEPT;
+  memcpy(a.eid, eid, RRPC_CLC_EID_LEN);
+  a.v2_direct = 1;
+  uint8_t buf[RRPC_CLC_MAX_LEN];
+  size_t len = 0;
+  int rc = rrpc__clc_encode_accept_v2(&a, buf, sizeof buf, &len);
+  return rc != 0 ? rc : io_full(fd, buf, len, 1);
+}
+
+// As the link group's server: CONFIRM_LINK request, then the client's response (on_llc).
+static int confirm_link_as_server(struct rrpc_kstream *s) {
+  struct rrpc__llc_msg m;
+  memset(&m, 0, sizeof m);
+  m.type = RRPC_LLC_CONFIRM_LINK;
+  m.version = 2;
+  m.flags = RRPC_LLC_FLAG_NO_RMBE_EYEC;
+  memcpy(m.u.confirm_link.mac, s->self.mac, 6);
+  memcpy(m.u.confirm_link.gid, s->self.gid, 16);
+  m.u.confirm_link.qpn = s->self.qpn;
+  m.u.confirm_link.link_num = 1;
+  const uint8_t uid[4] = {0x52, 0x52, 0x00, 0x01};
+  memcpy(m.u.confirm_link.link_uid, uid, 4);
+  m.u.confirm_link.max_links = 2; // what 6.1 announces; an ADD_LINK never follows from here
+  s->link_num = 1;
+  int rc = send_llc(s, &m);
+  return rc != 0 ? rc : await_confirm_link(s);
+}
+
+int rrpc_kstream_accept(int fd, const struct rrpc_kstream_opts *o, rrpc_kstream **out,
+                        uint32_t *declined) {
+  struct rrpc_kstream *s = calloc(1, sizeof *s);
+  if (s == NULL) return -ENOMEM;
+  s->timeout_ms = o->timeout_ms;
+  s->is_server = 1;
+  *declined = 0;
+  int rc = read_gid(o->ibdev, o->gid_index, s->self.gid);
+  if (rc == 0) rc = read_mac(o->netdev, s->self.mac);
+  uint8_t peer_id[8] = {(uint8_t)(getpid() >> 8), (uint8_t)getpid()};
+  memcpy(peer_id + 2, s->self.mac, 6);
+  struct rrpc__clc_msg m;
+  uint8_t eid[RRPC_CLC_EID_LEN];
+  if (rc == 0) rc = read_clc(fd, &m);
+  if (rc == 0 && (*declined = check_proposal(o, &m, eid)) != 0) {
+    (void)send_decline(fd, *declined);
+    rc = -ECONNREFUSED;
+  }
+  uint32_t my_psn = random_psn();
+  if (rc == 0) rc = create_objects(s, o);
+  if (rc == 0) rc = send_accept(fd, s, peer_id, eid, my_psn);
+  if (rc == 0) rc = read_clc(fd, &m);
+  if (rc == 0 && (m.hdr.type != RRPC_CLC_CONFIRM || !m.u.accept.first_contact)) rc = -EPROTO;
+  if (rc == 0) rc = set_peer(s, &m.u.accept);
+  if (rc == 0) rc = bring_up(s, o->gid_index, &m.u.accept, my_psn);
+  if (rc == 0) rc = confirm_link_as_server(s);
   if (rc != 0) {
     destroy(s);
     return rc;

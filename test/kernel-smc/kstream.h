@@ -1,6 +1,5 @@
 // test/kernel-smc/kstream.h - a blocking byte stream over one SMC-R connection with a Linux
-// kernel AF_SMC peer, rrpc being the client (docs/kernel-smc.md "rrpc client -> kernel
-// server"). The test driver's "byte-stream API": it runs on the caller's thread and blocks
+// kernel AF_SMC peer, rrpc being either the client or the server (docs/kernel-smc.md). The test driver's "byte-stream API": it runs on the caller's thread and blocks
 // with bounded waits, so it is for test programs, not loop threads.
 //
 // One connection per link group: the Proposal carries a system ID of this process, so the
@@ -37,6 +36,14 @@ struct rrpc_kstream_stats {
 // 0 and *out, or a negative errno; a kernel Decline gives -ECONNREFUSED with *decline set.
 int rrpc_kstream_connect(int tcp_fd, const struct rrpc_kstream_opts *o, rrpc_kstream **out,
                          uint32_t *decline);
+
+// rrpc_kstream_accept - the server half on an accepted TCP socket (the listener marked for
+// option 254, the client's SYN carried it): the kernel client's v2 Proposal (SMC-Rv2, one of
+// o->ueids, else a Decline with *declined set and -ECONNREFUSED), a first-contact Accept,
+// the client's Confirm, QP to RTS, LLC CONFIRM_LINK request and its response. No ADD_LINK is
+// offered: the kernel client waits for one (2 s) and goes on with the single link.
+int rrpc_kstream_accept(int tcp_fd, const struct rrpc_kstream_opts *o, rrpc_kstream **out,
+                        uint32_t *declined);
 
 // rrpc_kstream_write - all len bytes into the peer's RMB (RDMA WRITE + CDC), 0 or negative.
 int rrpc_kstream_write(rrpc_kstream *s, const void *buf, size_t len);

@@ -5,8 +5,11 @@
 // byte for byte) over the cursor data path. Output: "smcr: ok size=... rtt_us=... MBps=...",
 // then one "link: ..." line with what the link did.
 //   rrpc_smc_client --addr A [--port P] [--size S] [--rounds R] [--ibdev D] [--gid-index I]
-//                   [--netdev N] [--ueid EID[,EID]] [--expect-peer-death] [--timeout-ms T]
+//                   [--netdev N] [--ueid EID[,EID]] [--expect-peer-death] [--expect-eof]
+//                   [--timeout-ms T]
 // --expect-peer-death: the server dies in mid-stream; pass only on EOF or reset ("peer-gone").
+// --expect-eof: after the last round the server's orderly close must arrive ("peer-close: eof")
+// before this side closes.
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -26,7 +29,7 @@ enum { HDR_LEN = 16, MAX_SIZE = 16 << 20 };
 
 struct opts {
   const char *addr;
-  int port, expect_death;
+  int port, expect_death, expect_eof;
   size_t size;
   uint32_t rounds;
   struct rrpc_kstream_opts ks;
@@ -85,6 +88,17 @@ static int rounds(rrpc_kstream *s, const struct opts *o, uint8_t *out, uint8_t *
     fprintf(stderr, "rrpc_smc_client: the peer did not die\n");
     return -EPROTO;
   }
+  if (rc == 0 && o->expect_eof) {
+    // The server closes after its last echo: the next read must say so.
+    uint8_t extra;
+    long n = rrpc_kstream_read(s, &extra, 1);
+    if (n != 0) {
+      fprintf(stderr, "rrpc_smc_client: after the last round: %s\n",
+              n > 0 ? "more bytes" : strerror((int)-n));
+      return n > 0 ? -EPROTO : (int)n;
+    }
+    printf("peer-close: eof\n");
+  }
   return rc;
 }
 
@@ -100,6 +114,24 @@ static void print_link(rrpc_kstream *s) {
          (unsigned long long)st->bytes_tx, (unsigned long long)st->bytes_rx, st->write_blocked);
 }
 
+// The device's object counts ("pd N cq N qp N ... mr N ...") as `rdma resource show` says, or
+// "?" when it cannot be read. Read by this process while it lives: objects it forgot to free
+// would still count (they die with the process only).
+static void device_resources(const char *ibdev, char *out, size_t cap) {
+  snprintf(out, cap, "?");
+  FILE *f = popen("rdma resource show 2>/dev/null", "r");
+  if (f == NULL) return;
+  char line[256], key[64];
+  snprintf(key, sizeof key, " %s: ", ibdev);
+  while (fgets(line, sizeof line, f) != NULL) {
+    char *at = strstr(line, key);
+    if (at == NULL) continue;
+    snprintf(out, cap, "%s", at + strlen(key));
+    out[strcspn(out, "\n")] = 0;
+  }
+  pclose(f);
+}
+
 static int parse(int argc, char **argv, struct opts *o) {
   *o = (struct opts){.addr = "10.99.0.1", .port = 7400, .size = 64, .rounds = 20,
                      .ks = {.ibdev = "rxe0", .gid_index = 1, .netdev = "eth0", .ueids = "",
@@ -107,6 +139,7 @@ static int parse(int argc, char **argv, struct opts *o) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--expect-peer-death")) { o->expect_death = 1; continue; }
+    if (!strcmp(a, "--expect-eof")) { o->expect_eof = 1; continue; }
     if (v == NULL) return -1;
     i++;
     if (!strcmp(a, "--addr")) o->addr = v;
@@ -156,12 +189,14 @@ int main(int argc, char **argv) {
   if (parse(argc, argv, &o) != 0) {
     fprintf(stderr, "usage: rrpc_smc_client --addr A [--port P] [--size S] [--rounds R] "
                     "[--ibdev D] [--gid-index I] [--netdev N] [--ueid EIDS] "
-                    "[--expect-peer-death] [--timeout-ms T]\n");
+                    "[--expect-peer-death] [--expect-eof] [--timeout-ms T]\n");
     return 2;
   }
   alarm(300);
   uint8_t *out = malloc(o.size), *in = malloc(o.size);
   if (out == NULL || in == NULL) return 1;
+  char res_before[256], res_after[256];
+  device_resources(o.ks.ibdev, res_before, sizeof res_before);
   double t0 = now_s();
   int fd = connect_tcp(&o);
   if (fd < 0) return fprintf(stderr, "rrpc_smc_client: connect: %s\n", strerror(-fd)), 1;
@@ -176,6 +211,9 @@ int main(int argc, char **argv) {
   print_link(s);
   int crc = rrpc_kstream_close(s);
   close(fd);
+  device_resources(o.ks.ibdev, res_after, sizeof res_after);
+  printf("resources: before=[%s] after-close=[%s] %s\n", res_before, res_after,
+         strcmp(res_before, res_after) == 0 ? "same" : "DIFFER");
   if (rc != 0) return fprintf(stderr, "rrpc_smc_client: ping-pong: %s\n", strerror(-rc)), 1;
   printf("close: %s\n", crc == 0 ? "peer's close CDC received" : strerror(-crc));
   if (!o.expect_death) {
