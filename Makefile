@@ -245,13 +245,13 @@ test-rdma-tsan: $(RDMA_TESTS) tools
 
 # The kernel SMC-R suite: kernel AF_SMC peers in two Soft-RoCE guests with the patched
 # rdma_rxe (docs/kernel-smc.md). Local, not in `make test`: it boots two VMs.
-KSMC_BINS := $(BUILD)/test/kernel-smc/smc_pingpong $(BUILD)/tools/smc_nl $(BUILD)/test/kernel-smc/rrpc_clc_client $(BUILD)/test/kernel-smc/rrpc_smc_client
+KSMC_BINS := $(BUILD)/test/kernel-smc/smc_pingpong $(BUILD)/tools/smc_nl $(BUILD)/test/kernel-smc/rrpc_clc_client $(BUILD)/test/kernel-smc/rrpc_smc_client $(BUILD)/test/kernel-smc/rrpc_smc_server
 KSMC_CLC_OBJS := $(patsubst %,$(BUILD)/obj/%.o,transport/smc/clc.c transport/smc/clc_v2.c transport/smc/smc_config.c src/rrpc/core/errors.c)
 $(BUILD)/test/kernel-smc/rrpc_clc_client: $(BUILD)/obj/test/kernel-smc/rrpc_clc_client.c.o $(KSMC_CLC_OBJS) $(BUILD)/librrpc_preload_policy.a
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PRELOAD_POLICY_LDLIBS) -lpthread
 KSMC_LINK_OBJS := $(KSMC_CLC_OBJS) $(patsubst %,$(BUILD)/obj/%.o,transport/smc/llc.c transport/smc/llc_answer.c transport/smc/cdc.c transport/rdma/wire/cursor_window.c test/kernel-smc/kstream.c)
-$(BUILD)/test/kernel-smc/rrpc_smc_client: $(BUILD)/obj/test/kernel-smc/rrpc_smc_client.c.o $(KSMC_LINK_OBJS) $(BUILD)/librrpc_preload_policy.a
+$(BUILD)/test/kernel-smc/rrpc_smc_client $(BUILD)/test/kernel-smc/rrpc_smc_server: $(BUILD)/test/kernel-smc/%: $(BUILD)/obj/test/kernel-smc/%.c.o $(KSMC_LINK_OBJS) $(BUILD)/librrpc_preload_policy.a
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PRELOAD_POLICY_LDLIBS) -libverbs -lpthread
 $(BUILD)/test/kernel-smc/smc_pingpong: test/kernel-smc/smc_pingpong.c

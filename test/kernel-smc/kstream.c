@@ -635,20 +635,34 @@ long rrpc_kstream_read(rrpc_kstream *s, void *buf, size_t len) {
   return (long)n;
 }
 
-int rrpc_kstream_close(rrpc_kstream *s) {
+// Waits, at most until `end`, for cond(s) or the link's loss.
+static void wait_until(struct rrpc_kstream *s, int (*cond)(const struct rrpc_kstream *), int64_t end) {
+  while (!cond(s) && link_ok(s)) {
+    int left = (int)(end - now_ms());
+    if (left <= 0 || progress(s, left) == -ETIMEDOUT) return;
+  }
+}
+
+static int peer_closed(const struct rrpc_kstream *s) {
+  return (s->w.rx_conn_flags & (RRPC_CDC_CS_CLOSED | RRPC_CDC_CS_ABNORMAL)) != 0;
+}
+
+static int peer_freed_rmb(const struct rrpc_kstream *s) {
+  return s->st.llc_rx[RRPC_LLC_DELETE_RKEY] > 0;
+}
+
+int rrpc_kstream_close(rrpc_kstream *s, struct rrpc_kstream_stats *final) {
   int rc = 0;
   // The kernel's order for an orderly close: my CDC with "closed" (cursors current), then
   // the peer's own.
   if (link_ok(s) && send_cdc(s, RRPC_CDC_CS_CLOSED) != 0) rc = -EIO;
-  int64_t end = now_ms() + s->timeout_ms;
-  while (rc == 0 && link_ok(s) &&
-         !(s->w.rx_conn_flags & (RRPC_CDC_CS_CLOSED | RRPC_CDC_CS_ABNORMAL))) {
-    int left = (int)(end - now_ms());
-    if (left <= 0 || progress(s, left) == -ETIMEDOUT) rc = -ETIMEDOUT;
-  }
-  if (rc == 0 && !(s->w.rx_conn_flags & (RRPC_CDC_CS_CLOSED | RRPC_CDC_CS_ABNORMAL))) rc = -ECONNRESET;
-  // The link group ends with this connection: DELETE_LINK (all links, orderly), and the QP
-  // goes once the sends left.
+  if (rc == 0) wait_until(s, peer_closed, now_ms() + s->timeout_ms);
+  if (rc == 0 && !peer_closed(s)) rc = link_ok(s) ? -ETIMEDOUT : -ECONNRESET;
+  // The link group ends with this connection: DELETE_LINK (all links, orderly), but only once
+  // the kernel freed the connection - its DELETE_RKEY for its RMB says so (bounded wait). A
+  // link deleted while the kernel's close still runs can deadlock 6.1's socket release
+  // (seen: a kernel client stuck in __smc_release's lock_sock for good).
+  wait_until(s, peer_freed_rmb, now_ms() + 3000);
   if (link_ok(s)) {
     struct rrpc__llc_msg d;
     memset(&d, 0, sizeof d);
@@ -659,8 +673,9 @@ int rrpc_kstream_close(rrpc_kstream *s) {
     d.u.delete_link.reason = RRPC_LLC_DEL_PROG_INIT_TERM;
     (void)send_llc(s, &d);
   }
-  end = now_ms() + 2000;
+  int64_t end = now_ms() + 2000;
   while (s->sends_out > 0 && !s->qp_error && now_ms() < end) (void)progress(s, (int)(end - now_ms()));
+  if (final != NULL) *final = s->st;
   destroy(s);
   return rc;
 }

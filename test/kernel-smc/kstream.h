@@ -52,9 +52,11 @@ int rrpc_kstream_write(rrpc_kstream *s, const void *buf, size_t len);
 // close or the link's loss; -ETIMEDOUT.
 long rrpc_kstream_read(rrpc_kstream *s, void *buf, size_t len);
 
-// rrpc_kstream_close - the close CDC, the peer's close CDC (bounded wait), DELETE_LINK, then
-// every verbs object freed. 0 when the peer's close arrived, else negative; frees s anyway.
-int rrpc_kstream_close(rrpc_kstream *s);
+// rrpc_kstream_close - the close CDC, the peer's close CDC (bounded wait), the peer's
+// DELETE_RKEY (bounded wait: the kernel freed its side), DELETE_LINK, then every verbs object
+// freed. 0 when the peer's close arrived, else negative; frees s anyway. *final (if not NULL)
+// gets the link's last counters.
+int rrpc_kstream_close(rrpc_kstream *s, struct rrpc_kstream_stats *final);
 
 const struct rrpc_kstream_stats *rrpc_kstream_stats(const rrpc_kstream *s);
 

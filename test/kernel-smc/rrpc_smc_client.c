@@ -102,8 +102,7 @@ static int rounds(rrpc_kstream *s, const struct opts *o, uint8_t *out, uint8_t *
   return rc;
 }
 
-static void print_link(rrpc_kstream *s) {
-  const struct rrpc_kstream_stats *st = rrpc_kstream_stats(s);
+static void print_link(const struct rrpc_kstream_stats *st) {
   printf("link: my_qpn=0x%06x kernel_qpn=0x%06x llc_rx confirm_link=%u add_link=%u "
          "test_link=%u confirm_rkey=%u delete_rkey=%u delete_link=%u cdc_rx=%u cdc_tx=%u "
          "bytes_tx=%llu bytes_rx=%llu write_blocked=%u\n",
@@ -208,8 +207,9 @@ int main(int argc, char **argv) {
   double t1 = now_s();
   rc = rounds(s, &o, out, in);
   double t2 = now_s();
-  print_link(s);
-  int crc = rrpc_kstream_close(s);
+  struct rrpc_kstream_stats st;
+  int crc = rrpc_kstream_close(s, &st);
+  print_link(&st);
   close(fd);
   device_resources(o.ks.ibdev, res_after, sizeof res_after);
   printf("resources: before=[%s] after-close=[%s] %s\n", res_before, res_after,
