@@ -77,6 +77,11 @@ server_main() {
     serve rrpc-m16 --port $((PORT_BASE + 10)) --conns 1
     serve rrpc-close --port $((PORT_BASE + 11)) --conns 1
     serve rrpc-kill9 --port $((PORT_BASE + 12)) --conns 1 --die-after 1048576
+    # The kernel's TEST_LINK after 1 s idle instead of 30 (read when a link group starts).
+    tl=$(sysctl -n net.smc.smcr_testlink_time)
+    sysctl -qw net.smc.smcr_testlink_time=1
+    serve rrpc-testlink --port $((PORT_BASE + 14)) --conns 1
+    sysctl -qw net.smc.smcr_testlink_time="$tl"
     # rrpc's client ends each link group with DELETE_LINK; the kernel frees it (QP, RMBs) in
     # the background: wait, bounded, until only the kernel<->kernel group is left.
     _i=0
@@ -225,8 +230,13 @@ rrpc_client_cases() {
         pass rrpc-client-kernel-server "64 B, 64 KiB and 16 MiB byte-exact over SMC-Rv2 ($(echo "$RESULT" | grep -o 'MBps=[^ ]*'), 16 MiB)"
     else fail rrpc-client-kernel-server "$ok of 3 ping-pongs passed"; fi
 
-    # The kernel closes after its last echo: rrpc reads EOF, then closes; nothing hangs.
+    # The kernel closes after its last echo: rrpc reads EOF, then closes; nothing hangs. The
+    # exchange is captured for the Wireshark check (rrpc-capture-decodes).
+    pcap=/tmp/rrpc-close.pcapng
+    dumpcap -q -i "$RXE_VM_NETDEV" -w "$pcap" -a duration:120 > /tmp/dumpcap.log 2>&1 & dc=$!
+    _i=0; while [ ! -s "$pcap" ] && [ "$_i" -lt 50 ]; do _i=$((_i + 1)); sleep 0.2; done
     rrpc_run rrpc-close --port $((PORT_BASE + 11)) --size 4096 --rounds 5 --expect-eof
+    kill "$dc" 2> /dev/null; wait "$dc" 2> /dev/null
     close_ok=0 close_why="client status $RC, server $SRC"
     if [ "$RC" = 0 ] && [ "$SRC" = 0 ] && echo "$RESULT" | grep -q '^peer-close: eof' &&
        rrpc_smcr_ok rrpc-close; then close_ok=1; fi
@@ -238,6 +248,27 @@ rrpc_client_cases() {
     elif [ "$RC" != 0 ] || [ "$SRC" != 137 ] || ! echo "$RESULT" | grep -q '^peer-gone'; then
         fail rrpc-peer-close "kill -9: client status $RC, server $SRC"
     else pass rrpc-peer-close "orderly close: EOF; kill -9: $(echo "$RESULT" | grep '^peer-gone') after ${t}s"; fi
+
+    # Wireshark 4.0 over that capture: rrpc's CLC and CDC messages and the kernel's decode with
+    # no malformed one (LLC v2 is not decoded by 4.0 at all, the kernel's own included).
+    if [ -s "$pcap" ]; then
+        nclc=$(tshark -r "$pcap" -Y 'smc.clc_msg' 2> /dev/null | wc -l)
+        ncdc=$(tshark -r "$pcap" -Y 'smc.llc_msg == 0xfe' 2> /dev/null | wc -l)
+        nbad=$(tshark -r "$pcap" -Y '_ws.malformed && (smc.clc_msg || smc.llc_msg == 0xfe)' 2> /dev/null | wc -l)
+        nall=$(tshark -r "$pcap" -Y '_ws.malformed' 2> /dev/null | wc -l)
+        echo "  capture: $nclc CLC, $ncdc CDC decoded; malformed among them $nbad; malformed in all $nall (LLC v2)"
+        if [ "$nclc" -ge 3 ] && [ "$ncdc" -ge 10 ] && [ "$nbad" = 0 ]; then
+            pass rrpc-capture-decodes "$nclc CLC and $ncdc CDC messages decoded, none malformed"
+        else fail rrpc-capture-decodes "$nclc CLC, $ncdc CDC, $nbad malformed"; fi
+    else skip rrpc-capture-decodes "no capture: $(head -c 200 /tmp/dumpcap.log)"; fi
+
+    # An idle link: the kernel's TEST_LINK is answered and the link carries on.
+    rrpc_run rrpc-testlink --port $((PORT_BASE + 14)) --size 4096 --rounds 3 --idle-ms 8000
+    ntl=$(echo "$RESULT" | sed -n 's/^idle: test_link=\([0-9]*\).*/\1/p')
+    if [ "$RC" = 0 ] && [ "$SRC" = 0 ] && [ "${ntl:-0}" -ge 1 ] && echo "$RESULT" | grep -q '^smcr: ok' &&
+       rrpc_smcr_ok rrpc-testlink; then
+        pass rrpc-test-link "$ntl TEST_LINK answered while idle, then the rounds went on byte-exact"
+    else fail rrpc-test-link "client status $RC, server $SRC, TEST_LINKs ${ntl:-none}"; fi
 
     # Every QP, CQ, MR and PD rrpc's client made is gone once it closed (counted by the process
     # itself before it exits), and the kernel server freed each link group rrpc ended with

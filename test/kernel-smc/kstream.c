@@ -680,4 +680,13 @@ int rrpc_kstream_close(rrpc_kstream *s, struct rrpc_kstream_stats *final) {
   return rc;
 }
 
+static int test_link_seen(const struct rrpc_kstream *s) {
+  return s->st.llc_rx[RRPC_LLC_TEST_LINK] > 0;
+}
+
+unsigned rrpc_kstream_await_test_link(rrpc_kstream *s, int max_ms) {
+  wait_until(s, test_link_seen, now_ms() + max_ms);
+  return s->st.llc_rx[RRPC_LLC_TEST_LINK];
+}
+
 const struct rrpc_kstream_stats *rrpc_kstream_stats(const rrpc_kstream *s) { return &s->st; }

@@ -58,6 +58,10 @@ long rrpc_kstream_read(rrpc_kstream *s, void *buf, size_t len);
 // gets the link's last counters.
 int rrpc_kstream_close(rrpc_kstream *s, struct rrpc_kstream_stats *final);
 
+// rrpc_kstream_await_test_link - keeps the idle link served (LLC answered) until the peer's
+// first TEST_LINK arrived or max_ms passed; the TEST_LINKs answered so far.
+unsigned rrpc_kstream_await_test_link(rrpc_kstream *s, int max_ms);
+
 const struct rrpc_kstream_stats *rrpc_kstream_stats(const rrpc_kstream *s);
 
 #endif

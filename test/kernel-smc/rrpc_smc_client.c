@@ -6,8 +6,10 @@
 // then one "link: ..." line with what the link did.
 //   rrpc_smc_client --addr A [--port P] [--size S] [--rounds R] [--ibdev D] [--gid-index I]
 //                   [--netdev N] [--ueid EID[,EID]] [--expect-peer-death] [--expect-eof]
-//                   [--timeout-ms T]
+//                   [--idle-ms T] [--timeout-ms T]
 // --expect-peer-death: the server dies in mid-stream; pass only on EOF or reset ("peer-gone").
+// --idle-ms T: after the first round the link idles until the kernel's first TEST_LINK (answered)
+// or T ms ("idle: test_link=N"); the rounds then go on over the same link.
 // --expect-eof: after the last round the server's orderly close must arrive ("peer-close: eof")
 // before this side closes.
 #include <arpa/inet.h>
@@ -29,7 +31,7 @@ enum { HDR_LEN = 16, MAX_SIZE = 16 << 20 };
 
 struct opts {
   const char *addr;
-  int port, expect_death, expect_eof;
+  int port, expect_death, expect_eof, idle_ms;
   size_t size;
   uint32_t rounds;
   struct rrpc_kstream_opts ks;
@@ -83,6 +85,8 @@ static int rounds(rrpc_kstream *s, const struct opts *o, uint8_t *out, uint8_t *
       fprintf(stderr, "rrpc_smc_client: round %u: byte %zu differs\n", r, i);
       return -EBADMSG;
     }
+    if (rc == 0 && r == 0 && o->idle_ms > 0)
+      printf("idle: test_link=%u\n", rrpc_kstream_await_test_link(s, o->idle_ms));
   }
   if (rc == 0 && o->expect_death) {
     fprintf(stderr, "rrpc_smc_client: the peer did not die\n");
@@ -150,6 +154,7 @@ static int parse(int argc, char **argv, struct opts *o) {
     else if (!strcmp(a, "--netdev")) o->ks.netdev = v;
     else if (!strcmp(a, "--ueid")) o->ks.ueids = v;
     else if (!strcmp(a, "--timeout-ms")) o->ks.timeout_ms = atoi(v);
+    else if (!strcmp(a, "--idle-ms")) o->idle_ms = atoi(v);
     else return -1;
   }
   return o->size == 0 || o->size > MAX_SIZE || o->rounds == 0 ? -1 : 0;
@@ -188,7 +193,7 @@ int main(int argc, char **argv) {
   if (parse(argc, argv, &o) != 0) {
     fprintf(stderr, "usage: rrpc_smc_client --addr A [--port P] [--size S] [--rounds R] "
                     "[--ibdev D] [--gid-index I] [--netdev N] [--ueid EIDS] "
-                    "[--expect-peer-death] [--expect-eof] [--timeout-ms T]\n");
+                    "[--expect-peer-death] [--expect-eof] [--idle-ms T] [--timeout-ms T]\n");
     return 2;
   }
   alarm(300);
