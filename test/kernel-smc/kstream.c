@@ -53,6 +53,7 @@ struct rrpc_kstream {
   uint8_t link_num; // from the kernel's CONFIRM_LINK
   uint8_t ring_code;
   int is_server;
+  unsigned test_links_wanted;
   int timeout_ms;
   struct rrpc_kstream_stats st;
 };
@@ -680,12 +681,13 @@ int rrpc_kstream_close(rrpc_kstream *s, struct rrpc_kstream_stats *final) {
   return rc;
 }
 
-static int test_link_seen(const struct rrpc_kstream *s) {
-  return s->st.llc_rx[RRPC_LLC_TEST_LINK] > 0;
+static int test_links_seen(const struct rrpc_kstream *s) {
+  return s->st.llc_rx[RRPC_LLC_TEST_LINK] >= s->test_links_wanted;
 }
 
-unsigned rrpc_kstream_await_test_link(rrpc_kstream *s, int max_ms) {
-  wait_until(s, test_link_seen, now_ms() + max_ms);
+unsigned rrpc_kstream_await_test_link(rrpc_kstream *s, unsigned count, int max_ms) {
+  s->test_links_wanted = count;
+  wait_until(s, test_links_seen, now_ms() + max_ms);
   return s->st.llc_rx[RRPC_LLC_TEST_LINK];
 }
 

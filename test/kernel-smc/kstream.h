@@ -58,9 +58,11 @@ long rrpc_kstream_read(rrpc_kstream *s, void *buf, size_t len);
 // gets the link's last counters.
 int rrpc_kstream_close(rrpc_kstream *s, struct rrpc_kstream_stats *final);
 
-// rrpc_kstream_await_test_link - keeps the idle link served (LLC answered) until the peer's
-// first TEST_LINK arrived or max_ms passed; the TEST_LINKs answered so far.
-unsigned rrpc_kstream_await_test_link(rrpc_kstream *s, int max_ms);
+// rrpc_kstream_await_test_link - keeps the idle link served (LLC answered) until `count`
+// TEST_LINKs of the peer arrived or max_ms passed; the TEST_LINKs answered so far. The kernel
+// sends the next one only after it accepted the answer to the last (else it takes the link
+// down), so count >= 2 checks the answers.
+unsigned rrpc_kstream_await_test_link(rrpc_kstream *s, unsigned count, int max_ms);
 
 const struct rrpc_kstream_stats *rrpc_kstream_stats(const rrpc_kstream *s);
 

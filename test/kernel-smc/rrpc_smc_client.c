@@ -8,8 +8,8 @@
 //                   [--netdev N] [--ueid EID[,EID]] [--expect-peer-death] [--expect-eof]
 //                   [--idle-ms T] [--timeout-ms T]
 // --expect-peer-death: the server dies in mid-stream; pass only on EOF or reset ("peer-gone").
-// --idle-ms T: after the first round the link idles until the kernel's first TEST_LINK (answered)
-// or T ms ("idle: test_link=N"); the rounds then go on over the same link.
+// --idle-ms T: after the first round the link idles until the kernel's second TEST_LINK (both
+// answered; the second comes only if the kernel took the first answer) or T ms ("idle: test_link=N"); the rounds then go on over the same link.
 // --expect-eof: after the last round the server's orderly close must arrive ("peer-close: eof")
 // before this side closes.
 #include <arpa/inet.h>
@@ -86,7 +86,7 @@ static int rounds(rrpc_kstream *s, const struct opts *o, uint8_t *out, uint8_t *
       return -EBADMSG;
     }
     if (rc == 0 && r == 0 && o->idle_ms > 0)
-      printf("idle: test_link=%u\n", rrpc_kstream_await_test_link(s, o->idle_ms));
+      printf("idle: test_link=%u\n", rrpc_kstream_await_test_link(s, 2, o->idle_ms));
   }
   if (rc == 0 && o->expect_death) {
     fprintf(stderr, "rrpc_smc_client: the peer did not die\n");
