@@ -32,8 +32,11 @@ enum {
   MSG_SLOT_LEN = 64,               // one CDC or LLC message
   CQ_DEPTH = SQ_DEPTH + RECV_SLOTS + 16,
   KS_TOKEN = 0x52525043,           // my alert token ("RRPC"): one connection per link group
-  WR_RECV = 1u << 31,              // wr_id tag of receives
 };
+
+// wr_id tag of receives (the slot in the low bits); sends carry their counter, WRITEs WR_WRITE.
+static const uint64_t WR_RECV = 1ull << 63;
+static const uint64_t WR_WRITE = 1ull << 62;
 
 struct rrpc_kstream {
   struct ibv_context *ctx;
@@ -313,7 +316,7 @@ static void on_completion(struct rrpc_kstream *s, const struct ibv_wc *wc) {
     s->sends_out--;
     return;
   }
-  uint32_t slot = (uint32_t)(wc->wr_id & ~(uint64_t)WR_RECV);
+  uint32_t slot = (uint32_t)(wc->wr_id & ~WR_RECV);
   const uint8_t *b = s->recv + (size_t)slot * RECV_SLOT_LEN;
   if (wc->byte_len > 0 && rrpc__llc_is_llc(b[0])) on_llc(s, b, wc->byte_len);
   else on_cdc(s, b, wc->byte_len);
@@ -597,7 +600,7 @@ int rrpc_kstream_write(rrpc_kstream *s, const void *buf, size_t len) {
       memcpy(s->staging + seg[i].off, p + done, seg[i].len);
       sge[i] = (struct ibv_sge){.addr = (uintptr_t)(s->staging + seg[i].off),
                                 .length = seg[i].len, .lkey = s->staging_mr->lkey};
-      wr[i] = (struct ibv_send_wr){.wr_id = ~(uint64_t)WR_RECV, .sg_list = &sge[i], .num_sge = 1,
+      wr[i] = (struct ibv_send_wr){.wr_id = WR_WRITE, .sg_list = &sge[i], .num_sge = 1,
                                    .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED,
                                    .next = i + 1 < nseg ? &wr[i + 1] : NULL};
       wr[i].wr.rdma.remote_addr = s->peer_addr + seg[i].off;
