@@ -303,7 +303,8 @@ rrpc_server_case() {
         tx=$(( $(counter sent_pkts) - tx0 )); rx=$(( $(counter rcvd_pkts) - rx0 ))
         $NL stats > /tmp/after 2>&1; fb=$($NL fallbacks | wc -l)
         cok=$(( $(stat_of smcr_client_v2_ok /tmp/after) - $(stat_of smcr_client_v2_ok /tmp/before) ))
-        echo "  $c $1 x $2: $res; status $rc; client SMC-Rv2 +$cok; rxe0 sent +$tx rcvd +$rx"
+        $NL lgrs | sed -n 's/^lgr \(id=[^ ]*\).*/\1/p' > /tmp/lgrs.$1
+        echo "  $c $1 x $2: $res; status $rc; client SMC-Rv2 +$cok; rxe0 sent +$tx rcvd +$rx; client link groups $(tr '\n' ' ' < /tmp/lgrs.$1)"
         if [ "$rc" = 0 ] && [ "$cok" = 1 ] && [ "$fb" = "$fb0" ] && [ "$tx" -ge 4 ] && [ "$rx" -ge 4 ]; then
             ok=$((ok + 1)); last=$res
         fi
@@ -312,10 +313,18 @@ rrpc_server_case() {
     sed 's/^/  rrpc-srv: /' "$OUT/srv.rrpc-srv.log"
     served=$(grep -c '^served ' "$OUT/srv.rrpc-srv.log")
     closed=$(grep -c "^close: peer's close CDC received" "$OUT/srv.rrpc-srv.log")
+    reused=$(grep -c "reused the link group" "$OUT/srv.rrpc-srv.log")
     if [ "$ok" != 3 ]; then fail "$c" "$ok of 3 kernel-client ping-pongs passed over SMC-Rv2"
     elif [ "$(cat "$OUT/srv.rrpc-srv.rc")" != 0 ] || [ "$served" != 3 ] || [ "$closed" != 3 ]; then
         fail "$c" "server status $(cat "$OUT/srv.rrpc-srv.rc"), served $served, closes $closed"
     else pass "$c" "64 B, 64 KiB, 16 MiB byte-exact over SMC-Rv2 ($(echo "$last" | grep -o 'connect_ms=[^ ]* .*MBps=[^ ]*'), 16 MiB)"; fi
+    # The 2nd and 3rd connection went on the link group of the 1st: rrpc's server says so and
+    # the client kernel started no link group after the first connection's (an older one of
+    # the kernel <-> kernel cases may have gone meanwhile).
+    new=$(cat /tmp/lgrs.65536 /tmp/lgrs.16777216 | grep -vxF -f /tmp/lgrs.64 | sort -u | tr '\n' ' ')
+    if [ "$reused" = 2 ] && [ -s /tmp/lgrs.64 ] && [ -z "$new" ]; then
+        pass rrpc-server-lgr-reused "2 of 3 connections on the first one's link group; no new link group on the client"
+    else fail rrpc-server-lgr-reused "server reused $reused times; link groups new after the first connection: ${new:-none}"; fi
 }
 
 client_main() {

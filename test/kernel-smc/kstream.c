@@ -31,7 +31,7 @@ enum {
   SQ_DEPTH = 128,
   MSG_SLOT_LEN = 64,               // one CDC or LLC message
   CQ_DEPTH = SQ_DEPTH + RECV_SLOTS + 16,
-  KS_TOKEN = 0x52525043,           // my alert token ("RRPC"): one connection per link group
+  KS_TOKEN = 0x52525043,           // my first alert token ("RRPC"); +1 per reused link
 };
 
 // wr_id tag of receives (the slot in the low bits); sends carry their counter, WRITEs WR_WRITE.
@@ -57,6 +57,9 @@ struct rrpc_kstream {
   uint8_t ring_code;
   int is_server;
   unsigned test_links_wanted;
+  uint32_t token;            // my alert token of the current connection
+  uint8_t client_sysid[8];   // server: the kernel client's system ID (link reuse matches it)
+  uint8_t client_gid[16];
   int timeout_ms;
   struct rrpc_kstream_stats st;
 };
@@ -140,8 +143,10 @@ static int create_objects(struct rrpc_kstream *s, const struct rrpc_kstream_opts
   s->ch = s->pd ? ibv_create_comp_channel(s->ctx) : NULL;
   s->cq = s->ch ? ibv_create_cq(s->ctx, CQ_DEPTH, NULL, s->ch, 0) : NULL;
   if (s->cq == NULL) return -ENOMEM;
-  uint32_t ring = (uint32_t)RRPC_CLC_RING_MIN << o->ring_code;
-  s->rmb_mr = alloc_mr(s, &s->rmb, ring, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  s->ring_code = o->ring_code;
+  s->token = KS_TOKEN;
+  s->rmb_mr = alloc_mr(s, &s->rmb, (uint32_t)RRPC_CLC_RING_MIN << o->ring_code,
+                       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
   s->recv_mr = alloc_mr(s, &s->recv, (size_t)RECV_SLOTS * RECV_SLOT_LEN, IBV_ACCESS_LOCAL_WRITE);
   s->msgs_mr = alloc_mr(s, &s->msgs, (size_t)SQ_DEPTH * MSG_SLOT_LEN, 0);
   if (!s->rmb_mr || !s->recv_mr || !s->msgs_mr) return -ENOMEM;
@@ -153,7 +158,6 @@ static int create_objects(struct rrpc_kstream *s, const struct rrpc_kstream_opts
   if (s->qp == NULL) return -errno ? -errno : -ENOMEM;
   s->self.qpn = s->qp->qp_num;
   s->st.my_qpn = s->qp->qp_num;
-  s->ring_code = o->ring_code;
   return 0;
 }
 
@@ -167,7 +171,7 @@ static int set_peer(struct rrpc_kstream *s, const struct rrpc__clc_accept *a) {
   s->st.kernel_qpn = a->qpn;
   s->staging_mr = alloc_mr(s, &s->staging, peer_ring, 0);
   if (s->staging_mr == NULL) return -ENOMEM;
-  return rrpc__cur_init(&s->w, peer_ring, (uint32_t)RRPC_CLC_RING_MIN << s->ring_code, KS_TOKEN);
+  return rrpc__cur_init(&s->w, peer_ring, (uint32_t)RRPC_CLC_RING_MIN << s->ring_code, s->token);
 }
 
 static int post_recv(struct rrpc_kstream *s, uint32_t slot) {
@@ -295,6 +299,10 @@ static void on_cdc(struct rrpc_kstream *s, const uint8_t *b, size_t len) {
   struct rrpc__cdc_msg m;
   struct rrpc__cur_event ev;
   enum rrpc__cur_violation why;
+  if (rrpc__cdc_decode(b, len, &m) == 0 && m.token != s->token) {
+    fprintf(stderr, "kstream: CDC for token 0x%08x (not ours: 0x%08x) dropped\n", m.token, s->token);
+    return;
+  }
   if (rrpc__cdc_decode(b, len, &m) != 0 || rrpc__cur_on_cdc(&s->w, &m, &ev, &why) != 0) {
     fprintf(stderr, "kstream: CDC refused (%s)\n", rrpc__cur_violation_text(why));
     s->link_down = 1;
@@ -392,7 +400,7 @@ static void fill_first_contact(const struct rrpc_kstream *s, const uint8_t peer_
   c->qpn = s->qp->qp_num;
   c->rkey = s->rmb_mr->rkey;
   c->rmbe_idx = 1;
-  c->token = KS_TOKEN;
+  c->token = s->token;
   c->ring_code = s->ring_code;
   c->mtu = mtu;
   c->ring_addr = (uint64_t)(uintptr_t)s->rmb;
@@ -534,31 +542,77 @@ static int confirm_link_as_server(struct rrpc_kstream *s) {
   return rc != 0 ? rc : await_confirm_link(s);
 }
 
-int rrpc_kstream_accept(int fd, const struct rrpc_kstream_opts *o, rrpc_kstream **out,
-                        uint32_t *declined) {
+// A server's link kept after its connection closed (rrpc_kstream_close with keep_link): the
+// next connection from the same kernel client goes on it. Test programs serve one connection
+// at a time, so one parked link is enough.
+static struct rrpc_kstream *parked;
+
+// Waits for the client's Confirm on fd while the link is served: the kernel client registers
+// its new RMB with CONFIRM_RKEY and waits for our answer before it sends the Confirm.
+static int read_clc_serving_link(int fd, struct rrpc_kstream *s, struct rrpc__clc_msg *m) {
+  int64_t end = now_ms() + s->timeout_ms;
+  for (;;) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, 0) == 1) return read_clc(fd, m);
+    if (!link_ok(s)) return -ECONNRESET;
+    int left = (int)(end - now_ms());
+    if (left <= 0) return -ETIMEDOUT;
+    // The CQ's wait is short so that the socket is looked at again soon.
+    (void)progress(s, left < 20 ? left : 20);
+  }
+}
+
+// The second and later connection of a kernel client on the parked link: a new RMB and token,
+// an Accept without first contact (its QP is the link's), the Confirm.
+static int accept_on_parked(int fd, struct rrpc_kstream *s, const uint8_t eid[RRPC_CLC_EID_LEN]) {
+  s->token++;
+  s->rmb_mr = alloc_mr(s, &s->rmb, (uint32_t)RRPC_CLC_RING_MIN << s->ring_code,
+                       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  if (s->rmb_mr == NULL) return -ENOMEM;
+  uint8_t peer_id[8] = {(uint8_t)(getpid() >> 8), (uint8_t)getpid()};
+  memcpy(peer_id + 2, s->self.mac, 6);
+  struct rrpc__clc_accept a;
+  fill_first_contact(s, peer_id, 3, 0, &a);
+  a.type = RRPC_CLC_ACCEPT;
+  a.first_contact = 0;
+  a.has_fce = 0;
+  memcpy(a.eid, eid, RRPC_CLC_EID_LEN);
+  uint8_t buf[RRPC_CLC_MAX_LEN];
+  size_t len = 0;
+  struct rrpc__clc_msg m;
+  int rc = rrpc__clc_encode_accept_v2(&a, buf, sizeof buf, &len);
+  if (rc == 0) rc = io_full(fd, buf, len, 1);
+  if (rc == 0) rc = read_clc_serving_link(fd, s, &m);
+  if (rc == 0 && (m.hdr.type != RRPC_CLC_CONFIRM || m.u.accept.first_contact)) rc = -EPROTO;
+  if (rc == 0) rc = set_peer(s, &m.u.accept);
+  s->st.reused = 1;
+  return rc;
+}
+
+static void end_link(struct rrpc_kstream *s);
+
+// A new link group for this connection: its Proposal `m` was read and checked.
+static int accept_first_contact(int fd, const struct rrpc_kstream_opts *o,
+                                const struct rrpc__clc_msg *m, const uint8_t eid[RRPC_CLC_EID_LEN],
+                                rrpc_kstream **out) {
   struct rrpc_kstream *s = calloc(1, sizeof *s);
   if (s == NULL) return -ENOMEM;
   s->timeout_ms = o->timeout_ms;
   s->is_server = 1;
-  *declined = 0;
+  memcpy(s->client_sysid, m->u.proposal.peer_id, 8);
+  memcpy(s->client_gid, m->u.proposal.roce_v2_gid, 16);
   int rc = read_gid(o->ibdev, o->gid_index, s->self.gid);
   if (rc == 0) rc = read_mac(o->netdev, s->self.mac);
   uint8_t peer_id[8] = {(uint8_t)(getpid() >> 8), (uint8_t)getpid()};
   memcpy(peer_id + 2, s->self.mac, 6);
-  struct rrpc__clc_msg m;
-  uint8_t eid[RRPC_CLC_EID_LEN];
-  if (rc == 0) rc = read_clc(fd, &m);
-  if (rc == 0 && (*declined = check_proposal(o, &m, eid)) != 0) {
-    (void)send_decline(fd, *declined);
-    rc = -ECONNREFUSED;
-  }
   uint32_t my_psn = random_psn();
+  struct rrpc__clc_msg c;
   if (rc == 0) rc = create_objects(s, o);
   if (rc == 0) rc = send_accept(fd, s, peer_id, eid, my_psn);
-  if (rc == 0) rc = read_clc(fd, &m);
-  if (rc == 0 && (m.hdr.type != RRPC_CLC_CONFIRM || !m.u.accept.first_contact)) rc = -EPROTO;
-  if (rc == 0) rc = set_peer(s, &m.u.accept);
-  if (rc == 0) rc = bring_up(s, o->gid_index, &m.u.accept, my_psn);
+  if (rc == 0) rc = read_clc(fd, &c);
+  if (rc == 0 && (c.hdr.type != RRPC_CLC_CONFIRM || !c.u.accept.first_contact)) rc = -EPROTO;
+  if (rc == 0) rc = set_peer(s, &c.u.accept);
+  if (rc == 0) rc = bring_up(s, o->gid_index, &c.u.accept, my_psn);
   if (rc == 0) rc = confirm_link_as_server(s);
   if (rc != 0) {
     destroy(s);
@@ -566,6 +620,32 @@ int rrpc_kstream_accept(int fd, const struct rrpc_kstream_opts *o, rrpc_kstream 
   }
   *out = s;
   return 0;
+}
+
+int rrpc_kstream_accept(int fd, const struct rrpc_kstream_opts *o, rrpc_kstream **out,
+                        uint32_t *declined) {
+  struct rrpc_kstream *s = parked;
+  parked = NULL;
+  *declined = 0;
+  struct rrpc__clc_msg m;
+  uint8_t eid[RRPC_CLC_EID_LEN];
+  // With a parked link its LLC is served while the Proposal is awaited.
+  int rc = s != NULL ? read_clc_serving_link(fd, s, &m) : read_clc(fd, &m);
+  if (rc == 0 && (*declined = check_proposal(o, &m, eid)) != 0) {
+    (void)send_decline(fd, *declined);
+    rc = -ECONNREFUSED;
+  }
+  if (rc == 0 && s != NULL && link_ok(s) && memcmp(m.u.proposal.peer_id, s->client_sysid, 8) == 0 &&
+      memcmp(m.u.proposal.roce_v2_gid, s->client_gid, 16) == 0) {
+    rc = accept_on_parked(fd, s, eid);
+    if (rc == 0) {
+      *out = s;
+      return 0;
+    }
+  }
+  if (s != NULL) end_link(s); // another client, or the reuse failed: that link is done
+  if (rc != 0) return rc;
+  return accept_first_contact(fd, o, &m, eid, out);
 }
 
 // ---- the stream ------------------------------------------------------------------------
@@ -655,18 +735,8 @@ static int peer_freed_rmb(const struct rrpc_kstream *s) {
   return s->st.llc_rx[RRPC_LLC_DELETE_RKEY] > 0;
 }
 
-int rrpc_kstream_close(rrpc_kstream *s, struct rrpc_kstream_stats *final) {
-  int rc = 0;
-  // The kernel's order for an orderly close: my CDC with "closed" (cursors current), then
-  // the peer's own.
-  if (link_ok(s) && send_cdc(s, RRPC_CDC_CS_CLOSED) != 0) rc = -EIO;
-  if (rc == 0) wait_until(s, peer_closed, now_ms() + s->timeout_ms);
-  if (rc == 0 && !peer_closed(s)) rc = link_ok(s) ? -ETIMEDOUT : -ECONNRESET;
-  // The link group ends with this connection: DELETE_LINK (all links, orderly), but only once
-  // the kernel freed the connection - its DELETE_RKEY for its RMB says so (bounded wait). A
-  // link deleted while the kernel's close still runs can deadlock 6.1's socket release
-  // (seen: a kernel client stuck in __smc_release's lock_sock for good).
-  wait_until(s, peer_freed_rmb, now_ms() + 3000);
+// DELETE_LINK (all links, orderly), then every verbs object freed once the sends left.
+static void end_link(struct rrpc_kstream *s) {
   if (link_ok(s)) {
     struct rrpc__llc_msg d;
     memset(&d, 0, sizeof d);
@@ -679,9 +749,51 @@ int rrpc_kstream_close(rrpc_kstream *s, struct rrpc_kstream_stats *final) {
   }
   int64_t end = now_ms() + 2000;
   while (s->sends_out > 0 && !s->qp_error && now_ms() < end) (void)progress(s, (int)(end - now_ms()));
-  if (final != NULL) *final = s->st;
   destroy(s);
+}
+
+// Frees what belongs to the connection, not the link: its RMB and the peer RMB's mirror.
+static void end_connection(struct rrpc_kstream *s) {
+  ibv_dereg_mr(s->rmb_mr);
+  ibv_dereg_mr(s->staging_mr);
+  free(s->rmb);
+  free(s->staging);
+  s->rmb_mr = s->staging_mr = NULL;
+  s->rmb = s->staging = NULL;
+  memset(&s->w, 0, sizeof s->w);
+  uint32_t my_qpn = s->st.my_qpn, kernel_qpn = s->st.kernel_qpn;
+  memset(&s->st, 0, sizeof s->st);
+  s->st.my_qpn = my_qpn;
+  s->st.kernel_qpn = kernel_qpn;
+}
+
+int rrpc_kstream_close(rrpc_kstream *s, struct rrpc_kstream_stats *final, int keep_link) {
+  int rc = 0;
+  // The kernel's order for an orderly close: my CDC with "closed" (cursors current), then
+  // the peer's own.
+  if (link_ok(s) && send_cdc(s, RRPC_CDC_CS_CLOSED) != 0) rc = -EIO;
+  if (rc == 0) wait_until(s, peer_closed, now_ms() + s->timeout_ms);
+  if (rc == 0 && !peer_closed(s)) rc = link_ok(s) ? -ETIMEDOUT : -ECONNRESET;
+  // The kernel frees the connection after its socket release and then deletes its RMB's rkey
+  // (DELETE_RKEY), expecting the answer within 2 s or it takes the link down: wait for it
+  // (bounded). Only then may the link go: a link deleted while the kernel's close still runs
+  // can deadlock 6.1's socket release (seen: a kernel client stuck for good in
+  // __smc_release's lock_sock).
+  wait_until(s, peer_freed_rmb, now_ms() + 3000);
+  if (final != NULL) *final = s->st;
+  if (keep_link && s->is_server && link_ok(s)) {
+    end_connection(s);
+    if (parked != NULL) end_link(parked);
+    parked = s;
+    return rc;
+  }
+  end_link(s);
   return rc;
+}
+
+void rrpc_kstream_end_parked(void) {
+  if (parked != NULL) end_link(parked);
+  parked = NULL;
 }
 
 static int test_links_seen(const struct rrpc_kstream *s) {

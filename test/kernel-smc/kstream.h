@@ -29,6 +29,7 @@ struct rrpc_kstream_stats {
   uint64_t bytes_tx, bytes_rx;
   uint32_t write_blocked;   // times the peer's RMB was full
   uint32_t kernel_qpn, my_qpn;
+  int reused;               // server: this connection went on the link of an earlier one
 };
 
 // rrpc_kstream_connect - on a connected TCP socket whose SYN carried SMC's option and whose
@@ -38,7 +39,10 @@ int rrpc_kstream_connect(int tcp_fd, const struct rrpc_kstream_opts *o, rrpc_kst
                          uint32_t *decline);
 
 // rrpc_kstream_accept - the server half on an accepted TCP socket (the listener marked for
-// option 254, the client's SYN carried it): the kernel client's v2 Proposal (SMC-Rv2, one of
+// option 254, the client's SYN carried it). With a link kept by rrpc_kstream_close and the
+// same kernel client (system ID and GID): its Proposal, an Accept without first contact on
+// that link (a new RMB and token; the client's CONFIRM_RKEY answered while its Confirm is
+// awaited), the Confirm. Otherwise: the kernel client's v2 Proposal (SMC-Rv2, one of
 // o->ueids, else a Decline with *declined set and -ECONNREFUSED), a first-contact Accept,
 // the client's Confirm, QP to RTS, LLC CONFIRM_LINK request and its response. No ADD_LINK is
 // offered: the kernel client waits for one (2 s) and goes on with the single link.
@@ -54,9 +58,14 @@ long rrpc_kstream_read(rrpc_kstream *s, void *buf, size_t len);
 
 // rrpc_kstream_close - the close CDC, the peer's close CDC (bounded wait), the peer's
 // DELETE_RKEY (bounded wait: the kernel freed its side), DELETE_LINK, then every verbs object
-// freed. 0 when the peer's close arrived, else negative; frees s anyway. *final (if not NULL)
-// gets the link's last counters.
-int rrpc_kstream_close(rrpc_kstream *s, struct rrpc_kstream_stats *final);
+// freed. 0 when the peer's close arrived, else negative; s is gone either way. *final (if not
+// NULL) gets the connection's last counters. keep_link (server only): the link stays (no
+// DELETE_LINK, the QP kept), and the same kernel client's next connection accepted goes on it
+// (its Accept without first contact): the kernel reuses its link group.
+int rrpc_kstream_close(rrpc_kstream *s, struct rrpc_kstream_stats *final, int keep_link);
+
+// rrpc_kstream_end_parked - ends a link kept by keep_link (DELETE_LINK, verbs freed).
+void rrpc_kstream_end_parked(void);
 
 // rrpc_kstream_await_test_link - keeps the idle link served (LLC answered) until `count`
 // TEST_LINKs of the peer arrived or max_ms passed; the TEST_LINKs answered so far. The kernel

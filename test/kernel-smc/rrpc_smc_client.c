@@ -213,7 +213,7 @@ int main(int argc, char **argv) {
   rc = rounds(s, &o, out, in);
   double t2 = now_s();
   struct rrpc_kstream_stats st;
-  int crc = rrpc_kstream_close(s, &st);
+  int crc = rrpc_kstream_close(s, &st, 0);
   print_link(&st);
   close(fd);
   device_resources(o.ks.ibdev, res_after, sizeof res_after);

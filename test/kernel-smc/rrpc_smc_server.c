@@ -3,10 +3,12 @@
 // carries SMC's TCP option when the client's SYN did (preload/bpf's sock_ops program), then
 // per connection the v2 CLC exchange as the link group's server, LLC CONFIRM_LINK, and
 // smc_pingpong's protocol served over the cursor data path: a 16-byte header ("SMPP", size,
-// rounds, index), then each SIZE-byte message echoed. Connections are served one at a time.
+// rounds, index), then each SIZE-byte message echoed. Connections are served one at a time;
+// all but the last keep the link, so the kernel client's next connection reuses its link group.
 //   rrpc_smc_server [--port P] [--conns N] [--ready FILE] [--ibdev D] [--gid-index I]
 //                   [--netdev N] [--ueid EID[,EID]] [--timeout-ms T]
-// Output per connection: "served conn=N size=S rounds=R", the link line, the close line.
+// Output per connection: "served conn=N size=S rounds=R", "conn N: started a / reused the link
+// group", the link line, the close line.
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -56,11 +58,11 @@ static int serve(rrpc_kstream *s, unsigned conn) {
 
 static void print_link(const struct rrpc_kstream_stats *st) {
   printf("link: my_qpn=0x%06x kernel_qpn=0x%06x llc_rx confirm_link=%u add_link=%u "
-         "test_link=%u delete_rkey=%u delete_link=%u cdc_rx=%u cdc_tx=%u bytes_rx=%llu "
+         "test_link=%u confirm_rkey=%u delete_rkey=%u delete_link=%u cdc_rx=%u cdc_tx=%u bytes_rx=%llu "
          "bytes_tx=%llu\n",
          st->my_qpn, st->kernel_qpn, st->llc_rx[RRPC_LLC_CONFIRM_LINK],
          st->llc_rx[RRPC_LLC_ADD_LINK], st->llc_rx[RRPC_LLC_TEST_LINK],
-         st->llc_rx[RRPC_LLC_DELETE_RKEY], st->llc_rx[RRPC_LLC_DELETE_LINK], st->cdc_rx,
+         st->llc_rx[RRPC_LLC_CONFIRM_RKEY], st->llc_rx[RRPC_LLC_DELETE_RKEY], st->llc_rx[RRPC_LLC_DELETE_LINK], st->cdc_rx,
          st->cdc_tx, (unsigned long long)st->bytes_rx, (unsigned long long)st->bytes_tx);
 }
 
@@ -83,7 +85,7 @@ static int listen_marked(int port) {
   return fd;
 }
 
-static int serve_conn(int cfd, unsigned conn, const struct rrpc_kstream_opts *ks) {
+static int serve_conn(int cfd, unsigned conn, const struct rrpc_kstream_opts *ks, int keep_link) {
   if (rrpc_smcopt_peer_offered(cfd) != 1) {
     fprintf(stderr, "rrpc_smc_server: conn %u: the client's SYN had no SMC option\n", conn);
     return -EPROTO;
@@ -96,7 +98,8 @@ static int serve_conn(int cfd, unsigned conn, const struct rrpc_kstream_opts *ks
   rc = serve(s, conn);
   // The kernel client closes after its last read; our close answers its close CDC.
   struct rrpc_kstream_stats st;
-  int crc = rrpc_kstream_close(s, &st);
+  int crc = rrpc_kstream_close(s, &st, keep_link);
+  printf("conn %u: %s link group\n", conn, st.reused ? "reused the" : "started a");
   print_link(&st);
   printf("close: %s\n", crc == 0 ? "peer's close CDC received" : strerror(-crc));
   return rc != 0 ? rc : crc;
@@ -132,13 +135,15 @@ int main(int argc, char **argv) {
   for (unsigned c = 0; c < conns; c++) {
     int cfd = accept(lfd, NULL, NULL);
     if (cfd < 0) return perror("rrpc_smc_server: accept"), 1;
-    int rc = serve_conn(cfd, c, &ks);
+    // The link stays for the next connection: the kernel client reuses its link group.
+    int rc = serve_conn(cfd, c, &ks, c + 1 < conns);
     close(cfd);
     if (rc != 0) {
       fprintf(stderr, "rrpc_smc_server: conn %u: %s\n", c, strerror(-rc));
       status = 1;
     }
   }
+  rrpc_kstream_end_parked();
   close(lfd);
   return status;
 }
