@@ -1,10 +1,12 @@
 // test/kernel-smc/kstream.h - a blocking byte stream over one SMC-R connection with a Linux
-// kernel AF_SMC peer, rrpc being either the client or the server (docs/kernel-smc.md). The test driver's "byte-stream API": it runs on the caller's thread and blocks
-// with bounded waits, so it is for test programs, not loop threads.
+// kernel AF_SMC peer, rrpc being either the client or the server (docs/kernel-smc.md). The
+// test programs' "byte-stream API": it runs on the caller's thread and blocks with bounded
+// waits, so it is for test programs, not loop threads. Single-threaded: one stream at a time.
 //
-// One connection per link group: the Proposal carries a system ID of this process, so the
-// kernel always answers with first contact and the link (one RC QP on --ibdev) carries this
-// connection only. SMC-Rv2 (RoCEv2 GIDs: the only kind rxe has).
+// SMC-Rv2 (RoCEv2 GIDs: the only kind rxe has). The link is one RC QP on `ibdev`. As client,
+// one link group per connection (the system ID is this process's, and a new link group is
+// asked for every time); as server, a kernel client's later connections may reuse the link
+// of an earlier one (rrpc_kstream_close's keep_link).
 #ifndef RRPC_TEST_KERNEL_SMC_KSTREAM_H
 #define RRPC_TEST_KERNEL_SMC_KSTREAM_H
 
