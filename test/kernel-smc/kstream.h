@@ -4,8 +4,8 @@
 // waits, so it is for test programs, not loop threads. Single-threaded: one stream at a time.
 //
 // SMC-Rv2 (RoCEv2 GIDs: the only kind rxe has). The link is one RC QP on `ibdev`. As client,
-// one link group per connection (the system ID is this process's, and a new link group is
-// asked for every time); as server, a kernel client's later connections may reuse the link
+// one link group per connection (a first-contact Accept is required, and the close ends the
+// group with DELETE_LINK); as server, a kernel client's later connections may reuse the link
 // of an earlier one (rrpc_kstream_close's keep_link).
 #ifndef RRPC_TEST_KERNEL_SMC_KSTREAM_H
 #define RRPC_TEST_KERNEL_SMC_KSTREAM_H
