@@ -56,11 +56,11 @@ CXXLIBS := -lgflags -lglog -lprotobuf -lpthread
 
 CORE_SRCS := $(wildcard src/rrpc/core/*.c src/rrpc/remote/*.c src/rrpc/rpc/*.c src/rrpc/client/*.c src/rrpc/builtin/*.c transport/*.c transport/smc/*.c transport/tcp/*.c transport/rdma/wire/*.c)
 ifeq ($(WITH_RDMA),1)
-CORE_SRCS += $(wildcard transport/rdma/*.c transport/rdma/imm/*.c transport/rdma/brpc/*.c transport/rdma/cm/*.c transport/rdma/cursor/*.c transport/rdma/remote/*.c)
+CORE_SRCS += $(wildcard transport/rdma/*.c transport/rdma/imm/*.c transport/rdma/brpc/*.c transport/rdma/cm/*.c transport/rdma/cursor/*.c transport/rdma/remote/*.c transport/smc/stream/*.c)
 CPPFLAGS += -DRRPC_WITH_RDMA=1
 LDLIBS += -lrdmacm -libverbs
 else
-CORE_SRCS += $(wildcard transport/rdma/none/*.c)
+CORE_SRCS += $(wildcard transport/rdma/none/*.c transport/smc/stream/none/*.c)
 endif
 CXX_SRCS := $(wildcard src/rrpc/cxx/*.cc)
 CXX_PROTOS := $(wildcard src/rrpc/cxx/*.proto)
@@ -250,10 +250,10 @@ KSMC_CLC_OBJS := $(patsubst %,$(BUILD)/obj/%.o,transport/smc/clc.c transport/smc
 $(BUILD)/test/kernel-smc/rrpc_clc_client: $(BUILD)/obj/test/kernel-smc/rrpc_clc_client.c.o $(KSMC_CLC_OBJS) $(BUILD)/librrpc_preload_policy.a
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PRELOAD_POLICY_LDLIBS) -lpthread
-KSMC_LINK_OBJS := $(KSMC_CLC_OBJS) $(patsubst %,$(BUILD)/obj/%.o,transport/smc/llc.c transport/smc/llc_answer.c transport/smc/cdc.c transport/rdma/wire/cursor_window.c test/kernel-smc/kstream.c)
-$(BUILD)/test/kernel-smc/rrpc_smc_client $(BUILD)/test/kernel-smc/rrpc_smc_server: $(BUILD)/test/kernel-smc/%: $(BUILD)/obj/test/kernel-smc/%.c.o $(KSMC_LINK_OBJS) $(BUILD)/librrpc_preload_policy.a
+# The two programs are users of the public rrpc/smc_stream.h, built into librrpc with RDMA.
+$(BUILD)/test/kernel-smc/rrpc_smc_client $(BUILD)/test/kernel-smc/rrpc_smc_server: $(BUILD)/test/kernel-smc/%: $(BUILD)/obj/test/kernel-smc/%.c.o $(LIBRRPC) $(BUILD)/librrpc_preload_policy.a
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) -o $@ $^ $(PRELOAD_POLICY_LDLIBS) -libverbs -lpthread
+	$(CC) $(LDFLAGS) -o $@ $^ $(PRELOAD_POLICY_LDLIBS) $(LDLIBS)
 $(BUILD)/test/kernel-smc/smc_pingpong: test/kernel-smc/smc_pingpong.c
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(filter-out -MMD -MP,$(CFLAGS)) $(LDFLAGS) -o $@ $<

@@ -93,7 +93,8 @@ server_main() {
     mv "$OUT/srv.rrpc-final.lgrs.tmp" "$OUT/srv.rrpc-final.lgrs"
     # rrpc's server for three kernel AF_SMC client connections (rrpc-server-kernel-client).
     timeout 300 $RS_SERVER --port $((PORT_BASE + 13)) --conns 3 --ready "$OUT/ready.rrpc-srv" \
-        --ibdev "$RXE_VM_DEV" --netdev "$RXE_VM_NETDEV" --ueid "$UEID" > "$OUT/srv.rrpc-srv.log" 2>&1
+        --netdev "$RXE_VM_NETDEV" --smc_pnet "$RXE_VM_NETDEV=$RXE_VM_DEV" --smc_ueid "$UEID" \
+        > "$OUT/srv.rrpc-srv.log" 2>&1
     echo $? > "$OUT/srv.rrpc-srv.rc"
     # Stay up until the client has judged everything (it reads our files).
     wait_file "$OUT/client-done" || log "the client never finished"
@@ -177,7 +178,7 @@ rrpc_clc_case() {
     pass "$c" "$(echo "$res" | grep '^clc:' | tail -n 1); server fallback $want counted"
 }
 
-# rrpc_run CASE ARGS...: rrpc_smc_client (rrpc's SMC-Rv2 client, test/kernel-smc/kstream.c)
+# rrpc_run CASE ARGS...: rrpc_smc_client (rrpc's SMC-Rv2 client, rrpc/smc_stream.h)
 # against the kernel AF_SMC server of CASE; sets RESULT, RC (the client's status), SRC (the
 # server's), TX/RX (rxe0 packets) and SOK (the server's smcr_server_v2_ok).
 rrpc_run() {
@@ -186,7 +187,7 @@ rrpc_run() {
     wait_file "$OUT/ready.$c" || { RESULT="server never listened"; return; }
     tx0=$(counter sent_pkts); rx0=$(counter rcvd_pkts)
     RESULT=$(timeout 200 $RS_CLIENT --addr $SERVER --ibdev "$RXE_VM_DEV" --netdev "$RXE_VM_NETDEV" \
-             --ueid "$UEID" "$@" 2>&1)
+             --smc_pnet "$RXE_VM_NETDEV=$RXE_VM_DEV" --smc_ueid "$UEID" "$@" 2>&1)
     RC=$?
     TX=$(( $(counter sent_pkts) - tx0 )); RX=$(( $(counter rcvd_pkts) - rx0 ))
     wait_file "$OUT/srv.$c.rc" || { RESULT="$RESULT; server never finished"; return; }
