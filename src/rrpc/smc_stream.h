@@ -16,9 +16,6 @@
 
 #ifdef __cplusplus
 extern "C" {
-#ifdef __cplusplus
-}
-#endif
 #endif
 
 typedef struct rrpc_smc_stream rrpc_smc_stream;
