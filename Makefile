@@ -15,7 +15,8 @@
 #
 # Sources are found by directory, so adding a file needs no edit here:
 #   src/rrpc/{core,remote,rpc,client,builtin}/*.c transport/*.c transport/smc/*.c transport/tcp/*.c transport/rdma/wire/*.c -> librrpc.a
-#   transport/rdma/{,imm/,brpc/,cm/,cursor/,remote/}*.c (only WITH_RDMA=1) or transport/rdma/none/*.c
+#   transport/rdma/{,imm/,brpc/,cm/,cursor/,remote/}*.c transport/smc/stream/*.c (only WITH_RDMA=1)
+#     or transport/rdma/none/*.c transport/smc/stream/none/*.c
 #   src/rrpc/cxx/*.cc + src/rrpc/cxx/*.proto                 -> librrpc_cxx.a
 #   src/rrpc/flags/*.cc (the flags brpc also defines)        -> librrpc_flags.a
 #   (each library also as lib<name>.so.VERSION, soname lib<name>.so.MAJOR)
@@ -264,7 +265,9 @@ test-kernel-smc: $(KSMC_BINS)
 # ---- fuzzing (clang + libFuzzer) -------------------------------------------
 FUZZ_CC ?= clang
 FUZZ_FLAGS := -std=c11 -g -O1 -fsanitize=fuzzer-no-link,address,undefined -D_GNU_SOURCE -Isrc -I.
-FUZZ_CORE_SRCS := $(filter-out transport/rdma/%,$(CORE_SRCS)) $(wildcard transport/rdma/wire/*.c) $(wildcard transport/rdma/none/*.c)
+# The fuzzers link without verbs: the no-RDMA variants of the RDMA-only parts.
+FUZZ_CORE_SRCS := $(filter-out transport/rdma/% transport/smc/stream/%,$(CORE_SRCS)) \
+    $(wildcard transport/rdma/wire/*.c) $(wildcard transport/rdma/none/*.c) $(wildcard transport/smc/stream/none/*.c)
 FUZZ_OBJS := $(patsubst %,build/fuzz/obj/%.o,$(sort $(FUZZ_CORE_SRCS)))
 FUZZERS := $(patsubst test/fuzz/%.c,build/fuzz/%,$(wildcard test/fuzz/*_fuzzer.c))
 fuzz: $(FUZZERS)
