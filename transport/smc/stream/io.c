@@ -43,7 +43,7 @@ int rrpc_smc_stream_write(rrpc_smc_stream *s, const void *buf, size_t len) {
       memcpy(s->staging + seg[i].off, p + done, seg[i].len);
       sge[i] = (struct ibv_sge){.addr = (uintptr_t)(s->staging + seg[i].off),
                                 .length = seg[i].len, .lkey = s->staging_mr->lkey};
-      wr[i] = (struct ibv_send_wr){.wr_id = WR_WRITE, .sg_list = &sge[i], .num_sge = 1,
+      wr[i] = (struct ibv_send_wr){.wr_id = RRPC__SS_WR_WRITE, .sg_list = &sge[i], .num_sge = 1,
                                    .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED,
                                    .next = i + 1 < nseg ? &wr[i + 1] : NULL};
       wr[i].wr.rdma.remote_addr = s->peer_addr + seg[i].off;

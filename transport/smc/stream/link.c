@@ -125,7 +125,7 @@ int rrpc__ss_set_peer(struct rrpc_smc_stream *s, const struct rrpc__clc_accept *
 static int post_recv(struct rrpc_smc_stream *s, uint32_t slot) {
   struct ibv_sge sge = {.addr = (uintptr_t)(s->recv + (size_t)slot * RECV_SLOT_LEN),
                         .length = RECV_SLOT_LEN, .lkey = s->recv_mr->lkey};
-  struct ibv_recv_wr wr = {.wr_id = WR_RECV | slot, .sg_list = &sge, .num_sge = 1}, *bad;
+  struct ibv_recv_wr wr = {.wr_id = RRPC__SS_WR_RECV | slot, .sg_list = &sge, .num_sge = 1}, *bad;
   return ibv_post_recv(s->qp, &wr, &bad) == 0 ? 0 : -EIO;
 }
 
@@ -265,14 +265,14 @@ static void on_completion(struct rrpc_smc_stream *s, const struct ibv_wc *wc) {
       RRPC_LOG(WARNING, "smc stream: completion %s (wr %llx)", ibv_wc_status_str(wc->status),
               (unsigned long long)wc->wr_id);
     s->qp_error = 1;
-    if (!(wc->wr_id & WR_RECV) && s->sends_out > 0) s->sends_out--;
+    if (!(wc->wr_id & RRPC__SS_WR_RECV) && s->sends_out > 0) s->sends_out--;
     return;
   }
-  if (!(wc->wr_id & WR_RECV)) {
+  if (!(wc->wr_id & RRPC__SS_WR_RECV)) {
     s->sends_out--;
     return;
   }
-  uint32_t slot = (uint32_t)(wc->wr_id & ~WR_RECV);
+  uint32_t slot = (uint32_t)(wc->wr_id & ~RRPC__SS_WR_RECV);
   const uint8_t *b = s->recv + (size_t)slot * RECV_SLOT_LEN;
   if (wc->byte_len > 0 && rrpc__llc_is_llc(b[0])) rrpc__ss_on_llc(s, b, wc->byte_len);
   else on_cdc(s, b, wc->byte_len);

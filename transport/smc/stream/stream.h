@@ -24,9 +24,9 @@ enum {
   KS_TOKEN = 0x52525043,           // my first alert token ("RRPC"); +1 per reused link
 };
 
-// wr_id tag of receives (the slot in the low bits); sends carry their counter, WRITEs WR_WRITE.
-#define WR_RECV (1ull << 63)
-#define WR_WRITE (1ull << 62)
+// wr_id tag of receives (the slot in the low bits); sends carry their counter, WRITEs RRPC__SS_WR_WRITE.
+#define RRPC__SS_WR_RECV (1ull << 63)
+#define RRPC__SS_WR_WRITE (1ull << 62)
 
 struct rrpc_smc_stream {
   struct ibv_context *ctx;
