@@ -15,7 +15,8 @@
 #
 # Sources are found by directory, so adding a file needs no edit here:
 #   src/rrpc/{core,remote,rpc,client,builtin}/*.c transport/*.c transport/smc/*.c transport/tcp/*.c transport/rdma/wire/*.c -> librrpc.a
-#   transport/rdma/{,imm/,brpc/,cm/,cursor/,remote/}*.c (only WITH_RDMA=1) or transport/rdma/none/*.c
+#   transport/rdma/{,imm/,brpc/,cm/,cursor/,remote/}*.c transport/smc/stream/*.c (only WITH_RDMA=1)
+#     or transport/rdma/none/*.c transport/smc/stream/none/*.c
 #   src/rrpc/cxx/*.cc + src/rrpc/cxx/*.proto                 -> librrpc_cxx.a
 #   src/rrpc/flags/*.cc (the flags brpc also defines)        -> librrpc_flags.a
 #   (each library also as lib<name>.so.VERSION, soname lib<name>.so.MAJOR)
@@ -56,11 +57,11 @@ CXXLIBS := -lgflags -lglog -lprotobuf -lpthread
 
 CORE_SRCS := $(wildcard src/rrpc/core/*.c src/rrpc/remote/*.c src/rrpc/rpc/*.c src/rrpc/client/*.c src/rrpc/builtin/*.c transport/*.c transport/smc/*.c transport/tcp/*.c transport/rdma/wire/*.c)
 ifeq ($(WITH_RDMA),1)
-CORE_SRCS += $(wildcard transport/rdma/*.c transport/rdma/imm/*.c transport/rdma/brpc/*.c transport/rdma/cm/*.c transport/rdma/cursor/*.c transport/rdma/remote/*.c)
+CORE_SRCS += $(wildcard transport/rdma/*.c transport/rdma/imm/*.c transport/rdma/brpc/*.c transport/rdma/cm/*.c transport/rdma/cursor/*.c transport/rdma/remote/*.c transport/smc/stream/*.c)
 CPPFLAGS += -DRRPC_WITH_RDMA=1
 LDLIBS += -lrdmacm -libverbs
 else
-CORE_SRCS += $(wildcard transport/rdma/none/*.c)
+CORE_SRCS += $(wildcard transport/rdma/none/*.c transport/smc/stream/none/*.c)
 endif
 CXX_SRCS := $(wildcard src/rrpc/cxx/*.cc)
 CXX_PROTOS := $(wildcard src/rrpc/cxx/*.proto)
@@ -272,11 +273,15 @@ test-rdma-siw: $(RDMA_SIW_TESTS) tools
 
 # The kernel SMC-R suite: kernel AF_SMC peers in two Soft-RoCE guests with the patched
 # rdma_rxe (docs/kernel-smc.md). Local, not in `make test`: it boots two VMs.
-KSMC_BINS := $(BUILD)/test/kernel-smc/smc_pingpong $(BUILD)/tools/smc_nl $(BUILD)/test/kernel-smc/rrpc_clc_client
+KSMC_BINS := $(BUILD)/test/kernel-smc/smc_pingpong $(BUILD)/tools/smc_nl $(BUILD)/test/kernel-smc/rrpc_clc_client $(BUILD)/test/kernel-smc/rrpc_smc_client $(BUILD)/test/kernel-smc/rrpc_smc_server
 KSMC_CLC_OBJS := $(patsubst %,$(BUILD)/obj/%.o,transport/smc/clc.c transport/smc/clc_v2.c transport/smc/smc_config.c src/rrpc/core/errors.c)
 $(BUILD)/test/kernel-smc/rrpc_clc_client: $(BUILD)/obj/test/kernel-smc/rrpc_clc_client.c.o $(KSMC_CLC_OBJS) $(BUILD)/librrpc_preload_policy.a
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PRELOAD_POLICY_LDLIBS) -lpthread
+# The two programs are users of the public rrpc/smc_stream.h, built into librrpc with RDMA.
+$(BUILD)/test/kernel-smc/rrpc_smc_client $(BUILD)/test/kernel-smc/rrpc_smc_server: $(BUILD)/test/kernel-smc/%: $(BUILD)/obj/test/kernel-smc/%.c.o $(LIBRRPC) $(BUILD)/librrpc_preload_policy.a
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PRELOAD_POLICY_LDLIBS) $(LDLIBS)
 $(BUILD)/test/kernel-smc/smc_pingpong: test/kernel-smc/smc_pingpong.c
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(filter-out -MMD -MP,$(CFLAGS)) $(LDFLAGS) -o $@ $<
@@ -287,7 +292,9 @@ test-kernel-smc: $(KSMC_BINS)
 # ---- fuzzing (clang + libFuzzer) -------------------------------------------
 FUZZ_CC ?= clang
 FUZZ_FLAGS := -std=c11 -g -O1 -fsanitize=fuzzer-no-link,address,undefined -D_GNU_SOURCE -Isrc -I.
-FUZZ_CORE_SRCS := $(filter-out transport/rdma/%,$(CORE_SRCS)) $(wildcard transport/rdma/wire/*.c) $(wildcard transport/rdma/none/*.c)
+# The fuzzers link without verbs: the no-RDMA variants of the RDMA-only parts.
+FUZZ_CORE_SRCS := $(filter-out transport/rdma/% transport/smc/stream/%,$(CORE_SRCS)) \
+    $(wildcard transport/rdma/wire/*.c) $(wildcard transport/rdma/none/*.c) $(wildcard transport/smc/stream/none/*.c)
 FUZZ_OBJS := $(patsubst %,build/fuzz/obj/%.o,$(sort $(FUZZ_CORE_SRCS)))
 FUZZERS := $(patsubst test/fuzz/%.c,build/fuzz/%,$(wildcard test/fuzz/*_fuzzer.c))
 fuzz: $(FUZZERS)

@@ -10,7 +10,7 @@ set -u -o pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT" || exit 125
 OUT=$ROOT/build/kernel-smc/out
-for f in build/test/kernel-smc/smc_pingpong build/tools/smc_nl build/test/kernel-smc/rrpc_clc_client; do
+for f in build/test/kernel-smc/smc_pingpong build/tools/smc_nl build/test/kernel-smc/rrpc_clc_client build/test/kernel-smc/rrpc_smc_client build/test/kernel-smc/rrpc_smc_server; do
     [ -x "$f" ] || { echo "kernel-smc: $f is missing (make test-kernel-smc builds it)" >&2
                      echo "0 passed, 1 failed"; exit 1; }
 done
