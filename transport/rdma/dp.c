@@ -285,6 +285,25 @@ static void close_after(const struct rrpc__dp_hooks *h, rrpc__rdma_ep *ep) {
   if (done) rrpc__ep_close_finish(ep); /* may drop the socket's reference */
 }
 
+static int rx_held(const rrpc__rdma_ep *ep) {
+  return ep->held_len > 0 || (ep->elastic && rrpc_iobuf_length(&ep->el_held) > 0);
+}
+
+static void close_heard_task(void *arg) {
+  rrpc__socket *s = arg;
+  rrpc__socket_fail(s, -RRPC_ECLOSE);
+  rrpc__socket_unref(s);
+}
+
+void rrpc__dp_held_released(rrpc__rdma_ep *ep) {
+  if (!ep->dp.close_heard || rx_held(ep) || ep->s == NULL) return;
+  ep->dp.close_heard = 0;
+  /* A task: the core delivers what resume_read moved up right after it
+   * returns, and a failed socket delivers nothing. */
+  rrpc__socket_ref(ep->s);
+  if (rrpc__loop_post(ep->loop, close_heard_task, ep->s) != 0) close_heard_task(ep->s);
+}
+
 void rrpc__dp_after_with(const struct rrpc__dp_hooks *h, rrpc__rdma_ep *ep) {
   int got = ep->pl.got, peer_closed = ep->pl.peer_closed, rc = ep->pl.rc;
   ep->pl.got = ep->pl.peer_closed = 0;
@@ -304,7 +323,11 @@ void rrpc__dp_after_with(const struct rrpc__dp_hooks *h, rrpc__rdma_ep *ep) {
     rrpc__socket_fail(ep->s, rc);
     return;
   }
-  if (peer_closed) {
+  if (peer_closed && rx_held(ep)) {
+    /* Bytes the owner was not ready for are still in the ring: the close is
+     * the end of the stream, after them, as TCP's FIN is. */
+    ep->dp.close_heard = 1;
+  } else if (peer_closed) {
     rrpc__socket_fail(ep->s, -RRPC_ECLOSE);
     return;
   }

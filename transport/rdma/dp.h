@@ -91,5 +91,9 @@ struct rrpc__dp_hooks {
 void rrpc__dp_on_wc_with(const struct rrpc__dp_hooks *h, struct rrpc__rdma_ep *ep, const struct ibv_wc *wc,
                          int is_send, rrpc_iobuf *drop);
 void rrpc__dp_after_with(const struct rrpc__dp_hooks *h, struct rrpc__rdma_ep *ep);
+/* A dialect's resume_read calls this once its held bytes went to the read
+ * buffer: a peer close heard while they were held takes effect now, after
+ * the core delivered them (loop thread). */
+void rrpc__dp_held_released(struct rrpc__rdma_ep *ep);
 
 #endif /* RRPC_TRANSPORT_RDMA_DP_H */

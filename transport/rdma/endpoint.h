@@ -200,6 +200,7 @@ struct rrpc__ep_dp {
   uint16_t cdc_seq;      /* last CDC sequence number sent */
   uint64_t cdc_slot_wr;  /* WR of the last CDC sent from the slot (not inline) */
   int closed_sent;       /* the connection is closing: no writer posts any more */
+  int close_heard;       /* the peer closed while received bytes were held back */
   uint8_t close_flags;   /* the close CDC's connection-state flags, 0 = none due */
   uint64_t close_wr;     /* the WR that carried it, 0 while not posted yet */
   struct rrpc__ep_el el; /* elastic mode only (ep->elastic) */

@@ -253,6 +253,7 @@ static void cursor_resume_read(rrpc__rdma_ep *ep) {
     rrpc__socket_fail(ep->s, rc);
     return;
   }
+  rrpc__dp_held_released(ep);
   /* The room came back: tell the peer if the rule says so. */
   rrpc__ep_lock(ep);
   pump_locked(ep);

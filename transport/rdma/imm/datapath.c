@@ -473,6 +473,7 @@ void rrpc__dp_resume_read(rrpc__rdma_ep *ep) {
     rrpc__socket_fail(ep->s, rc);
     return;
   }
+  rrpc__dp_held_released(ep);
   /* The ring space came back: tell the peer, who may be waiting for it. */
   rrpc__ep_lock(ep);
   rrpc__dp_maybe_ack_locked(ep);
