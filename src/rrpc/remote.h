@@ -165,6 +165,31 @@ typedef struct rrpc_remote_link_stats {
 } rrpc_remote_link_stats;
 void rrpc_remote_link_get_stats(rrpc_remote_link *l, rrpc_remote_link_stats *out);
 
+/* Process-wide limits of remote memory (flags remote_*, docs/remote-memory.md).
+ * Zero means default for every field. A link takes them when it is made;
+ * links made earlier keep theirs. */
+typedef struct rrpc_remote_limits {
+  /* piece_size (flag remote_piece_size): bytes per piece a transfer is
+   * split into - one frame over TCP, one work request over RDMA. 4096 ..
+   * 1 MiB (a peer accepts frames of at most 1 MiB). 0 = 1 MiB. */
+  size_t piece_size;
+  /* max_inflight (flag remote_max_inflight): pieces of one link sent and
+   * not completed; the rest wait in the link's queue. 1 .. 64. 0 = 8. */
+  int max_inflight;
+  /* max_regions (flag remote_max_regions): live regions per link and
+   * table - this side's own, and the peer's it accepts. A registration
+   * over it fails with -ENOSPC, an announcement over it fails the
+   * connection; both count in refused_full. 1 .. 1048576. 0 = 4096. */
+  uint32_t max_regions;
+} rrpc_remote_limits;
+
+/* rrpc_remote_limits_set - replace the limits (copied; NULL = defaults).
+ * 0, or -EINVAL with nothing changed when a field is out of its range.
+ * Any thread. */
+int rrpc_remote_limits_set(const rrpc_remote_limits *l);
+/* rrpc_remote_limits_get - the limits in force, defaults filled in. */
+void rrpc_remote_limits_get(rrpc_remote_limits *out);
+
 #ifdef __cplusplus
 }
 #endif

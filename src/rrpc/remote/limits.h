@@ -1,0 +1,11 @@
+/* remote/limits.h - what the remote-memory limits are bounded by inside. */
+#ifndef RRPC_REMOTE_LIMITS_H
+#define RRPC_REMOTE_LIMITS_H
+
+enum {
+  /* a link's tables of pieces in flight are sized for this many, so
+   * max_inflight cannot exceed it */
+  RRPC__RMT_INFLIGHT_CAP = 64,
+};
+
+#endif /* RRPC_REMOTE_LIMITS_H */
