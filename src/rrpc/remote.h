@@ -174,12 +174,15 @@ typedef struct rrpc_remote_limits {
    * 1 MiB (a peer accepts frames of at most 1 MiB). 0 = 1 MiB. */
   size_t piece_size;
   /* max_inflight (flag remote_max_inflight): pieces of one link sent and
-   * not completed; the rest wait in the link's queue. 1 .. 64. 0 = 8. */
+   * not completed; the rest wait in the link's queue. 1 .. 8 (an RDMA QP reserves send
+   * entries for 8). 0 = 8. */
   int max_inflight;
   /* max_regions (flag remote_max_regions): live regions per link and
    * table - this side's own, and the peer's it accepts. A registration
    * over it fails with -ENOSPC, an announcement over it fails the
-   * connection; both count in refused_full. 1 .. 1048576. 0 = 4096. */
+   * connection; both count in refused_full. Give both sides the same
+   * value, or an owner within its own limit can pass its peer's.
+   * 1 .. 1048576. 0 = 4096. */
   uint32_t max_regions;
 } rrpc_remote_limits;
 

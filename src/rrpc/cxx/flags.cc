@@ -140,11 +140,11 @@ DEFINE_uint64(remote_piece_size, 1u << 20,
               "work request over RDMA); 4096..1048576, taken by links made after it is set");
 DEFINE_int32(remote_max_inflight, 8,
              "Remote memory: pieces of one link sent and not completed; more wait in the link's "
-             "queue (1..64)");
+             "queue (1..8: an RDMA QP reserves send entries for 8)");
 DEFINE_int32(remote_max_regions, 4096,
              "Remote memory: live regions per link and table; a registration over it fails with "
              "-ENOSPC and an announcement over it fails the connection (counter refused_full; "
-             "1..1048576)");
+             "1..1048576; give both sides the same value)");
 DEFINE_int32(rrpc_completion_handoff, 0,
              "Client completions of one busy connection: at least this many from one read "
              "(>= 2) and half run on another, sleeping process-wide loop; 0 = off (the default)");
@@ -249,7 +249,7 @@ bool SetRemotePieceSize(const char* name, uint64_t v) {
 
 bool SetRemoteMaxInflight(const char* name, int32_t v) {
   return SetRemoteLimit(name, [](rrpc_remote_limits* l, uint64_t x) { l->max_inflight = static_cast<int>(x); },
-                        static_cast<uint64_t>(v), v >= 1 && v <= 64);
+                        static_cast<uint64_t>(v), v >= 1 && v <= 8);
 }
 
 bool SetRemoteMaxRegions(const char* name, int32_t v) {

@@ -3,9 +3,10 @@
 #define RRPC_REMOTE_LIMITS_H
 
 enum {
-  /* a link's tables of pieces in flight are sized for this many, so
-   * max_inflight cannot exceed it */
-  RRPC__RMT_INFLIGHT_CAP = 64,
+  /* a link's tables of pieces in flight are sized for this many, and an
+   * RDMA QP reserves send entries for them beside binds and invalidations
+   * (RRPC_RMT_CAR_SQ_RESERVE), so max_inflight cannot exceed it */
+  RRPC__RMT_INFLIGHT_CAP = 8,
 };
 
 #endif /* RRPC_REMOTE_LIMITS_H */
