@@ -23,12 +23,14 @@ TEST(RemoteLimits, OutOfRangeValuesAreRefusedAndLeaveTheLimitsAsTheyWere) {
   EXPECT_EQ(size_t{1} << 20, d.piece_size);
   EXPECT_EQ(8, d.max_inflight);
   EXPECT_EQ(4096u, d.max_regions);
+  EXPECT_EQ(10000, d.bind_wait_ms);
   rrpc_remote_limits ok = {};
   ok.piece_size = 4096;
   ok.max_inflight = 8;
   ok.max_regions = 1u << 20;
+  ok.bind_wait_ms = 600000;
   ASSERT_EQ(0, rrpc_remote_limits_set(&ok));
-  rrpc_remote_limits bad[] = {{4095, 0, 0}, {(1u << 20) + 1, 0, 0}, {0, -1, 0}, {0, 9, 0}, {0, 0, (1u << 20) + 1}};
+  rrpc_remote_limits bad[] = {{4095, 0, 0, 0}, {(1u << 20) + 1, 0, 0, 0}, {0, -1, 0, 0}, {0, 9, 0, 0}, {0, 0, (1u << 20) + 1, 0}, {0, 0, 0, -1}, {0, 0, 0, 600001}};
   for (const rrpc_remote_limits &b : bad) {
     EXPECT_EQ(-EINVAL, rrpc_remote_limits_set(&b));
     rrpc_remote_limits now;
@@ -36,6 +38,7 @@ TEST(RemoteLimits, OutOfRangeValuesAreRefusedAndLeaveTheLimitsAsTheyWere) {
     EXPECT_EQ(4096u, now.piece_size);
     EXPECT_EQ(8, now.max_inflight);
     EXPECT_EQ(1u << 20, now.max_regions);
+    EXPECT_EQ(600000, now.bind_wait_ms);
   }
 }
 

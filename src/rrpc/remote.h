@@ -162,6 +162,7 @@ typedef struct rrpc_remote_link_stats {
   uint64_t served_bytes;          /* owner, TCP carriage: bytes copied for the peer's transfers */
   uint32_t live_regions, peer_regions;
   int rdma;                       /* 1: one-sided RDMA; 0: carried in the byte stream */
+  uint64_t bind_timeouts;         /* registrations failed after bind_wait_ms (RDMA) */
 } rrpc_remote_link_stats;
 void rrpc_remote_link_get_stats(rrpc_remote_link *l, rrpc_remote_link_stats *out);
 
@@ -184,6 +185,11 @@ typedef struct rrpc_remote_limits {
    * value, or an owner within its own limit can pass its peer's.
    * 1 .. 1048576. 0 = 4096. */
   uint32_t max_regions;
+  /* bind_wait_ms (flag remote_bind_wait_ms): RDMA only - how long a
+   * registration waits for its window's bind to complete; past it the
+   * registration fails with -ETIMEDOUT, counted in bind_timeouts. Read at
+   * each registration. 1 .. 600000. 0 = 10000. */
+  int bind_wait_ms;
 } rrpc_remote_limits;
 
 /* rrpc_remote_limits_set - replace the limits (copied; NULL = defaults).

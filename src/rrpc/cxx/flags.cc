@@ -145,6 +145,9 @@ DEFINE_int32(remote_max_regions, 4096,
              "Remote memory: live regions per link and table; a registration over it fails with "
              "-ENOSPC and an announcement over it fails the connection (counter refused_full; "
              "1..1048576; give both sides the same value)");
+DEFINE_int32(remote_bind_wait_ms, 10000,
+             "Remote memory over RDMA: how long a registration waits for its window's bind to "
+             "complete before failing with -ETIMEDOUT (counter bind_timeouts; 1..600000 ms)");
 DEFINE_int32(rrpc_completion_handoff, 0,
              "Client completions of one busy connection: at least this many from one read "
              "(>= 2) and half run on another, sleeping process-wide loop; 0 = off (the default)");
@@ -252,6 +255,11 @@ bool SetRemoteMaxInflight(const char* name, int32_t v) {
                         static_cast<uint64_t>(v), v >= 1 && v <= 8);
 }
 
+bool SetRemoteBindWaitMs(const char* name, int32_t v) {
+  return SetRemoteLimit(name, [](rrpc_remote_limits* l, uint64_t x) { l->bind_wait_ms = static_cast<int>(x); },
+                        static_cast<uint64_t>(v), v >= 1 && v <= 600000);
+}
+
 bool SetRemoteMaxRegions(const char* name, int32_t v) {
   return SetRemoteLimit(name, [](rrpc_remote_limits* l, uint64_t x) { l->max_regions = static_cast<uint32_t>(x); },
                         static_cast<uint64_t>(v), v >= 1 && v <= (1 << 20));
@@ -265,6 +273,7 @@ const bool g_validators_registered =
     gflags::RegisterFlagValidator(&FLAGS_remote_piece_size, SetRemotePieceSize) &&
     gflags::RegisterFlagValidator(&FLAGS_remote_max_inflight, SetRemoteMaxInflight) &&
     gflags::RegisterFlagValidator(&FLAGS_remote_max_regions, SetRemoteMaxRegions) &&
+    gflags::RegisterFlagValidator(&FLAGS_remote_bind_wait_ms, SetRemoteBindWaitMs) &&
     gflags::RegisterFlagValidator(&FLAGS_rdma_memory_pool_max_size_mb, rrpc::detail::FlagNonNegative) &&
     gflags::RegisterFlagValidator(&FLAGS_rdma_registered_max_size_mb, rrpc::detail::FlagNonNegative) &&
     gflags::RegisterFlagValidator(&FLAGS_rdma_handshake_timeout_ms, rrpc::detail::FlagNonNegative) &&

@@ -14,6 +14,8 @@ enum {
   DEF_INFLIGHT = 8,
   DEF_REGIONS = 4096,
   MAX_REGIONS = 1 << 20,
+  DEF_BIND_WAIT_MS = 10000,
+  MAX_BIND_WAIT_MS = 600000,
 };
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -23,6 +25,7 @@ static void fill_defaults(rrpc_remote_limits *l) {
   if (l->piece_size == 0) l->piece_size = DEF_PIECE;
   if (l->max_inflight == 0) l->max_inflight = DEF_INFLIGHT;
   if (l->max_regions == 0) l->max_regions = DEF_REGIONS;
+  if (l->bind_wait_ms == 0) l->bind_wait_ms = DEF_BIND_WAIT_MS;
 }
 
 /* Out-of-range values are refused, not clamped: a flag typo should be
@@ -31,6 +34,7 @@ static int valid(const rrpc_remote_limits *l) {
   if (l->piece_size != 0 && (l->piece_size < MIN_PIECE || l->piece_size > DEF_PIECE)) return 0;
   if (l->max_inflight < 0 || l->max_inflight > RRPC__RMT_INFLIGHT_CAP) return 0;
   if (l->max_regions > MAX_REGIONS) return 0;
+  if (l->bind_wait_ms < 0 || l->bind_wait_ms > MAX_BIND_WAIT_MS) return 0;
   return 1;
 }
 

@@ -410,6 +410,13 @@ static void pump_later_locked(rrpc_remote_link *l) {
 /* The connection's carriage, once noted (note_car). */
 static struct rrpc__rmt_car *car_locked(rrpc_remote_link *l) { return l->car; }
 
+/* A window's bind that did not complete within bind_wait_ms. */
+static void count_bind_timeout(rrpc_remote_link *l) {
+  pthread_mutex_lock(&l->mu);
+  l->st.bind_timeouts++;
+  pthread_mutex_unlock(&l->mu);
+}
+
 /* A local region used over RDMA needs an MR; one registered before the
  * connection carried RDMA gets it at its first one-sided transfer. */
 static int ensure_local_mr(rrpc_remote_link *l, rrpc_remote_region *r) {
@@ -420,6 +427,7 @@ static int ensure_local_mr(rrpc_remote_link *l, rrpc_remote_region *r) {
   struct rrpc__rmt_car_mr *mr;
   uint32_t rkey;
   int rc = rrpc__rmt_car_reg(car, r->buf, r->len, 0, &mr, &rkey);
+  if (rc == -ETIMEDOUT) count_bind_timeout(l);
   if (rc != 0) return rc;
   pthread_mutex_lock(&l->mu);
   int mine = r->mr == NULL;
@@ -674,6 +682,7 @@ int rrpc_remote_region_register(rrpc_remote_link *l, void *buf, size_t len, unsi
   if (car != NULL) {
     int crc = rrpc__rmt_car_reg(car, buf, len, (uint8_t)rights, &r->mr, &r->rkey);
     if (crc != 0) {
+      if (crc == -ETIMEDOUT) count_bind_timeout(l);
       free(r);
       return crc;
     }
