@@ -7,6 +7,10 @@ constexpr bool kUseRdma = false;
 }
 #include "test/common/remote_link_cases.h"
 
+#include <gflags/gflags.h>
+
+#include "rrpc/cxx/flags.h"
+
 // ---- the process-wide limits (rrpc_remote_limits, flags remote_*) ----------
 
 namespace {
@@ -88,6 +92,32 @@ TEST(RemoteLimits, ALinkMadeUnderSmallLimitsRefusesTheRegionOverItAndSplitsFiner
   rrpc_remote_region_free(r[1]);
   rrpc_remote_link_release(link);
   remote_cases::owner_reset();
+  rrpc_channel_free(ch);
+  rrpc_server_free(srv);
+}
+
+// The same limit set through its flag, as a C++ program's command line does.
+TEST(RemoteLimits, TheRegionFlagBoundsTheNextLink) {
+  LimitsGuard g;
+  ASSERT_FALSE(gflags::SetCommandLineOption("remote_max_regions", "1").empty());
+  EXPECT_EQ(1, FLAGS_remote_max_regions);
+  rrpc_server *srv = nullptr;
+  ASSERT_EQ(0, remote_cases::start_server(false, &srv));
+  rrpc_channel *ch = remote_cases::open_channel("127.0.0.1:" + std::to_string(rrpc_server_port(srv)));
+  ASSERT_NE(nullptr, ch);
+  rrpc_remote_link *link = nullptr;
+  ASSERT_EQ(0, rrpc_channel_remote_link(ch, &link));
+  std::vector<uint8_t> mem(8192, 1);
+  rrpc_remote_region *a = nullptr, *b = nullptr;
+  ASSERT_EQ(0, rrpc_remote_region_register(link, mem.data(), 4096, RRPC_REMOTE_WRITE, &a));
+  EXPECT_EQ(-ENOSPC, rrpc_remote_region_register(link, mem.data() + 4096, 4096, RRPC_REMOTE_WRITE, &b));
+  rrpc_remote_link_stats st;
+  rrpc_remote_link_get_stats(link, &st);
+  EXPECT_EQ(1u, st.refused_full);
+  EXPECT_EQ(1u, st.live_regions);
+  ASSERT_FALSE(gflags::SetCommandLineOption("remote_max_regions", "4096").empty());
+  rrpc_remote_region_free(a);
+  rrpc_remote_link_release(link);
   rrpc_channel_free(ch);
   rrpc_server_free(srv);
 }
