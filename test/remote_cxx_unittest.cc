@@ -5,6 +5,7 @@
 // server's handler registers a region and answers its token, the client
 // writes and reads through it with std::function completions, and every
 // handle is released by its destructor.
+#include <gflags/gflags.h>
 #include <gtest/gtest.h>
 
 #include <cerrno>
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "rrpc/cxx/flags.h"
 #include "rrpc/cxx/remote.h"
 #include "rrpc/rrpc.h"
 #include "test/common/test_util.h"
@@ -120,6 +122,39 @@ TEST(RemoteCxx, LinkAndRegionHandlesWriteAndReadThroughAToken) {
   }
   rrpc_channel_free(ch);
   rrpc_server_free(srv);
+}
+
+// --remote_*: a value out of range is refused when set and the limit in
+// force stays; one in range is what the next link takes.
+TEST(RemoteFlags, OutOfRangeValuesAreRefusedAndInRangeOnesReachTheLimits) {
+  struct Bad {
+    const char *flag, *value;
+  } bad[] = {{"remote_piece_size", "4095"},  {"remote_piece_size", "1048577"}, {"remote_max_inflight", "0"},
+             {"remote_max_inflight", "9"},   {"remote_max_regions", "0"},       {"remote_max_regions", "1048577"},
+             {"remote_bind_wait_ms", "0"},    {"remote_bind_wait_ms", "600001"}};
+  for (const Bad &b : bad) EXPECT_TRUE(gflags::SetCommandLineOption(b.flag, b.value).empty()) << b.flag << "=" << b.value;
+  EXPECT_EQ(uint64_t{1} << 20, FLAGS_remote_piece_size);  // the refused values did not stick
+  EXPECT_EQ(8, FLAGS_remote_max_inflight);
+  EXPECT_EQ(4096, FLAGS_remote_max_regions);
+  EXPECT_EQ(10000, FLAGS_remote_bind_wait_ms);
+  rrpc_remote_limits l;
+  rrpc_remote_limits_get(&l);
+  EXPECT_EQ(size_t{1} << 20, l.piece_size);
+  EXPECT_EQ(8, l.max_inflight);
+  EXPECT_EQ(4096u, l.max_regions);
+  ASSERT_FALSE(gflags::SetCommandLineOption("remote_piece_size", "65536").empty());
+  ASSERT_FALSE(gflags::SetCommandLineOption("remote_max_inflight", "3").empty());
+  ASSERT_FALSE(gflags::SetCommandLineOption("remote_max_regions", "17").empty());
+  ASSERT_FALSE(gflags::SetCommandLineOption("remote_bind_wait_ms", "2500").empty());
+  rrpc_remote_limits_get(&l);
+  EXPECT_EQ(size_t{65536}, l.piece_size);
+  EXPECT_EQ(3, l.max_inflight);
+  EXPECT_EQ(17u, l.max_regions);
+  EXPECT_EQ(2500, l.bind_wait_ms);
+  ASSERT_FALSE(gflags::SetCommandLineOption("remote_piece_size", "1048576").empty());
+  ASSERT_FALSE(gflags::SetCommandLineOption("remote_max_inflight", "8").empty());
+  ASSERT_FALSE(gflags::SetCommandLineOption("remote_max_regions", "4096").empty());
+  ASSERT_FALSE(gflags::SetCommandLineOption("remote_bind_wait_ms", "10000").empty());
 }
 
 }  // namespace

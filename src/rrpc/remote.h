@@ -162,8 +162,42 @@ typedef struct rrpc_remote_link_stats {
   uint64_t served_bytes;          /* owner, TCP carriage: bytes copied for the peer's transfers */
   uint32_t live_regions, peer_regions;
   int rdma;                       /* 1: one-sided RDMA; 0: carried in the byte stream */
+  uint64_t bind_timeouts;         /* registrations failed after bind_wait_ms (RDMA) */
 } rrpc_remote_link_stats;
 void rrpc_remote_link_get_stats(rrpc_remote_link *l, rrpc_remote_link_stats *out);
+
+/* Process-wide limits of remote memory (flags remote_*, docs/remote-memory.md).
+ * Zero means default for every field. A link takes them when it is made;
+ * links made earlier keep theirs. */
+typedef struct rrpc_remote_limits {
+  /* piece_size (flag remote_piece_size): bytes per piece a transfer is
+   * split into - one frame over TCP, one work request over RDMA. 4096 ..
+   * 1 MiB (a peer accepts frames of at most 1 MiB). 0 = 1 MiB. */
+  size_t piece_size;
+  /* max_inflight (flag remote_max_inflight): pieces of one link sent and
+   * not completed; the rest wait in the link's queue. 1 .. 8 (an RDMA QP reserves send
+   * entries for 8). 0 = 8. */
+  int max_inflight;
+  /* max_regions (flag remote_max_regions): live regions per link and
+   * table - this side's own, and the peer's it accepts. A registration
+   * over it fails with -ENOSPC, an announcement over it fails the
+   * connection; both count in refused_full. Give both sides the same
+   * value, or an owner within its own limit can pass its peer's.
+   * 1 .. 1048576. 0 = 4096. */
+  uint32_t max_regions;
+  /* bind_wait_ms (flag remote_bind_wait_ms): RDMA only - how long a
+   * registration waits for its window's bind to complete; past it the
+   * registration fails with -ETIMEDOUT, counted in bind_timeouts. Read at
+   * each registration. 1 .. 600000. 0 = 10000. */
+  int bind_wait_ms;
+} rrpc_remote_limits;
+
+/* rrpc_remote_limits_set - replace the limits (copied; NULL = defaults).
+ * 0, or -EINVAL with nothing changed when a field is out of its range.
+ * Any thread. */
+int rrpc_remote_limits_set(const rrpc_remote_limits *l);
+/* rrpc_remote_limits_get - the limits in force, defaults filled in. */
+void rrpc_remote_limits_get(rrpc_remote_limits *out);
 
 #ifdef __cplusplus
 }

@@ -22,6 +22,7 @@
 #include "rrpc/loops.h"
 #include "rrpc/metrics.h"
 #include "rrpc/rdma.h"
+#include "rrpc/remote.h"
 #include "rrpc/version.h"
 
 // The flags brpc also defines (max_body_size, rdma_sq_size, ...) are not
@@ -134,6 +135,19 @@ DEFINE_uint64(rrpc_max_input_bytes, 1u << 30,
 DEFINE_int32(rrpc_socket_max_pending_requests, 1024,
              "Requests read from one server connection and not answered yet; at it the server "
              "stops reading that connection until half are answered");
+DEFINE_uint64(remote_piece_size, 1u << 20,
+              "Remote memory: bytes per piece a transfer is split into (one frame over TCP, one "
+              "work request over RDMA); 4096..1048576, taken by links made after it is set");
+DEFINE_int32(remote_max_inflight, 8,
+             "Remote memory: pieces of one link sent and not completed; more wait in the link's "
+             "queue (1..8: an RDMA QP reserves send entries for 8)");
+DEFINE_int32(remote_max_regions, 4096,
+             "Remote memory: live regions per link and table; a registration over it fails with "
+             "-ENOSPC and an announcement over it fails the connection (counter refused_full; "
+             "1..1048576; give both sides the same value)");
+DEFINE_int32(remote_bind_wait_ms, 10000,
+             "Remote memory over RDMA: how long a registration waits for its window's bind to "
+             "complete before failing with -ETIMEDOUT (counter bind_timeouts; 1..600000 ms)");
 DEFINE_int32(rrpc_completion_handoff, 0,
              "Client completions of one busy connection: at least this many from one read "
              "(>= 2) and half run on another, sleeping process-wide loop; 0 = off (the default)");
@@ -218,11 +232,48 @@ bool ValidRdmaDialect(const char*, const std::string& v) {
   return false;
 }
 
+// --remote_*: checked and stored in the process-wide remote-memory limits as
+// they are set (parsed or changed), so the next link takes them; a value
+// out of range is refused and the previous one stays.
+bool SetRemoteLimit(const char* name, void (*put)(rrpc_remote_limits*, uint64_t), uint64_t v,
+                    bool in_range) {
+  rrpc_remote_limits l;
+  rrpc_remote_limits_get(&l);
+  if (in_range) put(&l, v);
+  if (in_range && rrpc_remote_limits_set(&l) == 0) return true;
+  fprintf(stderr, "--%s=%llu: out of range (see --help)\n", name, static_cast<unsigned long long>(v));
+  return false;
+}
+
+bool SetRemotePieceSize(const char* name, uint64_t v) {
+  return SetRemoteLimit(name, [](rrpc_remote_limits* l, uint64_t x) { l->piece_size = x; }, v,
+                        v >= 4096 && v <= (1u << 20));
+}
+
+bool SetRemoteMaxInflight(const char* name, int32_t v) {
+  return SetRemoteLimit(name, [](rrpc_remote_limits* l, uint64_t x) { l->max_inflight = static_cast<int>(x); },
+                        static_cast<uint64_t>(v), v >= 1 && v <= 8);
+}
+
+bool SetRemoteBindWaitMs(const char* name, int32_t v) {
+  return SetRemoteLimit(name, [](rrpc_remote_limits* l, uint64_t x) { l->bind_wait_ms = static_cast<int>(x); },
+                        static_cast<uint64_t>(v), v >= 1 && v <= 600000);
+}
+
+bool SetRemoteMaxRegions(const char* name, int32_t v) {
+  return SetRemoteLimit(name, [](rrpc_remote_limits* l, uint64_t x) { l->max_regions = static_cast<uint32_t>(x); },
+                        static_cast<uint64_t>(v), v >= 1 && v <= (1 << 20));
+}
+
 const bool g_validators_registered =
     gflags::RegisterFlagValidator(&FLAGS_rdma_dialect, ValidRdmaDialect) &&
     gflags::RegisterFlagValidator(&FLAGS_smc_ueid, SetSmcUeids) &&
     gflags::RegisterFlagValidator(&FLAGS_smc_pnet, SetSmcPnet) &&
     gflags::RegisterFlagValidator(&FLAGS_rdma_ring_size, ValidRingSize) &&
+    gflags::RegisterFlagValidator(&FLAGS_remote_piece_size, SetRemotePieceSize) &&
+    gflags::RegisterFlagValidator(&FLAGS_remote_max_inflight, SetRemoteMaxInflight) &&
+    gflags::RegisterFlagValidator(&FLAGS_remote_max_regions, SetRemoteMaxRegions) &&
+    gflags::RegisterFlagValidator(&FLAGS_remote_bind_wait_ms, SetRemoteBindWaitMs) &&
     gflags::RegisterFlagValidator(&FLAGS_rdma_memory_pool_max_size_mb, rrpc::detail::FlagNonNegative) &&
     gflags::RegisterFlagValidator(&FLAGS_rdma_registered_max_size_mb, rrpc::detail::FlagNonNegative) &&
     gflags::RegisterFlagValidator(&FLAGS_rdma_handshake_timeout_ms, rrpc::detail::FlagNonNegative) &&

@@ -73,5 +73,9 @@ DECLARE_bool(enable_metrics);
 DECLARE_uint64(builtin_max_request_bytes);
 DECLARE_uint64(builtin_max_connections_listed);
 DECLARE_uint64(builtin_max_concurrent_listings);
+DECLARE_uint64(remote_piece_size);
+DECLARE_int32(remote_max_inflight);
+DECLARE_int32(remote_max_regions);
+DECLARE_int32(remote_bind_wait_ms);
 
 #endif  // RRPC_CXX_FLAGS_H

@@ -19,14 +19,16 @@
 #include "rrpc/internal/loop.h"
 #include "rrpc/internal/socket.h"
 #include "rrpc/remote/carriage.h"
+#include "rrpc/remote/limits.h"
 #include "rrpc/remote/ops.h"
 #include "rrpc/remote/table.h"
 #include "rrpc/remote/tcp_frames.h"
 
+/* Piece size and pieces in flight are rrpc_remote_limits, taken per link;
+ * the ring tables below are sized for the most max_inflight may be. */
 enum {
-  LINK_MAX_PIECE = 1 << 20,                        /* bytes per piece: a frame, or one RDMA WR */
   LINK_MAX_FRAME = RRPC_RMT_TCP_MAX_FRAME_DEFAULT, /* the largest frame accepted */
-  LINK_MAX_INFLIGHT = 8,                           /* pieces out and not completed */
+  LINK_SLOTS = RRPC__RMT_INFLIGHT_CAP,
 };
 
 struct rrpc_remote_region {
@@ -77,19 +79,20 @@ struct rrpc_remote_link {
   rrpc_remote_notify_fn notify;
   void *notify_arg;
   struct rrpc_remote_region *regions; /* announced and local ones */
-  struct sent sent[LINK_MAX_INFLIGHT];
+  struct sent sent[LINK_SLOTS];
   struct rrpc__rmt_car *car; /* the one-sided carriage, once seen (lives with the socket; under mu) */
   atomic_int car_known;      /* car is set: no more lookups */
   struct posted {
     struct xop *op;
     uint64_t seq; /* the wr_id it was posted with */
-  } posted[LINK_MAX_INFLIGHT];
+  } posted[LINK_SLOTS];
   uint64_t posted_seq;
   int pump_queued; /* queued for the poster thread (under mu) */
   struct rrpc_remote_link *poster_next;
   uint32_t sent_head, sent_n, next_opno;
   struct xop *done_head, *done_tail; /* completed, callbacks not run yet */
   rrpc_remote_link_stats st;
+  size_t piece; /* rrpc_remote_limits.piece_size when made */
 };
 
 /* ---- lifetime ------------------------------------------------------------- */
@@ -166,8 +169,11 @@ int rrpc__rmt_link_of(rrpc__socket *s, rrpc_remote_link **out) {
   if (l == NULL) {
     rrpc_remote_link *n = calloc(1, sizeof *n);
     if (n == NULL) return -ENOMEM;
-    if (rrpc__rmt_conn_init(&n->conn, random64(), (uint32_t)random64(), 0) != 0 ||
-        rrpc__rmt_opq_init(&n->q, LINK_MAX_PIECE, LINK_MAX_INFLIGHT) != 0) {
+    rrpc_remote_limits lim;
+    rrpc_remote_limits_get(&lim);
+    n->piece = lim.piece_size;
+    if (rrpc__rmt_conn_init(&n->conn, random64(), (uint32_t)random64(), lim.max_regions) != 0 ||
+        rrpc__rmt_opq_init(&n->q, (uint32_t)lim.piece_size, (uint32_t)lim.max_inflight) != 0) {
       free(n);
       return -EINVAL;
     }
@@ -294,7 +300,7 @@ static int post_piece_locked(rrpc_remote_link *l, const struct rrpc__rmt_piece *
   int rc = rrpc__rmt_car_post(l->car, x->is_write, x->local + p->offset, x->lkey, p->length,
                               x->entry.addr + x->roff + p->offset, x->entry.rkey, seq);
   if (rc != 0) return rc;
-  l->posted[seq % LINK_MAX_INFLIGHT] = (struct posted){.op = x, .seq = seq};
+  l->posted[seq % LINK_SLOTS] = (struct posted){.op = x, .seq = seq};
   return 0;
 }
 
@@ -319,7 +325,7 @@ static int send_piece_locked(rrpc_remote_link *l, const struct rrpc__rmt_piece *
                                 .length = p->length};
   int rc = send_frame_locked(l, &h, x->is_write ? x->local + p->offset : NULL, x->is_write ? p->length : 0, 1);
   if (rc != 0) return rc;
-  struct sent *e = &l->sent[(l->sent_head + l->sent_n++) % LINK_MAX_INFLIGHT];
+  struct sent *e = &l->sent[(l->sent_head + l->sent_n++) % LINK_SLOTS];
   *e = (struct sent){.op = x, .offset = p->offset, .length = p->length, .opno = h.op};
   /* The owner handles frames in stream order: this NOTIFY reaches it after
    * every WRITE of the op was applied. */
@@ -404,6 +410,13 @@ static void pump_later_locked(rrpc_remote_link *l) {
 /* The connection's carriage, once noted (note_car). */
 static struct rrpc__rmt_car *car_locked(rrpc_remote_link *l) { return l->car; }
 
+/* A window's bind that did not complete within bind_wait_ms. */
+static void count_bind_timeout(rrpc_remote_link *l) {
+  pthread_mutex_lock(&l->mu);
+  l->st.bind_timeouts++;
+  pthread_mutex_unlock(&l->mu);
+}
+
 /* A local region used over RDMA needs an MR; one registered before the
  * connection carried RDMA gets it at its first one-sided transfer. */
 static int ensure_local_mr(rrpc_remote_link *l, rrpc_remote_region *r) {
@@ -414,6 +427,7 @@ static int ensure_local_mr(rrpc_remote_link *l, rrpc_remote_region *r) {
   struct rrpc__rmt_car_mr *mr;
   uint32_t rkey;
   int rc = rrpc__rmt_car_reg(car, r->buf, r->len, 0, &mr, &rkey);
+  if (rc == -ETIMEDOUT) count_bind_timeout(l);
   if (rc != 0) return rc;
   pthread_mutex_lock(&l->mu);
   int mine = r->mr == NULL;
@@ -478,7 +492,7 @@ static int on_answer_locked(rrpc_remote_link *l, const struct rrpc__rmt_tcp_hdr 
   if (h->op != e->opno || (h->type == RRPC_RMT_TCP_DONE) != is_write ||
       (h->type == RRPC_RMT_TCP_READ_RESP && h->status == 0 && h->length != e->length))
     return -RRPC_EPARSE;
-  l->sent_head = (l->sent_head + 1) % LINK_MAX_INFLIGHT;
+  l->sent_head = (l->sent_head + 1) % LINK_SLOTS;
   l->sent_n--;
   if (!is_write && h->status == 0 && e->length > 0) rrpc_iobuf_copy_out(payload, 0, e->op->local + e->offset, e->length);
   rrpc__rmt_opq_piece_done(&l->q, &e->op->base, h->status);
@@ -491,7 +505,7 @@ void rrpc__rmt_link_on_wc(rrpc__socket *s, uint64_t wr_id, int status) {
   rrpc_remote_link *l = rrpc__socket_ext(s);
   if (l == NULL) return;
   pthread_mutex_lock(&l->mu);
-  struct posted *e = &l->posted[wr_id % LINK_MAX_INFLIGHT];
+  struct posted *e = &l->posted[wr_id % LINK_SLOTS];
   if (e->op != NULL && e->seq == wr_id) {
     struct xop *x = e->op;
     e->op = NULL;
@@ -608,13 +622,13 @@ int rrpc__rmt_stream_cut(rrpc__socket *s, rrpc_iobuf *rbuf) {
     if (rc != 0) return rc;
     rrpc_remote_link_release(l); /* the socket's attachment keeps it */
   }
-  /* The owner copies what it serves over TCP: after LINK_MAX_PIECE bytes
+  /* The owner copies what it serves over TCP: after a piece_size of bytes
    * the rest waits for a task of its own (eight READ_REQs in one read asked
    * for 8 MiB of copies in one callback). */
   uint64_t start = l->st.served_bytes; /* only this loop thread changes it */
   int rc;
   while ((rc = cut_one(l, rbuf)) == 1) {
-    if (l->st.served_bytes - start >= LINK_MAX_PIECE && rrpc__iobuf_length(rbuf) > 0) {
+    if (l->st.served_bytes - start >= l->piece && rrpc__iobuf_length(rbuf) > 0) {
       rrpc__socket_ref(s);
       if (rrpc__loop_post(rrpc__socket_loop(s), redeliver_task, s) != 0) {
         rrpc__socket_unref(s);
@@ -668,6 +682,7 @@ int rrpc_remote_region_register(rrpc_remote_link *l, void *buf, size_t len, unsi
   if (car != NULL) {
     int crc = rrpc__rmt_car_reg(car, buf, len, (uint8_t)rights, &r->mr, &r->rkey);
     if (crc != 0) {
+      if (crc == -ETIMEDOUT) count_bind_timeout(l);
       free(r);
       return crc;
     }

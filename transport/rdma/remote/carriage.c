@@ -16,6 +16,7 @@
 
 #include "rrpc/errors.h"
 #include "rrpc/internal/log.h"
+#include "rrpc/remote.h"
 #include "rrpc/remote/carriage.h"
 #include "transport/rdma/endpoint.h"
 #include "transport/rdma/remote/post.h"
@@ -24,7 +25,6 @@
 #define CAR_TAG (1ull << 63)
 #define CAR_BIND (1ull << 62)
 
-enum { BIND_WAIT_MS = 10000 };
 
 struct rrpc__rmt_car_mr {
   struct rrpc__rmt_rdma_region r; /* mr, and mw when remote */
@@ -100,9 +100,16 @@ static int bind_and_wait(rrpc__rdma_ep *ep, struct rrpc__rmt_car_mr *m) {
     bind_wait_unref(w);
     return rc < 0 ? rc : -RRPC_ERDMA;
   }
+  rrpc_remote_limits lim;
+  rrpc_remote_limits_get(&lim);
   struct timespec until;
   clock_gettime(CLOCK_MONOTONIC, &until);
-  until.tv_sec += BIND_WAIT_MS / 1000;
+  until.tv_sec += lim.bind_wait_ms / 1000;
+  until.tv_nsec += (long)(lim.bind_wait_ms % 1000) * 1000000L;
+  if (until.tv_nsec >= 1000000000L) {
+    until.tv_sec++;
+    until.tv_nsec -= 1000000000L;
+  }
   while (!w->done && pthread_cond_timedwait(&g_bind_cv, &g_bind_mu, &until) != ETIMEDOUT) {
   }
   rc = w->done ? w->status : -ETIMEDOUT;
