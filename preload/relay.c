@@ -588,6 +588,9 @@ static void up_read(rrpc_run_conn *c, uint32_t events) {
     int rc = rrpc__socket_write(c->s, &msg);
     rrpc__iobuf_destroy(&msg);
     if (rc != 0) return; /* failed: on_close follows */
+    /* A connection that only sends never reaches on_data, and at on_close
+     * the transport no longer says RDMA: note it while it is up. */
+    if (!c->is_rdma && c->fallback_code == 0) note_transport(c);
     up_throttle_check(c);
   }
   uw_update(c);
