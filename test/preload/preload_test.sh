@@ -121,7 +121,7 @@ bad_setting() {
   RRPC_RUN_RDMA=on RRPC_RUN_MODE=peers RRPC_RUN_PEERS=$PRELOAD_TEST_ADDR RRPC_RUN_DEBUG=1 \
     env "$1" timeout 90 "$run" "$prog" dup 0 >"$tmp/setting.log" 2>&1
   rc=$?
-  if ! grep -q "rrpc-run: $var=.* is not a" "$tmp/setting.log"; then rc=93; echo "  (no refusal line for $1)"; fi
+  if ! grep -q "rrpc-run[^ ]*: $var=.* is not a" "$tmp/setting.log"; then rc=93; echo "  (no refusal line for $1)"; fi
   if [ "$2" = plain ] && grep -q "relayed, trying RDMA" "$tmp/setting.log"; then rc=92; echo "  ($1: relayed anyway)"; fi
   if [ "$2" = relayed ] && ! grep -q "relayed, trying RDMA" "$tmp/setting.log"; then rc=91; echo "  ($1: nothing relayed)"; fi
   if [ $rc -eq 0 ]; then
@@ -139,6 +139,7 @@ case " ${PRELOAD_CASES:-settings} " in
     bad_setting RRPC_RUN_RING_KB=-1 relayed
     bad_setting RRPC_RUN_MAX_HANDSHAKES=8x relayed
     bad_setting RRPC_RUN_STAT_PORT=70000 relayed
+    bad_setting RRPC_RUN_EXIT_LINGER_MS=5s relayed
     ;;
 esac
 [ $fails -eq 0 ] && echo "preload_test: all passed" || echo "preload_test: $fails failed"
