@@ -26,6 +26,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "preload/env_num.h"
 #include "preload/frame.h"
 #include "preload/policy.h"
 #include "preload/relay.h"
@@ -65,14 +66,10 @@ static void after_fork_parent(void) { atomic_store(&g_forked_children, 1); }
 /* A wait in milliseconds (0..10000) from the environment, if set. */
 static int env_ms(const char *name, long *out) {
   const char *v = getenv(name);
-  if (v == NULL || *v == '\0') return 0;
-  char *end;
-  long n = strtol(v, &end, 10);
-  if (*end != '\0' || n < 0 || n > 10000) {
-    fprintf(stderr, "rrpc-run: %s=%s is out of range (0..10000); connections stay plain TCP\n", name, v);
+  if (rrpc_run_env_num(v, 0, 10000, out) < 0) {
+    fprintf(stderr, "rrpc-run: %s=%s is not a number in 0..10000; connections stay plain TCP\n", name, v);
     return -1;
   }
-  *out = n;
   return 0;
 }
 
@@ -145,11 +142,9 @@ __attribute__((destructor)) static void drain_at_exit(void) {
   if (!g_enabled || rrpc_run_relay_forked()) return;
   long linger = 5000;
   const char *v = getenv("RRPC_RUN_EXIT_LINGER_MS");
-  if (v != NULL && *v != '\0') {
-    char *end;
-    long n = strtol(v, &end, 10);
-    if (*end == '\0' && n >= 0 && n <= 600000) linger = n;
-  }
+  if (rrpc_run_env_num(v, 0, 600000, &linger) < 0)
+    fprintf(stderr, "rrpc-run[%d]: RRPC_RUN_EXIT_LINGER_MS=%s is not a number in 0..600000; waiting %ld ms\n",
+            (int)getpid(), v, linger);
   if (linger == 0) return;
   int want_eof = !atomic_load(&g_forked_children);
   if (want_eof)

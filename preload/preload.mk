@@ -4,7 +4,8 @@
 #
 # The selection policy and the SMC option (preload/policy.mk) come as one
 # static library, linked after the preload's own objects.
-PRELOAD_SRCS := preload/frame.c preload/intercept.c preload/relay.c preload/stat_page.c
+PRELOAD_SRCS := preload/env_num.c preload/frame.c preload/intercept.c preload/relay.c preload/stat_page.c \
+    preload/stat_route.c
 PRELOAD_LIB := $(BUILD)/librrpc_preload.so
 PRELOAD_TESTS := $(BUILD)/test/preload/preload_semantics
 
@@ -38,3 +39,12 @@ install-preload: $(PRELOAD_LIB)
 
 # The relay's frame parser is fuzzed (make fuzz): its one object joins the fuzzer.
 build/fuzz/preload_frame_fuzzer: build/fuzz/obj/preload/frame.c.o
+
+# What else the preload parses from outside (the numeric RRPC_RUN_* settings,
+# the stat port's request check): pure functions with their own unit test,
+# which needs no rrpc library, and the preload_input fuzzer.
+PRELOAD_INPUT_SRCS := preload/env_num.c preload/stat_route.c
+$(BUILD)/test/preload_input_unittest: $(BUILD)/obj/test/preload_input_unittest.cc.o $(call obj,$(PRELOAD_INPUT_SRCS))
+	@mkdir -p $(@D)
+	$(CXX) $(LDFLAGS) -o $@ $^ -lgtest_main -lgtest -lpthread
+build/fuzz/preload_input_fuzzer: $(patsubst %,build/fuzz/obj/%.o,$(PRELOAD_INPUT_SRCS))

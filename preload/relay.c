@@ -35,6 +35,7 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 
+#include "preload/env_num.h"
 #include "preload/frame.h"
 #include "rrpc/errors.h"
 #include "rrpc/rdma.h"
@@ -686,15 +687,12 @@ int rrpc_run_relay_drain_at_exit(long linger_ms, int want_eof) {
  * (said on stderr) if malformed. */
 static int env_long(const char *name, long max, long *out) {
   const char *v = getenv(name);
-  if (v == NULL || *v == '\0') return 1;
-  char *end;
-  long n = strtol(v, &end, 10);
-  if (*end != '\0' || n <= 0 || n > max) {
-    fprintf(stderr, "rrpc-run: %s=%s is out of range (1..%ld); rrpc's default\n", name, v, max);
+  int rc = rrpc_run_env_num(v, 1, max, out);
+  if (rc < 0) {
+    fprintf(stderr, "rrpc-run: %s=%s is not a number in 1..%ld; rrpc's default\n", name, v, max);
     return -1;
   }
-  *out = n;
-  return 0;
+  return rc;
 }
 
 /* The RDMA settings rrpc-run takes from the environment (rrpc's defaults

@@ -13,7 +13,9 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 
+#include "preload/env_num.h"
 #include "preload/relay.h"
+#include "preload/stat_route.h"
 #include "rrpc/internal/loop.h"
 
 enum { PAGE_MAX = 256 << 10, REQ_MAX = 4096 };
@@ -40,14 +42,15 @@ static size_t vars_format(char *buf, size_t len) {
   return n < 0 ? 0 : (size_t)n;
 }
 
-static void answer(int fd, const char *req) {
+static void answer(int fd, const char *req, size_t req_len) {
   char *body = malloc(PAGE_MAX);
   if (body == NULL) return;
   size_t n;
   int status = 200;
-  if (strncmp(req, "GET /connections", 16) == 0) {
+  rrpc_run_stat_page page = rrpc_run_stat_route(req, req_len);
+  if (page == RRPC_RUN_STAT_CONNECTIONS) {
     n = rrpc_run_conns_format(body, PAGE_MAX);
-  } else if (strncmp(req, "GET /vars", 9) == 0) {
+  } else if (page == RRPC_RUN_STAT_VARS) {
     n = vars_format(body, PAGE_MAX);
   } else {
     status = 404;
@@ -66,11 +69,10 @@ static void answer(int fd, const char *req) {
 static void conn_cb(rrpc__watcher *w, uint32_t events) {
   page_conn *pc = w->arg;
   char req[REQ_MAX];
-  ssize_t r = (events & EPOLLIN) ? recv(w->fd, req, sizeof req - 1, MSG_DONTWAIT) : -1;
+  ssize_t r = (events & EPOLLIN) ? recv(w->fd, req, sizeof req, MSG_DONTWAIT) : -1;
   if (r < 0 && (errno == EAGAIN || errno == EINTR)) return;
   if (r > 0) {
-    req[r] = '\0';
-    answer(w->fd, req);
+    answer(w->fd, req, (size_t)r);
     shutdown(w->fd, SHUT_WR);
   }
   rrpc__loop_watch_del(g_loop, w);
@@ -102,9 +104,8 @@ static void listen_cb(rrpc__watcher *w, uint32_t events) {
 void rrpc_run_stat_page_start(void) {
   const char *v = getenv("RRPC_RUN_STAT_PORT");
   if (v == NULL || *v == '\0') return;
-  char *end;
-  long port = strtol(v, &end, 10);
-  if (*end != '\0' || port <= 0 || port > 65535) {
+  long port = 0;
+  if (rrpc_run_env_num(v, 1, 65535, &port) != 0) {
     fprintf(stderr, "rrpc-run: RRPC_RUN_STAT_PORT=%s is not a port; no stat page\n", v);
     return;
   }

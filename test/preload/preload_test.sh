@@ -104,8 +104,43 @@ for c in $cases; do
     plain-server-nb) one "$c" plain -u RRPC_RUN_PEERS RRPC_RUN_MODE=ebpf ;;
     fallback-plain) one "$c" plain RRPC_RUN_RDMA=auto RRPC_RUN_PEERS=$PRELOAD_TEST_ADDR RRPC_RUN_ACCEPT_WAIT_MS=5000 ;;
     hostile-garbage|hostile-stall) one "$c" server ;;
+    settings) ;; # below
     *) one "$c" relayed ;;
   esac
 done
+# A malformed numeric setting is refused with a stderr line, never read as
+# another number (preload/env_num.h): the timing ones leave the process on
+# plain TCP, the ring size keeps rrpc's default and still relays, a bad
+# stat port means no page. PRELOAD_CASES skips these unless it names "settings".
+# bad_setting VAR=VALUE WANT: one short run of a relayed case; its log must
+# have the refusal line and, as WANT says, no relayed connection (plain) or
+# one (relayed).
+bad_setting() {
+  n=$((n + 1))
+  var=${1%%=*}
+  RRPC_RUN_RDMA=on RRPC_RUN_MODE=peers RRPC_RUN_PEERS=$PRELOAD_TEST_ADDR RRPC_RUN_DEBUG=1 \
+    env "$1" timeout 90 "$run" "$prog" dup 0 >"$tmp/setting.log" 2>&1
+  rc=$?
+  if ! grep -q "rrpc-run[^ ]*: $var=.* is not a" "$tmp/setting.log"; then rc=93; echo "  (no refusal line for $1)"; fi
+  if [ "$2" = plain ] && grep -q "relayed, trying RDMA" "$tmp/setting.log"; then rc=92; echo "  ($1: relayed anyway)"; fi
+  if [ "$2" = relayed ] && ! grep -q "relayed, trying RDMA" "$tmp/setting.log"; then rc=91; echo "  ($1: nothing relayed)"; fi
+  if [ $rc -eq 0 ]; then
+    printf 'PASS setting %s\n' "$1"
+  else
+    printf 'FAIL setting %s rc=%s\n' "$1" "$rc"
+    tail -n 20 "$tmp/setting.log"
+    fails=$((fails + 1))
+  fi
+}
+case " ${PRELOAD_CASES:-settings} " in
+  *" settings "*)
+    bad_setting RRPC_RUN_DECIDE_MS=+5 plain
+    bad_setting RRPC_RUN_ACCEPT_WAIT_MS=99999999999999999999 plain
+    bad_setting RRPC_RUN_RING_KB=-1 relayed
+    bad_setting RRPC_RUN_MAX_HANDSHAKES=8x relayed
+    bad_setting RRPC_RUN_STAT_PORT=70000 relayed
+    bad_setting RRPC_RUN_EXIT_LINGER_MS=5s relayed
+    ;;
+esac
 [ $fails -eq 0 ] && echo "preload_test: all passed" || echo "preload_test: $fails failed"
 [ $fails -eq 0 ]
