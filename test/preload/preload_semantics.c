@@ -19,6 +19,7 @@
  *
  * Every wait is bounded: alarm() ends a hung case with a failure. */
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -622,6 +623,55 @@ static int case_exit_unread(const char *self) {
   return 0;
 }
 
+/* ---- the peer closed while this end held received bytes back ---------------------------------------- */
+/* 512 KiB fit this end (the unix socket's buffer, the relay's queue and the
+ * 1 MiB receive ring), so the server's relay posts all of it and closes
+ * while this end's relay, its application not reading, holds the ring's
+ * part back. The close must come after those bytes. */
+enum { HELD = 512 << 10 };
+
+static void held_server(int fd, void *arg) {
+  (void)arg;
+  unsigned char *buf = malloc(HELD);
+  CHECK(buf != NULL);
+  for (size_t i = 0; i < HELD; i++) buf[i] = pattern(i, 13);
+  write_all(fd, buf, HELD);
+  free(buf);
+}
+
+/* Whether the preload (looked up at run time: the program runs without it
+ * too) still lists a server end. */
+static int server_end_listed(void) {
+  size_t (*fmt)(char *, size_t) = (size_t(*)(char *, size_t))dlsym(RTLD_DEFAULT, "rrpc_run_conns_format");
+  if (fmt == NULL) return 0;
+  char buf[4096];
+  size_t n = fmt(buf, sizeof buf);
+  buf[n < sizeof buf ? n : sizeof buf - 1] = 0;
+  return strstr(buf, " server ") != NULL;
+}
+
+static int case_close_held(void) {
+  server sv;
+  server_start(&sv, held_server, NULL);
+  int fd = connect_to(g_port);
+  server_join(&sv);
+  /* Until the server's relay ended: its close went out (bounded, 20 s). */
+  for (int i = 0; i < 2000 && server_end_listed(); i++) {
+    struct timespec ts = {0, 10 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  CHECK(!server_end_listed());
+  unsigned char *buf = malloc(HELD + 1);
+  CHECK(buf != NULL);
+  size_t got = read_full(fd, buf, HELD + 1);
+  if (got != HELD) fprintf(stderr, "read %zu of %d bytes before EOF\n", got, (int)HELD);
+  CHECK(got == HELD);
+  for (size_t i = 0; i < HELD; i++) CHECK(buf[i] == pattern(i, 13));
+  free(buf);
+  close(fd);
+  return 0;
+}
+
 /* ---- a plain peer (no rrpc-run) on the other end: byte-exact TCP ----------------------------------- */
 static int serve_echo(void) {
   int lfd = listen_on(g_port);
@@ -1033,6 +1083,7 @@ int main(int argc, char **argv) {
   if (strcmp(c, "edges") == 0) return case_edges();
   if (strcmp(c, "kill9-reader") == 0) return case_kill9_reader(argv[0]);
   if (strcmp(c, "close-unread") == 0) return case_close_unread();
+  if (strcmp(c, "close-held") == 0) return case_close_held();
   if (strcmp(c, "exit-unread") == 0) return case_exit_unread(argv[0]);
   if (strcmp(c, "plain-server") == 0) return case_plain_server(argv[0]);
   if (strcmp(c, "plain-client") == 0) return case_plain_client(argv[0]);

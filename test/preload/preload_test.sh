@@ -93,7 +93,7 @@ one() {
 # (fcntl F_DUPFD copies of a relayed socket are tracked like dup).
 fast_cases="plain-client-handback plain-server-nb dupfd"
 [ $want_rdma = 0 ] && fast_cases="fallback-plain $fast_cases"
-cases=${PRELOAD_CASES:-"bytes16m epoll poll-select flags partial-write halfclose close-unread exit-unread dup fork nbconnect many kill9 edges kill9-reader plain-server plain-client plain-client-listed hostile-garbage hostile-stall $fast_cases"}
+cases=${PRELOAD_CASES:-"bytes16m epoll poll-select flags partial-write halfclose close-unread close-held exit-unread dup fork nbconnect many kill9 edges kill9-reader plain-server plain-client plain-client-listed hostile-garbage hostile-stall $fast_cases"}
 for c in $cases; do
   case $c in
     plain-server|plain-client) one "$c" plain ;;
