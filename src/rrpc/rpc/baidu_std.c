@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "rrpc/errors.h"
+#include "rrpc/internal/copy_short.h"
 
 static const uint8_t k_magic[4] = {'P', 'R', 'P', 'C'};
 
@@ -179,30 +180,17 @@ fail:
  * whose start-up costs more than the whole copy of a typical 64-byte
  * message. Under 16 bytes, two overlapping words of the size below. */
 static inline void copy_upto_max(uint8_t *dst, const uint8_t *src, size_t n) {
-  uint64_t a, b;
-  uint32_t x, y;
-  if (n >= 16) {
-    uint8_t v[16];
-    for (size_t i = 0; i + 16 < n; i += 16) {
-      memcpy(v, src + i, 16);
-      memcpy(dst + i, v, 16);
-    }
-    memcpy(v, src + n - 16, 16);
-    memcpy(dst + n - 16, v, 16);
-  } else if (n >= 8) {
-    memcpy(&a, src, 8);
-    memcpy(&b, src + n - 8, 8);
-    memcpy(dst, &a, 8);
-    memcpy(dst + n - 8, &b, 8);
-  } else if (n >= 4) {
-    memcpy(&x, src, 4);
-    memcpy(&y, src + n - 4, 4);
-    memcpy(dst, &x, 4);
-    memcpy(dst + n - 4, &y, 4);
-  } else {
-    for (size_t i = 0; i < n; i++)
-      dst[i] = src[i];
+  if (n < 16) {
+    rrpc__copy_le16(dst, src, n);
+    return;
   }
+  uint8_t v[16];
+  for (size_t i = 0; i + 16 < n; i += 16) {
+    memcpy(v, src + i, 16);
+    memcpy(dst + i, v, 16);
+  }
+  memcpy(v, src + n - 16, 16);
+  memcpy(dst + n - 16, v, 16);
 }
 
 /* A small payload (n > 0 bytes, all of it) copied behind the meta: from its

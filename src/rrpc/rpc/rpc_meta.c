@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "rrpc/errors.h"
+#include "rrpc/internal/copy_short.h"
 
 enum {
   WT_VARINT = 0,
@@ -510,7 +511,6 @@ static inline uint8_t *put_tag(uint8_t *p, uint32_t field, unsigned wt) {
  * (n not a multiple of the word), so each size class is two or four. */
 static inline void copy_short(uint8_t *dst, const char *src, size_t n) {
   uint64_t a, b, c, d;
-  uint32_t x, y;
   if (n > 32) {
     memcpy(dst, src, n);
   } else if (n > 16) {
@@ -522,19 +522,8 @@ static inline void copy_short(uint8_t *dst, const char *src, size_t n) {
     memcpy(dst + 8, &b, 8);
     memcpy(dst + n - 16, &c, 8);
     memcpy(dst + n - 8, &d, 8);
-  } else if (n >= 8) {
-    memcpy(&a, src, 8);
-    memcpy(&b, src + n - 8, 8);
-    memcpy(dst, &a, 8);
-    memcpy(dst + n - 8, &b, 8);
-  } else if (n >= 4) {
-    memcpy(&x, src, 4);
-    memcpy(&y, src + n - 4, 4);
-    memcpy(dst, &x, 4);
-    memcpy(dst + n - 4, &y, 4);
   } else {
-    for (size_t i = 0; i < n; i++)
-      dst[i] = (uint8_t)src[i];
+    rrpc__copy_le16(dst, src, n);
   }
 }
 
