@@ -253,6 +253,8 @@ typedef struct rrpc_rdma_stats {
   uint64_t cm_port_retries;       /* rdma_cm connects retried with a fresh id because TCP could not
                                      use the local port rdma_cm picked (iWARP: in use, or TIME_WAIT
                                      to the same listener) */
+  uint64_t closes_after_held;     /* peer closes heard while received bytes were held back (the
+                                     owner had paused reading): the stream ends after those bytes */
 } rrpc_rdma_stats;
 /* rrpc_rdma_get_stats - copy the counters. 0 or -RRPC_ENORDMA. */
 int rrpc_rdma_get_stats(rrpc_rdma_stats *out);

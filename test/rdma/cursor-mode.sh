@@ -11,7 +11,7 @@ cd "$(dirname "$0")/../.." || exit 2
 export RRPC_RDMA_DIALECT=cursor
 PASS=cursor-mode
 . test/rdma/suite-pass.sh
-for t in rpc_rdma_test teardown_rdma_test shared_cq_rdma_test callctl_rdma_test; do
+for t in rpc_rdma_test teardown_rdma_test shared_cq_rdma_test callctl_rdma_test held_close_rdma_test; do
   run "$t (RRPC_RDMA_DIALECT=cursor)" "$t" 240 "$DIR/$t"
 done
 finish

@@ -380,6 +380,7 @@ int rrpc_rdma_get_stats(rrpc_rdma_stats *out) {
   out->cm_failures = load(RRPC_RDMA_CNT_CM_FAILURES);
   out->cursor_stalls = load(RRPC_RDMA_CNT_CURSOR_STALLS);
   out->cm_port_retries = load(RRPC_RDMA_CNT_CM_PORT_RETRIES);
+  out->closes_after_held = load(RRPC_RDMA_CNT_CLOSES_AFTER_HELD);
   struct rrpc__dialect_mem_stats ms;
   rrpc__rdma_dialect_mem_stats(&ms);
   out->piece_cached_bytes = ms.piece_cached_bytes;

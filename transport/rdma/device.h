@@ -142,6 +142,7 @@ typedef enum rrpc__rdma_counter {
   RRPC_RDMA_CNT_CM_FAILURES,
   RRPC_RDMA_CNT_CURSOR_STALLS,
   RRPC_RDMA_CNT_CM_PORT_RETRIES,
+  RRPC_RDMA_CNT_CLOSES_AFTER_HELD,
   RRPC_RDMA_CNT__COUNT
 } rrpc__rdma_counter;
 void rrpc__rdma_count(rrpc__rdma_counter c, uint64_t n);

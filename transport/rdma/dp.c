@@ -327,6 +327,7 @@ void rrpc__dp_after_with(const struct rrpc__dp_hooks *h, rrpc__rdma_ep *ep) {
     /* Bytes the owner was not ready for are still in the ring: the close is
      * the end of the stream, after them, as TCP's FIN is. */
     ep->dp.close_heard = 1;
+    rrpc__rdma_count(RRPC_RDMA_CNT_CLOSES_AFTER_HELD, 1);
   } else if (peer_closed) {
     rrpc__socket_fail(ep->s, -RRPC_ECLOSE);
     return;

@@ -137,6 +137,8 @@ static const struct {
      offsetof(rrpc_rdma_stats, cm_failures)},
     {"rrpc_rdma_cm_port_retries_total", "rdma_cm connects retried with a fresh id: TCP could not use the local port", 1,
      offsetof(rrpc_rdma_stats, cm_port_retries)},
+    {"rrpc_rdma_closes_after_held_total", "Peer closes heard while received bytes were held back: delivered first", 1,
+     offsetof(rrpc_rdma_stats, closes_after_held)},
 };
 
 /* ---- the list ------------------------------------------------------------------ */
