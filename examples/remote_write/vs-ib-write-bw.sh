@@ -16,10 +16,13 @@ RUNS=${RW_RUNS:-3}
 ADDR=${RW_ADDR:-${RRPC_TEST_RDMA_ADDR:-10.99.0.1}}
 DEV=${RW_DEV:-${RRPC_TEST_RDMA_DEV:-rxe0}}
 T=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$T"' EXIT
+srv=
+# The trap's status would become the script's: it must not fail.
+trap '[ -z "$srv" ] || kill "$srv" 2>/dev/null || true; rm -rf "$T"' EXIT
 GIB=$(awk -v m="$MIB" 'BEGIN { print m / 1024 }')
 
 "$B/examples/remote_write/server" --port=0 --ip="$ADDR" >"$T/rws.out" 2>&1 &
+srv=$!
 i=0
 while ! grep -q "listening on port" "$T/rws.out" && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
 port=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$T/rws.out")

@@ -6,11 +6,12 @@
 // side), it posts raw RDMA WRITE/READ work requests on that connection's own
 // QP (rrpc__rmt_car_post, the carriage's post) with the rkey and address of
 // the token, and watches their completions (car_observe.h). Each bad access
-// - past the end, across the end, against the region's rights, after the
-// revoke, with another connection's key - must complete in error on the
-// rogue's side and fail the connection (its QP is in error: the next case
-// connects anew), and the owner's memory must stay byte-identical: the
-// server hashes its buffer on request (test.Rogue/Sum) after each case. Two
+// - at or across the end, across the start, against the region's rights,
+// after the revoke, with another connection's key - must complete with
+// REM_ACCESS_ERR on the rogue's side and fail the connection (its QP is in
+// error: the next case connects anew), and the owner's memory must stay
+// byte-identical: the server hashes its buffer - the region and 4 KiB of
+// guard on each side - on request (test.Rogue/Sum) after each case. Two
 // controls show that the raw path reaches the owner's memory when the
 // access is legitimate.
 #include <gtest/gtest.h>
@@ -43,6 +44,9 @@ extern "C" {
 namespace {
 
 constexpr size_t kLen = 1u << 20;  // each of the owner's buffers
+// The region is the middle of its buffer: the guard bytes on each side are
+// hashed too, so an access that went past the region's ends would show.
+constexpr size_t kGuard = 4096, kRegion = kLen - 2 * kGuard;
 constexpr uint64_t kRogueTag = 1ull << 61;  // above every wr_id a link uses
 
 uint64_t Fnv(const uint8_t *p, size_t n) {
@@ -110,7 +114,7 @@ void RegHandler(void *, rrpc_server_call *call) {
   Owner::Reg r = {};
   if (rrpc_server_call_remote_link(call, &r.link) != 0) return Answer(call, "no link", true);
   rrpc_remote_token t;
-  if (rrpc_remote_region_register(r.link, buf.data(), buf.size(), rights, &r.region) != 0 ||
+  if (rrpc_remote_region_register(r.link, buf.data() + kGuard, kRegion, rights, &r.region) != 0 ||
       rrpc_remote_region_token(r.region, &t) != 0) {
     if (r.region) rrpc_remote_region_free(r.region);
     rrpc_remote_link_release(r.link);
@@ -131,7 +135,8 @@ void RevokeHandler(void *, rrpc_server_call *call) {
   Answer(call, std::to_string(did), false);
 }
 
-// "<victim hash> <scratch hash>", FNV-1a over each whole buffer.
+// "<victim hash> <scratch hash>", FNV-1a over each whole buffer, guards
+// included.
 void SumHandler(void *, rrpc_server_call *call) {
   Owner &o = owner();
   char text[64];
@@ -326,7 +331,7 @@ class RemoteRogue : public ::testing::Test {
     int st = r.Raw(write, addr + off, rkey, len);
     EXPECT_NE(-1, st) << "no completion";
     EXPECT_NE(IBV_WC_SUCCESS, st) << "the access went through";
-    EXPECT_TRUE(st == IBV_WC_REM_ACCESS_ERR || st == IBV_WC_REM_INV_REQ_ERR) << ibv_wc_status_str(ibv_wc_status(st));
+    EXPECT_EQ(IBV_WC_REM_ACCESS_ERR, st) << ibv_wc_status_str(ibv_wc_status(st));
     EXPECT_TRUE(r.Fails()) << "the connection outlived its QP's error";
     EXPECT_EQ(Expect(), Sums());
   }
@@ -341,28 +346,32 @@ TEST_F(RemoteRogue, RawAccessesWithinTheRightsReachTheOwnersMemory) {
   ASSERT_EQ("", r.Up(addr_));
   uint32_t rkey;
   uint64_t addr;
-  // A READ of the victim's last 4 KiB returns its bytes.
+  // A READ of the victim region's last 4 KiB returns its bytes.
   ASSERT_TRUE(r.Region("victim", RRPC_REMOTE_READ, &rkey, &addr));
-  ASSERT_EQ(IBV_WC_SUCCESS, r.Raw(false, addr + kLen - 4096, rkey, 4096));
+  ASSERT_EQ(IBV_WC_SUCCESS, r.Raw(false, addr + kRegion - 4096, rkey, 4096));
   std::vector<uint8_t> v(kLen);
   Pattern(v.data(), kLen, 1);
-  EXPECT_EQ(0, memcmp(v.data() + kLen - 4096, r.local.data(), 4096));
-  // A WRITE of 4 KiB ending at scratch's last byte lands there.
+  EXPECT_EQ(0, memcmp(v.data() + kGuard + kRegion - 4096, r.local.data(), 4096));
+  // A WRITE of 4 KiB ending at the scratch region's last byte lands there
+  // (and the hash sees it).
   ASSERT_TRUE(r.Region("scratch", RRPC_REMOTE_WRITE, &rkey, &addr));
   Pattern(r.local.data(), 4096, 5);
-  ASSERT_EQ(IBV_WC_SUCCESS, r.Raw(true, addr + kLen - 4096, rkey, 4096));
-  memcpy(scratch_.data() + kLen - 4096, r.local.data(), 4096);
+  ASSERT_EQ(IBV_WC_SUCCESS, r.Raw(true, addr + kRegion - 4096, rkey, 4096));
+  memcpy(scratch_.data() + kGuard + kRegion - 4096, r.local.data(), 4096);
   EXPECT_EQ(Expect(), Sums());
   EXPECT_EQ(0, rrpc_remote_link_failed(r.link));
 }
 
-TEST_F(RemoteRogue, WritePastTheEndFails) { Refused("write at the end", RRPC_REMOTE_WRITE, true, kLen, 1); }
+TEST_F(RemoteRogue, WritePastTheEndFails) { Refused("write at the end", RRPC_REMOTE_WRITE, true, kRegion, 1); }
 TEST_F(RemoteRogue, WriteAcrossTheEndFails) {
-  Refused("write across the end", RRPC_REMOTE_WRITE, true, kLen - 16, 32);
+  Refused("write across the end", RRPC_REMOTE_WRITE, true, kRegion - 16, 32);
 }
-TEST_F(RemoteRogue, ReadPastTheEndFails) { Refused("read at the end", RRPC_REMOTE_READ, false, kLen, 1); }
+TEST_F(RemoteRogue, WriteBeforeTheStartFails) {
+  Refused("write before the start", RRPC_REMOTE_WRITE, true, uint64_t(0) - 16, 32);
+}
+TEST_F(RemoteRogue, ReadPastTheEndFails) { Refused("read at the end", RRPC_REMOTE_READ, false, kRegion, 1); }
 TEST_F(RemoteRogue, ReadAcrossTheEndFails) {
-  Refused("read across the end", RRPC_REMOTE_READ, false, kLen - 16, 32);
+  Refused("read across the end", RRPC_REMOTE_READ, false, kRegion - 16, 32);
 }
 TEST_F(RemoteRogue, WriteToAReadOnlyRegionFails) {
   Refused("write, read-only", RRPC_REMOTE_READ, true, 4096, 4096);
