@@ -388,7 +388,9 @@ static void *poster_main(void *arg) {
 
 /* On the loop thread, after a completion: let the poster post what is due. */
 static void pump_later_locked(rrpc_remote_link *l) {
-  if (l->pump_queued || l->failed) return;
+  /* Nothing due (the usual case when the submitter keeps within the
+   * in-flight bound and posts itself): no wake-up of the poster. */
+  if (l->pump_queued || l->failed || !rrpc__rmt_opq_has_next(&l->q)) return;
   pthread_mutex_lock(&g_poster.mu);
   if (g_poster.started == 0) {
     pthread_t t;
