@@ -283,36 +283,52 @@ struct Rogue {
   }
 };
 
+// One owner process for the suite (a test's bad access ends only its own
+// connection), and one auditor connection that asks for the hashes and
+// never misbehaves.
 class RemoteRogue : public ::testing::Test {
  protected:
-  void SetUp() override {
-    if (!rrpc_rdma_available()) GTEST_SKIP() << "no RDMA device here: run through tools/run-rdma-tests";
+  static void SetUpTestSuite() {
+    if (!rrpc_rdma_available()) return;
     rrpc__rmt_car_observe(Observe);
     child_ = rrpc_test::spawn_self({"RRPC_TEST_ROGUE_OWNER=1"});
-    ASSERT_GT(child_.pid, 0);
+    if (child_.pid <= 0) return;
     addr_ = rrpc_test::rdma_test_addr() + ":" + std::to_string(atoi(child_.first_output.c_str()));
-    std::vector<uint8_t> v(kLen), s(kLen);
+    std::vector<uint8_t> v(kLen);
     Pattern(v.data(), kLen, 1);
-    Pattern(s.data(), kLen, 2);
     victim_sum_ = Fnv(v.data(), kLen);
-    scratch_ = s;
-    ASSERT_EQ(Sums(), Expect()) << "the owner's buffers are not what the test expects";
+    scratch_.resize(kLen);
+    Pattern(scratch_.data(), kLen, 2);
   }
-  void TearDown() override {
+  static void TearDownTestSuite() {
+    delete auditor_;
+    auditor_ = nullptr;
     rrpc__rmt_car_observe(nullptr);
     if (child_.pid > 0) {
       kill(child_.pid, SIGKILL);
       rrpc_test::wait_child(child_);
     }
   }
-  // The owner's hashes, asked on a connection of their own.
-  std::string Sums() {
-    Rogue r;
-    std::string err = r.Up(addr_), out;
-    if (!err.empty()) return err;
-    return r.Call("Sum", "", &out) == 0 ? out : "Sum failed";
+  void SetUp() override {
+    if (!rrpc_rdma_available()) GTEST_SKIP() << "no RDMA device here: run through tools/run-rdma-tests";
+    ASSERT_GT(child_.pid, 0) << "the owner process did not start";
+    ASSERT_EQ(Sums(), Expect()) << "the owner's buffers are not what the test expects";
   }
-  std::string Expect() {
+  // The owner's hashes, asked on the auditor's connection.
+  static std::string Sums() {
+    std::string out;
+    if (auditor_ == nullptr) {
+      auditor_ = new Rogue;
+      std::string err = auditor_->Up(addr_);
+      if (!err.empty()) {
+        delete auditor_;
+        auditor_ = nullptr;
+        return err;
+      }
+    }
+    return auditor_->Call("Sum", "", &out) == 0 ? out : "Sum failed";
+  }
+  static std::string Expect() {
     char text[64];
     snprintf(text, sizeof text, "%016llx %016llx", static_cast<unsigned long long>(victim_sum_),
              static_cast<unsigned long long>(Fnv(scratch_.data(), kLen)));
@@ -335,11 +351,17 @@ class RemoteRogue : public ::testing::Test {
     EXPECT_TRUE(r.Fails()) << "the connection outlived its QP's error";
     EXPECT_EQ(Expect(), Sums());
   }
-  rrpc_test::Child child_;
-  std::string addr_;
-  uint64_t victim_sum_ = 0;
-  std::vector<uint8_t> scratch_;
+  static rrpc_test::Child child_;
+  static std::string addr_;
+  static uint64_t victim_sum_;
+  static std::vector<uint8_t> scratch_;  // what the owner's scratch buffer holds
+  static Rogue *auditor_;
 };
+rrpc_test::Child RemoteRogue::child_;
+std::string RemoteRogue::addr_;
+uint64_t RemoteRogue::victim_sum_;
+std::vector<uint8_t> RemoteRogue::scratch_;
+Rogue *RemoteRogue::auditor_;
 
 TEST_F(RemoteRogue, RawAccessesWithinTheRightsReachTheOwnersMemory) {
   Rogue r;
