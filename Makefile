@@ -240,9 +240,11 @@ test-rdma: $(RDMA_TESTS) examples tools $(BUILD)/bench/idle_conns preload $(BUIL
 	$(RDMA_WATCHDOG) tools/run-rdma-tests $(RDMA_TESTS) test/tshark/live-capture.sh test/rdma/idle-conns-smoke.sh test/rdma/thousand-conns.sh test/rdma/ring-mode.sh test/rdma/polling-mode.sh test/rdma/cm-mode.sh test/rdma/cursor-mode.sh test/preload/preload_test.sh test/preload/hostile_vm.sh
 
 # examples/remote_write beside perftest's ib_write_bw (1 MiB writes), in one
-# Soft-RoCE VM boot: both bandwidths, both sides' CPU, the ratio.
+# Soft-RoCE VM boot, alternating RW_RUNS times (3): each run's bandwidths,
+# ratio and CPU per GiB of both sides of both, then every run again.
 remote-write-bench: $(BUILD)/examples/remote_write/server $(BUILD)/examples/remote_write/client
-	tools/rxe-vm --timeout 600 -- env RRPC_BUILD=$(BUILD) RW_MIB=$${RW_MIB:-256} examples/remote_write/vs-ib-write-bw.sh
+	tools/rxe-vm --timeout 900 -- env RRPC_BUILD=$(BUILD) RW_MIB=$${RW_MIB:-256} RW_RUNS=$${RW_RUNS:-3} \
+	  examples/remote_write/vs-ib-write-bw.sh
 
 # The RDMA test binaries alone, for `make TSAN=1 test-rdma-tsan` (the RDMA
 # tests under ThreadSanitizer, one VM boot; a race report fails the binary).

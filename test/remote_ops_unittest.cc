@@ -101,6 +101,34 @@ TEST(RemoteOps, InflightBoundAndOrderAcrossOps) {
   EXPECT_EQ(4u, f.q.stats.ops_ok);
 }
 
+// has_next answers what next would, without taking a piece: empty queue,
+// a piece due, the in-flight bound reached, a bound freed, every byte
+// handed out (the cursor still on a fully posted op), a failed queue.
+TEST(RemoteOps, HasNextSaysWhetherNextWouldHandOutAPiece) {
+  Fixture f(100, 2);
+  EXPECT_EQ(0, rrpc__rmt_opq_has_next(&f.q));
+  f.Submit(250);  // 3 pieces
+  EXPECT_EQ(1, rrpc__rmt_opq_has_next(&f.q));
+  EXPECT_EQ(0u, f.q.inflight) << "has_next took a piece";
+  auto v = f.Drain();
+  ASSERT_EQ(2u, v.size());
+  EXPECT_EQ(0, rrpc__rmt_opq_has_next(&f.q)) << "the in-flight bound is reached";
+  rrpc__rmt_opq_piece_done(&f.q, v[0].op, 0);
+  EXPECT_EQ(1, rrpc__rmt_opq_has_next(&f.q));
+  auto w = f.Drain();
+  ASSERT_EQ(1u, w.size());
+  rrpc__rmt_opq_piece_done(&f.q, v[1].op, 0);
+  EXPECT_EQ(0, rrpc__rmt_opq_has_next(&f.q)) << "every byte was handed out";
+  f.Submit(10);
+  EXPECT_EQ(1, rrpc__rmt_opq_has_next(&f.q)) << "behind a fully posted op";
+  rrpc__rmt_opq_fail(&f.q, -ECONNRESET);
+  EXPECT_EQ(0, rrpc__rmt_opq_has_next(&f.q)) << "failed";
+  rrpc__rmt_piece p;
+  EXPECT_EQ(0, rrpc__rmt_opq_next(&f.q, &p));
+  rrpc__rmt_opq_piece_done(&f.q, w[0].op, 0);
+  rrpc__rmt_opq_abandon(&f.q);
+}
+
 TEST(RemoteOps, ErrorOnOnePieceFailsItsOpOnceAndStopsItsPosting) {
   Fixture f(10, 2);
   Op *a = f.Submit(50);

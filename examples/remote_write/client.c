@@ -8,6 +8,7 @@
  * Usage: client --server=IP:PORT [--size=BYTES] [--piece=BYTES] [--depth=N]
  *               [--rounds=N] [--tcp]
  * The last line is a summary: throughput=<x>MiB/s and the CPU of both sides. */
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -16,6 +17,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "rrpc/rrpc.h"
 
@@ -46,6 +48,75 @@ static uint64_t cpu_us(void) {
   getrusage(RUSAGE_SELF, &ru);
   return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000u +
          (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
+/* Per-thread CPU (user + system, in clock ticks) from /proc/self/task, so
+ * the summary can say which of the writer's threads spent it: the
+ * submitting thread (this one), the connection's loop (completions), the
+ * one-sided poster, the verbs helpers. */
+enum { MAX_THREADS = 64 };
+struct thread_cpu {
+  int tid;
+  char name[24];
+  unsigned long long ticks;
+};
+
+static int threads_cpu(struct thread_cpu *t, int cap) {
+  DIR *d = opendir("/proc/self/task");
+  if (d == NULL) return 0;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL && n < cap) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    char path[64], line[512];
+    snprintf(path, sizeof path, "/proc/self/task/%d/stat", atoi(e->d_name));
+    FILE *f = fopen(path, "r");
+    if (f == NULL) continue;
+    size_t got = fread(line, 1, sizeof line - 1, f);
+    fclose(f);
+    line[got] = 0;
+    /* "tid (comm) state ..." - comm may hold spaces: fields count from the last ')'. */
+    char *open = strchr(line, '('), *close = strrchr(line, ')');
+    if (open == NULL || close == NULL || close < open) continue;
+    unsigned long long ut = 0, st = 0;
+    /* After ')': state is field 3; utime 14, stime 15. */
+    if (sscanf(close + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2) continue;
+    t[n].tid = atoi(e->d_name);
+    size_t len = (size_t)(close - open - 1) < sizeof t[n].name - 1 ? (size_t)(close - open - 1) : sizeof t[n].name - 1;
+    memcpy(t[n].name, open + 1, len);
+    t[n].name[len] = 0;
+    t[n].ticks = ut + st;
+    n++;
+  }
+  closedir(d);
+  return n;
+}
+
+/* What each thread spent between two samples, per GiB moved, busiest
+ * first (threads that spent nothing are left out). */
+static void print_threads_cpu(const struct thread_cpu *a, int na, const struct thread_cpu *b, int nb, int self,
+                              double gib) {
+  double hz = (double)sysconf(_SC_CLK_TCK);
+  struct thread_cpu d[MAX_THREADS];
+  int nd = 0;
+  for (int i = 0; i < nb; i++) {
+    unsigned long long before = 0;
+    for (int j = 0; j < na; j++)
+      if (a[j].tid == b[i].tid) before = a[j].ticks;
+    if (b[i].ticks <= before) continue;
+    d[nd] = b[i];
+    d[nd++].ticks = b[i].ticks - before;
+  }
+  for (int i = 1; i < nd; i++)
+    for (int j = i; j > 0 && d[j].ticks > d[j - 1].ticks; j--) {
+      struct thread_cpu x = d[j];
+      d[j] = d[j - 1];
+      d[j - 1] = x;
+    }
+  printf("remote_write: writer cpu by thread (s/GiB):");
+  for (int i = 0; i < nd; i++)
+    printf(" %s%s=%.3f", d[i].tid == self ? "main:" : "", d[i].name, (double)d[i].ticks / hz / gib);
+  printf("\n");
 }
 
 /* A sync call whose answer is text or bytes: its length, or a negative code. */
@@ -145,6 +216,8 @@ int main(int argc, char **argv) {
   }
   struct run r = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
   uint64_t per_round = (size + piece - 1) / piece, total = per_round * (uint64_t)rounds, issued = 0;
+  struct thread_cpu th0[MAX_THREADS], th1[MAX_THREADS];
+  int nth0 = threads_cpu(th0, MAX_THREADS);
   uint64_t t0 = now_us(), c0 = cpu_us();
   while (issued < total) {
     pthread_mutex_lock(&r.mu);
@@ -166,6 +239,7 @@ int main(int argc, char **argv) {
   while (r.done < issued) pthread_cond_wait(&r.cv, &r.mu);
   pthread_mutex_unlock(&r.mu);
   uint64_t t1 = now_us(), c1 = cpu_us();
+  int nth1 = threads_cpu(th1, MAX_THREADS);
   rrpc_rdma_get_stats(&rs1);
   rrpc_remote_link_stats ls;
   rrpc_remote_link_get_stats(link, &ls);
@@ -184,6 +258,7 @@ int main(int argc, char **argv) {
   printf("remote_write: %s %s%d x %" PRIu64 " bytes in %" PRIu64 "-byte writes, depth %d: %.3f s, %s\n",
          ls.rdma ? "rdma one-sided" : "frames in the byte stream", "", rounds, size, piece, depth, secs,
          ok ? "the server's buffer matches and every byte was notified" : "MISMATCH");
+  print_threads_cpu(th0, nth0, th1, nth1, (int)getpid(), gib);
   printf("remote_write: throughput=%.1fMiB/s (%.3f GiB/s) client_cpu=%.3fs (%.3f s/GiB) "
          "server_cpu=%.3fs (%.3f s/GiB) notifies=%" PRIu64 " owner_copied=%" PRIu64
          " copied_send=%" PRIu64 " copied_recv=%" PRIu64 "\n",

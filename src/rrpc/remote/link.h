@@ -42,6 +42,11 @@ void rrpc__rmt_on_data(rrpc__socket *s);
  * or -ENOMEM. Any thread; the caller holds a reference on s. */
 int rrpc__rmt_link_of(rrpc__socket *s, rrpc_remote_link **out);
 
+/* rrpc__rmt_link_socket - the connection a link belongs to (borrowed: the
+ * caller's handle keeps it). For tests that reach below the link, e.g. a
+ * rogue posting raw work requests on the connection's own QP. */
+rrpc__socket *rrpc__rmt_link_socket(const rrpc_remote_link *l);
+
 #ifdef __cplusplus
 }
 #endif

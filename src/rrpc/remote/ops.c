@@ -65,6 +65,12 @@ int rrpc__rmt_opq_next(struct rrpc__rmt_opq *q, struct rrpc__rmt_piece *out) {
   return 1;
 }
 
+int rrpc__rmt_opq_has_next(const struct rrpc__rmt_opq *q) {
+  const struct rrpc__rmt_op *op = q->cursor;
+  while (op && fully_posted(op)) op = op->next;
+  return op && !q->failed && q->inflight < q->max_inflight;
+}
+
 /* An op that failed posts nothing more: its unposted bytes count as done. */
 static void stop_op(struct rrpc__rmt_op *op, int status) {
   if (!op->status) op->status = status;

@@ -77,6 +77,11 @@ int rrpc__rmt_opq_submit(struct rrpc__rmt_opq *q, struct rrpc__rmt_op *op);
  * full, or failed). */
 int rrpc__rmt_opq_next(struct rrpc__rmt_opq *q, struct rrpc__rmt_piece *out);
 
+/* rrpc__rmt_opq_has_next - 1 if rrpc__rmt_opq_next would hand out a piece
+ * now, else 0; takes nothing (a completion asks it before waking a poster
+ * that would find nothing to do). */
+int rrpc__rmt_opq_has_next(const struct rrpc__rmt_opq *q);
+
 /* rrpc__rmt_opq_unpost - the carriage could not post the piece next just
  * returned (the last one): take it back with status, as if it completed
  * with that error. */

@@ -19,6 +19,7 @@
 #include "rrpc/remote.h"
 #include "rrpc/remote/carriage.h"
 #include "transport/rdma/endpoint.h"
+#include "transport/rdma/remote/car_observe.h"
 #include "transport/rdma/remote/post.h"
 #include "transport/rdma/remote/region.h"
 
@@ -198,6 +199,13 @@ int rrpc__rmt_car_post(struct rrpc__rmt_car *c, int is_write, void *local, uint3
   return rc;
 }
 
+/* car_observe.h: a test's view of the pieces' completions. */
+static _Atomic(rrpc__rmt_car_wc_observer) g_wc_observer;
+
+void rrpc__rmt_car_observe(rrpc__rmt_car_wc_observer fn) {
+  atomic_store_explicit(&g_wc_observer, fn, memory_order_release);
+}
+
 int rrpc__rmt_car_wc(rrpc__rdma_ep *ep, const struct ibv_wc *wc) {
   if (!(wc->wr_id & CAR_TAG)) return 0;
   int status = rrpc__rmt_rdma_wc_code(wc->status);
@@ -211,6 +219,8 @@ int rrpc__rmt_car_wc(rrpc__rdma_ep *ep, const struct ibv_wc *wc) {
     bind_wait_unref(w);
     return 1;
   }
+  rrpc__rmt_car_wc_observer obs = atomic_load_explicit(&g_wc_observer, memory_order_acquire);
+  if (obs != NULL) obs(wc->wr_id & ~CAR_TAG, (int)wc->status);
   /* The socket let go: its link is gone with it, and so are the pieces. */
   if (ep->s != NULL) rrpc__rmt_link_on_wc(ep->s, wc->wr_id & ~CAR_TAG, status);
   return 1;

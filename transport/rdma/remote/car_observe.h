@@ -1,0 +1,28 @@
+/* remote/car_observe.h - private, for tests: watch the completions of the
+ * remote-memory carriage's work requests on every connection of the
+ * process. A rogue-peer test posts raw RDMA WRITE/READ on an rrpc
+ * connection's own QP through rrpc__rmt_car_post, with wr_ids no link ever
+ * uses (the link then ignores their completions), and learns each one's
+ * work-completion status here. */
+#ifndef RRPC_TRANSPORT_RDMA_REMOTE_CAR_OBSERVE_H
+#define RRPC_TRANSPORT_RDMA_REMOTE_CAR_OBSERVE_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Called on the connection's loop thread for each completion of a piece
+ * (not of a window bind), before the link sees it: wr_id as given to
+ * rrpc__rmt_car_post, status an enum ibv_wc_status. Keep it short. */
+typedef void (*rrpc__rmt_car_wc_observer)(uint64_t wr_id, int status);
+
+/* rrpc__rmt_car_observe - install fn (NULL: none). Any thread; a
+ * completion being handled at the time may still reach the previous one. */
+void rrpc__rmt_car_observe(rrpc__rmt_car_wc_observer fn);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RRPC_TRANSPORT_RDMA_REMOTE_CAR_OBSERVE_H */
