@@ -5,9 +5,12 @@
  * F_DUPFD(_CLOEXEC), getsockname,
  * getpeername, getsockopt, setsockopt. A connection the policy selects is
  * handed to the relay (relay.h), after which the application's fd number is
- * an AF_UNIX stream socket, so read, write, recv, send, sendmsg, readv, writev, sendfile,
- * splice, MSG_PEEK/WAITALL/DONTWAIT, FIONREAD, poll/select/epoll, shutdown,
+ * an AF_UNIX stream socket, so read, write, recv, send, readv, writev, sendfile,
+ * splice, MSG_PEEK/WAITALL/DONTWAIT, FIONREAD, select/epoll, shutdown,
  * SO_RCVTIMEO and fork need no wrapper: the kernel does them on that socket.
+ * ERM's socket API (rrpc/erm.h) adds wrappers that look at a relayed fd only
+ * for its own parts: SOL_SMC options, sendmsg's control messages,
+ * recvmsg(MSG_ERRQUEUE), and poll/ppoll's POLLERR for queued completions.
  * Every other fd, and every connection the policy leaves alone, goes
  * straight to libc.
  */
@@ -27,6 +30,7 @@
 #include <unistd.h>
 
 #include "preload/env_num.h"
+#include "preload/erm.h"
 #include "preload/frame.h"
 #include "preload/policy.h"
 #include "preload/relay.h"
@@ -122,6 +126,7 @@ __attribute__((constructor)) static void preload_init(void) {
   g_ebpf = strcmp(rrpc_run_policy_mode(g_policy), "ebpf") == 0;
   if (g_ebpf) rrpc_run_relay_set_peer_check(rrpc_smcopt_peer_offered);
   pthread_atfork(NULL, after_fork_parent, after_fork_child);
+  rrpc_run_erm_settings_from_env();
   g_enabled = 1;
   rrpc_run_stat_page_start();
 }
@@ -329,7 +334,17 @@ int listen(int fd, int backlog) {
   return real_listen(fd, backlog);
 }
 
+/* ERM's state goes with the program's last fd of a connection (dups share
+ * it); only connections that used ERM pay for the look. */
+static int fd_last(int fd, rrpc_run_conn *c) {
+  for (int i = 0; i < FD_TABLE; i++)
+    if (i != fd && atomic_load_explicit(&g_fds[i], memory_order_relaxed) == c) return 0;
+  return 1;
+}
+
 int close(int fd) {
+  rrpc_run_conn *c = fd_conn(fd);
+  if (c != NULL && rrpc_run_conn_erm(c) != NULL && fd_last(fd, c)) rrpc_run_erm_close(c);
   fd_forget(fd);
   return rrpc_run_real.close(fd);
 }
@@ -397,6 +412,8 @@ static int answer_addr(int fd, int peer, struct sockaddr *sa, socklen_t *len) {
 int getsockname(int fd, struct sockaddr *sa, socklen_t *len) { return answer_addr(fd, 0, sa, len); }
 int getpeername(int fd, struct sockaddr *sa, socklen_t *len) { return answer_addr(fd, 1, sa, len); }
 
+static int erm_opt(rrpc_run_conn *c, int set, int name, void *val, socklen_t *len);
+
 /* Options of the TCP connection itself go to the hidden TCP socket; those
  * that shape what the application's calls do (timeouts, buffer sizes, low
  * water marks) stay on its own socket. */
@@ -415,6 +432,7 @@ static int tcp_level(int level, int name) {
 int getsockopt(int fd, int level, int name, void *val, socklen_t *len) {
   rrpc_run_conn *c = fd_conn(fd);
   if (c == NULL) return rrpc_run_real.getsockopt(fd, level, name, val, len);
+  if (level == SOL_SMC) return erm_opt(c, 0, name, val, len);
   if (level == SOL_SOCKET && name == SO_ERROR && val != NULL && len != NULL && *len >= sizeof(int)) {
     int e = rrpc_run_conn_take_error(c);
     if (e == 0) return rrpc_run_real.getsockopt(fd, level, name, val, len);
@@ -431,8 +449,100 @@ int getsockopt(int fd, int level, int name, void *val, socklen_t *len) {
 
 int setsockopt(int fd, int level, int name, const void *val, socklen_t len) {
   rrpc_run_conn *c = fd_conn(fd);
+  if (c != NULL && level == SOL_SMC) return erm_opt(c, 1, name, (void *)val, &len);
   if (c == NULL || !tcp_level(level, name)) return rrpc_run_real.setsockopt(fd, level, name, val, len);
   int rc = rrpc_run_conn_tcp_opt(c, 1, level, name, (void *)val, &len);
   if (rc != 0 && errno == ENOTCONN) return 0; /* the connection is over: nothing to tune */
   return rc;
+}
+
+/* ---- ERM's socket API (rrpc/erm.h, preload/erm.c) -------------------------------- */
+
+/* SOL_SMC at a relayed fd: ERM's command, or nothing (the kernel's TCP
+ * socket answers ENOPROTOOPT there, and so does this). */
+static int erm_opt(rrpc_run_conn *c, int set, int name, void *val, socklen_t *len) {
+  int rc = name == SMC_ERM_CMD ? rrpc_run_erm_sockopt(c, set, val, len) : -ENOPROTOOPT;
+  if (rc == 0) return 0;
+  errno = -rc;
+  return -1;
+}
+
+ssize_t sendmsg(int fd, const struct msghdr *m, int flags) {
+  static ssize_t (*real)(int, const struct msghdr *, int);
+  if (real == NULL) real = (ssize_t(*)(int, const struct msghdr *, int))dlsym(RTLD_NEXT, "sendmsg");
+  rrpc_run_conn *c = fd_conn(fd);
+  ssize_t ret;
+  if (c != NULL && m != NULL && m->msg_controllen > 0 && rrpc_run_erm_sendmsg(c, fd, m, flags, real, &ret) == 1)
+    return ret;
+  return real(fd, m, flags);
+}
+
+ssize_t recvmsg(int fd, struct msghdr *m, int flags) {
+  static ssize_t (*real)(int, struct msghdr *, int);
+  if (real == NULL) real = (ssize_t(*)(int, struct msghdr *, int))dlsym(RTLD_NEXT, "recvmsg");
+  rrpc_run_conn *c = (flags & MSG_ERRQUEUE) ? fd_conn(fd) : NULL;
+  if (c == NULL || m == NULL) return real(fd, m, flags);
+  ssize_t rc = rrpc_run_erm_recv_errqueue(c, m, flags);
+  if (rc >= 0) return rc;
+  errno = (int)-rc;
+  return -1;
+}
+
+/* poll/ppoll: a relayed fd with ERM completions queued reports POLLERR, as
+ * a kernel socket with a non-empty error queue does. Each such fd's
+ * eventfd (readable while its queue is not empty) is polled beside it. */
+enum { POLL_STACK = 64 };
+
+static int erm_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const struct timespec *ts,
+                    const sigset_t *mask, int use_ppoll) {
+  static int (*real_poll)(struct pollfd *, nfds_t, int);
+  static int (*real_ppoll)(struct pollfd *, nfds_t, const struct timespec *, const sigset_t *);
+  if (real_poll == NULL) real_poll = (int (*)(struct pollfd *, nfds_t, int))dlsym(RTLD_NEXT, "poll");
+  if (real_ppoll == NULL)
+    real_ppoll = (int (*)(struct pollfd *, nfds_t, const struct timespec *, const sigset_t *))dlsym(RTLD_NEXT, "ppoll");
+  nfds_t extra = 0;
+  if (rrpc_run_erm_any() && fds != NULL)
+    for (nfds_t i = 0; i < n; i++) {
+      rrpc_run_conn *c = fd_conn(fds[i].fd);
+      if (c != NULL && rrpc_run_erm_event_fd(c) >= 0) extra++;
+    }
+  if (extra == 0) return use_ppoll ? real_ppoll(fds, n, ts, mask) : real_poll(fds, n, timeout_ms);
+  struct pollfd stack[POLL_STACK];
+  nfds_t owner_stack[POLL_STACK];
+  struct pollfd *all = n + extra <= POLL_STACK ? stack : malloc((n + extra) * sizeof *all);
+  nfds_t *owner = extra <= POLL_STACK ? owner_stack : malloc(extra * sizeof *owner);
+  if (all == NULL || owner == NULL) {
+    if (all != stack) free(all);
+    if (owner != owner_stack) free(owner);
+    errno = ENOMEM;
+    return -1;
+  }
+  memcpy(all, fds, n * sizeof *all);
+  nfds_t k = 0;
+  for (nfds_t i = 0; i < n && k < extra; i++) {
+    rrpc_run_conn *c = fd_conn(fds[i].fd);
+    int efd = c != NULL ? rrpc_run_erm_event_fd(c) : -1;
+    if (efd < 0) continue;
+    all[n + k] = (struct pollfd){.fd = efd, .events = POLLIN};
+    owner[k++] = i;
+  }
+  int rc = use_ppoll ? real_ppoll(all, n + k, ts, mask) : real_poll(all, n + k, timeout_ms);
+  if (rc >= 0) {
+    for (nfds_t i = 0; i < n; i++) fds[i].revents = all[i].revents;
+    for (nfds_t j = 0; j < k; j++)
+      if (all[n + j].revents & POLLIN) fds[owner[j]].revents |= POLLERR;
+    rc = 0;
+    for (nfds_t i = 0; i < n; i++) rc += fds[i].revents != 0;
+  }
+  int saved = errno;
+  if (all != stack) free(all);
+  if (owner != owner_stack) free(owner);
+  errno = saved;
+  return rc;
+}
+
+int poll(struct pollfd *fds, nfds_t n, int timeout_ms) { return erm_poll(fds, n, timeout_ms, NULL, NULL, 0); }
+
+int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask) {
+  return erm_poll(fds, n, 0, ts, mask, 1);
 }

@@ -1,0 +1,513 @@
+/* test/preload/erm_copy.c - a program written only against rrpc/erm.h (ERM's
+ * socket API) and plain sockets; tools/rrpc-run carries it.
+ *
+ *   erm_copy copy [MiB] [piece_KiB]   a server thread registers MiB (64) of
+ *       memory for remote writes and sends its memid over the socket; the
+ *       client registers its source, COPYs it in pieces (1024 KiB) with
+ *       REMOTE_COMPL, reads one local completion per COPY; the server reads
+ *       one remote completion per piece, in order, checks every byte and
+ *       answers. The last line is a summary.
+ *   erm_copy bad      malformed and refused calls, each with its errno, on a
+ *       relayed connection; the owner's memory stays untouched.
+ *   erm_copy plain    a kernel TCP socket (run it without rrpc-run, or with
+ *       a policy that leaves the connection plain): ENOPROTOOPT.
+ *
+ * Both ends run in this one process (threads): rrpc-run relays both. The
+ * address is PRELOAD_TEST_ADDR (127.0.0.1 by default). Completions are
+ * waited for with poll(): POLLERR says the error queue holds some. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rrpc/erm.h"
+#include "test/preload/preload_test.h"
+
+enum { WAIT_MS = 120000 };
+
+static const char *test_addr(void) {
+  const char *ip = getenv("PRELOAD_TEST_ADDR");
+  return ip != NULL && *ip != '\0' ? ip : "127.0.0.1";
+}
+
+static int listen_any(int *port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  CHECK(fd >= 0);
+  int one = 1;
+  CHECK(setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0);
+  struct sockaddr_in a = {.sin_family = AF_INET};
+  CHECK(inet_pton(AF_INET, test_addr(), &a.sin_addr) == 1);
+  CHECK(bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
+  CHECK(listen(fd, 4) == 0);
+  socklen_t len = sizeof a;
+  CHECK(getsockname(fd, (struct sockaddr *)&a, &len) == 0);
+  *port = ntohs(a.sin_port);
+  return fd;
+}
+
+static int connect_to(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  CHECK(fd >= 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  CHECK(inet_pton(AF_INET, test_addr(), &a.sin_addr) == 1);
+  CHECK(connect(fd, (struct sockaddr *)&a, sizeof a) == 0);
+  return fd;
+}
+
+static void write_all(int fd, const void *p, size_t n) {
+  const char *b = p;
+  while (n > 0) {
+    ssize_t w = write(fd, b, n);
+    if (w < 0 && errno == EINTR) continue;
+    CHECK(w > 0);
+    b += w;
+    n -= (size_t)w;
+  }
+}
+
+static void read_all(int fd, void *p, size_t n) {
+  char *b = p;
+  while (n > 0) {
+    ssize_t r = read(fd, b, n);
+    if (r < 0 && errno == EINTR) continue;
+    CHECK(r > 0);
+    b += r;
+    n -= (size_t)r;
+  }
+}
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* ---- the API, as a program uses it ------------------------------------------ */
+
+static int reg_mr(int fd, void *buf, uint64_t len, uint32_t access, uint32_t *memid) {
+  struct smc_erm_mr m = {.cmd = SMC_ERM_REG_MR, .access = access, .addr = (uint64_t)(uintptr_t)buf, .len = len};
+  socklen_t l = sizeof m;
+  if (getsockopt(fd, SOL_SMC, SMC_ERM_CMD, &m, &l) != 0) return -1;
+  CHECK(l == sizeof m && m.memid != 0);
+  *memid = m.memid;
+  return 0;
+}
+
+static int dereg_mr(int fd, uint32_t memid) {
+  struct smc_erm_mr m = {.cmd = SMC_ERM_DEREG_MR, .memid = memid};
+  return setsockopt(fd, SOL_SMC, SMC_ERM_CMD, &m, sizeof m);
+}
+
+/* sendmsg with n COPY control messages and no bytes. */
+static int copy_n(int fd, const struct smc_erm_copy *cps, int n) {
+  union {
+    char buf[16 * CMSG_SPACE(sizeof(struct smc_erm_copy))];
+    struct cmsghdr align;
+  } u;
+  CHECK(n >= 1 && n <= 16);
+  memset(&u, 0, sizeof u);
+  struct msghdr mh = {.msg_control = u.buf, .msg_controllen = (size_t)n * CMSG_SPACE(sizeof *cps)};
+  struct cmsghdr *h = CMSG_FIRSTHDR(&mh);
+  for (int i = 0; i < n; i++, h = CMSG_NXTHDR(&mh, h)) {
+    h->cmsg_level = SOL_SMC;
+    h->cmsg_type = SMC_ERM_CMD_COPY;
+    h->cmsg_len = CMSG_LEN(sizeof *cps);
+    memcpy(CMSG_DATA(h), &cps[i], sizeof *cps);
+  }
+  return (int)sendmsg(fd, &mh, 0);
+}
+
+/* Wait (poll: POLLERR) for completions and read up to max of them. */
+static int read_compl(int fd, struct smc_erm_compl *out, int max) {
+  for (;;) {
+    union {
+      char buf[32 * CMSG_SPACE(sizeof(struct smc_erm_compl))];
+      struct cmsghdr align;
+    } u;
+    struct msghdr mh = {.msg_control = u.buf, .msg_controllen = sizeof u.buf};
+    ssize_t r = recvmsg(fd, &mh, MSG_ERRQUEUE | MSG_DONTWAIT);
+    if (r < 0 && errno == EAGAIN) {
+      struct pollfd p = {.fd = fd, .events = 0};
+      int n = poll(&p, 1, WAIT_MS);
+      CHECK(n == 1);
+      CHECK((p.revents & POLLERR) != 0);
+      continue;
+    }
+    CHECK(r == 0);
+    CHECK((mh.msg_flags & MSG_ERRQUEUE) && !(mh.msg_flags & MSG_CTRUNC));
+    int k = 0;
+    for (struct cmsghdr *h = CMSG_FIRSTHDR(&mh); h != NULL; h = CMSG_NXTHDR(&mh, h)) {
+      CHECK(h->cmsg_level == SOL_SMC && h->cmsg_type == SMC_ERM_CMD_COMPL);
+      CHECK(h->cmsg_len == CMSG_LEN(sizeof *out));
+      CHECK(k < max);
+      memcpy(&out[k++], CMSG_DATA(h), sizeof *out);
+    }
+    CHECK(k > 0);
+    return k;
+  }
+}
+
+static uint64_t pattern(uint64_t word) { return (word + 1) * 0x9E3779B97F4A7C15ull ^ (word >> 7); }
+
+/* ---- copy: 64 MiB in 1 MiB pieces ------------------------------------------------ */
+
+struct copy_args {
+  int lfd;
+  uint64_t size, piece;
+  int failed;
+};
+
+static void *copy_server(void *arg) {
+  struct copy_args *a = arg;
+  int fd = accept(a->lfd, NULL, NULL);
+  CHECK(fd >= 0);
+  uint64_t *buf = calloc(1, a->size);
+  CHECK(buf != NULL);
+  uint32_t memid;
+  CHECK(reg_mr(fd, buf, a->size, SMC_ERM_ACCESS_REMOTE_WRITE, &memid) == 0);
+  CHECK((memid & SMC_ERM_MEMID_LOCAL) == 0);
+  write_all(fd, &memid, sizeof memid);
+  uint64_t pieces = a->size / a->piece, got = 0;
+  struct smc_erm_compl c[32];
+  while (got < pieces) {
+    int k = read_compl(fd, c, 32);
+    for (int i = 0; i < k; i++, got++) {
+      CHECK(c[i].kind == SMC_ERM_COMPL_REMOTE && c[i].status == 0 && c[i].memid == memid);
+      CHECK(c[i].seq == got + 1 && c[i].tag == (uint32_t)got);
+      CHECK(c[i].offset == got * a->piece && c[i].len == a->piece);
+    }
+  }
+  uint64_t bad = 0;
+  for (uint64_t w = 0; w < a->size / 8; w++) bad += buf[w] != pattern(w);
+  char answer = bad == 0 ? 'K' : 'X';
+  write_all(fd, &answer, 1);
+  CHECK(dereg_mr(fd, memid) == 0);
+  CHECK(close(fd) == 0);
+  free(buf);
+  if (bad != 0) fprintf(stderr, "server: %llu words differ\n", (unsigned long long)bad);
+  a->failed = bad != 0;
+  return NULL;
+}
+
+static int run_copy(uint64_t mib, uint64_t piece_kib) {
+  struct copy_args a = {.size = mib << 20, .piece = piece_kib << 10};
+  CHECK(a.size > 0 && a.piece > 0 && a.size % a.piece == 0 && a.piece % 8 == 0);
+  int port;
+  a.lfd = listen_any(&port);
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, copy_server, &a) == 0);
+  int fd = connect_to(port);
+  uint64_t *src = malloc(a.size);
+  CHECK(src != NULL);
+  for (uint64_t w = 0; w < a.size / 8; w++) src[w] = pattern(w);
+  uint32_t dst, me;
+  read_all(fd, &dst, sizeof dst);
+  CHECK(reg_mr(fd, src, a.size, 0, &me) == 0);
+  CHECK((me & SMC_ERM_MEMID_LOCAL) != 0);
+  uint64_t pieces = a.size / a.piece, done = 0, failed = 0;
+  double t0 = now_s();
+  /* Up to four COPYs per sendmsg. */
+  for (uint64_t i = 0; i < pieces;) {
+    struct smc_erm_copy cps[4];
+    int n = 0;
+    for (; n < 4 && i < pieces; n++, i++)
+      cps[n] = (struct smc_erm_copy){.src_idx = me, .dst_idx = dst, .src_offset = i * a.piece,
+                                     .dst_offset = i * a.piece, .len = a.piece,
+                                     .flags = SMC_ERM_REMOTE_COMPL, .tag = (uint32_t)i};
+    CHECK(copy_n(fd, cps, n) == 0);
+  }
+  struct smc_erm_compl c[32];
+  while (done < pieces) {
+    int k = read_compl(fd, c, 32);
+    for (int i = 0; i < k; i++, done++) {
+      CHECK(c[i].kind == SMC_ERM_COMPL_LOCAL && c[i].seq == done + 1 && c[i].tag == (uint32_t)done);
+      CHECK(c[i].memid == dst && c[i].offset == done * a.piece && c[i].len == a.piece);
+      failed += c[i].status != 0;
+    }
+  }
+  double secs = now_s() - t0;
+  char answer;
+  read_all(fd, &answer, 1);
+  CHECK(pthread_join(t, NULL) == 0);
+  double t1 = now_s() - t0;
+  CHECK(dereg_mr(fd, me) == 0);
+  CHECK(close(fd) == 0);
+  CHECK(close(a.lfd) == 0);
+  free(src);
+  printf("erm_copy: copied=%llu MiB pieces=%llu local_compl=%llu failed=%llu owner=%s "
+         "copy_s=%.3f checked_s=%.3f throughput=%.1fMiB/s\n",
+         (unsigned long long)mib, (unsigned long long)pieces, (unsigned long long)done,
+         (unsigned long long)failed, answer == 'K' ? "bytes-exact" : "MISMATCH", secs, t1,
+         (double)mib / (secs > 0 ? secs : 1e-9));
+  return failed == 0 && answer == 'K' && !a.failed ? 0 : 1;
+}
+
+/* ---- bad: malformed and refused calls --------------------------------------------- */
+
+enum { REG_A = 1 << 20, REG_B = 4096, REG_C = 4096 };
+
+struct bad_args {
+  int lfd;
+};
+
+static int all_zero(const uint8_t *p, size_t n, size_t skip_at, size_t skip_len) {
+  for (size_t i = 0; i < n; i++)
+    if (p[i] != 0 && !(i >= skip_at && i < skip_at + skip_len)) return 0;
+  return 1;
+}
+
+static void *bad_server(void *arg) {
+  struct bad_args *a = arg;
+  int fd = accept(a->lfd, NULL, NULL);
+  CHECK(fd >= 0);
+  uint8_t *A = calloc(1, REG_A), *B = calloc(1, REG_B), *C = calloc(1, REG_C);
+  CHECK(A && B && C);
+  uint32_t ids[3];
+  CHECK(reg_mr(fd, A, REG_A, SMC_ERM_ACCESS_REMOTE_WRITE, &ids[0]) == 0);
+  CHECK(reg_mr(fd, B, REG_B, SMC_ERM_ACCESS_REMOTE_READ, &ids[1]) == 0);
+  CHECK(reg_mr(fd, C, REG_C, SMC_ERM_ACCESS_REMOTE_WRITE | SMC_ERM_ACCESS_REMOTE_READ, &ids[2]) == 0);
+  write_all(fd, ids, sizeof ids);
+  char cmd;
+  read_all(fd, &cmd, 1); /* 'D': deregister C */
+  CHECK(cmd == 'D');
+  CHECK(dereg_mr(fd, ids[2]) == 0);
+  errno = 0;
+  CHECK(dereg_mr(fd, ids[2]) == -1 && errno == ENOENT); /* twice */
+  write_all(fd, "d", 1);
+  /* One good REMOTE_COMPL COPY of A's last 4096 bytes is announced by its completion. */
+  struct smc_erm_compl c[4];
+  CHECK(read_compl(fd, c, 4) == 1);
+  CHECK(c[0].kind == SMC_ERM_COMPL_REMOTE && c[0].memid == ids[0] && c[0].offset == REG_A - 4096 &&
+        c[0].len == 4096 && c[0].tag == 77 && c[0].seq == 1);
+  read_all(fd, &cmd, 1); /* 'C': check */
+  CHECK(cmd == 'C');
+  int ok = all_zero(A, REG_A, REG_A - 4096, 4096) && all_zero(B, REG_B, 0, 0) && all_zero(C, REG_C, 0, 0);
+  for (size_t i = REG_A - 4096; i < REG_A; i++) ok = ok && A[i] == (uint8_t)(i * 7);
+  write_all(fd, ok ? "K" : "X", 1);
+  read_all(fd, &cmd, 1); /* EOF-free: the client's last word */
+  CHECK(close(fd) == 0);
+  free(A);
+  free(B);
+  free(C);
+  return NULL;
+}
+
+#define EXPECT_ERRNO(call, e)                                                             \
+  do {                                                                                    \
+    errno = 0;                                                                            \
+    int rc_ = (int)(call);                                                                \
+    if (rc_ != -1 || errno != (e)) {                                                      \
+      fprintf(stderr, "%s:%d: %s: rc %d errno %d (%s), want errno %d (%s)\n", __FILE__, __LINE__, #call, rc_, \
+              errno, strerror(errno), (e), strerror(e));                                   \
+      exit(1);                                                                            \
+    }                                                                                     \
+    printf("  %-60s -> %s\n", #call, strerror(e));                                        \
+  } while (0)
+
+/* sendmsg with control bytes as given. */
+static int send_control(int fd, const void *ctl, size_t len) {
+  union {
+    char buf[256];
+    struct cmsghdr align;
+  } u;
+  CHECK(len <= sizeof u.buf);
+  memcpy(u.buf, ctl, len);
+  struct msghdr mh = {.msg_control = u.buf, .msg_controllen = len};
+  return (int)sendmsg(fd, &mh, 0);
+}
+
+static void bad_cmsgs(int fd, uint32_t me, uint32_t a) {
+  union {
+    char buf[256];
+    struct cmsghdr align;
+  } u;
+  struct smc_erm_copy cp = {.src_idx = me, .dst_idx = a, .len = 16};
+  struct cmsghdr *h = (struct cmsghdr *)u.buf;
+  memset(&u, 0, sizeof u);
+  /* a COPY 8 bytes short */
+  h->cmsg_level = SOL_SMC;
+  h->cmsg_type = SMC_ERM_CMD_COPY;
+  h->cmsg_len = CMSG_LEN(sizeof cp - 8);
+  memcpy(CMSG_DATA(h), &cp, sizeof cp - 8);
+  EXPECT_ERRNO(send_control(fd, u.buf, CMSG_SPACE(sizeof cp - 8)), EINVAL);
+  /* a header whose length runs past the buffer */
+  h->cmsg_len = CMSG_LEN(sizeof cp) + 64;
+  memcpy(CMSG_DATA(h), &cp, sizeof cp);
+  EXPECT_ERRNO(send_control(fd, u.buf, CMSG_SPACE(sizeof cp)), EINVAL);
+  /* a header shorter than a header */
+  h->cmsg_len = 4;
+  EXPECT_ERRNO(send_control(fd, u.buf, CMSG_SPACE(sizeof cp)), EINVAL);
+  /* a completion is not something to send */
+  h->cmsg_len = CMSG_LEN(sizeof cp);
+  h->cmsg_type = SMC_ERM_CMD_COMPL;
+  EXPECT_ERRNO(send_control(fd, u.buf, CMSG_SPACE(sizeof cp)), EINVAL);
+  /* unknown flag bits */
+  h->cmsg_type = SMC_ERM_CMD_COPY;
+  struct smc_erm_copy f = cp;
+  f.flags = 2;
+  memcpy(CMSG_DATA(h), &f, sizeof f);
+  EXPECT_ERRNO(send_control(fd, u.buf, CMSG_SPACE(sizeof cp)), EINVAL);
+  /* a COPY next to SCM_RIGHTS */
+  memcpy(CMSG_DATA(h), &cp, sizeof cp);
+  struct cmsghdr *h2 = (struct cmsghdr *)(u.buf + CMSG_SPACE(sizeof cp));
+  h2->cmsg_level = SOL_SOCKET;
+  h2->cmsg_type = SCM_RIGHTS;
+  h2->cmsg_len = CMSG_LEN(sizeof(int));
+  memcpy(CMSG_DATA(h2), &fd, sizeof fd);
+  EXPECT_ERRNO(send_control(fd, u.buf, CMSG_SPACE(sizeof cp) + CMSG_SPACE(sizeof(int))), EINVAL);
+}
+
+static int run_bad(void) {
+  struct bad_args a;
+  int port;
+  a.lfd = listen_any(&port);
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, bad_server, &a) == 0);
+  int fd = connect_to(port);
+  uint32_t ids[3];
+  read_all(fd, ids, sizeof ids);
+  static uint8_t src[8192];
+  for (size_t i = 0; i < sizeof src; i++) src[i] = (uint8_t)((REG_A - 4096 + i) * 7);
+  struct smc_erm_compl c[4];
+
+  /* The option's value. */
+  struct smc_erm_mr m = {.cmd = SMC_ERM_REG_MR, .addr = (uint64_t)(uintptr_t)src, .len = sizeof src};
+  socklen_t l = sizeof m - 8;
+  EXPECT_ERRNO(getsockopt(fd, SOL_SMC, SMC_ERM_CMD, &m, &l), EINVAL);
+  EXPECT_ERRNO(setsockopt(fd, SOL_SMC, SMC_ERM_CMD, &m, sizeof m + 8), EINVAL);
+  EXPECT_ERRNO(setsockopt(fd, SOL_SMC, SMC_ERM_CMD, NULL, sizeof m), EFAULT);
+  struct smc_erm_mr v = m;
+  v.access = 4;
+  EXPECT_ERRNO(setsockopt(fd, SOL_SMC, SMC_ERM_CMD, &v, sizeof v), EINVAL);
+  v = m;
+  v.addr = 0;
+  EXPECT_ERRNO(setsockopt(fd, SOL_SMC, SMC_ERM_CMD, &v, sizeof v), EINVAL);
+  v = m;
+  v.len = 0;
+  EXPECT_ERRNO(setsockopt(fd, SOL_SMC, SMC_ERM_CMD, &v, sizeof v), EINVAL);
+  v = m;
+  v.addr = UINT64_MAX - 100;
+  EXPECT_ERRNO(setsockopt(fd, SOL_SMC, SMC_ERM_CMD, &v, sizeof v), EINVAL);
+  v = m;
+  v.cmd = 9;
+  EXPECT_ERRNO(setsockopt(fd, SOL_SMC, SMC_ERM_CMD, &v, sizeof v), EINVAL);
+  v = m;
+  v.reserved = 1;
+  EXPECT_ERRNO(setsockopt(fd, SOL_SMC, SMC_ERM_CMD, &v, sizeof v), EINVAL);
+  v = (struct smc_erm_mr){.cmd = SMC_ERM_DEREG_MR, .memid = 0};
+  EXPECT_ERRNO(setsockopt(fd, SOL_SMC, SMC_ERM_CMD, &v, sizeof v), EINVAL);
+  v.memid = 12345;
+  EXPECT_ERRNO(setsockopt(fd, SOL_SMC, SMC_ERM_CMD, &v, sizeof v), ENOENT);
+  int one = 1;
+  EXPECT_ERRNO(setsockopt(fd, SOL_SMC, SMC_ERM_CMD + 1, &one, sizeof one), ENOPROTOOPT);
+  /* Nothing queued yet. */
+  struct msghdr empty = {0};
+  EXPECT_ERRNO(recvmsg(fd, &empty, MSG_ERRQUEUE), EAGAIN);
+
+  /* setsockopt's REG_MR writes the memid back, as ERM's does. */
+  m.memid = 0;
+  CHECK(setsockopt(fd, SOL_SMC, SMC_ERM_CMD, &m, sizeof m) == 0);
+  uint32_t me = m.memid;
+  CHECK(me != 0 && (me & SMC_ERM_MEMID_LOCAL));
+  struct smc_erm_copy cp = {.src_idx = me, .dst_idx = ids[0], .len = 4096};
+
+  bad_cmsgs(fd, me, ids[0]);
+  struct smc_erm_copy x = cp;
+  x.src_idx = me + 1;
+  EXPECT_ERRNO(copy_n(fd, &x, 1), ENOENT); /* unknown source */
+  x = cp;
+  x.src_offset = sizeof src - 4095;
+  EXPECT_ERRNO(copy_n(fd, &x, 1), ERANGE); /* past the source's end */
+  x = cp;
+  x.dst_idx = 999;
+  EXPECT_ERRNO(copy_n(fd, &x, 1), ENOENT); /* the peer never registered it */
+  x = cp;
+  x.dst_offset = REG_A - 4095;
+  EXPECT_ERRNO(copy_n(fd, &x, 1), ERANGE); /* past the peer region's end */
+  x = cp;
+  x.dst_offset = UINT64_MAX - 10;
+  EXPECT_ERRNO(copy_n(fd, &x, 1), ERANGE);
+  x = cp;
+  x.dst_idx = ids[1];
+  EXPECT_ERRNO(copy_n(fd, &x, 1), EACCES); /* read-only for the peer */
+  write_all(fd, "D", 1);
+  char r;
+  read_all(fd, &r, 1); /* C is gone: its revoke came before this byte */
+  x = cp;
+  x.dst_idx = ids[2];
+  EXPECT_ERRNO(copy_n(fd, &x, 1), ESTALE);
+  /* Deregistering the source of a COPY in flight: refused until it completed. */
+  struct smc_erm_copy good[2] = {
+      {.src_idx = me, .dst_idx = ids[0], .src_offset = 0, .dst_offset = REG_A, .len = 0, .tag = 5},
+      {.src_idx = me, .dst_idx = ids[0], .src_offset = 0, .dst_offset = REG_A - 4096, .len = 4096,
+       .flags = SMC_ERM_REMOTE_COMPL, .tag = 77}};
+  CHECK(copy_n(fd, good, 2) == 0);
+  int got = 0;
+  while (got < 2) {
+    int k = read_compl(fd, c + got, 4 - got);
+    got += k;
+  }
+  CHECK(got == 2);
+  CHECK(c[0].kind == SMC_ERM_COMPL_LOCAL && c[0].status == 0 && c[0].seq == 1 && c[0].tag == 5 && c[0].len == 0);
+  CHECK(c[1].kind == SMC_ERM_COMPL_LOCAL && c[1].status == 0 && c[1].seq == 2 && c[1].tag == 77);
+  printf("  a 0-byte COPY at the region's end and a 4 KiB one at its last bytes: both completed\n");
+  write_all(fd, "C", 1);
+  read_all(fd, &r, 1);
+  CHECK(r == 'K');
+  printf("  the owner's regions hold exactly the good COPY's bytes\n");
+  CHECK(dereg_mr(fd, me) == 0);
+  EXPECT_ERRNO(dereg_mr(fd, me), ENOENT);
+  write_all(fd, "E", 1);
+  CHECK(pthread_join(t, NULL) == 0);
+  CHECK(close(fd) == 0);
+  CHECK(close(a.lfd) == 0);
+  printf("erm_copy bad: ok\n");
+  return 0;
+}
+
+/* ---- plain: a kernel socket refuses the option ---------------------------------------- */
+
+static void *plain_accept(void *arg) {
+  int fd = accept(*(int *)arg, NULL, NULL);
+  CHECK(fd >= 0);
+  char b;
+  CHECK(read(fd, &b, 1) == 0);
+  CHECK(close(fd) == 0);
+  return NULL;
+}
+
+static int run_plain(void) {
+  int port;
+  int lfd = listen_any(&port);
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, plain_accept, &lfd) == 0);
+  int fd = connect_to(port);
+  char mem[64];
+  struct smc_erm_mr m = {.cmd = SMC_ERM_REG_MR, .access = SMC_ERM_ACCESS_REMOTE_WRITE,
+                         .addr = (uint64_t)(uintptr_t)mem, .len = sizeof mem};
+  EXPECT_ERRNO(setsockopt(fd, SOL_SMC, SMC_ERM_CMD, &m, sizeof m), ENOPROTOOPT);
+  socklen_t l = sizeof m;
+  int rc = getsockopt(fd, SOL_SMC, SMC_ERM_CMD, &m, &l);
+  CHECK(rc == -1 && (errno == ENOPROTOOPT || errno == EOPNOTSUPP));
+  CHECK(close(fd) == 0);
+  CHECK(pthread_join(t, NULL) == 0);
+  CHECK(close(lfd) == 0);
+  printf("erm_copy plain: ok\n");
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  const char *what = argc > 1 ? argv[1] : "copy";
+  if (strcmp(what, "copy") == 0)
+    return run_copy(argc > 2 ? strtoull(argv[2], NULL, 10) : 64, argc > 3 ? strtoull(argv[3], NULL, 10) : 1024);
+  if (strcmp(what, "bad") == 0) return run_bad();
+  if (strcmp(what, "plain") == 0) return run_plain();
+  fprintf(stderr, "usage: erm_copy copy [MiB] [piece_KiB] | bad | plain\n");
+  return 2;
+}
