@@ -1,0 +1,73 @@
+#!/bin/sh
+# test/preload/erm_test.sh - ERM's socket API (rrpc/erm.h) under rrpc-run:
+# test/preload/erm_copy, a program that knows only that header and plain
+# sockets, with both ends relayed (RDMA where a device is up, the TCP
+# fallback elsewhere), and on a kernel socket (no rrpc-run, or a connection
+# rrpc-run leaves plain: ENOPROTOOPT).
+#   RRPC_BUILD=build (default)   where librrpc_preload.so and the program are
+#   ERM_MIB=64, ERM_PIECE_KIB=1024  the copy case's size and piece
+#   RRPC_TEST_RDMA_ADDR          (set by tools/run-rdma-tests) an address on an
+#                                RDMA device: the relayed cases must be carried
+#                                by RDMA
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+build=${RRPC_BUILD:-build}
+case $build in /*) ;; *) build=$root/$build ;; esac
+prog=$build/test/preload/erm_copy
+run="$root/tools/rrpc-run"
+export RRPC_PRELOAD_LIB=$build/librrpc_preload.so
+[ -x "$prog" ] && [ -f "$RRPC_PRELOAD_LIB" ] || { echo "build $prog and $RRPC_PRELOAD_LIB first" >&2; exit 1; }
+export PRELOAD_TEST_ADDR=${RRPC_TEST_RDMA_ADDR:-127.0.0.1}
+want_rdma=0
+[ -n "${RRPC_TEST_RDMA_ADDR:-}" ] && want_rdma=1
+export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0
+ulimit -l unlimited 2>/dev/null || true
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+
+# one NAME HOW ARGS...: HOW is "relayed" (both ends under rrpc-run, the
+# connection relayed), "notselected" (under rrpc-run, the policy leaves it
+# plain) or "kernel" (no rrpc-run).
+one() {
+  name=$1 how=$2
+  shift 2
+  start=$(date +%s.%N)
+  case $how in
+    relayed) RRPC_RUN_RDMA=on RRPC_RUN_PEERS=$PRELOAD_TEST_ADDR RRPC_RUN_DEBUG=1 \
+               timeout 120 "$run" "$prog" "$@" >"$tmp/$name.log" 2>&1 ;;
+    notselected) RRPC_RUN_RDMA=on RRPC_RUN_MODE=peers RRPC_RUN_PEERS=":1" RRPC_RUN_DEBUG=1 \
+               timeout 120 "$run" "$prog" "$@" >"$tmp/$name.log" 2>&1 ;;
+    kernel) timeout 120 "$prog" "$@" >"$tmp/$name.log" 2>&1 ;;
+  esac
+  rc=$?
+  secs=$(echo "$(date +%s.%N) - $start" | bc)
+  rdma=$(grep -c "transport=rdma" "$tmp/$name.log")
+  fb=$(grep -c "transport=tcp-fallback" "$tmp/$name.log")
+  relayed=$(grep -c "relayed, trying RDMA" "$tmp/$name.log")
+  if [ $rc -eq 0 ] && [ "$how" = relayed ] && [ "$relayed" -ne 2 ]; then
+    rc=99; echo "  (want both ends relayed, saw $relayed)"
+  fi
+  if [ $rc -eq 0 ] && [ "$how" != relayed ] && [ "$relayed" -ne 0 ]; then
+    rc=98; echo "  (a connection was relayed)"
+  fi
+  if [ $rc -eq 0 ] && [ $want_rdma = 1 ] && [ "$how" = relayed ] && { [ "$fb" -gt 0 ] || [ "$rdma" -eq 0 ]; }; then
+    rc=97; echo "  (RDMA expected: $rdma connections over RDMA, $fb over TCP)"
+  fi
+  if [ $rc -eq 0 ]; then
+    printf 'PASS %-12s %5.1fs  rdma=%s tcp-fallback=%s  %s\n' "$name" "$secs" "$rdma" "$fb" \
+      "$(grep '^erm_copy' "$tmp/$name.log" | tail -n 1)"
+  else
+    printf 'FAIL %-12s rc=%s\n' "$name" "$rc"
+    tail -n 40 "$tmp/$name.log"
+    fails=$((fails + 1))
+  fi
+}
+
+one copy relayed copy "${ERM_MIB:-64}" "${ERM_PIECE_KIB:-1024}"
+one bad relayed bad
+one plain-kernel kernel plain
+one plain-policy notselected plain
+[ $fails -eq 0 ] && echo "erm_test: all passed" || echo "erm_test: $fails failed"
+[ $fails -eq 0 ]
