@@ -128,6 +128,16 @@ static void erm_close(struct rrpc_run_erm *e) {
     return;
   }
   e->closed = 1;
+  if (rrpc_run_relay_debug()) {
+    rrpc_remote_link_stats st;
+    rrpc_remote_link_get_stats(e->link, &st);
+    fprintf(stderr,
+            "rrpc-run[%d]: erm closed carriage=%s copies=%llu remote_compl=%llu ops_ok=%llu ops_failed=%llu "
+            "pieces=%llu notified=%llu owner_copied=%llu\n",
+            (int)getpid(), st.rdma ? "rdma" : "frames", (unsigned long long)e->copy_seq,
+            (unsigned long long)e->remote_seq, (unsigned long long)st.ops_ok, (unsigned long long)st.ops_failed,
+            (unsigned long long)st.pieces, (unsigned long long)st.notified, (unsigned long long)st.served_bytes);
+  }
   struct erm_mr *idle = malloc(e->n_mrs * sizeof *idle + 1);
   size_t n_idle = 0, keep = 0;
   for (size_t i = 0; i < e->n_mrs; i++) {

@@ -55,8 +55,22 @@ one() {
   if [ $rc -eq 0 ] && [ $want_rdma = 1 ] && [ "$how" = relayed ] && { [ "$fb" -gt 0 ] || [ "$rdma" -eq 0 ]; }; then
     rc=97; echo "  (RDMA expected: $rdma connections over RDMA, $fb over TCP)"
   fi
+  # The copy's bytes: one-sided over RDMA (no owner copied a byte), in
+  # the link's frames over the TCP fallback.
+  note=
+  if [ $rc -eq 0 ] && [ "$name" = copy ]; then
+    want=frames
+    [ $want_rdma = 1 ] && want=rdma
+    sides=$(grep -c "erm closed carriage=$want" "$tmp/$name.log")
+    copied=$(sed -n 's/.*erm closed .*owner_copied=\([0-9]*\).*/\1/p' "$tmp/$name.log" | sort -n | tail -n 1)
+    note=" carriage=$want owner_copied=${copied:-?}"
+    if [ "$sides" -ne 2 ]; then rc=96; echo "  (want both ends' carriage $want, saw $sides)"; fi
+    if [ $rc -eq 0 ] && [ $want_rdma = 1 ] && [ "${copied:-x}" != 0 ]; then
+      rc=95; echo "  (an owner copied $copied bytes: not one-sided)"
+    fi
+  fi
   if [ $rc -eq 0 ]; then
-    printf 'PASS %-12s %5.1fs  rdma=%s tcp-fallback=%s  %s\n' "$name" "$secs" "$rdma" "$fb" \
+    printf 'PASS %-12s %5.1fs  rdma=%s tcp-fallback=%s%s  %s\n' "$name" "$secs" "$rdma" "$fb" "$note" \
       "$(grep '^erm_copy' "$tmp/$name.log" | tail -n 1)"
   else
     printf 'FAIL %-12s rc=%s\n' "$name" "$rc"
