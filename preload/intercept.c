@@ -458,6 +458,18 @@ int setsockopt(int fd, int level, int name, const void *val, socklen_t len) {
 
 /* ---- ERM's socket API (rrpc/erm.h, preload/erm.c) -------------------------------- */
 
+/* The libc function behind a wrapper, looked up on first use by whichever
+ * thread gets there (they may race: each stores the same address). */
+static void *real_fn(_Atomic(void *) *slot, const char *name) {
+  void *f = atomic_load_explicit(slot, memory_order_acquire);
+  if (f == NULL) {
+    f = dlsym(RTLD_NEXT, name);
+    atomic_store_explicit(slot, f, memory_order_release);
+  }
+  return f;
+}
+static _Atomic(void *) g_real_sendmsg, g_real_recvmsg, g_real_poll, g_real_ppoll;
+
 /* SOL_SMC at a relayed fd: ERM's command, or nothing (the kernel's TCP
  * socket answers ENOPROTOOPT there, and so does this). */
 static int erm_opt(rrpc_run_conn *c, int set, int name, void *val, socklen_t *len) {
@@ -468,8 +480,8 @@ static int erm_opt(rrpc_run_conn *c, int set, int name, void *val, socklen_t *le
 }
 
 ssize_t sendmsg(int fd, const struct msghdr *m, int flags) {
-  static ssize_t (*real)(int, const struct msghdr *, int);
-  if (real == NULL) real = (ssize_t(*)(int, const struct msghdr *, int))dlsym(RTLD_NEXT, "sendmsg");
+  ssize_t (*real)(int, const struct msghdr *, int) =
+      (ssize_t(*)(int, const struct msghdr *, int))real_fn(&g_real_sendmsg, "sendmsg");
   rrpc_run_conn *c = fd_conn(fd);
   ssize_t ret;
   if (c != NULL && m != NULL && m->msg_controllen > 0 && rrpc_run_erm_sendmsg(c, fd, m, flags, real, &ret) == 1)
@@ -478,8 +490,8 @@ ssize_t sendmsg(int fd, const struct msghdr *m, int flags) {
 }
 
 ssize_t recvmsg(int fd, struct msghdr *m, int flags) {
-  static ssize_t (*real)(int, struct msghdr *, int);
-  if (real == NULL) real = (ssize_t(*)(int, struct msghdr *, int))dlsym(RTLD_NEXT, "recvmsg");
+  ssize_t (*real)(int, struct msghdr *, int) =
+      (ssize_t(*)(int, struct msghdr *, int))real_fn(&g_real_recvmsg, "recvmsg");
   rrpc_run_conn *c = (flags & MSG_ERRQUEUE) ? fd_conn(fd) : NULL;
   if (c == NULL || m == NULL) return real(fd, m, flags);
   ssize_t rc = rrpc_run_erm_recv_errqueue(c, m, flags);
@@ -495,11 +507,10 @@ enum { POLL_STACK = 64 };
 
 static int erm_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const struct timespec *ts,
                     const sigset_t *mask, int use_ppoll) {
-  static int (*real_poll)(struct pollfd *, nfds_t, int);
-  static int (*real_ppoll)(struct pollfd *, nfds_t, const struct timespec *, const sigset_t *);
-  if (real_poll == NULL) real_poll = (int (*)(struct pollfd *, nfds_t, int))dlsym(RTLD_NEXT, "poll");
-  if (real_ppoll == NULL)
-    real_ppoll = (int (*)(struct pollfd *, nfds_t, const struct timespec *, const sigset_t *))dlsym(RTLD_NEXT, "ppoll");
+  int (*real_poll)(struct pollfd *, nfds_t, int) =
+      (int (*)(struct pollfd *, nfds_t, int))real_fn(&g_real_poll, "poll");
+  int (*real_ppoll)(struct pollfd *, nfds_t, const struct timespec *, const sigset_t *) =
+      (int (*)(struct pollfd *, nfds_t, const struct timespec *, const sigset_t *))real_fn(&g_real_ppoll, "ppoll");
   nfds_t extra = 0;
   if (rrpc_run_erm_any() && fds != NULL)
     for (nfds_t i = 0; i < n; i++) {

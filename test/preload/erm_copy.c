@@ -21,6 +21,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -362,6 +363,49 @@ static void bad_cmsgs(int fd, uint32_t me, uint32_t a) {
   EXPECT_ERRNO(send_control(fd, u.buf, CMSG_SPACE(sizeof cp) + CMSG_SPACE(sizeof(int))), EINVAL);
 }
 
+/* The preload's stat page (RRPC_RUN_STAT_PORT) over a connection rrpc-run
+ * does not take (a raw connect system call): the ERM counters' values. */
+static unsigned long long stat_var(const char *page, const char *name) {
+  const char *p = strstr(page, name);
+  CHECK(p != NULL);
+  p += strlen(name);
+  CHECK(strncmp(p, " : ", 3) == 0);
+  return strtoull(p + 3, NULL, 10);
+}
+
+static void check_stat_page(void) {
+  const char *port = getenv("RRPC_RUN_STAT_PORT");
+  if (port == NULL || *port == '\0') return;
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  CHECK(fd >= 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(port))};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  CHECK(syscall(SYS_connect, fd, (struct sockaddr *)&a, sizeof a) == 0);
+  const char req[] = "GET /vars HTTP/1.0\r\n\r\n";
+  write_all(fd, req, sizeof req - 1);
+  static char page[64 << 10];
+  size_t n = 0;
+  for (ssize_t r; (r = read(fd, page + n, sizeof page - 1 - n)) > 0;) n += (size_t)r;
+  page[n] = '\0';
+  CHECK(close(fd) == 0);
+  /* This process: the server's three regions and the client's source; C
+   * and the source deregistered; the 0-byte and the 4 KiB COPY; one
+   * remote completion; every refused call above that reached ERM: 11
+   * option values, 6 control buffers, 7 COPYs, 2 second DEREG_MRs (the
+   * unknown option name and the empty error queue are not refusals). */
+  CHECK(stat_var(page, "rrpc_run_erm_regs") == 4);
+  CHECK(stat_var(page, "rrpc_run_erm_deregs") == 2);
+  CHECK(stat_var(page, "rrpc_run_erm_copies") == 2);
+  CHECK(stat_var(page, "rrpc_run_erm_copy_bytes") == 4096);
+  CHECK(stat_var(page, "rrpc_run_erm_copies_failed") == 0);
+  CHECK(stat_var(page, "rrpc_run_erm_remote_compl") == 1);
+  CHECK(stat_var(page, "rrpc_run_erm_compl_dropped") == 0);
+  unsigned long long refused = stat_var(page, "rrpc_run_erm_refused");
+  if (refused != 26) fprintf(stderr, "refused=%llu\n", refused);
+  CHECK(refused == 26);
+  printf("  stat page: regs=4 deregs=2 copies=2 copy_bytes=4096 remote_compl=1 refused=%llu\n", refused);
+}
+
 static int run_bad(void) {
   struct bad_args a;
   int port;
@@ -466,6 +510,7 @@ static int run_bad(void) {
   CHECK(pthread_join(t, NULL) == 0);
   CHECK(close(fd) == 0);
   CHECK(close(a.lfd) == 0);
+  check_stat_page();
   printf("erm_copy bad: ok\n");
   return 0;
 }

@@ -80,7 +80,8 @@ one() {
 }
 
 one copy relayed copy "${ERM_MIB:-64}" "${ERM_PIECE_KIB:-1024}"
-one bad relayed bad
+# (its last check reads the ERM counters from the preload's stat page)
+RRPC_RUN_STAT_PORT=$((20000 + $$ % 20000)) one bad relayed bad
 one plain-kernel kernel plain
 one plain-policy notselected plain
 [ $fails -eq 0 ] && echo "erm_test: all passed" || echo "erm_test: $fails failed"
