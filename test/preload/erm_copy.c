@@ -9,6 +9,8 @@
  *       answers. The last line is a summary.
  *   erm_copy bad      malformed and refused calls, each with its errno, on a
  *       relayed connection; the owner's memory stays untouched.
+ *   erm_copy limits   under RRPC_RUN_ERM_MAX_MRS=2, _MAX_COMPL=2 and
+ *       _MAX_COPY_CMSGS=1: ENOSPC, ENOBUFS, EINVAL, a dropped completion.
  *   erm_copy plain    a kernel TCP socket (run it without rrpc-run, or with
  *       a policy that leaves the connection plain): ENOPROTOOPT.
  *
@@ -373,9 +375,8 @@ static unsigned long long stat_var(const char *page, const char *name) {
   return strtoull(p + 3, NULL, 10);
 }
 
-static void check_stat_page(void) {
+static void stat_page_get(char *page, size_t cap) {
   const char *port = getenv("RRPC_RUN_STAT_PORT");
-  if (port == NULL || *port == '\0') return;
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   CHECK(fd >= 0);
   struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(port))};
@@ -383,11 +384,17 @@ static void check_stat_page(void) {
   CHECK(syscall(SYS_connect, fd, (struct sockaddr *)&a, sizeof a) == 0);
   const char req[] = "GET /vars HTTP/1.0\r\n\r\n";
   write_all(fd, req, sizeof req - 1);
-  static char page[64 << 10];
   size_t n = 0;
-  for (ssize_t r; (r = read(fd, page + n, sizeof page - 1 - n)) > 0;) n += (size_t)r;
+  for (ssize_t r; (r = read(fd, page + n, cap - 1 - n)) > 0;) n += (size_t)r;
   page[n] = '\0';
   CHECK(close(fd) == 0);
+}
+
+static void check_stat_page(void) {
+  const char *port = getenv("RRPC_RUN_STAT_PORT");
+  if (port == NULL || *port == '\0') return;
+  static char page[64 << 10];
+  stat_page_get(page, sizeof page);
   /* This process: the server's three regions and the client's source; C
    * and the source deregistered; the 0-byte and the 4 KiB COPY; one
    * remote completion; every refused call above that reached ERM: 11
@@ -515,6 +522,75 @@ static int run_bad(void) {
   return 0;
 }
 
+/* ---- limits: RRPC_RUN_ERM_MAX_MRS=2, _MAX_COMPL=2, _MAX_COPY_CMSGS=1 -------------------- */
+
+static void *limits_server(void *arg) {
+  int fd = accept(*(int *)arg, NULL, NULL);
+  CHECK(fd >= 0);
+  static uint8_t a[4096], b[4096], c[4096];
+  uint32_t ida, idb, idc;
+  CHECK(reg_mr(fd, a, sizeof a, SMC_ERM_ACCESS_REMOTE_WRITE, &ida) == 0);
+  CHECK(reg_mr(fd, b, sizeof b, 0, &idb) == 0);
+  EXPECT_ERRNO(reg_mr(fd, c, sizeof c, 0, &idc), ENOSPC);
+  write_all(fd, &ida, sizeof ida);
+  char w;
+  read_all(fd, &w, 1); /* the client's three REMOTE_COMPL COPYs completed */
+  CHECK(w == 'W');
+  /* Their NOTIFYs came before that byte: two fit the queue, the third was dropped. */
+  struct smc_erm_compl cs[4];
+  CHECK(read_compl(fd, cs, 4) == 2);
+  CHECK(cs[0].seq == 1 && cs[1].seq == 2 && cs[0].tag == 0 && cs[1].tag == 1);
+  struct msghdr mh = {0};
+  EXPECT_ERRNO(recvmsg(fd, &mh, MSG_ERRQUEUE), EAGAIN);
+  write_all(fd, "K", 1);
+  read_all(fd, &w, 1);
+  CHECK(close(fd) == 0);
+  return NULL;
+}
+
+static int run_limits(void) {
+  int port;
+  int lfd = listen_any(&port);
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, limits_server, &lfd) == 0);
+  int fd = connect_to(port);
+  uint32_t dst, me;
+  read_all(fd, &dst, sizeof dst);
+  static uint8_t src[4096];
+  CHECK(reg_mr(fd, src, sizeof src, 0, &me) == 0);
+  struct smc_erm_copy cp[3];
+  for (int i = 0; i < 3; i++)
+    cp[i] = (struct smc_erm_copy){.src_idx = me, .dst_idx = dst, .len = 64, .flags = SMC_ERM_REMOTE_COMPL,
+                                  .tag = (uint32_t)i};
+  EXPECT_ERRNO(copy_n(fd, cp, 2), EINVAL); /* two COPYs in one sendmsg */
+  CHECK(copy_n(fd, &cp[0], 1) == 0);
+  CHECK(copy_n(fd, &cp[1], 1) == 0);
+  EXPECT_ERRNO(copy_n(fd, &cp[2], 1), ENOBUFS); /* two completions owed already */
+  struct smc_erm_compl cs[4];
+  int got = 0;
+  while (got < 2) got += read_compl(fd, cs + got, 4 - got);
+  CHECK(got == 2 && cs[0].status == 0 && cs[1].status == 0);
+  CHECK(copy_n(fd, &cp[2], 1) == 0);
+  CHECK(read_compl(fd, cs, 4) == 1 && cs[0].status == 0 && cs[0].tag == 2 && cs[0].seq == 3);
+  write_all(fd, "W", 1);
+  char k;
+  read_all(fd, &k, 1);
+  CHECK(k == 'K');
+  write_all(fd, "E", 1);
+  CHECK(pthread_join(t, NULL) == 0);
+  CHECK(close(fd) == 0);
+  CHECK(close(lfd) == 0);
+  const char *port_s = getenv("RRPC_RUN_STAT_PORT");
+  if (port_s != NULL && *port_s != '\0') {
+    char page[64 << 10];
+    stat_page_get(page, sizeof page);
+    CHECK(stat_var(page, "rrpc_run_erm_compl_dropped") == 1);
+    printf("  stat page: compl_dropped=1\n");
+  }
+  printf("erm_copy limits: ok\n");
+  return 0;
+}
+
 /* ---- plain: a kernel socket refuses the option ---------------------------------------- */
 
 static void *plain_accept(void *arg) {
@@ -553,6 +629,7 @@ int main(int argc, char **argv) {
     return run_copy(argc > 2 ? strtoull(argv[2], NULL, 10) : 64, argc > 3 ? strtoull(argv[3], NULL, 10) : 1024);
   if (strcmp(what, "bad") == 0) return run_bad();
   if (strcmp(what, "plain") == 0) return run_plain();
-  fprintf(stderr, "usage: erm_copy copy [MiB] [piece_KiB] | bad | plain\n");
+  if (strcmp(what, "limits") == 0) return run_limits();
+  fprintf(stderr, "usage: erm_copy copy [MiB] [piece_KiB] | bad | limits | plain\n");
   return 2;
 }

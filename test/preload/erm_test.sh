@@ -82,6 +82,8 @@ one() {
 one copy relayed copy "${ERM_MIB:-64}" "${ERM_PIECE_KIB:-1024}"
 # (its last check reads the ERM counters from the preload's stat page)
 RRPC_RUN_STAT_PORT=$((20000 + $$ % 20000)) one bad relayed bad
+RRPC_RUN_ERM_MAX_MRS=2 RRPC_RUN_ERM_MAX_COMPL=2 RRPC_RUN_ERM_MAX_COPY_CMSGS=1 \
+  RRPC_RUN_STAT_PORT=$((20001 + $$ % 20000)) one limits relayed limits
 one plain-kernel kernel plain
 one plain-policy notselected plain
 [ $fails -eq 0 ] && echo "erm_test: all passed" || echo "erm_test: $fails failed"
