@@ -315,6 +315,9 @@ static int dereg_mr(struct rrpc_run_erm *e, uint32_t memid) {
 int rrpc_run_erm_sockopt(rrpc_run_conn *c, int set, void *val, socklen_t *len) {
   struct smc_erm_mr m;
   int rc = len == NULL ? -EFAULT : rrpc_run_erm_mr_parse(val, *len, &m);
+  /* A forked child has no relay thread: its inherited sockets carry bytes
+   * (the parent's relay serves them), not ERM. */
+  if (rc == 0 && rrpc_run_relay_forked()) rc = -ENOPROTOOPT;
   struct rrpc_run_erm *e = NULL;
   if (rc == 0) rc = erm_get(c, &e);
   if (rc == 0) rc = m.cmd == SMC_ERM_REG_MR ? reg_mr(e, &m) : dereg_mr(e, m.memid);
@@ -410,7 +413,7 @@ int rrpc_run_erm_sendmsg(rrpc_run_conn *c, int fd, const struct msghdr *m, int f
     return 0;
   }
   struct rrpc_run_erm *e = rrpc_run_conn_erm(c);
-  int rc = n < 0 ? n : e == NULL ? -ENOENT : 0; /* no REG_MR yet: no source memid */
+  int rc = n < 0 ? n : rrpc_run_relay_forked() ? -ENOPROTOOPT : e == NULL ? -ENOENT : 0; /* no REG_MR: no source */
   for (int i = 0; i < n && rc == 0; i++) rc = copy_one(e, &cps[i]);
   free(cps);
   if (rc != 0) {

@@ -25,6 +25,7 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -209,9 +210,12 @@ static int run_copy(uint64_t mib, uint64_t piece_kib) {
   CHECK(src != NULL);
   for (uint64_t w = 0; w < a.size / 8; w++) src[w] = pattern(w);
   uint32_t dst, me;
-  read_all(fd, &dst, sizeof dst);
+  /* Registered before anything came from the server: right after connect,
+   * while the handshake may still run (the region must still get the
+   * transport's memory: erm_test.sh checks the COPYs went one-sided). */
   CHECK(reg_mr(fd, src, a.size, 0, &me) == 0);
   CHECK((me & SMC_ERM_MEMID_LOCAL) != 0);
+  read_all(fd, &dst, sizeof dst);
   uint64_t pieces = a.size / a.piece, done = 0, failed = 0;
   double t0 = now_s();
   /* Up to four COPYs per sendmsg. */
@@ -466,6 +470,19 @@ static int run_bad(void) {
   uint32_t me = m.memid;
   CHECK(me != 0 && (me & SMC_ERM_MEMID_LOCAL));
   struct smc_erm_copy cp = {.src_idx = me, .dst_idx = ids[0], .len = 4096};
+
+  /* A forked child shares the socket's bytes, not ERM. */
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    struct smc_erm_mr cm = m;
+    int ok = setsockopt(fd, SOL_SMC, SMC_ERM_CMD, &cm, sizeof cm) == -1 && errno == ENOPROTOOPT;
+    ok = ok && copy_n(fd, &cp, 1) == -1 && errno == ENOPROTOOPT;
+    _exit(ok ? 0 : 1);
+  }
+  int st;
+  CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  printf("  a forked child's REG_MR and COPY                           -> %s\n", strerror(ENOPROTOOPT));
 
   bad_cmsgs(fd, me, ids[0]);
   struct smc_erm_copy x = cp;
