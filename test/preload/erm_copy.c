@@ -7,6 +7,8 @@
  *       REMOTE_COMPL, reads one local completion per COPY; the server reads
  *       one remote completion per piece, in order, checks every byte and
  *       answers. The last line is a summary.
+ *   erm_copy serve PORT [MiB] [piece_KiB] / erm_copy client PORT [...]
+ *       the same, each end in its own process.
  *   erm_copy bad      malformed and refused calls, each with its errno, on a
  *       relayed connection; the owner's memory stays untouched.
  *   erm_copy limits   under RRPC_RUN_ERM_MAX_MRS=2, _MAX_COMPL=2 and
@@ -14,7 +16,8 @@
  *   erm_copy plain    a kernel TCP socket (run it without rrpc-run, or with
  *       a policy that leaves the connection plain): ENOPROTOOPT.
  *
- * Both ends run in this one process (threads): rrpc-run relays both. The
+ * Except for serve/client, both ends run in this one process (threads):
+ * rrpc-run relays both. The
  * address is PRELOAD_TEST_ADDR (127.0.0.1 by default). Completions are
  * waited for with poll(): POLLERR says the error queue holds some. */
 #include <arpa/inet.h>
@@ -39,12 +42,13 @@ static const char *test_addr(void) {
   return ip != NULL && *ip != '\0' ? ip : "127.0.0.1";
 }
 
+/* *port: the port to listen on (0: any), then the one it got. */
 static int listen_any(int *port) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   CHECK(fd >= 0);
   int one = 1;
   CHECK(setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0);
-  struct sockaddr_in a = {.sin_family = AF_INET};
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)*port)};
   CHECK(inet_pton(AF_INET, test_addr(), &a.sin_addr) == 1);
   CHECK(bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
   CHECK(listen(fd, 4) == 0);
@@ -198,33 +202,28 @@ static void *copy_server(void *arg) {
   return NULL;
 }
 
-static int run_copy(uint64_t mib, uint64_t piece_kib) {
-  struct copy_args a = {.size = mib << 20, .piece = piece_kib << 10};
-  CHECK(a.size > 0 && a.piece > 0 && a.size % a.piece == 0 && a.piece % 8 == 0);
-  int port;
-  a.lfd = listen_any(&port);
-  pthread_t t;
-  CHECK(pthread_create(&t, NULL, copy_server, &a) == 0);
-  int fd = connect_to(port);
-  uint64_t *src = malloc(a.size);
+/* The client's side: register the source, COPY it, read the completions
+ * and the owner's answer; print the summary. 0 if every byte arrived. */
+static int copy_client(int fd, const struct copy_args *a) {
+  uint64_t *src = malloc(a->size);
   CHECK(src != NULL);
-  for (uint64_t w = 0; w < a.size / 8; w++) src[w] = pattern(w);
+  for (uint64_t w = 0; w < a->size / 8; w++) src[w] = pattern(w);
   uint32_t dst, me;
   /* Registered before anything came from the server: right after connect,
    * while the handshake may still run (the region must still get the
    * transport's memory: erm_test.sh checks the COPYs went one-sided). */
-  CHECK(reg_mr(fd, src, a.size, 0, &me) == 0);
+  CHECK(reg_mr(fd, src, a->size, 0, &me) == 0);
   CHECK((me & SMC_ERM_MEMID_LOCAL) != 0);
   read_all(fd, &dst, sizeof dst);
-  uint64_t pieces = a.size / a.piece, done = 0, failed = 0;
+  uint64_t pieces = a->size / a->piece, done = 0, failed = 0;
   double t0 = now_s();
   /* Up to four COPYs per sendmsg. */
   for (uint64_t i = 0; i < pieces;) {
     struct smc_erm_copy cps[4];
     int n = 0;
     for (; n < 4 && i < pieces; n++, i++)
-      cps[n] = (struct smc_erm_copy){.src_idx = me, .dst_idx = dst, .src_offset = i * a.piece,
-                                     .dst_offset = i * a.piece, .len = a.piece,
+      cps[n] = (struct smc_erm_copy){.src_idx = me, .dst_idx = dst, .src_offset = i * a->piece,
+                                     .dst_offset = i * a->piece, .len = a->piece,
                                      .flags = SMC_ERM_REMOTE_COMPL, .tag = (uint32_t)i};
     CHECK(copy_n(fd, cps, n) == 0);
   }
@@ -233,25 +232,65 @@ static int run_copy(uint64_t mib, uint64_t piece_kib) {
     int k = read_compl(fd, c, 32);
     for (int i = 0; i < k; i++, done++) {
       CHECK(c[i].kind == SMC_ERM_COMPL_LOCAL && c[i].seq == done + 1 && c[i].tag == (uint32_t)done);
-      CHECK(c[i].memid == dst && c[i].offset == done * a.piece && c[i].len == a.piece);
+      CHECK(c[i].memid == dst && c[i].offset == done * a->piece && c[i].len == a->piece);
       failed += c[i].status != 0;
     }
   }
   double secs = now_s() - t0;
   char answer;
   read_all(fd, &answer, 1);
-  CHECK(pthread_join(t, NULL) == 0);
   double t1 = now_s() - t0;
   CHECK(dereg_mr(fd, me) == 0);
   CHECK(close(fd) == 0);
-  CHECK(close(a.lfd) == 0);
   free(src);
+  uint64_t mib = a->size >> 20;
   printf("erm_copy: copied=%llu MiB pieces=%llu local_compl=%llu failed=%llu owner=%s "
          "copy_s=%.3f checked_s=%.3f throughput=%.1fMiB/s\n",
          (unsigned long long)mib, (unsigned long long)pieces, (unsigned long long)done,
          (unsigned long long)failed, answer == 'K' ? "bytes-exact" : "MISMATCH", secs, t1,
          (double)mib / (secs > 0 ? secs : 1e-9));
-  return failed == 0 && answer == 'K' && !a.failed ? 0 : 1;
+  return failed == 0 && answer == 'K' ? 0 : 1;
+}
+
+static struct copy_args copy_args_of(uint64_t mib, uint64_t piece_kib) {
+  struct copy_args a = {.size = mib << 20, .piece = piece_kib << 10};
+  CHECK(a.size > 0 && a.piece > 0 && a.size % a.piece == 0 && a.piece % 8 == 0);
+  return a;
+}
+
+/* Both ends in this process. */
+static int run_copy(uint64_t mib, uint64_t piece_kib) {
+  struct copy_args a = copy_args_of(mib, piece_kib);
+  int port = 0;
+  a.lfd = listen_any(&port);
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, copy_server, &a) == 0);
+  int rc = copy_client(connect_to(port), &a);
+  CHECK(pthread_join(t, NULL) == 0);
+  CHECK(close(a.lfd) == 0);
+  return rc == 0 && !a.failed ? 0 : 1;
+}
+
+/* The server alone (another process runs the client): listening on `port`
+ * before it says "ready" on the fd ERM_READY_FD names, if any. */
+static int run_serve(int port, uint64_t mib, uint64_t piece_kib) {
+  struct copy_args a = copy_args_of(mib, piece_kib);
+  a.lfd = listen_any(&port);
+  const char *rfd = getenv("ERM_READY_FD");
+  if (rfd != NULL && *rfd != '\0') {
+    int fd = atoi(rfd);
+    write_all(fd, "ready\n", 6);
+    CHECK(close(fd) == 0);
+  }
+  copy_server(&a);
+  CHECK(close(a.lfd) == 0);
+  printf("erm_copy serve: %s\n", a.failed ? "MISMATCH" : "bytes-exact");
+  return a.failed ? 1 : 0;
+}
+
+static int run_client(int port, uint64_t mib, uint64_t piece_kib) {
+  struct copy_args a = copy_args_of(mib, piece_kib);
+  return copy_client(connect_to(port), &a);
 }
 
 /* ---- bad: malformed and refused calls --------------------------------------------- */
@@ -419,7 +458,7 @@ static void check_stat_page(void) {
 
 static int run_bad(void) {
   struct bad_args a;
-  int port;
+  int port = 0;
   a.lfd = listen_any(&port);
   pthread_t t;
   CHECK(pthread_create(&t, NULL, bad_server, &a) == 0);
@@ -566,7 +605,7 @@ static void *limits_server(void *arg) {
 }
 
 static int run_limits(void) {
-  int port;
+  int port = 0;
   int lfd = listen_any(&port);
   pthread_t t;
   CHECK(pthread_create(&t, NULL, limits_server, &lfd) == 0);
@@ -620,7 +659,7 @@ static void *plain_accept(void *arg) {
 }
 
 static int run_plain(void) {
-  int port;
+  int port = 0;
   int lfd = listen_any(&port);
   pthread_t t;
   CHECK(pthread_create(&t, NULL, plain_accept, &lfd) == 0);
@@ -647,6 +686,10 @@ int main(int argc, char **argv) {
   if (strcmp(what, "bad") == 0) return run_bad();
   if (strcmp(what, "plain") == 0) return run_plain();
   if (strcmp(what, "limits") == 0) return run_limits();
-  fprintf(stderr, "usage: erm_copy copy [MiB] [piece_KiB] | bad | limits | plain\n");
+  uint64_t mib = argc > 3 ? strtoull(argv[3], NULL, 10) : 64, kib = argc > 4 ? strtoull(argv[4], NULL, 10) : 1024;
+  if (strcmp(what, "serve") == 0 && argc > 2) return run_serve(atoi(argv[2]), mib, kib);
+  if (strcmp(what, "client") == 0 && argc > 2) return run_client(atoi(argv[2]), mib, kib);
+  fprintf(stderr, "usage: erm_copy copy [MiB] [piece_KiB] | serve PORT [MiB] [piece_KiB] | "
+                  "client PORT [MiB] [piece_KiB] | bad | limits | plain\n");
   return 2;
 }
