@@ -9,6 +9,9 @@
  *       answers. The last line is a summary.
  *   erm_copy serve PORT [MiB] [piece_KiB] / erm_copy client PORT [...]
  *       the same, each end in its own process.
+ *   erm_copy serve-die PORT [MiB] / erm_copy client-die PORT [MiB]
+ *       the owner kills itself with the writer's COPYs in flight: each
+ *       completes once, in order; later calls fail at once.
  *   erm_copy bad      malformed and refused calls, each with its errno, on a
  *       relayed connection; the owner's memory stays untouched.
  *   erm_copy limits   under RRPC_RUN_ERM_MAX_MRS=2, _MAX_COMPL=2 and
@@ -24,6 +27,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -578,6 +582,85 @@ static int run_bad(void) {
   return 0;
 }
 
+/* ---- die: the owner is killed with COPYs in flight ------------------------------------ */
+
+/* The owner: registers, sends its memid, and once the client says it has
+ * submitted every COPY, kills itself (SIGKILL: no exit path runs). */
+static int run_serve_die(int port, uint64_t mib) {
+  struct copy_args a = copy_args_of(mib, 1024);
+  a.lfd = listen_any(&port);
+  const char *rfd = getenv("ERM_READY_FD");
+  if (rfd != NULL && *rfd != '\0') {
+    int fd = atoi(rfd);
+    write_all(fd, "ready\n", 6);
+    CHECK(close(fd) == 0);
+  }
+  int fd = accept(a.lfd, NULL, NULL);
+  CHECK(fd >= 0);
+  void *buf = calloc(1, a.size);
+  CHECK(buf != NULL);
+  uint32_t memid;
+  CHECK(reg_mr(fd, buf, a.size, SMC_ERM_ACCESS_REMOTE_WRITE, &memid) == 0);
+  write_all(fd, &memid, sizeof memid);
+  char go;
+  read_all(fd, &go, 1);
+  raise(SIGKILL);
+  return 1;
+}
+
+/* The writer: every COPY completes exactly once, in order, failures only
+ * after the last success; once the stream says the peer is gone, a new
+ * COPY and a new REG_MR fail with an errno at once. */
+static int run_client_die(int port, uint64_t mib) {
+  struct copy_args a = copy_args_of(mib, 1024);
+  int fd = connect_to(port);
+  uint8_t *src = calloc(1, a.size);
+  CHECK(src != NULL);
+  uint32_t me, dst;
+  CHECK(reg_mr(fd, src, a.size, 0, &me) == 0);
+  read_all(fd, &dst, sizeof dst);
+  uint64_t pieces = a.size / a.piece;
+  for (uint64_t i = 0; i < pieces; i++) {
+    struct smc_erm_copy cp = {.src_idx = me, .dst_idx = dst, .src_offset = i * a.piece, .dst_offset = i * a.piece,
+                              .len = a.piece, .flags = SMC_ERM_REMOTE_COMPL, .tag = (uint32_t)i};
+    CHECK(copy_n(fd, &cp, 1) == 0);
+  }
+  write_all(fd, "g", 1);
+  uint64_t done = 0, ok = 0, failed = 0;
+  struct smc_erm_compl c[32];
+  while (done < pieces) {
+    int k = read_compl(fd, c, 32);
+    for (int i = 0; i < k; i++, done++) {
+      CHECK(c[i].kind == SMC_ERM_COMPL_LOCAL && c[i].seq == done + 1 && c[i].tag == (uint32_t)done);
+      if (c[i].status == 0) {
+        CHECK(failed == 0); /* no success after a failure */
+        ok++;
+      } else {
+        int e = -c[i].status;
+        CHECK(e == ECONNRESET || e == ECONNABORTED || e == ETIMEDOUT || e == EPIPE || e == EIO);
+        failed++;
+      }
+    }
+  }
+  struct msghdr mh = {0};
+  EXPECT_ERRNO(recvmsg(fd, &mh, MSG_ERRQUEUE), EAGAIN); /* no second completion for any */
+  char b;
+  CHECK(read(fd, &b, 1) == 0); /* EOF: the connection is gone */
+  struct smc_erm_copy cp = {.src_idx = me, .dst_idx = dst, .len = 16};
+  errno = 0;
+  CHECK(copy_n(fd, &cp, 1) == -1 && errno != 0);
+  printf("  a COPY after the peer died                                -> %s\n", strerror(errno));
+  uint32_t again;
+  errno = 0;
+  CHECK(reg_mr(fd, src, 4096, SMC_ERM_ACCESS_REMOTE_WRITE, &again) == -1 && errno != 0);
+  printf("  a REG_MR after the peer died                              -> %s\n", strerror(errno));
+  CHECK(close(fd) == 0);
+  free(src);
+  printf("erm_copy die: completions=%llu ok=%llu failed=%llu\n", (unsigned long long)done,
+         (unsigned long long)ok, (unsigned long long)failed);
+  return 0;
+}
+
 /* ---- limits: RRPC_RUN_ERM_MAX_MRS=2, _MAX_COMPL=2, _MAX_COPY_CMSGS=1 -------------------- */
 
 static void *limits_server(void *arg) {
@@ -689,7 +772,9 @@ int main(int argc, char **argv) {
   uint64_t mib = argc > 3 ? strtoull(argv[3], NULL, 10) : 64, kib = argc > 4 ? strtoull(argv[4], NULL, 10) : 1024;
   if (strcmp(what, "serve") == 0 && argc > 2) return run_serve(atoi(argv[2]), mib, kib);
   if (strcmp(what, "client") == 0 && argc > 2) return run_client(atoi(argv[2]), mib, kib);
+  if (strcmp(what, "serve-die") == 0 && argc > 2) return run_serve_die(atoi(argv[2]), mib);
+  if (strcmp(what, "client-die") == 0 && argc > 2) return run_client_die(atoi(argv[2]), mib);
   fprintf(stderr, "usage: erm_copy copy [MiB] [piece_KiB] | serve PORT [MiB] [piece_KiB] | "
-                  "client PORT [MiB] [piece_KiB] | bad | limits | plain\n");
+                  "client PORT [MiB] [piece_KiB] | serve-die PORT [MiB] | client-die PORT [MiB] | bad | limits | plain\n");
   return 2;
 }

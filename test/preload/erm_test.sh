@@ -84,40 +84,53 @@ one() {
 mib=64
 case $build in */tsan) mib=16 ;; esac
 one copy relayed copy "${ERM_MIB:-$mib}" "${ERM_PIECE_KIB:-1024}"
-# A copy between two processes under rrpc-run: the server says
-# "ready" on a fifo once it listens, then the client runs.
+# Two processes under rrpc-run: the server says "ready" on a fifo once it
+# listens, then the client runs. two_procs NAME SERVER_MODE CLIENT_MODE MIB
+# SERVER_RC (the server's exit status: 137 for one that kills itself).
 two_procs() {
+  name=$1 smode=$2 cmode=$3 size=$4 src_want=$5
   start=$(date +%s.%N)
   port=$((30000 + $$ % 20000))
+  rm -f "$tmp/ready"
   mkfifo "$tmp/ready"
   RRPC_RUN_RDMA=on RRPC_RUN_PEERS=$PRELOAD_TEST_ADDR RRPC_RUN_DEBUG=1 ERM_READY_FD=3 \
-    timeout 120 "$run" "$prog" serve "$port" "$1" 3>"$tmp/ready" >"$tmp/serve.log" 2>&1 &
+    timeout 120 "$run" "$prog" "$smode" "$port" "$size" 3>"$tmp/ready" >"$tmp/serve.log" 2>&1 &
   spid=$!
   read -r _ <"$tmp/ready"
   RRPC_RUN_RDMA=on RRPC_RUN_PEERS=$PRELOAD_TEST_ADDR RRPC_RUN_DEBUG=1 \
-    timeout 120 "$run" "$prog" client "$port" "$1" >"$tmp/client.log" 2>&1
+    timeout 120 "$run" "$prog" "$cmode" "$port" "$size" >"$tmp/client.log" 2>&1
   rc=$?
-  wait $spid || rc=$?
+  wait $spid
+  src=$?
+  [ $rc -eq 0 ] && [ $src -ne "$src_want" ] && { rc=94; echo "  (the server exited $src, want $src_want)"; }
   secs=$(echo "$(date +%s.%N) - $start" | bc)
   cat "$tmp/serve.log" "$tmp/client.log" >"$tmp/two.log"
   want=frames
   [ $want_rdma = 1 ] && want=rdma
-  sides=$(grep -c "erm closed carriage=$want" "$tmp/two.log")
-  copied=$(sed -n 's/.*erm closed .*owner_copied=\([0-9]*\).*/\1/p' "$tmp/serve.log")
+  note=
   [ $rc -eq 0 ] && [ "$(grep -c 'relayed, trying RDMA' "$tmp/two.log")" -ne 2 ] && { rc=99; echo "  (want both ends relayed)"; }
-  [ $rc -eq 0 ] && [ "$sides" -ne 2 ] && { rc=96; echo "  (want both ends' carriage $want, saw $sides)"; }
-  [ $rc -eq 0 ] && [ $want_rdma = 1 ] && [ "${copied:-x}" != 0 ] && { rc=95; echo "  (the owner copied $copied bytes)"; }
+  if [ $rc -eq 0 ] && [ $want_rdma = 1 ] && [ "$(grep -c 'transport=tcp-fallback' "$tmp/two.log")" -gt 0 ]; then
+    rc=97; echo "  (RDMA expected, a connection fell back)"
+  fi
+  if [ "$smode" = serve ]; then
+    sides=$(grep -c "erm closed carriage=$want" "$tmp/two.log")
+    copied=$(sed -n 's/.*erm closed .*owner_copied=\([0-9]*\).*/\1/p' "$tmp/serve.log")
+    note=" carriage=$want owner_copied=$copied"
+    [ $rc -eq 0 ] && [ "$sides" -ne 2 ] && { rc=96; echo "  (want both ends' carriage $want, saw $sides)"; }
+    [ $rc -eq 0 ] && [ $want_rdma = 1 ] && [ "${copied:-x}" != 0 ] && { rc=95; echo "  (the owner copied $copied bytes)"; }
+  fi
   if [ $rc -eq 0 ]; then
-    printf 'PASS %-12s %5.1fs  carriage=%s owner_copied=%s  %s\n' copy-2procs "$secs" "$want" "$copied" \
-      "$(grep '^erm_copy:' "$tmp/client.log" | tail -n 1)"
+    printf 'PASS %-12s %5.1fs %s  %s\n' "$name" "$secs" "$note" "$(grep '^erm_copy' "$tmp/client.log" | tail -n 1)"
   else
-    printf 'FAIL %-12s rc=%s\n' copy-2procs "$rc"
+    printf 'FAIL %-12s rc=%s\n' "$name" "$rc"
     tail -n 40 "$tmp/two.log"
     fails=$((fails + 1))
   fi
 }
 # 16 MiB: in the VM, at host load 11, 64 MiB took 18 s here (copy: 17 s).
-two_procs 16
+two_procs copy-2procs serve client 16 0
+# The owner kills itself once the writer submitted every COPY.
+two_procs peer-killed serve-die client-die 16 137
 
 # (its last check reads the ERM counters from the preload's stat page)
 RRPC_RUN_STAT_PORT=$((20000 + $$ % 20000)) one bad relayed bad
