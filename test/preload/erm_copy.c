@@ -10,7 +10,8 @@
  *   erm_copy serve PORT [MiB] [piece_KiB] / erm_copy client PORT [...]
  *       the same, each end in its own process.
  *   erm_copy serve-die PORT [MiB] / erm_copy client-die PORT [MiB]
- *       the owner kills itself with the writer's COPYs in flight: each
+ *       the owner is killed (by the test script, when the writer says it
+ *       submitted every COPY) with COPYs in flight: each
  *       completes once, in order; later calls fail at once.
  *   erm_copy bad      malformed and refused calls, each with its errno, on a
  *       relayed connection; the owner's memory stays untouched.
@@ -275,17 +276,23 @@ static int run_copy(uint64_t mib, uint64_t piece_kib) {
   return rc == 0 && !a.failed ? 0 : 1;
 }
 
+/* Say "ready PID" on the fd ERM_READY_FD names (if any) and close it. */
+static void say_ready(void) {
+  const char *rfd = getenv("ERM_READY_FD");
+  if (rfd == NULL || *rfd == '\0') return;
+  char line[32];
+  int n = snprintf(line, sizeof line, "ready %d\n", (int)getpid());
+  int fd = atoi(rfd);
+  write_all(fd, line, (size_t)n);
+  CHECK(close(fd) == 0);
+}
+
 /* The server alone (another process runs the client): listening on `port`
  * before it says "ready" on the fd ERM_READY_FD names, if any. */
 static int run_serve(int port, uint64_t mib, uint64_t piece_kib) {
   struct copy_args a = copy_args_of(mib, piece_kib);
   a.lfd = listen_any(&port);
-  const char *rfd = getenv("ERM_READY_FD");
-  if (rfd != NULL && *rfd != '\0') {
-    int fd = atoi(rfd);
-    write_all(fd, "ready\n", 6);
-    CHECK(close(fd) == 0);
-  }
+  say_ready();
   copy_server(&a);
   CHECK(close(a.lfd) == 0);
   printf("erm_copy serve: %s\n", a.failed ? "MISMATCH" : "bytes-exact");
@@ -584,17 +591,12 @@ static int run_bad(void) {
 
 /* ---- die: the owner is killed with COPYs in flight ------------------------------------ */
 
-/* The owner: registers, sends its memid, and once the client says it has
- * submitted every COPY, kills itself (SIGKILL: no exit path runs). */
+/* The owner: registers, sends its memid, and waits to be killed (the test
+ * script kills it with SIGKILL once the writer submitted every COPY). */
 static int run_serve_die(int port, uint64_t mib) {
   struct copy_args a = copy_args_of(mib, 1024);
   a.lfd = listen_any(&port);
-  const char *rfd = getenv("ERM_READY_FD");
-  if (rfd != NULL && *rfd != '\0') {
-    int fd = atoi(rfd);
-    write_all(fd, "ready\n", 6);
-    CHECK(close(fd) == 0);
-  }
+  say_ready();
   int fd = accept(a.lfd, NULL, NULL);
   CHECK(fd >= 0);
   void *buf = calloc(1, a.size);
@@ -602,9 +604,9 @@ static int run_serve_die(int port, uint64_t mib) {
   uint32_t memid;
   CHECK(reg_mr(fd, buf, a.size, SMC_ERM_ACCESS_REMOTE_WRITE, &memid) == 0);
   write_all(fd, &memid, sizeof memid);
-  char go;
-  read_all(fd, &go, 1);
-  raise(SIGKILL);
+  char b;
+  CHECK(read(fd, &b, 1) >= 0); /* the writer never sends: this waits for the kill */
+  fprintf(stderr, "serve-die: still alive\n");
   return 1;
 }
 
@@ -625,8 +627,14 @@ static int run_client_die(int port, uint64_t mib) {
                               .len = a.piece, .flags = SMC_ERM_REMOTE_COMPL, .tag = (uint32_t)i};
     CHECK(copy_n(fd, &cp, 1) == 0);
   }
-  write_all(fd, "g", 1);
+  /* "submitted" on ERM_SUBMITTED_FD: the script kills the owner now. */
+  const char *sfd = getenv("ERM_SUBMITTED_FD");
+  if (sfd != NULL && *sfd != '\0') {
+    write_all(atoi(sfd), "submitted\n", 10);
+    CHECK(close(atoi(sfd)) == 0);
+  }
   uint64_t done = 0, ok = 0, failed = 0;
+  int first_err = 0;
   struct smc_erm_compl c[32];
   while (done < pieces) {
     int k = read_compl(fd, c, 32);
@@ -637,8 +645,8 @@ static int run_client_die(int port, uint64_t mib) {
         ok++;
       } else {
         int e = -c[i].status;
-        CHECK(e == ECONNRESET || e == ECONNABORTED || e == ETIMEDOUT || e == EPIPE || e == EIO);
-        failed++;
+        CHECK(e == ECONNRESET || e == ECONNABORTED || e == ETIMEDOUT || e == EPIPE || e == EIO || e == EACCES);
+        if (failed++ == 0) first_err = e;
       }
     }
   }
@@ -656,8 +664,8 @@ static int run_client_die(int port, uint64_t mib) {
   printf("  a REG_MR after the peer died                              -> %s\n", strerror(errno));
   CHECK(close(fd) == 0);
   free(src);
-  printf("erm_copy die: completions=%llu ok=%llu failed=%llu\n", (unsigned long long)done,
-         (unsigned long long)ok, (unsigned long long)failed);
+  printf("erm_copy die: completions=%llu ok=%llu failed=%llu first_error=%s\n", (unsigned long long)done,
+         (unsigned long long)ok, (unsigned long long)failed, first_err ? strerror(first_err) : "-");
   return 0;
 }
 
