@@ -31,6 +31,7 @@
 
 #include "preload/env_num.h"
 #include "preload/erm.h"
+#include "preload/erm_epoll.h"
 #include "preload/frame.h"
 #include "preload/policy.h"
 #include "preload/relay.h"
@@ -342,7 +343,10 @@ static int fd_last(int fd, rrpc_run_conn *c) {
   return 1;
 }
 
+static int epoll_ctl_real(int epfd, int op, int fd, struct epoll_event *ev);
+
 int close(int fd) {
+  if (rrpc_run_erm_epoll_active()) rrpc_run_erm_epoll_forget(fd, epoll_ctl_real);
   rrpc_run_conn *c = fd_conn(fd);
   if (c != NULL && rrpc_run_conn_erm(c) != NULL && fd_last(fd, c)) rrpc_run_erm_close(c);
   fd_forget(fd);
@@ -468,7 +472,8 @@ static void *real_fn(_Atomic(void *) *slot, const char *name) {
   }
   return f;
 }
-static _Atomic(void *) g_real_sendmsg, g_real_recvmsg, g_real_poll, g_real_ppoll;
+static _Atomic(void *) g_real_sendmsg, g_real_recvmsg, g_real_poll, g_real_ppoll, g_real_epoll_ctl,
+    g_real_epoll_wait, g_real_epoll_pwait;
 
 /* SOL_SMC at a relayed fd: ERM's command, or nothing (the kernel's TCP
  * socket answers ENOPROTOOPT there, and so does this). */
@@ -556,4 +561,38 @@ int poll(struct pollfd *fds, nfds_t n, int timeout_ms) { return erm_poll(fds, n,
 
 int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask) {
   return erm_poll(fds, n, 0, ts, mask, 1);
+}
+
+/* epoll: a relayed socket added after its first REG_MR reports EPOLLERR
+ * while completions are queued (erm_epoll.h). */
+static int epoll_ctl_real(int epfd, int op, int fd, struct epoll_event *ev) {
+  int (*real)(int, int, int, struct epoll_event *) =
+      (int (*)(int, int, int, struct epoll_event *))real_fn(&g_real_epoll_ctl, "epoll_ctl");
+  return real(epfd, op, fd, ev);
+}
+
+int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev) {
+  int rc = epoll_ctl_real(epfd, op, fd, ev);
+  rrpc_run_conn *c = rc == 0 && rrpc_run_erm_any() ? fd_conn(fd) : NULL;
+  int efd = c != NULL ? rrpc_run_erm_event_fd(c) : -1;
+  if (efd >= 0) {
+    int saved = errno;
+    rrpc_run_erm_epoll_ctl(epfd, op, fd, efd, ev, epoll_ctl_real);
+    errno = saved;
+  }
+  return rc;
+}
+
+int epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout_ms) {
+  int (*real)(int, struct epoll_event *, int, int) =
+      (int (*)(int, struct epoll_event *, int, int))real_fn(&g_real_epoll_wait, "epoll_wait");
+  int n = real(epfd, evs, max, timeout_ms);
+  return n > 0 && rrpc_run_erm_epoll_active() ? rrpc_run_erm_epoll_fix(evs, n) : n;
+}
+
+int epoll_pwait(int epfd, struct epoll_event *evs, int max, int timeout_ms, const sigset_t *mask) {
+  int (*real)(int, struct epoll_event *, int, int, const sigset_t *) =
+      (int (*)(int, struct epoll_event *, int, int, const sigset_t *))real_fn(&g_real_epoll_pwait, "epoll_pwait");
+  int n = real(epfd, evs, max, timeout_ms, mask);
+  return n > 0 && rrpc_run_erm_epoll_active() ? rrpc_run_erm_epoll_fix(evs, n) : n;
 }

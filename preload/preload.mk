@@ -4,7 +4,7 @@
 #
 # The selection policy and the SMC option (preload/policy.mk) come as one
 # static library, linked after the preload's own objects.
-PRELOAD_SRCS := preload/env_num.c preload/erm.c preload/erm_parse.c preload/frame.c preload/intercept.c preload/relay.c preload/stat_page.c \
+PRELOAD_SRCS := preload/env_num.c preload/erm.c preload/erm_epoll.c preload/erm_parse.c preload/frame.c preload/intercept.c preload/relay.c preload/stat_page.c \
     preload/stat_route.c
 PRELOAD_LIB := $(BUILD)/librrpc_preload.so
 PRELOAD_TESTS := $(BUILD)/test/preload/preload_semantics $(BUILD)/test/preload/erm_copy

@@ -23,13 +23,15 @@
  * Except for serve/client, both ends run in this one process (threads):
  * rrpc-run relays both. The
  * address is PRELOAD_TEST_ADDR (127.0.0.1 by default). Completions are
- * waited for with poll(): POLLERR says the error queue holds some. */
+ * waited for with poll() (the writer) or epoll (copy's owner): POLLERR /
+ * EPOLLERR says the error queue holds some. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -135,8 +137,9 @@ static int copy_n(int fd, const struct smc_erm_copy *cps, int n) {
   return (int)sendmsg(fd, &mh, 0);
 }
 
-/* Wait (poll: POLLERR) for completions and read up to max of them. */
-static int read_compl(int fd, struct smc_erm_compl *out, int max) {
+/* Wait for completions (poll's POLLERR, or epoll's EPOLLERR when ep >= 0:
+ * fd is in ep with its number as the data) and read up to max of them. */
+static int read_compl_on(int ep, int fd, struct smc_erm_compl *out, int max) {
   for (;;) {
     union {
       char buf[32 * CMSG_SPACE(sizeof(struct smc_erm_compl))];
@@ -144,6 +147,13 @@ static int read_compl(int fd, struct smc_erm_compl *out, int max) {
     } u;
     struct msghdr mh = {.msg_control = u.buf, .msg_controllen = sizeof u.buf};
     ssize_t r = recvmsg(fd, &mh, MSG_ERRQUEUE | MSG_DONTWAIT);
+    if (r < 0 && errno == EAGAIN && ep >= 0) {
+      struct epoll_event ev[4];
+      int n = epoll_wait(ep, ev, 4, WAIT_MS);
+      CHECK(n == 1); /* one event for the socket, whatever else it has */
+      CHECK(ev[0].data.u64 == (uint64_t)fd && (ev[0].events & EPOLLERR) != 0);
+      continue;
+    }
     if (r < 0 && errno == EAGAIN) {
       struct pollfd p = {.fd = fd, .events = 0};
       int n = poll(&p, 1, WAIT_MS);
@@ -165,6 +175,8 @@ static int read_compl(int fd, struct smc_erm_compl *out, int max) {
   }
 }
 
+static int read_compl(int fd, struct smc_erm_compl *out, int max) { return read_compl_on(-1, fd, out, max); }
+
 static uint64_t pattern(uint64_t word) { return (word + 1) * 0x9E3779B97F4A7C15ull ^ (word >> 7); }
 
 /* ---- copy: 64 MiB in 1 MiB pieces ------------------------------------------------ */
@@ -184,11 +196,17 @@ static void *copy_server(void *arg) {
   uint32_t memid;
   CHECK(reg_mr(fd, buf, a->size, SMC_ERM_ACCESS_REMOTE_WRITE, &memid) == 0);
   CHECK((memid & SMC_ERM_MEMID_LOCAL) == 0);
+  /* The owner waits with epoll (the writer with poll): the socket is added
+   * after its first REG_MR, level-triggered, for input too. */
+  int ep = epoll_create1(EPOLL_CLOEXEC);
+  CHECK(ep >= 0);
+  struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)fd};
+  CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0);
   write_all(fd, &memid, sizeof memid);
   uint64_t pieces = a->size / a->piece, got = 0;
   struct smc_erm_compl c[32];
   while (got < pieces) {
-    int k = read_compl(fd, c, 32);
+    int k = read_compl_on(ep, fd, c, 32);
     for (int i = 0; i < k; i++, got++) {
       CHECK(c[i].kind == SMC_ERM_COMPL_REMOTE && c[i].status == 0 && c[i].memid == memid);
       CHECK(c[i].seq == got + 1 && c[i].tag == (uint32_t)got);
@@ -201,6 +219,7 @@ static void *copy_server(void *arg) {
   write_all(fd, &answer, 1);
   CHECK(dereg_mr(fd, memid) == 0);
   CHECK(close(fd) == 0);
+  CHECK(close(ep) == 0);
   free(buf);
   if (bad != 0) fprintf(stderr, "server: %llu words differ\n", (unsigned long long)bad);
   a->failed = bad != 0;
