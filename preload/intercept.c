@@ -10,7 +10,8 @@
  * SO_RCVTIMEO and fork need no wrapper: the kernel does them on that socket.
  * ERM's socket API (rrpc/erm.h) adds wrappers that look at a relayed fd only
  * for its own parts: SOL_SMC options, sendmsg's control messages,
- * recvmsg(MSG_ERRQUEUE), and poll/ppoll's POLLERR for queued completions.
+ * recvmsg(MSG_ERRQUEUE), and poll/ppoll's POLLERR and epoll's EPOLLERR for
+ * queued completions.
  * Every other fd, and every connection the policy leaves alone, goes
  * straight to libc.
  */
