@@ -237,7 +237,7 @@ test: tests tools
 RDMA_WATCHDOG := RRPC_LOOP_WATCHDOG_STRICT=$${RRPC_LOOP_WATCHDOG_STRICT:-1}
 RDMA_TSAN_WATCHDOG := RRPC_LOOP_WATCHDOG_STRICT=$${RRPC_LOOP_WATCHDOG_STRICT:-0}
 test-rdma: $(RDMA_TESTS) examples tools $(BUILD)/bench/idle_conns preload $(BUILD)/test/preload/hostile_clc
-	$(RDMA_WATCHDOG) tools/run-rdma-tests $(RDMA_TESTS) test/tshark/live-capture.sh test/rdma/idle-conns-smoke.sh test/rdma/thousand-conns.sh test/rdma/ring-mode.sh test/rdma/polling-mode.sh test/rdma/cm-mode.sh test/rdma/cursor-mode.sh test/preload/preload_test.sh test/preload/hostile_vm.sh
+	$(RDMA_WATCHDOG) tools/run-rdma-tests $(RDMA_TESTS) test/tshark/live-capture.sh test/rdma/idle-conns-smoke.sh test/rdma/thousand-conns.sh test/rdma/ring-mode.sh test/rdma/polling-mode.sh test/rdma/cm-mode.sh test/rdma/cursor-mode.sh test/preload/preload_test.sh test/preload/erm_test.sh test/preload/hostile_vm.sh
 
 # examples/remote_write beside perftest's ib_write_bw (1 MiB writes), in one
 # Soft-RoCE VM boot, alternating RW_RUNS times (3): each run's bandwidths,

@@ -5,9 +5,13 @@
  * F_DUPFD(_CLOEXEC), getsockname,
  * getpeername, getsockopt, setsockopt. A connection the policy selects is
  * handed to the relay (relay.h), after which the application's fd number is
- * an AF_UNIX stream socket, so read, write, recv, send, sendmsg, readv, writev, sendfile,
- * splice, MSG_PEEK/WAITALL/DONTWAIT, FIONREAD, poll/select/epoll, shutdown,
+ * an AF_UNIX stream socket, so read, write, recv, send, readv, writev, sendfile,
+ * splice, MSG_PEEK/WAITALL/DONTWAIT, FIONREAD, select/epoll, shutdown,
  * SO_RCVTIMEO and fork need no wrapper: the kernel does them on that socket.
+ * ERM's socket API (rrpc/erm.h) adds wrappers that look at a relayed fd only
+ * for its own parts: SOL_SMC options, sendmsg's control messages,
+ * recvmsg(MSG_ERRQUEUE), and poll/ppoll's POLLERR and epoll's EPOLLERR for
+ * queued completions.
  * Every other fd, and every connection the policy leaves alone, goes
  * straight to libc.
  */
@@ -27,6 +31,8 @@
 #include <unistd.h>
 
 #include "preload/env_num.h"
+#include "preload/erm.h"
+#include "preload/erm_epoll.h"
 #include "preload/frame.h"
 #include "preload/policy.h"
 #include "preload/relay.h"
@@ -122,6 +128,7 @@ __attribute__((constructor)) static void preload_init(void) {
   g_ebpf = strcmp(rrpc_run_policy_mode(g_policy), "ebpf") == 0;
   if (g_ebpf) rrpc_run_relay_set_peer_check(rrpc_smcopt_peer_offered);
   pthread_atfork(NULL, after_fork_parent, after_fork_child);
+  rrpc_run_erm_settings_from_env();
   g_enabled = 1;
   rrpc_run_stat_page_start();
 }
@@ -329,7 +336,20 @@ int listen(int fd, int backlog) {
   return real_listen(fd, backlog);
 }
 
+/* ERM's state goes with the program's last fd of a connection (dups share
+ * it); only connections that used ERM pay for the look. */
+static int fd_last(int fd, rrpc_run_conn *c) {
+  for (int i = 0; i < FD_TABLE; i++)
+    if (i != fd && atomic_load_explicit(&g_fds[i], memory_order_relaxed) == c) return 0;
+  return 1;
+}
+
+static int epoll_ctl_real(int epfd, int op, int fd, struct epoll_event *ev);
+
 int close(int fd) {
+  if (rrpc_run_erm_epoll_active()) rrpc_run_erm_epoll_forget(fd, epoll_ctl_real);
+  rrpc_run_conn *c = fd_conn(fd);
+  if (c != NULL && rrpc_run_conn_erm(c) != NULL && fd_last(fd, c)) rrpc_run_erm_close(c);
   fd_forget(fd);
   return rrpc_run_real.close(fd);
 }
@@ -397,6 +417,8 @@ static int answer_addr(int fd, int peer, struct sockaddr *sa, socklen_t *len) {
 int getsockname(int fd, struct sockaddr *sa, socklen_t *len) { return answer_addr(fd, 0, sa, len); }
 int getpeername(int fd, struct sockaddr *sa, socklen_t *len) { return answer_addr(fd, 1, sa, len); }
 
+static int erm_opt(rrpc_run_conn *c, int set, int name, void *val, socklen_t *len);
+
 /* Options of the TCP connection itself go to the hidden TCP socket; those
  * that shape what the application's calls do (timeouts, buffer sizes, low
  * water marks) stay on its own socket. */
@@ -415,6 +437,7 @@ static int tcp_level(int level, int name) {
 int getsockopt(int fd, int level, int name, void *val, socklen_t *len) {
   rrpc_run_conn *c = fd_conn(fd);
   if (c == NULL) return rrpc_run_real.getsockopt(fd, level, name, val, len);
+  if (level == SOL_SMC) return erm_opt(c, 0, name, val, len);
   if (level == SOL_SOCKET && name == SO_ERROR && val != NULL && len != NULL && *len >= sizeof(int)) {
     int e = rrpc_run_conn_take_error(c);
     if (e == 0) return rrpc_run_real.getsockopt(fd, level, name, val, len);
@@ -431,8 +454,146 @@ int getsockopt(int fd, int level, int name, void *val, socklen_t *len) {
 
 int setsockopt(int fd, int level, int name, const void *val, socklen_t len) {
   rrpc_run_conn *c = fd_conn(fd);
+  if (c != NULL && level == SOL_SMC) return erm_opt(c, 1, name, (void *)val, &len);
   if (c == NULL || !tcp_level(level, name)) return rrpc_run_real.setsockopt(fd, level, name, val, len);
   int rc = rrpc_run_conn_tcp_opt(c, 1, level, name, (void *)val, &len);
   if (rc != 0 && errno == ENOTCONN) return 0; /* the connection is over: nothing to tune */
   return rc;
+}
+
+/* ---- ERM's socket API (rrpc/erm.h, preload/erm.c) -------------------------------- */
+
+/* The libc function behind a wrapper, looked up on first use by whichever
+ * thread gets there (they may race: each stores the same address). */
+static void *real_fn(_Atomic(void *) *slot, const char *name) {
+  void *f = atomic_load_explicit(slot, memory_order_acquire);
+  if (f == NULL) {
+    f = dlsym(RTLD_NEXT, name);
+    atomic_store_explicit(slot, f, memory_order_release);
+  }
+  return f;
+}
+static _Atomic(void *) g_real_sendmsg, g_real_recvmsg, g_real_poll, g_real_ppoll, g_real_epoll_ctl,
+    g_real_epoll_wait, g_real_epoll_pwait;
+
+/* SOL_SMC at a relayed fd: ERM's command, or nothing (the kernel's TCP
+ * socket answers ENOPROTOOPT there, and so does this). */
+static int erm_opt(rrpc_run_conn *c, int set, int name, void *val, socklen_t *len) {
+  int rc = name == SMC_ERM_CMD ? rrpc_run_erm_sockopt(c, set, val, len) : -ENOPROTOOPT;
+  if (rc == 0) return 0;
+  errno = -rc;
+  return -1;
+}
+
+ssize_t sendmsg(int fd, const struct msghdr *m, int flags) {
+  ssize_t (*real)(int, const struct msghdr *, int) =
+      (ssize_t(*)(int, const struct msghdr *, int))real_fn(&g_real_sendmsg, "sendmsg");
+  rrpc_run_conn *c = fd_conn(fd);
+  ssize_t ret;
+  if (c != NULL && m != NULL && m->msg_controllen > 0 && rrpc_run_erm_sendmsg(c, fd, m, flags, real, &ret) == 1)
+    return ret;
+  return real(fd, m, flags);
+}
+
+ssize_t recvmsg(int fd, struct msghdr *m, int flags) {
+  ssize_t (*real)(int, struct msghdr *, int) =
+      (ssize_t(*)(int, struct msghdr *, int))real_fn(&g_real_recvmsg, "recvmsg");
+  rrpc_run_conn *c = (flags & MSG_ERRQUEUE) ? fd_conn(fd) : NULL;
+  if (c == NULL || m == NULL) return real(fd, m, flags);
+  ssize_t rc = rrpc_run_erm_recv_errqueue(c, m, flags);
+  if (rc >= 0) return rc;
+  errno = (int)-rc;
+  return -1;
+}
+
+/* poll/ppoll: a relayed fd with ERM completions queued reports POLLERR, as
+ * a kernel socket with a non-empty error queue does. Each such fd's
+ * eventfd (readable while its queue is not empty) is polled beside it. */
+enum { POLL_STACK = 64 };
+
+static int erm_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const struct timespec *ts,
+                    const sigset_t *mask, int use_ppoll) {
+  int (*real_poll)(struct pollfd *, nfds_t, int) =
+      (int (*)(struct pollfd *, nfds_t, int))real_fn(&g_real_poll, "poll");
+  int (*real_ppoll)(struct pollfd *, nfds_t, const struct timespec *, const sigset_t *) =
+      (int (*)(struct pollfd *, nfds_t, const struct timespec *, const sigset_t *))real_fn(&g_real_ppoll, "ppoll");
+  nfds_t extra = 0;
+  if (rrpc_run_erm_any() && fds != NULL)
+    for (nfds_t i = 0; i < n; i++) {
+      rrpc_run_conn *c = fd_conn(fds[i].fd);
+      if (c != NULL && rrpc_run_erm_event_fd(c) >= 0) extra++;
+    }
+  if (extra == 0) return use_ppoll ? real_ppoll(fds, n, ts, mask) : real_poll(fds, n, timeout_ms);
+  struct pollfd stack[POLL_STACK];
+  nfds_t owner_stack[POLL_STACK];
+  struct pollfd *all = n + extra <= POLL_STACK ? stack : malloc((n + extra) * sizeof *all);
+  nfds_t *owner = extra <= POLL_STACK ? owner_stack : malloc(extra * sizeof *owner);
+  if (all == NULL || owner == NULL) {
+    if (all != stack) free(all);
+    if (owner != owner_stack) free(owner);
+    errno = ENOMEM;
+    return -1;
+  }
+  memcpy(all, fds, n * sizeof *all);
+  nfds_t k = 0;
+  for (nfds_t i = 0; i < n && k < extra; i++) {
+    rrpc_run_conn *c = fd_conn(fds[i].fd);
+    int efd = c != NULL ? rrpc_run_erm_event_fd(c) : -1;
+    if (efd < 0) continue;
+    all[n + k] = (struct pollfd){.fd = efd, .events = POLLIN};
+    owner[k++] = i;
+  }
+  int rc = use_ppoll ? real_ppoll(all, n + k, ts, mask) : real_poll(all, n + k, timeout_ms);
+  if (rc >= 0) {
+    for (nfds_t i = 0; i < n; i++) fds[i].revents = all[i].revents;
+    for (nfds_t j = 0; j < k; j++)
+      if (all[n + j].revents & POLLIN) fds[owner[j]].revents |= POLLERR;
+    rc = 0;
+    for (nfds_t i = 0; i < n; i++) rc += fds[i].revents != 0;
+  }
+  int saved = errno;
+  if (all != stack) free(all);
+  if (owner != owner_stack) free(owner);
+  errno = saved;
+  return rc;
+}
+
+int poll(struct pollfd *fds, nfds_t n, int timeout_ms) { return erm_poll(fds, n, timeout_ms, NULL, NULL, 0); }
+
+int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask) {
+  return erm_poll(fds, n, 0, ts, mask, 1);
+}
+
+/* epoll: a relayed socket added after its first REG_MR reports EPOLLERR
+ * while completions are queued (erm_epoll.h). */
+static int epoll_ctl_real(int epfd, int op, int fd, struct epoll_event *ev) {
+  int (*real)(int, int, int, struct epoll_event *) =
+      (int (*)(int, int, int, struct epoll_event *))real_fn(&g_real_epoll_ctl, "epoll_ctl");
+  return real(epfd, op, fd, ev);
+}
+
+int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev) {
+  int rc = epoll_ctl_real(epfd, op, fd, ev);
+  rrpc_run_conn *c = rc == 0 && rrpc_run_erm_any() ? fd_conn(fd) : NULL;
+  int efd = c != NULL ? rrpc_run_erm_event_fd(c) : -1;
+  if (efd >= 0) {
+    int saved = errno;
+    rrpc_run_erm_epoll_ctl(epfd, op, fd, efd, ev, epoll_ctl_real);
+    errno = saved;
+  }
+  return rc;
+}
+
+int epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout_ms) {
+  int (*real)(int, struct epoll_event *, int, int) =
+      (int (*)(int, struct epoll_event *, int, int))real_fn(&g_real_epoll_wait, "epoll_wait");
+  int n = real(epfd, evs, max, timeout_ms);
+  return n > 0 && rrpc_run_erm_epoll_active() ? rrpc_run_erm_epoll_fix(evs, n) : n;
+}
+
+int epoll_pwait(int epfd, struct epoll_event *evs, int max, int timeout_ms, const sigset_t *mask) {
+  int (*real)(int, struct epoll_event *, int, int, const sigset_t *) =
+      (int (*)(int, struct epoll_event *, int, int, const sigset_t *))real_fn(&g_real_epoll_pwait, "epoll_pwait");
+  int n = real(epfd, evs, max, timeout_ms, mask);
+  return n > 0 && rrpc_run_erm_epoll_active() ? rrpc_run_erm_epoll_fix(evs, n) : n;
 }

@@ -4,15 +4,15 @@
 #
 # The selection policy and the SMC option (preload/policy.mk) come as one
 # static library, linked after the preload's own objects.
-PRELOAD_SRCS := preload/env_num.c preload/frame.c preload/intercept.c preload/relay.c preload/stat_page.c \
+PRELOAD_SRCS := preload/env_num.c preload/erm.c preload/erm_epoll.c preload/erm_parse.c preload/frame.c preload/intercept.c preload/relay.c preload/stat_page.c \
     preload/stat_route.c
 PRELOAD_LIB := $(BUILD)/librrpc_preload.so
-PRELOAD_TESTS := $(BUILD)/test/preload/preload_semantics
+PRELOAD_TESTS := $(BUILD)/test/preload/preload_semantics $(BUILD)/test/preload/erm_copy
 
 # make test runs the socket-semantics script in every build (plain, SAN=1,
 # TSAN=1: the test program and the preload are instrumented alike); make
 # test-rdma runs it in the VM.
-PRELOAD_TEST_SCRIPTS := test/preload/preload_test.sh
+PRELOAD_TEST_SCRIPTS := test/preload/preload_test.sh test/preload/erm_test.sh
 test: preload
 
 .PHONY: preload install-preload
@@ -48,3 +48,6 @@ $(BUILD)/test/preload_input_unittest: $(BUILD)/obj/test/preload_input_unittest.c
 	@mkdir -p $(@D)
 	$(CXX) $(LDFLAGS) -o $@ $^ -lgtest_main -lgtest -lpthread
 build/fuzz/preload_input_fuzzer: $(patsubst %,build/fuzz/obj/%.o,$(PRELOAD_INPUT_SRCS))
+
+# ERM's option and control-message parser (preload/erm_parse.h), fuzzed.
+build/fuzz/preload_erm_fuzzer: build/fuzz/obj/preload/erm_parse.c.o

@@ -43,6 +43,7 @@
 #include "rrpc/internal/limits.h"
 #include "rrpc/internal/loop.h"
 #include "rrpc/internal/socket.h"
+#include "rrpc/remote/link.h"
 #include "rrpc/transport.h"
 
 rrpc_run_libc rrpc_run_real;
@@ -80,6 +81,12 @@ struct rrpc_run_conn {
   int tcp_fd;    /* hidden TCP socket, -1 once the relay let it go */
   int state;     /* 0 connecting, 1 connected, -errno failed */
   int so_error;  /* a failed connect's errno, until taken */
+  /* ERM (erm.h): 0 while undecided, 1 once the peer is a framing relay (a
+   * reference on the rrpc socket in erm_s), -errno when it never will be */
+  int erm_ready;
+  rrpc__socket *erm_s;
+  pthread_cond_t erm_cv;
+  _Atomic(struct rrpc_run_erm *) erm; /* the ERM state, made on first use */
   /* loop thread only */
   rrpc__socket *s;
   int had_socket;   /* the TCP connection was up and handed to an rrpc socket */
@@ -193,6 +200,10 @@ void rrpc_run_conn_ref(rrpc_run_conn *c) { atomic_fetch_add(&c->refs, 1); }
 
 void rrpc_run_conn_unref(rrpc_run_conn *c) {
   if (atomic_fetch_sub(&c->refs, 1) != 1) return;
+  struct rrpc_run_erm *e = atomic_load(&c->erm);
+  if (e != NULL) rrpc_run_erm_release(e);
+  if (c->erm_s != NULL) rrpc__socket_unref(c->erm_s);
+  pthread_cond_destroy(&c->erm_cv);
   rrpc__iobuf_destroy(&c->upbuf);
   rrpc__iobuf_destroy(&c->down);
   pthread_mutex_destroy(&c->mu);
@@ -266,6 +277,24 @@ static void debug_end(rrpc_run_conn *c) {
 
 static void unref_socket_task(void *arg) { rrpc__socket_unref(arg); }
 
+/* Whether ERM's socket API (erm.c) may use the connection: only between two
+ * framing relays (a plain peer's byte stream must never see an RMEM
+ * frame). Decided once, on the loop thread; application threads wait for
+ * it in rrpc_run_conn_remote_link. */
+static void erm_decide(rrpc_run_conn *c, int ready) {
+  pthread_mutex_lock(&c->mu);
+  if (c->erm_ready == 0) {
+    if (ready == 1 && (c->s == NULL || c->net_closed)) ready = -ENOTCONN;
+    c->erm_ready = ready;
+    if (ready == 1) {
+      rrpc__socket_ref(c->s);
+      c->erm_s = c->s;
+    }
+    pthread_cond_broadcast(&c->erm_cv);
+  }
+  pthread_mutex_unlock(&c->mu);
+}
+
 /* Close the relay end and let go of the rrpc socket: the relay is over. */
 static void relay_end(rrpc_run_conn *c) {
   if (c->ended) return;
@@ -283,6 +312,7 @@ static void relay_end(rrpc_run_conn *c) {
   if (c->hello_timer) rrpc__loop_timer_cancel(g_loop, c->hello_timer);
   c->hello_timer = 0;
   set_tcp_fd(c, -1);
+  erm_decide(c, -ENOTCONN);
   debug_end(c);
   live_del(c);
   if (c->s != NULL) {
@@ -476,6 +506,7 @@ static int on_data(void *owner, rrpc__socket *s, rrpc_iobuf *rbuf) {
       return -EPROTO;
     }
     c->mode = m > 0 ? MODE_FRAMED : MODE_RAW;
+    erm_decide(c, m > 0 ? 1 : -ENOPROTOOPT);
     if (m > 0) rrpc_iobuf_pop_front(rbuf, RRPC_RUN_HELLO_LEN);
     if (g_debug && m < 0)
       fprintf(stderr, "rrpc-run[%d]: fd=%d the peer is not under rrpc-run: bytes relayed untouched\n",
@@ -487,6 +518,15 @@ static int on_data(void *owner, rrpc__socket *s, rrpc_iobuf *rbuf) {
     if (rrpc_iobuf_move(&c->down, rbuf) != 0) return -ENOMEM;
   }
   for (; c->mode == MODE_FRAMED;) {
+    /* Remote memory's frames (ERM's socket API, erm.c) share the stream:
+     * they open with 'R', which no relay frame header does. */
+    if (rrpc__rmt_stream_is_frame(rbuf)) {
+      int rc = rrpc__rmt_stream_cut(s, rbuf);
+      if (rc == -EAGAIN) break; /* not whole yet, or the rest comes in a task of its own */
+      if (rc < 0) return rc;
+      if (rrpc__rmt_stream_is_frame(rbuf)) return -EPROTO;
+      continue;
+    }
     unsigned char h[RRPC_RUN_FRAME_HDR];
     if (rrpc_iobuf_copy_out(rbuf, 0, h, sizeof h) < sizeof h) break;
     rrpc_run_frame f;
@@ -741,6 +781,7 @@ static void hello_timeout(void *arg) {
   c->hello_timer = 0;
   if (c->ended || c->mode != MODE_UNKNOWN) return;
   c->mode = MODE_RAW;
+  erm_decide(c, -ENOPROTOOPT);
   if (g_debug)
     fprintf(stderr, "rrpc-run[%d]: fd=%d no hello from the client: bytes relayed untouched\n", (int)getpid(),
             c->app_fd);
@@ -790,6 +831,7 @@ static void start_socket(rrpc_run_conn *c, int tcp_fd, int plain) {
     return;
   }
   c->had_socket = 1;
+  if (plain) erm_decide(c, -ENOPROTOOPT);
   if (plain) {
     if (g_debug)
       fprintf(stderr, "rrpc-run[%d]: fd=%d %s\n", (int)getpid(), c->app_fd,
@@ -809,6 +851,7 @@ static void start_socket(rrpc_run_conn *c, int tcp_fd, int plain) {
     if (rrpc_iobuf_append(&hello, RRPC_RUN_HELLO, RRPC_RUN_HELLO_LEN) == 0) rrpc__socket_write(c->s, &hello);
     rrpc__iobuf_destroy(&hello);
     c->mode = MODE_FRAMED;
+    erm_decide(c, 1);
   } else {
     rrpc__loop_timer_add(g_loop, rrpc__now_us() + HELLO_WAIT_US, hello_timeout, c, &c->hello_timer);
   }
@@ -897,6 +940,11 @@ int rrpc_run_relay_adopt(int fd, int is_client, int connecting, const struct soc
   if (c == NULL) return -ENOMEM;
   atomic_init(&c->refs, 2); /* the relay and the caller's fd table */
   pthread_mutex_init(&c->mu, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&c->erm_cv, &ca);
+  pthread_condattr_destroy(&ca);
   rrpc__iobuf_init(&c->upbuf);
   rrpc__iobuf_init(&c->down);
   c->is_client = is_client;
@@ -957,6 +1005,7 @@ fail:
   atomic_fetch_add(&g_adopt_failed, 1);
   rrpc__iobuf_destroy(&c->upbuf);
   rrpc__iobuf_destroy(&c->down);
+  pthread_cond_destroy(&c->erm_cv);
   pthread_mutex_destroy(&c->mu);
   free(c);
   return rc;
@@ -1006,5 +1055,92 @@ int rrpc_run_conn_tcp_opt(rrpc_run_conn *c, int set, int level, int name, void *
     rc = rrpc_run_real.getsockopt(c->tcp_fd, level, name, val, len);
   }
   pthread_mutex_unlock(&c->mu);
+  return rc;
+}
+
+/* ---- ERM's socket API (erm.c) ----------------------------------------------------------- */
+
+struct rrpc_run_erm *rrpc_run_conn_erm(rrpc_run_conn *c) { return atomic_load(&c->erm); }
+
+struct rrpc_run_erm *rrpc_run_conn_erm_install(rrpc_run_conn *c, struct rrpc_run_erm *e) {
+  struct rrpc_run_erm *cur = NULL;
+  return atomic_compare_exchange_strong(&c->erm, &cur, e) ? e : cur;
+}
+
+/* The handshake is over (RDMA, its fallback, or a failure): regions
+ * registered from now on get the transport they will be used on. Loop
+ * thread; the answer is handed over under c->mu. */
+struct erm_probe {
+  rrpc_run_conn *c;
+  rrpc__socket *s;
+  int done, decided;
+};
+
+static void erm_probe_task(void *arg) {
+  struct erm_probe *p = arg;
+  rrpc__socket_stats st;
+  rrpc__socket_get_stats(p->s, &st);
+  int d = st.failed != 0 || st.fallback_code != 0 || rrpc__socket_is_rdma(p->s);
+  pthread_mutex_lock(&p->c->mu);
+  p->decided = d;
+  p->done = 1;
+  pthread_cond_broadcast(&p->c->erm_cv);
+  pthread_mutex_unlock(&p->c->mu);
+}
+
+static int erm_wait(rrpc_run_conn *c, const struct timespec *until) {
+  return pthread_cond_timedwait(&c->erm_cv, &c->mu, until) == ETIMEDOUT ? -ETIMEDOUT : 0;
+}
+
+static struct timespec ms_from_now(long ms) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  t.tv_sec += ms / 1000;
+  t.tv_nsec += (ms % 1000) * 1000000L;
+  if (t.tv_nsec >= 1000000000L) {
+    t.tv_sec++;
+    t.tv_nsec -= 1000000000L;
+  }
+  return t;
+}
+
+/* A client's handshake runs after connect returned: wait (checking every
+ * millisecond on the loop, at most until `until`) for it to end, so that
+ * the region is registered with the transport's memory. Past the bound the
+ * region goes on without (its bytes then travel in frames). */
+static void erm_wait_handshake(rrpc_run_conn *c, rrpc__socket *s, const struct timespec *until) {
+  if (g_ops == rrpc__transport_tcp()) return;
+  for (;;) {
+    struct erm_probe p = {.c = c, .s = s};
+    if (rrpc__loop_post(g_loop, erm_probe_task, &p) != 0) return;
+    pthread_mutex_lock(&c->mu);
+    while (!p.done) pthread_cond_wait(&c->erm_cv, &c->mu);
+    int timed_out = 0;
+    if (!p.decided) {
+      struct timespec tick = ms_from_now(1);
+      const struct timespec *w = (tick.tv_sec > until->tv_sec ||
+                                  (tick.tv_sec == until->tv_sec && tick.tv_nsec > until->tv_nsec))
+                                     ? until
+                                     : &tick;
+      timed_out = erm_wait(c, w) != 0 && w == until;
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (p.decided || timed_out) return;
+  }
+}
+
+int rrpc_run_conn_remote_link(rrpc_run_conn *c, long wait_ms, rrpc_remote_link **out) {
+  struct timespec until = ms_from_now(wait_ms);
+  pthread_mutex_lock(&c->mu);
+  int rc = 0;
+  while (c->erm_ready == 0 && rc == 0) rc = erm_wait(c, &until);
+  if (c->erm_ready < 0) rc = c->erm_ready;
+  rrpc__socket *s = rc == 0 ? c->erm_s : NULL;
+  if (s != NULL) rrpc__socket_ref(s);
+  pthread_mutex_unlock(&c->mu);
+  if (s == NULL) return rc != 0 ? rc : -ENOTCONN;
+  if (c->is_client) erm_wait_handshake(c, s, &until);
+  rc = rrpc__rmt_link_of(s, out);
+  rrpc__socket_unref(s);
   return rc;
 }

@@ -81,6 +81,24 @@ int rrpc_run_conn_connect_state(rrpc_run_conn *c);
  * errno set like the call itself; ENOTCONN once the TCP socket is gone. */
 int rrpc_run_conn_tcp_opt(rrpc_run_conn *c, int set, int level, int name, void *val, socklen_t *len);
 
+/* ---- ERM's socket API (erm.h, preload/erm.c) ------------------------------- */
+struct rrpc_run_erm;
+typedef struct rrpc_remote_link rrpc_remote_link;
+/* rrpc_run_conn_erm - the connection's ERM state, NULL until installed. */
+struct rrpc_run_erm *rrpc_run_conn_erm(rrpc_run_conn *c);
+/* rrpc_run_conn_erm_install - install e unless one is there; returns the
+ * one installed now (e, or the earlier one: the caller then frees e). The
+ * connection releases it (rrpc_run_erm_release) when it goes. */
+struct rrpc_run_erm *rrpc_run_conn_erm_install(rrpc_run_conn *c, struct rrpc_run_erm *e);
+void rrpc_run_erm_release(struct rrpc_run_erm *e);
+/* rrpc_run_conn_remote_link - a handle to the remote-memory link of the
+ * connection's rrpc socket, once the relay knows its peer frames (a server
+ * waits for the client's hello; a client, for its handshake to end), at
+ * most wait_ms. 0 (*out), -ENOPROTOOPT (the peer is not under rrpc-run or
+ * the connection is plain TCP: ERM cannot be carried), -ENOTCONN (the
+ * relay is over), -ETIMEDOUT. An application thread, never the relay's. */
+int rrpc_run_conn_remote_link(rrpc_run_conn *c, long wait_ms, rrpc_remote_link **out);
+
 /* ---- counters (rrpc_stat, RRPC_RUN_DEBUG) --------------------------------- */
 typedef struct rrpc_run_counters {
   uint64_t relayed;      /* connections handed to the relay */

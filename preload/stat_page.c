@@ -14,6 +14,7 @@
 #include <arpa/inet.h>
 
 #include "preload/env_num.h"
+#include "preload/erm.h"
 #include "preload/relay.h"
 #include "preload/stat_route.h"
 #include "rrpc/internal/loop.h"
@@ -39,7 +40,20 @@ static size_t vars_format(char *buf, size_t len) {
                    (unsigned long long)k.plain, (unsigned long long)k.adopt_failed,
                    (unsigned long long)k.bytes_up, (unsigned long long)k.bytes_down,
                    (unsigned long long)k.live, (unsigned long long)k.handed_back);
-  return n < 0 ? 0 : (size_t)n;
+  if (n < 0) return 0;
+  rrpc_run_erm_counters e;
+  rrpc_run_erm_counters_get(&e);
+  size_t at = (size_t)n;
+  int m = snprintf(at < len ? buf + at : NULL, at < len ? len - at : 0,
+                   "rrpc_run_erm_regs : %llu\nrrpc_run_erm_deregs : %llu\nrrpc_run_erm_copies : %llu\n"
+                   "rrpc_run_erm_copy_bytes : %llu\nrrpc_run_erm_copies_failed : %llu\n"
+                   "rrpc_run_erm_remote_compl : %llu\nrrpc_run_erm_compl_dropped : %llu\n"
+                   "rrpc_run_erm_refused : %llu\n",
+                   (unsigned long long)e.regs, (unsigned long long)e.deregs, (unsigned long long)e.copies,
+                   (unsigned long long)e.copy_bytes, (unsigned long long)e.copies_failed,
+                   (unsigned long long)e.remote_compl, (unsigned long long)e.compl_dropped,
+                   (unsigned long long)e.refused);
+  return m < 0 ? at : at + (size_t)m;
 }
 
 static void answer(int fd, const char *req, size_t req_len) {

@@ -1,4 +1,6 @@
-/* rrpc/rrpc.h - the whole public C API of rrpc in one include. */
+/* rrpc/rrpc.h - the whole public C API of rrpc in one include. (rrpc/erm.h
+ * is not part of it: it is ERM's socket API for programs under rrpc-run,
+ * which link nothing of rrpc.) */
 #ifndef RRPC_RRPC_H
 #define RRPC_RRPC_H
 

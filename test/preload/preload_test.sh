@@ -140,6 +140,7 @@ case " ${PRELOAD_CASES:-settings} " in
     bad_setting RRPC_RUN_MAX_HANDSHAKES=8x relayed
     bad_setting RRPC_RUN_STAT_PORT=70000 relayed
     bad_setting RRPC_RUN_EXIT_LINGER_MS=5s relayed
+    bad_setting RRPC_RUN_ERM_MAX_COMPL=8x relayed
     ;;
 esac
 [ $fails -eq 0 ] && echo "preload_test: all passed" || echo "preload_test: $fails failed"
