@@ -11,7 +11,10 @@
  * before giving the token back, so order per socket is kept. A transport
  * that cannot take more returns -EAGAIN and keeps the token until it calls
  * rrpc__socket_resume_write. Until the transport is ready the token belongs
- * to the start-up, so early writes just queue.
+ * to the start-up, so early writes just queue. A server's pool thread may
+ * keep the token for its run of tasks (rrpc__socket_write_response): its
+ * responses gather in wpend and leave when its pool runs the deferred
+ * flush (worker_pool.h bounds when).
  *
  * Limits (rrpc/limits.h): bytes left in the read buffer after the owner
  * took its whole messages count against the process's max_input_bytes;

@@ -52,6 +52,15 @@
  *   batch. A busy worker that blocks after all is caught by the rescuer
  *   (held, as for a pass-on), so such a batch waits at most about two
  *   rescue periods - the bound the pass-on already has.
+ * - a worker may defer writes (flush_us > 0; the server's responses to a
+ *   connection with more requests in handlers): it keeps a list of flushes
+ *   and runs them when its run of tasks ends (the queue is empty), so a run
+ *   writes once per connection. The rescuer bounds the wait: while any
+ *   list is non-empty it looks every flush_us / 2, asks a worker holding
+ *   one to flush before its next task, and runs the list itself for a
+ *   worker that held one at the previous look and started no task since
+ *   (blocked in a handler). It parks again after a look that found no
+ *   list and no list begun since the one before.
  * A handler may block: a worker running one is neither idle nor looking,
  * so work queued meanwhile wakes another worker as before (or, while
  * handlers are short, the rescuer does). */
