@@ -116,6 +116,7 @@ struct rrpc__worker_pool {
   struct rrpc__worker *idle; /* LIFO stack of sleeping workers */
   int looking;         /* workers between tasks, about to look at the queue */
   int stopping;
+  int rescuer_quit; /* the workers are joined: the rescuer exits */
   uint64_t taken;    /* tasks taken so far: the rescuer's sign of progress */
   int held;          /* a pass-on was held back: the rescuer watches */
   int busy;           /* workers inside a task */
@@ -330,7 +331,9 @@ static void *rescuer_main(void *arg) {
   uint64_t last = p->taken;
   unsigned pushes = atomic_load(&p->defer_pushes);
   int64_t next_held = 0, next_flush = 0;
-  while (!p->stopping) {
+  /* It outlives the workers' last tasks (stop drains the queue), so the
+   * deferred writes of those are bounded too. */
+  while (!p->rescuer_quit) {
     if (!rescuer_has_work_locked(p, pushes)) {
       rescuer_park_locked(p, pushes);
       last = p->taken;
@@ -348,7 +351,7 @@ static void *rescuer_main(void *arg) {
     if (next > now) {
       int64_t us = (next - now + 999) / 1000;
       rescuer_nap_locked(p, us > INT_MAX ? INT_MAX : (int)us);
-      if (p->stopping) break;
+      if (p->rescuer_quit) break;
       now = now_ns();
     }
     if (flush_ns > 0 && now >= next_flush) {
@@ -636,10 +639,13 @@ void rrpc__worker_pool_stop(rrpc__worker_pool *p) {
     wake_worker(all);
     all = next;
   }
+  for (int i = 0; i < p->nthreads; i++) pthread_join(p->workers[i].thread, NULL);
   if (p->has_rescuer) {
-    wake_rescuer(p); /* it sees stopping under mu and exits */
+    pthread_mutex_lock(&p->mu);
+    p->rescuer_quit = 1;
+    pthread_mutex_unlock(&p->mu);
+    wake_rescuer(p); /* it sees rescuer_quit under mu and exits */
     pthread_join(p->rescuer, NULL);
   }
-  for (int i = 0; i < p->nthreads; i++) pthread_join(p->workers[i].thread, NULL);
   pool_free(p);
 }
