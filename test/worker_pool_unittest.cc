@@ -560,7 +560,7 @@ TEST(WorkerPool, ADeferredFlushBehindABlockedTaskIsRescued) {
     EXPECT_NE(d.deferred_on, d.flushed_on) << "the blocked thread cannot have flushed";
     auto waited = std::chrono::duration_cast<std::chrono::microseconds>(d.flushed_at - d.blocked_at).count();
     fprintf(stderr, "flushed %lld us after the task blocked (flush_us %d)\n", (long long)waited, flush_us);
-    EXPECT_LT(waited, 200 * 1000) << "far beyond the bound";
+    EXPECT_LT(waited, 1000 * 1000) << "far beyond the bound";
   }
   EXPECT_EQ(1u, rrpc__worker_pool_write_rescues(p));
   rrpc__worker_pool_stop(p);
@@ -586,7 +586,7 @@ void busy_task(void *arg) {
 // at its start is not held to the run's end - the rescuer asks the thread
 // to flush before a later task (or flushes it itself), about flush_us in.
 TEST(WorkerPool, ALongRunOfTasksFlushesWhatItDeferredWithinTheBound) {
-  const int n = 60;  // 60 x 500 us: 30 times the bound
+  const int n = 200;  // 200 x 500 us: 100 times the bound (a loaded CI host may starve the rescuer for a while)
   rrpc__worker_pool *p;
   ASSERT_EQ(start_pool(1, 1024, kRescueUs, 0, &p, 0, 0, /*flush_us=*/1000), 0);
   Deferred d;
