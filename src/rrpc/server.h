@@ -74,6 +74,16 @@ typedef struct rrpc_server_options {
                               short for pool_busy_queue (every 8th request a
                               thread runs is timed). 0 = 50; negative = never
                               leave requests to busy threads */
+  int pool_write_flush_us; /* a pool thread writes its responses itself: those
+                              to a connection with more requests in handlers
+                              are gathered over its run of requests and leave
+                              in one write when it finds no request waiting;
+                              a response waits at most about this long behind
+                              a handler that blocks (the rescuer flushes it:
+                              rrpc_server_pool_write_rescues). 0 = 1000;
+                              negative = off: such responses are queued for
+                              the connection's loop to write. Needs
+                              pool_rescue_us >= 0 */
 } rrpc_server_options;
 
 /* Where a method's handler runs. */
@@ -118,6 +128,10 @@ uint64_t rrpc_server_pool_rejected(const rrpc_server *s);
 /* rrpc_server_pool_rescues - how often a pool thread was woken for requests
  * that waited behind a blocked handler (pool_rescue_us). Any thread. */
 uint64_t rrpc_server_pool_rescues(const rrpc_server *s);
+/* rrpc_server_pool_write_rescues - how often the pool's rescuer wrote a pool
+ * thread's gathered responses because it stayed inside one handler
+ * (pool_write_flush_us). Any thread. */
+uint64_t rrpc_server_pool_write_rescues(const rrpc_server *s);
 /* rrpc_server_pool_left_to_busy - batches of requests that woke no idle pool
  * thread because busy ones were to take them (pool_busy_queue). Any thread. */
 uint64_t rrpc_server_pool_left_to_busy(const rrpc_server *s);

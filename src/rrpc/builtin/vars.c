@@ -340,6 +340,10 @@ static void add_builtin(rrpc__varlist *l) {
                  "Request batches that woke no worker: busy ones in short handlers took them (pool_busy_queue; "
                  "all servers)",
                  1, (double)left_to_busy, NULL);
+  rrpc__vars_add(l, "rrpc_workers_write_rescues_total",
+                 "Workers' gathered responses the rescuer wrote because the worker stayed in one handler "
+                 "(pool_write_flush_us; all servers)",
+                 1, (double)rrpc__worker_pools_write_rescues_total(), NULL);
   rrpc__vars_add(l, "rrpc_client_late_responses_total",
                  "Responses dropped because their call had timed out or been cancelled", 1,
                  (double)rrpc__late_responses_total(), NULL);

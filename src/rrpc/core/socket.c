@@ -11,7 +11,10 @@
  * before giving the token back, so order per socket is kept. A transport
  * that cannot take more returns -EAGAIN and keeps the token until it calls
  * rrpc__socket_resume_write. Until the transport is ready the token belongs
- * to the start-up, so early writes just queue.
+ * to the start-up, so early writes just queue. A server's pool thread may
+ * keep the token for its run of tasks (rrpc__socket_write_response): its
+ * responses gather in wpend and leave when its pool runs the deferred
+ * flush (worker_pool.h bounds when).
  *
  * Limits (rrpc/limits.h): bytes left in the read buffer after the owner
  * took its whole messages count against the process's max_input_bytes;
@@ -53,6 +56,7 @@
 #include "rrpc/internal/lock.h"
 #include "rrpc/internal/log.h"
 #include "rrpc/internal/metrics.h"
+#include "rrpc/internal/worker_pool.h"
 #include "rrpc/errors.h"
 
 /* The connect in progress (loop thread only); freed once connected. */
@@ -106,6 +110,10 @@ struct rrpc__socket {
   rrpc_iobuf wpend;  /* only the token holder touches it */
   int fin_when_drained; /* under wmu: half-close once the queue is empty */
   int loop_holds; /* loop thread: it took the token for a deferred flush */
+  /* A pool thread that took the token to write its run's responses later:
+   * its owner is that thread while it holds the token this way (and wpend
+   * is its own under its lock); the flush hands the token to drain. */
+  rrpc__worker_flush wflush;
   struct sockaddr_storage peer;
   struct sockaddr_storage local;
   char peer_str[64]; /* "ip:port", formatted once: calls copy it per request */
@@ -627,6 +635,69 @@ int rrpc__socket_write(rrpc__socket *s, rrpc_iobuf *msg) {
   return 0;
 }
 
+/* A pool thread's deferred write, run by it or by its pool's rescuer: the
+ * token's holder writes its run's responses and what queued behind them. */
+static void worker_flush(void *arg) {
+  rrpc__socket *s = arg;
+  drain(s);
+  rrpc__socket_unref(s);
+}
+
+/* On pool thread w, which holds s's token for its deferred flush (checked
+ * under w's lock, held here): msg joins wpend. */
+static int append_worker_deferred(rrpc__socket *s, rrpc_iobuf *msg, size_t n) {
+  int rc = reserve(s, n);
+  if (rc != 0) {
+    rrpc_iobuf_clear(msg);
+    return rc;
+  }
+  return append_deferred(s, msg, n);
+}
+
+int rrpc__socket_write_response(rrpc__socket *s, rrpc_iobuf *msg) {
+  rrpc__worker *w = rrpc__worker_self();
+  if (w == NULL) return rrpc__socket_write(s, msg);
+  size_t n = rrpc__iobuf_length(msg);
+  rrpc__worker_lock(w);
+  if (__atomic_load_n(&s->wflush.owner, __ATOMIC_RELAXED) == w) {
+    /* This thread's run already holds the token: no write mutex. */
+    int rc = append_worker_deferred(s, msg, n);
+    rrpc__worker_unlock(w);
+    return rc;
+  }
+  rrpc__worker_unlock(w);
+  /* A lone response is written at once: nothing to gather it with, and
+   * the lowest latency at light load. */
+  if (atomic_load_explicit(&s->pending_requests, memory_order_relaxed) <= 1) return rrpc__socket_write(s, msg);
+  rrpc__lock_acquire(&s->wmu);
+  int rc = reserve(s, n);
+  if (rc != 0) {
+    rrpc__lock_release(&s->wmu);
+    rrpc_iobuf_clear(msg);
+    return rc;
+  }
+  if (!take_token(s)) {
+    /* Its holder drains the queue before it gives the token back. */
+    rc = rrpc_iobuf_move(&s->wqueue, msg);
+    rrpc__lock_release(&s->wmu);
+    if (rc != 0) {
+      written(s, n);
+      rrpc_iobuf_clear(msg);
+    }
+    return rc;
+  }
+  rrpc__lock_release(&s->wmu);
+  /* The token was free, so wpend is empty and wqueue too: keep the token
+   * for this run's flush. Writers meanwhile queue behind it. */
+  s->pend_counted = 0;
+  rc = append_deferred(s, msg, n);
+  rrpc__socket_ref(s); /* the flush's */
+  rrpc__worker_lock(w);
+  rrpc__worker_defer_locked(w, &s->wflush);
+  rrpc__worker_unlock(w);
+  return rc;
+}
+
 void rrpc__socket_resume_write(rrpc__socket *s) { drain(s); }
 
 void rrpc__socket_finish_writes(rrpc__socket *s) {
@@ -837,6 +908,8 @@ static void tune_fd(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
+static void worker_flush(void *arg);
+
 static rrpc__socket *socket_alloc(rrpc__loop *loop, int fd, int is_client, const rrpc_transport_ops *ops,
                                   const rrpc__socket_handler *h, void *owner) {
   rrpc__socket *s = calloc(1, sizeof *s);
@@ -861,6 +934,8 @@ static rrpc__socket *socket_alloc(rrpc__loop *loop, int fd, int is_client, const
   rrpc__iobuf_init(&s->wqueue);
   rrpc__iobuf_init(&s->wpend);
   rrpc__lock_init(&s->wmu);
+  s->wflush.fn = worker_flush;
+  s->wflush.arg = s;
   pthread_mutex_init(&s->ev_mu, NULL);
   s->created_us = rrpc__now_us();
   return s;

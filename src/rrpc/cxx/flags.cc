@@ -120,6 +120,11 @@ DEFINE_int32(rrpc_pool_busy_queue, 0,
 DEFINE_int32(rrpc_pool_short_task_us, 0,
              "Default ServerOptions::pool_short_task_us: handlers averaging at most this long "
              "count as short for --rrpc_pool_busy_queue; 0 = 50, negative = never");
+DEFINE_int32(rrpc_pool_write_flush_us, 0,
+             "Default ServerOptions::pool_write_flush_us: pool threads gather their responses to a "
+             "busy connection over a run of requests and write them in one go; a response waits at "
+             "most about this long behind a handler that blocks; 0 = 1000, negative = the "
+             "connection's loop writes them");
 DEFINE_int32(rrpc_idle_timeout_second, 0,
              "Default ServerOptions::idle_timeout_sec: a server connection that reads and writes "
              "nothing for so many seconds is closed; <= 0 = never (brpc's idle_timeout_second "

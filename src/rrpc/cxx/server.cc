@@ -86,7 +86,8 @@ ServerOptions::ServerOptions()
       pool_rescue_us(FLAGS_rrpc_pool_rescue_us),
       pool_batch_sched(FLAGS_rrpc_pool_batch_sched),
       pool_busy_queue(FLAGS_rrpc_pool_busy_queue),
-      pool_short_task_us(FLAGS_rrpc_pool_short_task_us) {}
+      pool_short_task_us(FLAGS_rrpc_pool_short_task_us),
+      pool_write_flush_us(FLAGS_rrpc_pool_write_flush_us) {}
 
 // ---- one served call -----------------------------------------------------------
 
@@ -420,6 +421,7 @@ int Server::Start(const char* addr, const ServerOptions* opts) {
   c.pool_batch_sched = o.pool_batch_sched ? 1 : -1;
   c.pool_busy_queue = o.pool_busy_queue;
   c.pool_short_task_us = o.pool_short_task_us;
+  c.pool_write_flush_us = o.pool_write_flush_us;
   detail::ApplyLimitFlags();
   rrpc_server* s = nullptr;
   int rc = rrpc_server_new(&c, &s);

@@ -91,6 +91,12 @@ struct ServerOptions {
   // 0 = 50 us; negative = never leave requests to busy threads. Default
   // --rrpc_pool_short_task_us.
   int pool_short_task_us;
+  // Pool threads write their responses themselves, those to a connection
+  // with more requests in handlers gathered over a run of requests; one
+  // waits at most about this long behind a handler that blocks. 0 = 1000;
+  // negative = the connection's loop writes them. Default
+  // --rrpc_pool_write_flush_us (docs/threads.md).
+  int pool_write_flush_us;
   // Answer HTTP on this port with the builtin pages (/status, /vars,
   // /connections, /rdma, /flags, /metrics); docs/observability.md.
   bool has_builtin_services = true;

@@ -51,6 +51,17 @@ int rrpc__socket_connected(const rrpc__socket *s);
  * must hold a reference. */
 int rrpc__socket_write(rrpc__socket *s, rrpc_iobuf *msg);
 
+/* rrpc__socket_write_response - rrpc__socket_write for a server's response.
+ * On a pool thread that defers writes (rrpc__worker_self) while more of the
+ * connection's requests are in handlers, the first such response takes the
+ * free write token and the thread keeps it: its run of tasks gathers its
+ * responses to this connection (others' queue behind them) and writes them
+ * in one go when it finds the pool's queue empty - or sooner, within the
+ * pool's flush bound, if a handler holds it up (worker_pool.h). Messages
+ * are not reordered against other writes made after them. Elsewhere, and
+ * for a lone response, the same as rrpc__socket_write. */
+int rrpc__socket_write_response(rrpc__socket *s, rrpc_iobuf *msg);
+
 /* rrpc__socket_write fails with -RRPC_EOVERCROWDED (msg emptied, nothing
  * queued) when the socket already has bytes queued and this message would
  * take them past socket_max_unwritten_bytes, or the process past

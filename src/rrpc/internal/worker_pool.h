@@ -37,7 +37,32 @@ typedef struct rrpc__worker_pool_config {
    * batch wakes an idle worker whenever none is looking. */
   int busy_queue;
   int short_task_us;
+  /* > 0 (with a rescuer): the pool's threads may defer writes
+   * (rrpc__worker_defer_locked), and no deferred write waits longer than
+   * about this: the rescuer looks every flush_us / 2, asks a thread that
+   * holds deferred writes to flush before its next task, and flushes them
+   * itself for a thread still inside the same task at its next look
+   * (counted: write_rescues). <= 0: rrpc__worker_self is NULL (no
+   * deferring). */
+  int flush_us;
 } rrpc__worker_pool_config;
+
+/* A pool thread, while it runs a task. */
+typedef struct rrpc__worker rrpc__worker;
+
+/* A deferred flush, embedded in what is to be flushed (a socket): on at
+ * most one thread's list at a time. */
+typedef struct rrpc__worker_flush {
+  struct rrpc__worker_flush *next;
+  /* the thread whose list holds it, or NULL; written under that thread's
+   * lock, so a thread that finds itself here under its lock owns the
+   * deferred state until it unlocks. Read and written with __atomic
+   * builtins (other threads compare it with themselves under their own
+   * lock; this header is also read by C++ tests, where _Atomic is not) */
+  rrpc__worker *owner;
+  rrpc__task_fn fn; /* writes what was deferred; runs with no lock held */
+  void *arg;
+} rrpc__worker_flush;
 
 /* start - 0, -ENOMEM or -errno from pthread_create (then nothing is left
  * running). */
@@ -64,6 +89,26 @@ uint64_t rrpc__worker_pool_left_to_busy(const rrpc__worker_pool *p);
 /* totals - the four counters above summed over every pool the process
  * has had (servers' pools included after they stopped). Any thread. */
 void rrpc__worker_pools_totals(uint64_t *rejected, uint64_t *rescues, uint64_t *wakeups, uint64_t *left_to_busy);
+/* worker_self - the calling thread's handle when it is a thread of a pool
+ * that defers writes (flush_us > 0), else NULL. */
+rrpc__worker *rrpc__worker_self(void);
+/* worker_lock / unlock - the lock that orders a thread's list of deferred
+ * flushes against the rescuer taking it. Short sections only (no I/O). */
+void rrpc__worker_lock(rrpc__worker *w);
+void rrpc__worker_unlock(rrpc__worker *w);
+/* worker_defer_locked - under w's lock, on w's own thread: f (not on any
+ * list) joins w's list; f->fn(f->arg) runs once, with no lock held: on
+ * this thread when it finds the pool's queue empty, before its next task
+ * once the rescuer asked for it, when the pool stops, or on the rescuer's
+ * thread if this thread is still inside the same task at the rescuer's
+ * next look. f->owner is w until then. */
+void rrpc__worker_defer_locked(rrpc__worker *w, rrpc__worker_flush *f);
+/* write_rescues - flushes the rescuer ran for a thread that stayed inside
+ * one task with deferred writes. Any thread. */
+uint64_t rrpc__worker_pool_write_rescues(const rrpc__worker_pool *p);
+/* write_rescues_total - the same summed over every pool the process has
+ * had. Any thread. */
+uint64_t rrpc__worker_pools_write_rescues_total(void);
 /* stop - run what is queued, join the threads, free. Not from a pool thread. */
 void rrpc__worker_pool_stop(rrpc__worker_pool *p);
 

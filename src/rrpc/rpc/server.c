@@ -50,6 +50,7 @@ enum {
   DEFAULT_POOL_QUEUE_MAX = 65536,
   DEFAULT_POOL_RESCUE_US = 1000,
   DEFAULT_POOL_SHORT_TASK_US = 50,
+  DEFAULT_POOL_WRITE_FLUSH_US = 1000,
 };
 
 /* One accepted connection. Listed in the server until its socket's
@@ -232,6 +233,10 @@ uint64_t rrpc_server_pool_rejected(const rrpc_server *s) {
 
 uint64_t rrpc_server_pool_rescues(const rrpc_server *s) {
   return s->pool != NULL ? rrpc__worker_pool_rescues(s->pool) : 0;
+}
+
+uint64_t rrpc_server_pool_write_rescues(const rrpc_server *s) {
+  return s->pool != NULL ? rrpc__worker_pool_write_rescues(s->pool) : 0;
 }
 
 uint64_t rrpc_server_pool_left_to_busy(const rrpc_server *s) {
@@ -422,7 +427,7 @@ static int send_response(rrpc_server_call *call, const rrpc_iobuf *response) {
   int rc = rrpc__baidu_pack(&frame, &meta, failed ? NULL : response, failed ? NULL : &c->resp_att);
   if (rc == 0) {
     uint64_t lent = rrpc__round_lend(now); /* a worker's write stamps with this read */
-    rc = rrpc__socket_write(call->sock, &frame);
+    rc = rrpc__socket_write_response(call->sock, &frame);
     rrpc__round_unlend(lent);
     /* A client that sends requests and never reads the responses: its
      * connection goes, not the process's memory. */
@@ -912,6 +917,7 @@ static int start_runtime(rrpc_server *s) {
         .batch_sched = s->opts.pool_batch_sched > 0,
         .busy_queue = s->opts.pool_busy_queue, /* opt-in: see server.h */
         .short_task_us = s->opts.pool_short_task_us != 0 ? s->opts.pool_short_task_us : DEFAULT_POOL_SHORT_TASK_US,
+        .flush_us = s->opts.pool_write_flush_us != 0 ? s->opts.pool_write_flush_us : DEFAULT_POOL_WRITE_FLUSH_US,
     };
     rc = rrpc__worker_pool_start(&cfg, "rrpc-work", &s->pool);
   }
