@@ -13,6 +13,13 @@
 #include <time.h>
 #include <unistd.h>
 
+// A consumer-cursor update the kernel's rule asks for and not sent yet goes out now. One that
+// found the send queue full stays due (the window is as before): every wait re-checks, so a
+// kernel peer blocked on my RMB is never left waiting for an update that could not be posted.
+static void send_due_update(struct rrpc_smc_stream *s) {
+  if (rrpc__cur_update_due(&s->w)) (void)rrpc__ss_send_cdc(s, 0);
+}
+
 int rrpc_smc_stream_write(rrpc_smc_stream *s, const void *buf, size_t len) {
   const uint8_t *p = buf;
   int64_t deadline = rrpc__ss_now_ms() + s->timeout_ms;
@@ -29,6 +36,7 @@ int rrpc_smc_stream_write(rrpc_smc_stream *s, const void *buf, size_t len) {
         s->st.write_blocked++;
         if (rrpc__ss_send_cdc(s, 0) != 0) s->w.tx_flags &= (uint8_t)~RRPC_CDC_PF_WRITE_BLOCKED;
       }
+      send_due_update(s);
       int left = (int)(deadline - rrpc__ss_now_ms());
       if (left <= 0 || rrpc__ss_progress(s, left) == -ETIMEDOUT) return -ETIMEDOUT;
       continue;
@@ -68,6 +76,7 @@ long rrpc_smc_stream_read(rrpc_smc_stream *s, void *buf, size_t len) {
     if (s->w.rx_conn_flags & RRPC_CDC_CS_ABNORMAL) return -ECONNRESET;
     if (s->w.rx_conn_flags & (RRPC_CDC_CS_CLOSED | RRPC_CDC_CS_DONE_WRITING)) return 0;
     if (!rrpc__ss_link_ok(s)) return -ECONNRESET;
+    send_due_update(s);
     int left = (int)(deadline - rrpc__ss_now_ms());
     if (left <= 0 || rrpc__ss_progress(s, left) == -ETIMEDOUT) return -ETIMEDOUT;
   }
@@ -78,7 +87,7 @@ long rrpc_smc_stream_read(rrpc_smc_stream *s, void *buf, size_t len) {
   memcpy(buf, s->rmb + off, n);
   rrpc__cur_rx_consume(&s->w, (uint32_t)n);
   s->st.bytes_rx += n;
-  if (rrpc__cur_update_due(&s->w)) (void)rrpc__ss_send_cdc(s, 0);
+  send_due_update(s);
   return (long)n;
 }
 
