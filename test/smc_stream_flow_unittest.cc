@@ -147,7 +147,7 @@ extern "C" {
 int __wrap_rrpc__ss_send_cdc(rrpc_smc_stream *s, uint8_t conn_flags) {
   if (g_link->queue_full || s->sends_out >= SQ_DEPTH) return -EAGAIN;
   rrpc__cdc_msg m;
-  rrpc__cur_make_cdc(&s->w, s->peer_token, conn_flags, &m);
+  rrpc__cur_make_cdc(&s->w, s->peer_token, (uint8_t)(conn_flags | s->tx_conn_flags), &m);
   s->sends_out++;
   s->st.cdc_tx++;
   g_link->sent.push_back(m);
@@ -267,6 +267,40 @@ TEST_F(SmcStreamFlow, ReadSendsADeferredConsumerUpdateOnceTheSendQueueHasRoom) {
 // separate write-blocked CDC.
 TEST_F(SmcStreamFlow, SixteenMiBThroughA64KiBRingKernelReadsAfterEachCdc) { SixteenMiB(true); }
 TEST_F(SmcStreamFlow, SixteenMiBThroughA64KiBRingKernelReadsAfterAll) { SixteenMiB(false); }
+
+// shutdown: one CDC with "done writing" carrying the cursors of everything written; later
+// writes are refused; reads go on, and every later CDC (consumer updates, the close) keeps
+// the flag, as the kernel's conn_state_flags stay set.
+TEST_F(SmcStreamFlow, ShutdownSendsDoneWritingAndReadsGoOn) {
+  link_.on_wait = [&](rrpc_smc_stream *s) {
+    s->sends_out = 0;
+    return -ETIMEDOUT;
+  };
+  std::vector<uint8_t> msg(100);
+  for (size_t i = 0; i < msg.size(); i++) msg[i] = Pattern(i);
+  ASSERT_EQ(0, rrpc_smc_stream_write(s_, msg.data(), msg.size()));
+  ASSERT_EQ(0, rrpc_smc_stream_shutdown(s_));
+  ASSERT_EQ(2u, link_.sent.size());
+  const rrpc__cdc_msg &done = link_.sent[1];
+  EXPECT_EQ(RRPC_CDC_CS_DONE_WRITING, done.conn_flags);
+  EXPECT_EQ(0u, done.prod.wrap);
+  EXPECT_EQ(100u, done.prod.count);
+  EXPECT_EQ(0, rrpc_smc_stream_shutdown(s_)) << "a second shutdown is a no-op";
+  EXPECT_EQ(2u, link_.sent.size());
+  EXPECT_EQ(-EPIPE, rrpc_smc_stream_write(s_, msg.data(), msg.size()));
+
+  // The kernel read EOF after the 100 bytes and answers with a full ring.
+  EXPECT_FALSE(PeerActs(s_, true));
+  EXPECT_TRUE(link_.peer.rx_conn_flags & RRPC_CDC_CS_DONE_WRITING);
+  EXPECT_EQ(100u, link_.peer.app_read);
+  KernelWrites(0, kRing, true);
+  DeliverToStream(s_);
+  std::vector<uint8_t> buf(kRing);
+  ASSERT_EQ((long)kRing, rrpc_smc_stream_read(s_, buf.data(), buf.size()));
+  ASSERT_EQ(3u, link_.sent.size()) << "the consumer update for the blocked kernel";
+  EXPECT_EQ(RRPC_CDC_CS_DONE_WRITING, link_.sent[2].conn_flags);
+  EXPECT_EQ(1u, link_.sent[2].cons.wrap);
+}
 
 }  // namespace
 

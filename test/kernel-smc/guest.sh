@@ -95,6 +95,7 @@ server_main() {
     serve rrpc-m16 --port $((PORT_BASE + 10)) --conns 1
     serve rrpc-close --port $((PORT_BASE + 11)) --conns 1
     serve rrpc-kill9 --port $((PORT_BASE + 12)) --conns 1 --die-after 1048576
+    serve rrpc-half --port $((PORT_BASE + 15)) --conns 1 --half-close
     # The kernel's TEST_LINK after 1 s idle instead of 30 (read when a link group starts).
     tl=$(sysctl -n net.smc.smcr_testlink_time)
     sysctl -qw net.smc.smcr_testlink_time=1
@@ -332,6 +333,16 @@ rrpc_client_cases() {
     elif [ "$RC" != 0 ] || [ "$SRC" != 137 ] || ! echo "$RESULT" | grep -q '^peer-gone'; then
         fail rrpc-peer-close "kill -9: client status $RC, server $SRC"
     else pass rrpc-peer-close "orderly close: EOF; kill -9: $(echo "$RESULT" | grep '^peer-gone') after ${t}s"; fi
+
+    # Half close: rrpc shuts its writing down after its message (rrpc_smc_stream_shutdown, the
+    # "done writing" CDC); the kernel server must read EOF there, then it answers with the echo
+    # (256 KiB: four times rrpc's RMB, so rrpc's consumer updates follow its shutdown) and
+    # closes; rrpc reads the echo byte-exact, then EOF.
+    rrpc_run rrpc-half --port $((PORT_BASE + 15)) --size 262144 --rounds 1 --half-close
+    if [ "$RC" = 0 ] && [ "$SRC" = 0 ] && echo "$RESULT" | grep -q '^half-close: ' &&
+       echo "$RESULT" | grep -q '^peer-close: eof' && rrpc_smcr_ok rrpc-half; then
+        pass rrpc-half-close "the kernel server read EOF, then answered 256 KiB byte-exact; rrpc read its close"
+    else fail rrpc-half-close "client status $RC, server $SRC: $(tail -n 1 "$OUT/srv.rrpc-half.log" 2> /dev/null)"; fi
 
     # Wireshark 4.0 over that capture: rrpc's CLC and CDC messages and the kernel's decode with
     # no malformed one (LLC v2 is not decoded by 4.0 at all, the kernel's own included).

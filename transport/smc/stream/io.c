@@ -23,6 +23,7 @@ static void send_due_update(struct rrpc_smc_stream *s) {
 int rrpc_smc_stream_write(rrpc_smc_stream *s, const void *buf, size_t len) {
   const uint8_t *p = buf;
   int64_t deadline = rrpc__ss_now_ms() + s->timeout_ms;
+  if (s->tx_conn_flags & RRPC_CDC_CS_DONE_WRITING) return -EPIPE;
   while (len > 0) {
     if (!rrpc__ss_link_ok(s) || (s->w.rx_conn_flags & (RRPC_CDC_CS_CLOSED | RRPC_CDC_CS_ABNORMAL)))
       return -ECONNRESET;
@@ -91,6 +92,25 @@ long rrpc_smc_stream_read(rrpc_smc_stream *s, void *buf, size_t len) {
   return (long)n;
 }
 
+int rrpc_smc_stream_shutdown(rrpc_smc_stream *s) {
+  if (s->tx_conn_flags & RRPC_CDC_CS_DONE_WRITING) return 0;
+  int64_t deadline = rrpc__ss_now_ms() + s->timeout_ms;
+  s->tx_conn_flags |= RRPC_CDC_CS_DONE_WRITING;
+  // Every byte written is already posted (write returns once it is), so on the QP this CDC
+  // follows the last data CDC, as the kernel's shutdown(SHUT_WR) sends it after its data.
+  int rc = -EAGAIN;
+  while (rc == -EAGAIN && rrpc__ss_link_ok(s)) {
+    rc = rrpc__ss_send_cdc(s, 0);
+    if (rc != -EAGAIN) break;
+    // The send queue is full: completions free a slot.
+    int left = (int)(deadline - rrpc__ss_now_ms());
+    if (left <= 0 || rrpc__ss_progress(s, left) == -ETIMEDOUT) rc = -ETIMEDOUT;
+  }
+  if (rc == -EAGAIN) rc = -ECONNRESET; // the link went down while waiting
+  if (rc != 0) s->tx_conn_flags &= (uint8_t)~RRPC_CDC_CS_DONE_WRITING;
+  return rc;
+}
+
 // Waits, at most until `end`, for cond(s) or the link's loss.
 static void wait_until(struct rrpc_smc_stream *s, int (*cond)(const struct rrpc_smc_stream *), int64_t end) {
   while (!cond(s) && rrpc__ss_link_ok(s)) {
@@ -133,6 +153,7 @@ static void end_connection(struct rrpc_smc_stream *s) {
   s->rmb_mr = s->staging_mr = NULL;
   s->rmb = s->staging = NULL;
   memset(&s->w, 0, sizeof s->w);
+  s->tx_conn_flags = 0;
   uint32_t my_qpn = s->st.my_qpn, kernel_qpn = s->st.kernel_qpn;
   memset(&s->st, 0, sizeof s->st);
   s->st.my_qpn = my_qpn;
