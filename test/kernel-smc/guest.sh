@@ -122,15 +122,15 @@ server_main() {
 
 # ---- KSMC_CASES: chosen ping-pong cases only, each KSMC_REPEAT times ----------------------
 
-# The cases a repeat run can pick: NAME -> "PORT_OFFSET SIZE ROUNDS" (m16 is kernel <-> kernel,
-# the rrpc-* ones rrpc's client against the kernel server). Each repetition gets a port of
-# its own, so no connection of an earlier one is in the way.
+# The cases a repeat run can pick: NAME -> "SIZE ROUNDS" (m16 is kernel <-> kernel,
+# the rrpc-* ones rrpc's client against the kernel server). Each run of a case gets a port of
+# its own (PORT_BASE + 100 + its number), so no connection of an earlier one is in the way.
 repeat_spec() {
     case $1 in
-        m16) echo "3 16777216 1" ;;
-        rrpc-b64) echo "8 64 200" ;;
-        rrpc-k64) echo "9 65536 20" ;;
-        rrpc-m16) echo "10 16777216 1" ;;
+        m16) echo "16777216 1" ;;
+        rrpc-b64) echo "64 200" ;;
+        rrpc-k64) echo "65536 20" ;;
+        rrpc-m16) echo "16777216 1" ;;
         *) return 1 ;;
     esac
 }
@@ -138,12 +138,12 @@ repeat_spec() {
 server_repeat() {
     if ! setup; then : > "$OUT/server-setup-failed"; return 1; fi
     : > "$OUT/ready.tcp"
-    i=1
+    i=1 k=0
     while [ "$i" -le "$REPEAT" ] && [ ! -e "$OUT/stop" ]; do
         for c in $CASES; do
-            set -- $(repeat_spec "$c")
             [ -e "$OUT/stop" ] && break
-            serve "$c.$i" --port $((PORT_BASE + 100 + i)) --conns 1
+            k=$((k + 1))
+            serve "$c.$i" --port $((PORT_BASE + 100 + k)) --conns 1
         done
         i=$((i + 1))
     done
@@ -157,16 +157,17 @@ client_repeat() {
     [ -e "$OUT/server-setup-failed" ] && { echo "FAIL setup: server setup failed"; return 1; }
     if ! setup; then echo "FAIL setup: client setup failed"; echo "0 passed, 1 failed"; return 1; fi
     SERVER_FB=/dev/null ALL_RESULTS=
-    i=1
+    i=1 k=0
     while [ "$i" -le "$REPEAT" ] && [ ! -e "$OUT/stop" ]; do
         for kase in $CASES; do
             set -- $(repeat_spec "$kase")
+            k=$((k + 1))
             name=$kase.$i t0=$(date +%s) ok=0
             if [ "$kase" = m16 ]; then
-                smc_case "$name" --port $((PORT_BASE + 100 + i)) --size "$2" --rounds "$3"
+                smc_case "$name" --port $((PORT_BASE + 100 + k)) --size "$1" --rounds "$2"
                 [ "$RC" = 0 ] && ok=1
             else
-                rrpc_run "$name" --port $((PORT_BASE + 100 + i)) --size "$2" --rounds "$3"
+                rrpc_run "$name" --port $((PORT_BASE + 100 + k)) --size "$1" --rounds "$2"
                 if [ "$RC" = 0 ] && [ "$SRC" = 0 ] && echo "$RESULT" | grep -q '^smcr: ok'; then
                     if rrpc_smcr_ok "$name"; then ok=1; pass "$name" "$(( $(date +%s) - t0 )) s"; fi
                 else fail "$name" "client status $RC, server $SRC"; fi
