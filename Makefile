@@ -90,6 +90,9 @@ ifeq ($(WITH_RDMA),1)
 RDMA_TESTS := $(patsubst test/rdma/%.cc,$(BUILD)/test/rdma/%,$(wildcard test/rdma/*_test.cc))
 # Allocation failures injected by the linker, in this test binary only (no hook in librrpc).
 $(BUILD)/test/rdma/oom_rdma_test: LDFLAGS += -Wl,--wrap=rrpc_iobuf_move
+# The SMC stream's flow control against a scripted kernel peer: its CDC sends and waits go to
+# the test (no verbs), the rest of transport/smc/stream/ is the library's.
+$(BUILD)/test/smc_stream_flow_unittest: LDFLAGS += -Wl,--wrap=rrpc__ss_send_cdc -Wl,--wrap=rrpc__ss_progress
 endif
 # Test and bench objects are kept (make would delete them as intermediates of
 # the pattern rules, and every later run would compile them again).

@@ -56,8 +56,16 @@ int rrpc_smc_stream_connect(int tcp_fd, const struct rrpc_smc_stream_opts *o, rr
 int rrpc_smc_stream_accept(int tcp_fd, const struct rrpc_smc_stream_opts *o, rrpc_smc_stream **out,
                         uint32_t *declined);
 
-// rrpc_smc_stream_write - all len bytes into the peer's RMB (RDMA WRITE + CDC), 0 or negative.
+// rrpc_smc_stream_write - all len bytes into the peer's RMB (RDMA WRITE + CDC), 0 or negative;
+// -EPIPE after rrpc_smc_stream_shutdown.
 int rrpc_smc_stream_write(rrpc_smc_stream *s, const void *buf, size_t len);
+
+// rrpc_smc_stream_shutdown - half close, as the kernel's shutdown(SHUT_WR): one CDC with "peer
+// done writing" after everything written (every later CDC keeps the flag). The kernel peer
+// reads EOF once it has read the data and may go on writing: rrpc_smc_stream_read still
+// works until the peer's own close. 0 (again 0 when already shut down), or -ECONNRESET /
+// -ETIMEDOUT (no room to send within opts.timeout_ms): nothing was sent then.
+int rrpc_smc_stream_shutdown(rrpc_smc_stream *s);
 
 // rrpc_smc_stream_read - 1..len bytes; 0 at the peer's orderly close; -ECONNRESET at its abnormal
 // close or the link's loss; -ETIMEDOUT.

@@ -47,6 +47,23 @@ setup() {
     log "smc loaded; pnet $PNETID = $RXE_VM_NETDEV + $RXE_VM_DEV port 1; ueid $UEID"
 }
 
+# A snapshot of the link for a failure's diagnosis: every rxe0 counter and eth0's counters.
+link_snapshot() {
+    for f in "$HW"/*; do printf '%s=%s ' "${f##*/}" "$(cat "$f" 2> /dev/null)"; done
+    echo
+    ip -s link show "$RXE_VM_NETDEV" 2> /dev/null | tr -s ' \n' ' '
+    echo
+}
+
+# diagnose NAME: what the client guest's link looked like after a failed case: every rxe0 and
+# eth0 counter, whether IP still reaches the server, the kernel's last words. A stall below
+# SMC (the guests' network) and one in the protocol look alike from the programs' output.
+diagnose() {
+    echo "  $1: client link: $(link_snapshot | tr '\n' ' ')"
+    echo "  $1: ping: $(ping -c 2 -W 2 $SERVER 2>&1 | tail -n 2 | tr '\n' ' ')"
+    dmesg | tail -n 15 | sed "s/^/  $1: client dmesg: /"
+}
+
 # ---- peer 0: the server ---------------------------------------------------------------------
 
 # serve CASE ARGS...: one smc_pingpong server for one case; its status and counters for the
@@ -58,6 +75,7 @@ serve() {
     $NL stats > "$OUT/srv.$c.stats" 2>&1
     $NL lgrs > "$OUT/srv.$c.lgrs" 2>&1
     $NL fallbacks > "$OUT/srv.$c.fallbacks" 2>&1
+    link_snapshot > "$OUT/srv.$c.link"
     mv "$OUT/srv.$c.rc.tmp" "$OUT/srv.$c.rc"
 }
 
@@ -77,6 +95,7 @@ server_main() {
     serve rrpc-m16 --port $((PORT_BASE + 10)) --conns 1
     serve rrpc-close --port $((PORT_BASE + 11)) --conns 1
     serve rrpc-kill9 --port $((PORT_BASE + 12)) --conns 1 --die-after 1048576
+    serve rrpc-half --port $((PORT_BASE + 15)) --conns 1 --half-close
     # The kernel's TEST_LINK after 1 s idle instead of 30 (read when a link group starts).
     tl=$(sysctl -n net.smc.smcr_testlink_time)
     sysctl -qw net.smc.smcr_testlink_time=1
@@ -98,7 +117,72 @@ server_main() {
     echo $? > "$OUT/srv.rrpc-srv.rc"
     # Stay up until the client has judged everything (it reads our files).
     wait_file "$OUT/client-done" || log "the client never finished"
-    dmesg | grep -i 'smc' | tail -n 20 > "$OUT/server-dmesg"
+    dmesg | tail -n 40 > "$OUT/server-dmesg"
+}
+
+# ---- KSMC_CASES: chosen ping-pong cases only, each KSMC_REPEAT times ----------------------
+
+# The cases a repeat run can pick: NAME -> "SIZE ROUNDS" (m16 is kernel <-> kernel,
+# the rrpc-* ones rrpc's client against the kernel server). Each run of a case gets a port of
+# its own (PORT_BASE + 100 + its number), so no connection of an earlier one is in the way.
+repeat_spec() {
+    case $1 in
+        m16) echo "16777216 1" ;;
+        rrpc-b64) echo "64 200" ;;
+        rrpc-k64) echo "65536 20" ;;
+        rrpc-m16) echo "16777216 1" ;;
+        *) return 1 ;;
+    esac
+}
+
+server_repeat() {
+    if ! setup; then : > "$OUT/server-setup-failed"; return 1; fi
+    : > "$OUT/ready.tcp"
+    i=1 k=0
+    while [ "$i" -le "$REPEAT" ] && [ ! -e "$OUT/stop" ]; do
+        for c in $CASES; do
+            [ -e "$OUT/stop" ] && break
+            k=$((k + 1))
+            serve "$c.$i" --port $((PORT_BASE + 100 + k)) --conns 1
+        done
+        i=$((i + 1))
+    done
+    wait_file "$OUT/client-done" || log "the client never finished"
+    link_snapshot > "$OUT/srv.final.link"
+    dmesg | tail -n 40 > "$OUT/server-dmesg"
+}
+
+client_repeat() {
+    wait_file "$OUT/ready.tcp" || { echo "FAIL setup: the server never came up"; return 1; }
+    [ -e "$OUT/server-setup-failed" ] && { echo "FAIL setup: server setup failed"; return 1; }
+    if ! setup; then echo "FAIL setup: client setup failed"; echo "0 passed, 1 failed"; return 1; fi
+    SERVER_FB=/dev/null ALL_RESULTS=
+    i=1 k=0
+    while [ "$i" -le "$REPEAT" ] && [ ! -e "$OUT/stop" ]; do
+        for kase in $CASES; do
+            set -- $(repeat_spec "$kase")
+            k=$((k + 1))
+            name=$kase.$i t0=$(date +%s) ok=0
+            if [ "$kase" = m16 ]; then
+                smc_case "$name" --port $((PORT_BASE + 100 + k)) --size "$1" --rounds "$2"
+                [ "$RC" = 0 ] && ok=1
+            else
+                rrpc_run "$name" --port $((PORT_BASE + 100 + k)) --size "$1" --rounds "$2"
+                if [ "$RC" = 0 ] && [ "$SRC" = 0 ] && echo "$RESULT" | grep -q '^smcr: ok'; then
+                    if rrpc_smcr_ok "$name"; then ok=1; pass "$name" "$(( $(date +%s) - t0 )) s"; fi
+                else fail "$name" "client status $RC, server $SRC"; fi
+                SERVER_FB=$OUT/srv.$name.fallbacks
+            fi
+            if [ "$ok" != 1 ]; then
+                diagnose "$name"
+                [ "${KSMC_KEEP_GOING:-0}" = 1 ] || : > "$OUT/stop"
+            fi
+        done
+        i=$((i + 1))
+    done
+    : > "$OUT/client-done"
+    echo "$PASSED passed, $FAILED failed ($SKIPPED skipped)" | tee "$OUT/summary"
+    [ "$FAILED" = 0 ]
 }
 
 # ---- peer 1: the client and judge -----------------------------------------------------------
@@ -198,6 +282,7 @@ rrpc_run() {
 $RESULT"
     echo "$RESULT" | sed "s/^/  $c: /"
     echo "  $c: client status $RC, server status $SRC, rxe0 sent +$TX rcvd +$RX, server SMC-Rv2 $SERVER_OK -> $SOK"
+    [ "$RC" = 0 ] || diagnose "$c"
 }
 
 # rrpc_smcr_ok CASE: the exchange ran over SMC-R: the server counted one more SMC-Rv2 success,
@@ -249,6 +334,16 @@ rrpc_client_cases() {
     elif [ "$RC" != 0 ] || [ "$SRC" != 137 ] || ! echo "$RESULT" | grep -q '^peer-gone'; then
         fail rrpc-peer-close "kill -9: client status $RC, server $SRC"
     else pass rrpc-peer-close "orderly close: EOF; kill -9: $(echo "$RESULT" | grep '^peer-gone') after ${t}s"; fi
+
+    # Half close: rrpc shuts its writing down after its message (rrpc_smc_stream_shutdown, the
+    # "done writing" CDC); the kernel server must read EOF there, then it answers with the echo
+    # (256 KiB: four times rrpc's RMB, so rrpc's consumer updates follow its shutdown) and
+    # closes; rrpc reads the echo byte-exact, then EOF.
+    rrpc_run rrpc-half --port $((PORT_BASE + 15)) --size 262144 --rounds 1 --half-close
+    if [ "$RC" = 0 ] && [ "$SRC" = 0 ] && echo "$RESULT" | grep -q '^half-close: ' &&
+       echo "$RESULT" | grep -q '^peer-close: eof' && rrpc_smcr_ok rrpc-half; then
+        pass rrpc-half-close "the kernel server read EOF, then answered 256 KiB byte-exact; rrpc read its close"
+    else fail rrpc-half-close "client status $RC, server $SRC: $(tail -n 1 "$OUT/srv.rrpc-half.log" 2> /dev/null)"; fi
 
     # Wireshark 4.0 over that capture: rrpc's CLC and CDC messages and the kernel's decode with
     # no malformed one (LLC v2 is not decoded by 4.0 at all, the kernel's own included).
@@ -379,8 +474,15 @@ client_main() {
     [ "$FAILED" = 0 ]
 }
 
-case ${RXE_VM_PEER:-} in
+CASES=${KSMC_CASES:-}
+REPEAT=${KSMC_REPEAT:-1}
+for c in $CASES; do
+    repeat_spec "$c" > /dev/null || { echo "KSMC_CASES: no repeatable case $c (m16 rrpc-b64 rrpc-k64 rrpc-m16)"; exit 2; }
+done
+case ${RXE_VM_PEER:-}${CASES:+-repeat} in
     0) server_main ;;
     1) client_main ;;
+    0-repeat) server_repeat ;;
+    1-repeat) client_repeat ;;
     *) echo "test/kernel-smc/guest.sh runs inside tools/rxe-vm --peers 2" >&2; exit 2 ;;
 esac

@@ -6,7 +6,7 @@
 // then one "link: ..." line with what the link did.
 //   rrpc_smc_client --addr A [--port P] [--size S] [--rounds R] [--ibdev D] [--gid-index I]
 //                   [--netdev N] [--smc_ueid EID[,EID]] [--smc_pnet NETDEV=IBDEV[:PORT]]
-//                   [--expect-peer-death] [--expect-eof]
+//                   [--expect-peer-death] [--expect-eof] [--half-close]
 // The stream's RDMA device and UEIDs come from --smc_pnet / --smc_ueid (rrpc's SMC config, as
 // the flags of that name set it); --ibdev only names the device whose rdma resources are
 // counted before and after.
@@ -16,6 +16,9 @@
 // answered; the second comes only if the kernel took the first answer) or T ms ("idle: test_link=N"); the rounds then go on over the same link.
 // --expect-eof: after the last round the server's orderly close must arrive ("peer-close: eof")
 // before this side closes.
+// --half-close: after its last message the client shuts its writing down
+// (rrpc_smc_stream_shutdown, the server reads EOF: smc_pingpong server --half-close), then
+// reads the echo and the server's close ("half-close: ..."); a write after it must be refused.
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -37,7 +40,7 @@ enum { HDR_LEN = 16, MAX_SIZE = 16 << 20 };
 struct opts {
   const char *addr;
   const char *res_dev; // whose rdma resources are counted
-  int port, expect_death, expect_eof, idle_ms;
+  int port, expect_death, expect_eof, half_close, idle_ms;
   size_t size;
   uint32_t rounds;
   struct rrpc_smc_stream_opts ks;
@@ -70,6 +73,19 @@ static int read_full(rrpc_smc_stream *s, uint8_t *buf, size_t len) {
   return 0;
 }
 
+// Half close after the last message: the kernel server reads EOF; writing is refused from now.
+static int shut_down(rrpc_smc_stream *s) {
+  int rc = rrpc_smc_stream_shutdown(s);
+  if (rc != 0) return rc;
+  uint8_t b = 0;
+  rc = rrpc_smc_stream_write(s, &b, 1);
+  if (rc != -EPIPE) {
+    fprintf(stderr, "rrpc_smc_client: a write after shutdown gave %d, not -EPIPE\n", rc);
+    return -EPROTO;
+  }
+  return 0;
+}
+
 static int rounds(rrpc_smc_stream *s, const struct opts *o, uint8_t *out, uint8_t *in) {
   uint8_t hdr[HDR_LEN];
   memcpy(hdr, "SMPP", 4);
@@ -80,6 +96,7 @@ static int rounds(rrpc_smc_stream *s, const struct opts *o, uint8_t *out, uint8_
   for (uint32_t r = 0; rc == 0 && r < o->rounds; r++) {
     for (size_t i = 0; i < o->size; i++) out[i] = pattern(r, i);
     rc = rrpc_smc_stream_write(s, out, o->size);
+    if (rc == 0 && o->half_close && r + 1 == o->rounds) rc = shut_down(s);
     if (rc == 0) rc = read_full(s, in, o->size);
     if (rc != 0 && o->expect_death && (rc == -EPIPE || rc == -ECONNRESET)) {
       printf("peer-gone round=%u how=%s\n", r, rc == -EPIPE ? "eof" : "reset");
@@ -109,6 +126,9 @@ static int rounds(rrpc_smc_stream *s, const struct opts *o, uint8_t *out, uint8_
     }
     printf("peer-close: eof\n");
   }
+  if (rc == 0 && o->half_close)
+    printf("half-close: shut down after %u x %zu bytes, the echo read byte-exact, then the "
+           "server's close\n", o->rounds, o->size);
   return rc;
 }
 
@@ -151,6 +171,7 @@ static int parse(int argc, char **argv, struct opts *o) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--expect-peer-death")) { o->expect_death = 1; continue; }
     if (!strcmp(a, "--expect-eof")) { o->expect_eof = 1; continue; }
+    if (!strcmp(a, "--half-close")) { o->half_close = o->expect_eof = 1; continue; }
     if (v == NULL) return -1;
     i++;
     if (!strcmp(a, "--addr")) o->addr = v;
@@ -203,7 +224,7 @@ int main(int argc, char **argv) {
   if (parse(argc, argv, &o) != 0) {
     fprintf(stderr, "usage: rrpc_smc_client --addr A [--port P] [--size S] [--rounds R] "
                     "[--ibdev D] [--gid-index I] [--netdev N] [--smc_ueid EIDS] [--smc_pnet N=D] "
-                    "[--expect-peer-death] [--expect-eof] [--idle-ms T] [--timeout-ms T]\n");
+                    "[--expect-peer-death] [--expect-eof] [--half-close] [--idle-ms T] [--timeout-ms T]\n");
     return 2;
   }
   alarm(300);

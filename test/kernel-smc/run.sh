@@ -17,6 +17,7 @@ done
 rm -rf "$OUT" && mkdir -p "$OUT" || exit 125
 start=$(date +%s)
 tools/rxe-vm --peers 2 --rxe-fixed --smp 1 --mem 1536M --timeout "${KSMC_TIMEOUT:-900}" \
+    --env KSMC_WAIT_S --env KSMC_CASES --env KSMC_REPEAT --env KSMC_KEEP_GOING \
     --out "$OUT" -- test/kernel-smc/guest.sh
 rc=$?
 echo "kernel-smc: whole run $(( $(date +%s) - start )) s (boot of both guests included), rxe-vm status $rc"

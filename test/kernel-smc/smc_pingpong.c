@@ -2,6 +2,7 @@
 // the kernel peer of the kernel SMC-R suite (test/kernel-smc/run.sh, docs/kernel-smc.md).
 //
 //   smc_pingpong server [--tcp] [--port P] [--conns N] [--ready FILE] [--die-after BYTES]
+//                       [--half-close]
 //   smc_pingpong client [--tcp] --addr A [--port P] [--size S] [--rounds R] [--conns N]
 //                       [--expect-peer-death]
 //
@@ -11,7 +12,8 @@
 // every byte. The server serves N connections one after the other. --die-after makes the
 // server SIGKILL itself once it has read that many bytes of one connection (a kill -9 in
 // mid-stream); the client with --expect-peer-death then passes only when it sees EOF or a
-// reset. Every socket has 60 s send/receive timeouts and the process a 300 s alarm: nothing
+// reset. --half-close: the client shuts its writing down after its last message; the server
+// must read EOF there (nothing more, no reset) before it writes its echo. Every socket has 60 s send/receive timeouts and the process a 300 s alarm: nothing
 // waits forever. Exit status: 0 ok, 1 a data or protocol error, 2 usage, 3 a timeout.
 
 #include <arpa/inet.h>
@@ -35,7 +37,7 @@
 enum { HDR_LEN = 16, MAX_SIZE = 64 << 20, IO_TIMEOUT_S = 60, ALARM_S = 300 };
 
 struct opts {
-    int server, tcp, expect_death;
+    int server, tcp, expect_death, half_close;
     const char *addr, *ready;
     unsigned port, conns, rounds;
     size_t size;
@@ -170,6 +172,17 @@ static int serve_one(int fd, const struct opts *o)
     }
     for (uint32_t r = 0; r < rounds && rc == 0; r++) {
         rc = read_full(fd, buf, size, &total, o->die_after);
+        if (rc == 0 && o->half_close && r + 1 == rounds) {
+            // The client's shutdown(SHUT_WR): EOF now, and the echo still goes back.
+            unsigned char extra;
+            ssize_t n = read(fd, &extra, 1);
+            if (n != 0) {
+                fprintf(stderr, "smc_pingpong: server: no EOF after the last message (%s)\n",
+                        n > 0 ? "more bytes" : strerror(errno));
+                free(buf);
+                return 1;
+            }
+        }
         if (rc == 0) {
             rc = write_full(fd, buf, size);
         }
@@ -301,7 +314,7 @@ static int usage(void)
 {
     fprintf(stderr,
             "usage: smc_pingpong server [--tcp] [--port P] [--conns N] [--ready FILE] "
-            "[--die-after BYTES]\n"
+            "[--die-after BYTES] [--half-close]\n"
             "       smc_pingpong client [--tcp] --addr A [--port P] [--size S] [--rounds R] "
             "[--conns N] [--expect-peer-death]\n");
     return 2;
@@ -335,6 +348,7 @@ static int parse(int argc, char **argv, struct opts *o)
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--tcp") == 0) { o->tcp = 1; continue; }
         if (strcmp(a, "--expect-peer-death") == 0) { o->expect_death = 1; continue; }
+        if (strcmp(a, "--half-close") == 0) { o->half_close = 1; continue; }
         if (val == NULL) { return -1; }
         i++;
         if (strcmp(a, "--addr") == 0) { o->addr = val; }

@@ -13,9 +13,17 @@
 #include <time.h>
 #include <unistd.h>
 
+// A consumer-cursor update the kernel's rule asks for and not sent yet goes out now. One that
+// found the send queue full stays due (the window is as before): every wait re-checks, so a
+// kernel peer blocked on my RMB is never left waiting for an update that could not be posted.
+static void send_due_update(struct rrpc_smc_stream *s) {
+  if (rrpc__cur_update_due(&s->w)) (void)rrpc__ss_send_cdc(s, 0);
+}
+
 int rrpc_smc_stream_write(rrpc_smc_stream *s, const void *buf, size_t len) {
   const uint8_t *p = buf;
   int64_t deadline = rrpc__ss_now_ms() + s->timeout_ms;
+  if (s->tx_conn_flags & RRPC_CDC_CS_DONE_WRITING) return -EPIPE;
   while (len > 0) {
     if (!rrpc__ss_link_ok(s) || (s->w.rx_conn_flags & (RRPC_CDC_CS_CLOSED | RRPC_CDC_CS_ABNORMAL)))
       return -ECONNRESET;
@@ -29,6 +37,7 @@ int rrpc_smc_stream_write(rrpc_smc_stream *s, const void *buf, size_t len) {
         s->st.write_blocked++;
         if (rrpc__ss_send_cdc(s, 0) != 0) s->w.tx_flags &= (uint8_t)~RRPC_CDC_PF_WRITE_BLOCKED;
       }
+      send_due_update(s);
       int left = (int)(deadline - rrpc__ss_now_ms());
       if (left <= 0 || rrpc__ss_progress(s, left) == -ETIMEDOUT) return -ETIMEDOUT;
       continue;
@@ -68,6 +77,7 @@ long rrpc_smc_stream_read(rrpc_smc_stream *s, void *buf, size_t len) {
     if (s->w.rx_conn_flags & RRPC_CDC_CS_ABNORMAL) return -ECONNRESET;
     if (s->w.rx_conn_flags & (RRPC_CDC_CS_CLOSED | RRPC_CDC_CS_DONE_WRITING)) return 0;
     if (!rrpc__ss_link_ok(s)) return -ECONNRESET;
+    send_due_update(s);
     int left = (int)(deadline - rrpc__ss_now_ms());
     if (left <= 0 || rrpc__ss_progress(s, left) == -ETIMEDOUT) return -ETIMEDOUT;
   }
@@ -78,8 +88,27 @@ long rrpc_smc_stream_read(rrpc_smc_stream *s, void *buf, size_t len) {
   memcpy(buf, s->rmb + off, n);
   rrpc__cur_rx_consume(&s->w, (uint32_t)n);
   s->st.bytes_rx += n;
-  if (rrpc__cur_update_due(&s->w)) (void)rrpc__ss_send_cdc(s, 0);
+  send_due_update(s);
   return (long)n;
+}
+
+int rrpc_smc_stream_shutdown(rrpc_smc_stream *s) {
+  if (s->tx_conn_flags & RRPC_CDC_CS_DONE_WRITING) return 0;
+  int64_t deadline = rrpc__ss_now_ms() + s->timeout_ms;
+  s->tx_conn_flags |= RRPC_CDC_CS_DONE_WRITING;
+  // Every byte written is already posted (write returns once it is), so on the QP this CDC
+  // follows the last data CDC, as the kernel's shutdown(SHUT_WR) sends it after its data.
+  int rc = -EAGAIN;
+  while (rc == -EAGAIN && rrpc__ss_link_ok(s)) {
+    rc = rrpc__ss_send_cdc(s, 0);
+    if (rc != -EAGAIN) break;
+    // The send queue is full: completions free a slot.
+    int left = (int)(deadline - rrpc__ss_now_ms());
+    if (left <= 0 || rrpc__ss_progress(s, left) == -ETIMEDOUT) rc = -ETIMEDOUT;
+  }
+  if (rc == -EAGAIN) rc = -ECONNRESET; // the link went down while waiting
+  if (rc != 0) s->tx_conn_flags &= (uint8_t)~RRPC_CDC_CS_DONE_WRITING;
+  return rc;
 }
 
 // Waits, at most until `end`, for cond(s) or the link's loss.
@@ -124,6 +153,7 @@ static void end_connection(struct rrpc_smc_stream *s) {
   s->rmb_mr = s->staging_mr = NULL;
   s->rmb = s->staging = NULL;
   memset(&s->w, 0, sizeof s->w);
+  s->tx_conn_flags = 0;
   uint32_t my_qpn = s->st.my_qpn, kernel_qpn = s->st.kernel_qpn;
   memset(&s->st, 0, sizeof s->st);
   s->st.my_qpn = my_qpn;

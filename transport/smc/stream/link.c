@@ -212,7 +212,9 @@ int rrpc__ss_send_cdc(struct rrpc_smc_stream *s, uint8_t conn_flags) {
   struct rrpc__cur_window saved = s->w;
   struct rrpc__cdc_msg m;
   uint8_t buf[RRPC_CDC_LEN];
-  rrpc__cur_make_cdc(&s->w, s->peer_token, conn_flags, &m);
+  // The connection-state flags stay set in every later CDC, as the kernel keeps them: each CDC
+  // replaces the receiver's view of them.
+  rrpc__cur_make_cdc(&s->w, s->peer_token, (uint8_t)(conn_flags | s->tx_conn_flags), &m);
   rrpc__cdc_encode(&m, buf);
   int rc = post_msg(s, buf, sizeof buf);
   if (rc != 0) s->w = saved; // not sent: the same sequence number next time

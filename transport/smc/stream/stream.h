@@ -51,6 +51,7 @@ struct rrpc_smc_stream {
   uint8_t client_sysid[8];   // server: the kernel client's system ID (link reuse matches it)
   uint8_t client_gid[16];
   int timeout_ms;
+  uint8_t tx_conn_flags;     // RRPC_CDC_CS_* every CDC I send carries (done writing after _shutdown)
   uint8_t port;              // the RDMA port: 1, or the pnet entry's
   struct rrpc_smc_stream_stats st;
 };

@@ -23,6 +23,11 @@ int rrpc_smc_stream_write(rrpc_smc_stream *s, const void *buf, size_t len) {
   return -ENOSYS;
 }
 
+int rrpc_smc_stream_shutdown(rrpc_smc_stream *s) {
+  (void)s;
+  return -ENOSYS;
+}
+
 long rrpc_smc_stream_read(rrpc_smc_stream *s, void *buf, size_t len) {
   (void)s, (void)buf, (void)len;
   return -ENOSYS;
