@@ -51,7 +51,7 @@ long ping_us(rrpc__loop *loop) {
 // ms under QEMU TCG). The connection's loop takes the link's lock for every
 // piece's completion, so a post made under that lock held the loop for a
 // whole post: tasks posted meanwhile waited that long. Posted outside it, the
-// loop answers within a small part of one post's time.
+// loop answers within less than one post's time.
 TEST_F(RemoteLink, TheConnectionsLoopStaysResponsiveWhileLargeWritesArePosted) {
   const size_t len = 12u << 20;  // 12 pieces of 1 MiB: 8 posted by the caller, 4 by the poster
   rrpc_remote_token tok;
@@ -94,7 +94,9 @@ TEST_F(RemoteLink, TheConnectionsLoopStaysResponsiveWhileLargeWritesArePosted) {
   printf("write of %zu MiB: %lld us (%ld us a piece); %zu loop pings, the slowest %ld us\n", len >> 20,
          (long long)took_us, piece_us, lat.size(), worst);
   EXPECT_NE(-1, *std::min_element(lat.begin(), lat.end())) << "a loop task did not run within 60 s";
-  EXPECT_LT(worst, piece_us / 2) << "the connection's loop waited for a post";
+  // Measured in the VM: with posts under the lock the slowest ping took 276 ms against 55 ms a
+  // piece (the caller posted 8 pieces while the loop waited); without, 16 ms against 81 ms.
+  EXPECT_LT(worst, piece_us) << "the connection's loop waited for a post";
 }
 
 }  // namespace remote_cases

@@ -93,7 +93,6 @@ struct rrpc_remote_link {
   /* The posting token (see pump_locked): one thread at a time posts this
    * link's pieces, outside mu. */
   int posting;
-  int pump_again; /* work came while the token was taken: its holder goes on */
   int end_due;    /* the link closed while the token was taken: its holder ends the pieces */
   int pump_queued; /* queued for the poster thread (under mu) */
   struct rrpc_remote_link *poster_next;
@@ -426,26 +425,31 @@ static void end_pieces_locked(rrpc_remote_link *l) {
   rrpc__rmt_opq_abandon(&l->q);
 }
 
+static int queue_poster_locked(rrpc_remote_link *l);
+
 /* Hand out what is due, in order. One-sided pieces are posted outside mu
  * (post_piece_unlocked), so one thread at a time holds the posting token
- * and posts them all; a thread that finds it taken only asks the holder
- * to look again (pump_again) and returns at once - a loop thread never
- * waits for a post. Frames are written under mu: rrpc__socket_write does
- * not block. */
+ * and posts them; a thread that finds it taken returns at once - a loop
+ * thread never waits for a post - and what it queued or let go is the
+ * holder's: the holder asks the queue again under mu before it lets go of
+ * the token. A turn posts at most one window (max_inflight pieces): the
+ * completions come in while it posts, so without a bound a submitter would
+ * post a whole transfer itself; what is due after it goes to the poster
+ * thread (which serves the links in turns the same way). Frames are
+ * written under mu: rrpc__socket_write does not block. */
 static void pump_locked(rrpc_remote_link *l) {
-  if (l->posting) {
-    l->pump_again = 1;
-    return;
-  }
+  if (l->posting) return;
   l->posting = 1;
-  do {
-    l->pump_again = 0;
+  for (;;) {
+    uint32_t budget = l->q.max_inflight;
     struct rrpc__rmt_piece p;
-    while (!l->failed && rrpc__rmt_opq_next(&l->q, &p) == 1) {
-      int rc = send_piece_locked(l, &p);
-      if (rc != 0) break; /* the queue failed: its close ends the rest */
+    while (budget > 0 && !l->failed && rrpc__rmt_opq_next(&l->q, &p) == 1) {
+      budget--;
+      if (send_piece_locked(l, &p) != 0) break; /* the queue failed: its close ends the rest */
     }
-  } while (l->pump_again && !l->failed);
+    if (budget > 0 || l->failed || !rrpc__rmt_opq_has_next(&l->q)) break;
+    if (queue_poster_locked(l)) break; /* else no poster thread: go on here */
+  }
   l->posting = 0;
   if (l->end_due) end_pieces_locked(l);
 }
@@ -484,11 +488,10 @@ static void *poster_main(void *arg) {
   return NULL;
 }
 
-/* On the loop thread, after a completion: let the poster post what is due. */
-static void pump_later_locked(rrpc_remote_link *l) {
-  /* Nothing due (the usual case when the submitter keeps within the
-   * in-flight bound and posts itself): no wake-up of the poster. */
-  if (l->pump_queued || l->failed || !rrpc__rmt_opq_has_next(&l->q)) return;
+/* Queue l for the poster thread: 1 when it is (or already was), 0 when no
+ * poster thread could start. */
+static int queue_poster_locked(rrpc_remote_link *l) {
+  if (l->pump_queued) return 1;
   pthread_mutex_lock(&g_poster.mu);
   if (g_poster.started == 0) {
     pthread_t t;
@@ -509,7 +512,15 @@ static void pump_later_locked(rrpc_remote_link *l) {
     pthread_cond_signal(&g_poster.cv);
   }
   pthread_mutex_unlock(&g_poster.mu);
-  if (!ok) pump_locked(l);
+  return ok;
+}
+
+/* On the loop thread, after a completion: let the poster post what is due. */
+static void pump_later_locked(rrpc_remote_link *l) {
+  /* Nothing due (the usual case when the submitter keeps within the
+   * in-flight bound and posts itself): no wake-up of the poster. */
+  if (l->pump_queued || l->failed || !rrpc__rmt_opq_has_next(&l->q)) return;
+  if (!queue_poster_locked(l)) pump_locked(l);
 }
 
 /* The connection's carriage, once noted (note_car). */
