@@ -88,15 +88,22 @@ TEST_F(RemoteLink, TheConnectionsLoopStaysResponsiveWhileLargeWritesArePosted) {
   rrpc_remote_link_get_stats(link_, &st);
   ASSERT_EQ(1, st.rdma);
 
-  ASSERT_FALSE(lat.empty());
-  long worst = *std::max_element(lat.begin(), lat.end());
+  ASSERT_GE(lat.size(), 2u);
+  std::vector<long> sorted = lat;
+  std::sort(sorted.rbegin(), sorted.rend());
+  long worst = sorted[0];
   long piece_us = long(took_us) / long(len >> 20);
-  printf("write of %zu MiB: %lld us (%ld us a piece); %zu loop pings, the slowest %ld us\n", len >> 20,
-         (long long)took_us, piece_us, lat.size(), worst);
+  printf("write of %zu MiB: %lld us (%ld us a piece); %zu loop pings, the slowest %ld %ld %ld %ld us\n", len >> 20,
+         (long long)took_us, piece_us, lat.size(), worst, sorted.size() > 1 ? sorted[1] : 0L,
+         sorted.size() > 2 ? sorted[2] : 0L, sorted.size() > 3 ? sorted[3] : 0L);
   EXPECT_NE(-1, *std::min_element(lat.begin(), lat.end())) << "a loop task did not run within 60 s";
-  // Measured in the VM: with posts under the lock the slowest ping took 276 ms against 55 ms a
-  // piece (the caller posted 8 pieces while the loop waited); without, 16 ms against 81 ms.
-  EXPECT_LT(worst, piece_us) << "the connection's loop waited for a post";
+  // The second slowest ping: the host may deschedule the guest once in a while (single pings
+  // of 93 and 160 ms against 70 ms a piece while this host built with -j2 at load 10), while posts under the
+  // lock stall the loop at several completions. Measured in the VM, 4 runs each: with posts under
+  // the lock the slowest pings took 200 - 228 ms and 69 - 92 ms against 34 ms a piece (the caller
+  // posts up to 8 pieces while the loop waits, then the poster several at a time); without,
+  // 12 - 41 ms and 9 - 18 ms against 53 - 60 ms.
+  EXPECT_LT(sorted[1], piece_us) << "the connection's loop waited for a post";
 }
 
 }  // namespace remote_cases
