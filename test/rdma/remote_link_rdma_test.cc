@@ -37,12 +37,20 @@ struct Ping {
 
 // Microseconds a task posted to loop waited to run; -1 if it did not within 60 s.
 long ping_us(rrpc__loop *loop) {
-  Ping p;
+  Ping *p = new Ping;
   auto t0 = Clock::now();
-  if (rrpc__loop_post(loop, Ping::task, &p) != 0) return -1;
-  std::unique_lock<std::mutex> g(p.mu);
-  if (!p.cv.wait_for(g, std::chrono::seconds(60), [&] { return p.ran; })) return -1;
-  return long(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count());
+  if (rrpc__loop_post(loop, Ping::task, p) != 0) {
+    delete p;
+    return -1;
+  }
+  {
+    std::unique_lock<std::mutex> g(p->mu);
+    // Not run in time: the task may still run later, so p stays (leaked; the test fails).
+    if (!p->cv.wait_for(g, std::chrono::seconds(60), [&] { return p->ran; })) return -1;
+  }
+  long us = long(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count());
+  delete p;
+  return us;
 }
 
 }  // namespace
