@@ -85,8 +85,15 @@ struct rrpc_remote_link {
   struct posted {
     struct xop *op;
     uint64_t seq; /* the wr_id it was posted with */
+    int hold;     /* its NOTIFY is not sent yet: the poster completes it */
+    int wc_seen, wc_status; /* its completion, while held */
+    int err;      /* its NOTIFY could not be sent: the piece fails with this */
   } posted[LINK_SLOTS];
   uint64_t posted_seq;
+  /* The posting token (see pump_locked): one thread at a time posts this
+   * link's pieces, outside mu. */
+  int posting;
+  int end_due;    /* the link closed while the token was taken: its holder ends the pieces */
   int pump_queued; /* queued for the poster thread (under mu) */
   struct rrpc_remote_link *poster_next;
   uint32_t sent_head, sent_n, next_opno;
@@ -294,31 +301,95 @@ static void run_done(struct xop *x) {
 
 /* ---- the accessing side: pieces as frames ----------------------------------- */
 
-/* One piece as an RDMA WRITE/READ: its completion comes through
- * rrpc__rmt_link_on_wc with the wr_id remembered here. */
-static int post_piece_locked(rrpc_remote_link *l, const struct rrpc__rmt_piece *p) {
+/* A posted piece's completion (status 0 or negative): the slot is freed. */
+static void piece_wc_locked(rrpc_remote_link *l, struct posted *e, int status) {
+  struct xop *x = e->op;
+  e->op = NULL;
+  if (status == 0) status = e->err;
+  /* A failed piece leaves the QP in error: nothing more goes out. */
+  if (status != 0) rrpc__rmt_opq_fail(&l->q, status);
+  rrpc__rmt_opq_piece_done(&l->q, &x->base, status);
+}
+
+/* What a post needs, copied under mu: the op may complete (and be freed)
+ * while its last piece is being posted. */
+struct post_args {
+  int is_write;
+  void *local;
+  uint32_t lkey, length, rkey;
+  uint64_t raddr;
+};
+
+/* One piece as an RDMA WRITE/READ, posted outside mu by the posting
+ * token's holder (pump_locked): called and returns with mu held. On
+ * Soft-RoCE a post does the whole transfer inside ibv_post_send (hundreds
+ * of ms for 1 MiB under QEMU TCG), and the loop thread takes mu for every
+ * completion and control frame.
+ * - The slot and wr_id are recorded before the post: the completion may
+ *   reach rrpc__rmt_link_on_wc before this thread locks again. A post that
+ *   fails undoes them (no completion comes for it).
+ * - The carriage lives with the socket (the transport's state, freed when
+ *   the socket is): a reference on the socket keeps it across the post, and
+ *   the carriage keeps the QP valid while a post runs (carriage.c). A close
+ *   meanwhile (ext_on_close, on the loop under mu) waits for nothing: it
+ *   fails the link and leaves ending the posted pieces to this thread, so
+ *   no op completes - and no application frees its memory - while a post
+ *   still reads it.
+ * - NOTIFY: its control frame goes after the op's last WRITE was posted, on
+ *   the same QP, so RC delivers it after every byte of those writes was
+ *   placed. Until it is sent the last piece is held: its completion does not
+ *   complete the op, so the writer never hears "done" before the NOTIFY
+ *   left. */
+static int post_piece_unlocked(rrpc_remote_link *l, const struct rrpc__rmt_piece *p) {
   struct xop *x = (struct xop *)p->op;
+  int notify = x->notify && p->last;
+  struct rrpc__rmt_entry entry = x->entry;
+  uint64_t roff = x->roff, oplen = x->base.length;
+  uint32_t tag = x->tag;
+  struct post_args a = {.is_write = x->is_write,
+                        .local = x->local + p->offset,
+                        .lkey = x->lkey,
+                        .length = p->length,
+                        .rkey = x->entry.rkey,
+                        .raddr = x->entry.addr + x->roff + p->offset};
   uint64_t seq = ++l->posted_seq;
-  int rc = rrpc__rmt_car_post(l->car, x->is_write, x->local + p->offset, x->lkey, p->length,
-                              x->entry.addr + x->roff + p->offset, x->entry.rkey, seq);
-  if (rc != 0) return rc;
-  l->posted[seq % LINK_SLOTS] = (struct posted){.op = x, .seq = seq};
-  return 0;
+  struct posted *e = &l->posted[seq % LINK_SLOTS];
+  *e = (struct posted){.op = x, .seq = seq, .hold = notify};
+  struct rrpc__rmt_car *car = l->car;
+  rrpc__socket *s = l->s;
+  rrpc__socket_ref(s); /* alive: the link has not failed, so the socket's close has not run */
+  pthread_mutex_unlock(&l->mu);
+  int rc = rrpc__rmt_car_post(car, a.is_write, a.local, a.lkey, a.length, a.raddr, a.rkey, seq);
+  rrpc__socket_unref(s);
+  pthread_mutex_lock(&l->mu);
+  /* A close meanwhile leaves the slots to the token's holder (end_due): the
+   * slot is still this piece's unless its completion came. */
+  int mine = e->op != NULL && e->seq == seq;
+  if (rc != 0) {
+    if (mine) {
+      e->op = NULL;
+      rrpc__rmt_opq_fail(&l->q, rc);
+      rrpc__rmt_opq_unpost(&l->q, p, rc);
+    }
+    return rc;
+  }
+  if (!notify || !mine) return 0;
+  int nrc = l->failed;
+  if (nrc == 0) {
+    uint8_t msg[RRPC_RMT_MSG_LEN];
+    nrc = rrpc__rmt_tx_notify(&l->conn, &entry, roff, oplen, tag, msg);
+    if (nrc == 0) nrc = send_ctl_locked(l, msg);
+  }
+  e->hold = 0;
+  e->err = nrc;
+  if (nrc != 0) rrpc__rmt_opq_fail(&l->q, nrc); /* the socket is failing: nothing more goes out */
+  if (e->wc_seen) piece_wc_locked(l, e, e->wc_status);
+  return nrc;
 }
 
 static int send_piece_locked(rrpc_remote_link *l, const struct rrpc__rmt_piece *p) {
   struct xop *x = (struct xop *)p->op;
-  if (x->rdma) {
-    int rc = post_piece_locked(l, p);
-    if (rc == 0 && x->notify && p->last) {
-      /* Posted after the op's last WRITE on the same QP: RC delivers it
-       * after every byte of those writes was placed. */
-      uint8_t msg[RRPC_RMT_MSG_LEN];
-      rc = rrpc__rmt_tx_notify(&l->conn, &x->entry, x->roff, x->base.length, x->tag, msg);
-      if (rc == 0) rc = send_ctl_locked(l, msg);
-    }
-    return rc;
-  }
+  if (x->rdma) return post_piece_unlocked(l, p);
   struct rrpc__rmt_tcp_hdr h = {.type = x->is_write ? RRPC_RMT_TCP_WRITE : RRPC_RMT_TCP_READ_REQ,
                                 .op = ++l->next_opno,
                                 .id = x->id,
@@ -326,7 +397,12 @@ static int send_piece_locked(rrpc_remote_link *l, const struct rrpc__rmt_piece *
                                 .offset = x->roff + p->offset,
                                 .length = p->length};
   int rc = send_frame_locked(l, &h, x->is_write ? x->local + p->offset : NULL, x->is_write ? p->length : 0, 1);
-  if (rc != 0) return rc;
+  if (rc != 0) {
+    /* The socket failed (its close fails the rest): this piece ends now. */
+    rrpc__rmt_opq_fail(&l->q, rc);
+    rrpc__rmt_opq_unpost(&l->q, p, rc);
+    return rc;
+  }
   struct sent *e = &l->sent[(l->sent_head + l->sent_n++) % LINK_SLOTS];
   *e = (struct sent){.op = x, .offset = p->offset, .length = p->length, .opno = h.op};
   /* The owner handles frames in stream order: this NOTIFY reaches it after
@@ -335,21 +411,47 @@ static int send_piece_locked(rrpc_remote_link *l, const struct rrpc__rmt_piece *
     uint8_t msg[RRPC_RMT_MSG_LEN];
     rc = rrpc__rmt_tx_notify(&l->conn, &x->entry, x->roff, x->base.length, x->tag, msg);
     if (rc == 0) rc = send_ctl_locked(l, msg);
+    /* The frame is sent and will be answered: the queue fails, not it. */
+    if (rc != 0) rrpc__rmt_opq_fail(&l->q, rc);
   }
   return rc;
 }
 
+/* The link closed: no completion comes any more (the socket's transport
+ * lets go of them), so every transfer ends here, once. */
+static void end_pieces_locked(rrpc_remote_link *l) {
+  l->end_due = 0;
+  memset(l->posted, 0, sizeof l->posted); /* late completions find nothing */
+  rrpc__rmt_opq_abandon(&l->q);
+}
+
+static int queue_poster_locked(rrpc_remote_link *l);
+
+/* Hand out what is due, in order. One-sided pieces are posted outside mu
+ * (post_piece_unlocked), so one thread at a time holds the posting token
+ * and posts them; a thread that finds it taken returns at once - a loop
+ * thread never waits for a post - and what it queued or let go is the
+ * holder's: the holder asks the queue again under mu before it lets go of
+ * the token. A turn posts at most one window (max_inflight pieces): the
+ * completions come in while it posts, so without a bound a submitter would
+ * post a whole transfer itself; what is due after it goes to the poster
+ * thread (which serves the links in turns the same way). Frames are
+ * written under mu: rrpc__socket_write does not block. */
 static void pump_locked(rrpc_remote_link *l) {
-  struct rrpc__rmt_piece p;
-  while (rrpc__rmt_opq_next(&l->q, &p) == 1) {
-    int rc = send_piece_locked(l, &p);
-    if (rc != 0) {
-      /* The socket failed (its close fails the rest): this piece ends now. */
-      rrpc__rmt_opq_fail(&l->q, rc);
-      rrpc__rmt_opq_unpost(&l->q, &p, rc);
-      return;
+  if (l->posting) return;
+  l->posting = 1;
+  for (;;) {
+    uint32_t budget = l->q.max_inflight;
+    struct rrpc__rmt_piece p;
+    while (budget > 0 && !l->failed && rrpc__rmt_opq_next(&l->q, &p) == 1) {
+      budget--;
+      if (send_piece_locked(l, &p) != 0) break; /* the queue failed: its close ends the rest */
     }
+    if (budget > 0 || l->failed || !rrpc__rmt_opq_has_next(&l->q)) break;
+    if (queue_poster_locked(l)) break; /* else no poster thread: go on here */
   }
+  l->posting = 0;
+  if (l->end_due) end_pieces_locked(l);
 }
 
 /* The poster: one process-wide thread that posts the one-sided pieces a
@@ -357,8 +459,8 @@ static void pump_locked(rrpc_remote_link *l) {
  * inside ibv_post_send - on loopback the receiver's side too: a 1 MiB WRITE
  * cost 315 - 484 ms of guest CPU under QEMU TCG - so a loop thread never
  * posts them; on a NIC a post is a doorbell and the hop costs a wake-up.
- * A queued link holds a reference; its close (on_close, under mu) ends the
- * pumping before the socket can go. */
+ * A queued link holds a reference; it posts outside mu holding the link's
+ * posting token (pump_locked), and its close never waits for it. */
 static struct {
   pthread_mutex_t mu;
   pthread_cond_t cv;
@@ -386,11 +488,10 @@ static void *poster_main(void *arg) {
   return NULL;
 }
 
-/* On the loop thread, after a completion: let the poster post what is due. */
-static void pump_later_locked(rrpc_remote_link *l) {
-  /* Nothing due (the usual case when the submitter keeps within the
-   * in-flight bound and posts itself): no wake-up of the poster. */
-  if (l->pump_queued || l->failed || !rrpc__rmt_opq_has_next(&l->q)) return;
+/* Queue l for the poster thread: 1 when it is (or already was), 0 when no
+ * poster thread could start. */
+static int queue_poster_locked(rrpc_remote_link *l) {
+  if (l->pump_queued) return 1;
   pthread_mutex_lock(&g_poster.mu);
   if (g_poster.started == 0) {
     pthread_t t;
@@ -411,7 +512,15 @@ static void pump_later_locked(rrpc_remote_link *l) {
     pthread_cond_signal(&g_poster.cv);
   }
   pthread_mutex_unlock(&g_poster.mu);
-  if (!ok) pump_locked(l);
+  return ok;
+}
+
+/* On the loop thread, after a completion: let the poster post what is due. */
+static void pump_later_locked(rrpc_remote_link *l) {
+  /* Nothing due (the usual case when the submitter keeps within the
+   * in-flight bound and posts itself): no wake-up of the poster. */
+  if (l->pump_queued || l->failed || !rrpc__rmt_opq_has_next(&l->q)) return;
+  if (!queue_poster_locked(l)) pump_locked(l);
 }
 
 /* The connection's carriage, once noted (note_car). */
@@ -514,12 +623,13 @@ void rrpc__rmt_link_on_wc(rrpc__socket *s, uint64_t wr_id, int status) {
   pthread_mutex_lock(&l->mu);
   struct posted *e = &l->posted[wr_id % LINK_SLOTS];
   if (e->op != NULL && e->seq == wr_id) {
-    struct xop *x = e->op;
-    e->op = NULL;
-    /* A failed piece leaves the QP in error: nothing more goes out. */
-    if (status != 0) rrpc__rmt_opq_fail(&l->q, status);
-    rrpc__rmt_opq_piece_done(&l->q, &x->base, status);
-    pump_later_locked(l);
+    if (e->hold) {
+      e->wc_seen = 1; /* its poster completes it once the NOTIFY left */
+      e->wc_status = status;
+    } else {
+      piece_wc_locked(l, e, status);
+      pump_later_locked(l);
+    }
   }
   struct xop *done = take_done_locked(l);
   pthread_mutex_unlock(&l->mu);
@@ -661,9 +771,12 @@ static void ext_on_close(void *ext, rrpc__socket *s, int code) {
   l->failed = code < 0 ? code : -RRPC_ECLOSE;
   /* No answer comes any more: every transfer ends here, once. */
   l->sent_n = 0;
-  memset(l->posted, 0, sizeof l->posted); /* late completions find nothing */
   rrpc__rmt_opq_fail(&l->q, l->failed);
-  rrpc__rmt_opq_abandon(&l->q);
+  /* A post may be running outside mu (pump_locked): the close does not
+   * wait for it - the token's holder ends the pieces when it returns, so
+   * no op completes while the device may still read its memory. */
+  l->end_due = 1;
+  if (!l->posting) end_pieces_locked(l);
   rrpc__rmt_own_revoke_all(&l->conn, revoked_on_close, l);
   rrpc__rmt_peer_clear(&l->conn);
   struct xop *done = take_done_locked(l);

@@ -35,10 +35,15 @@ struct rrpc__rmt_car_mr {
 };
 
 /* Posts (pieces, binds) run outside the endpoint's lock - on rxe a post does
- * the transfer's work, and the data path and the loop take that lock - so
- * the QP must outlive them another way: they hold g_post_mu, which the
- * endpoint's teardown takes (rrpc__rmt_car_teardown) after the QP was
- * marked dead and before it is destroyed. */
+ * the transfer's work, and the data path and the loop take that lock - and
+ * outside the remote link's lock too (link.c, pump_locked), so the QP must
+ * outlive them another way: they hold g_post_mu, which the endpoint's
+ * teardown takes (rrpc__rmt_car_teardown) after the QP was marked dead and
+ * before it is destroyed. A close on the endpoint's loop hands that
+ * teardown to the background verbs thread (endpoint.c, verbs_destroy), so
+ * that loop does not wait for a post here. The endpoint itself is the
+ * socket's transport state: the link's poster holds a reference on the
+ * socket across a post. */
 static pthread_mutex_t g_post_mu = PTHREAD_MUTEX_INITIALIZER;
 /* Regions with a window, so a closing connection can deallocate its
  * windows before its QP goes: a window bound to a QP holds it, and rxe's
