@@ -89,7 +89,9 @@ struct rrpc_run_conn {
   _Atomic(struct rrpc_run_erm *) erm; /* the ERM state, made on first use */
   /* loop thread only */
   rrpc__socket *s;
-  int had_socket;   /* the TCP connection was up and handed to an rrpc socket */
+  /* Atomic where the stat listing (rrpc_run_conns_format, any thread, under
+   * g_mu only) reads them; the loop thread writes them without g_mu. */
+  atomic_int had_socket; /* the TCP connection was up and handed to an rrpc socket */
   rrpc__watcher uw; /* the relay end */
   rrpc__watcher cw; /* the TCP fd while the connect is in progress */
   rrpc__watcher rw; /* raw mode over TCP: a dup of the TCP fd, read by the relay itself */
@@ -107,15 +109,15 @@ struct rrpc_run_conn {
   int down_fin;    /* the peer's FIN arrived */
   int down_shut;   /* ... and was passed on as SHUT_WR */
   int app_gone;    /* the application closed its end */
-  int net_closed;  /* on_close ran */
+  atomic_int net_closed; /* on_close ran */
   int closing;     /* we asked the rrpc socket to close */
   int ended;       /* the relay end is closed */
   rrpc__timer_id tick;
   rrpc__timer_id hello_timer;
   int close_code;
   _Atomic uint64_t bytes_up, bytes_down;
-  int is_rdma;
-  uint32_t fallback_code;
+  atomic_int is_rdma;
+  _Atomic uint32_t fallback_code;
   rrpc_run_conn *prev, *next; /* live list, under g_mu */
 };
 
