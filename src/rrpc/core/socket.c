@@ -553,18 +553,46 @@ static int reserve(rrpc__socket *s, size_t n) {
   return rc;
 }
 
+/* For a holder of the token whose flush is deferred (the loop's round, a
+ * pool thread's run; its own, so no wmu): msg joins wpend, counted. */
+static int reserve_and_defer(rrpc__socket *s, rrpc_iobuf *msg, size_t n) {
+  int rc = reserve(s, n);
+  if (rc != 0) {
+    rrpc_iobuf_clear(msg);
+    return rc;
+  }
+  return append_deferred(s, msg, n);
+}
+
+/* Under wmu: room for n bytes and, when another writer holds the token, msg
+ * queued behind it (the holder drains the queue before it gives the token
+ * back). 1: this caller took the token, wmu is still held and msg untouched.
+ * Else wmu was released and msg consumed: 0 (queued) or a negative code. */
+static int reserve_or_queue(rrpc__socket *s, rrpc_iobuf *msg, size_t n) {
+  rrpc__lock_acquire(&s->wmu);
+  int rc = reserve(s, n);
+  if (rc != 0) {
+    rrpc__lock_release(&s->wmu);
+    rrpc_iobuf_clear(msg);
+    return rc;
+  }
+  if (take_token(s)) return 1;
+  rc = rrpc_iobuf_move(&s->wqueue, msg);
+  rrpc__lock_release(&s->wmu);
+  if (rc != 0) {
+    written(s, n);
+    rrpc_iobuf_clear(msg);
+  }
+  return rc;
+}
+
 int rrpc__socket_write(rrpc__socket *s, rrpc_iobuf *msg) {
   size_t n = rrpc__iobuf_length(msg);
   int on_loop = rrpc__loop_in_thread(s->loop);
   if (on_loop && s->loop_holds) {
     /* The loop holds the token for this round's flush: wpend is its own,
      * so the round's later messages join it without the lock. */
-    int rc = reserve(s, n);
-    if (rc != 0) {
-      rrpc_iobuf_clear(msg);
-      return rc;
-    }
-    return append_deferred(s, msg, n);
+    return reserve_and_defer(s, msg, n);
   }
   if (on_loop && take_token(s)) {
     /* The loop thread took the free token without wmu (an in-loop handler
@@ -582,22 +610,8 @@ int rrpc__socket_write(rrpc__socket *s, rrpc_iobuf *msg) {
     }
     return defer_write(s, msg, n);
   }
-  rrpc__lock_acquire(&s->wmu);
-  int rc = reserve(s, n);
-  if (rc != 0) {
-    rrpc__lock_release(&s->wmu);
-    rrpc_iobuf_clear(msg);
-    return rc;
-  }
-  if (!take_token(s)) {
-    rc = rrpc_iobuf_move(&s->wqueue, msg);
-    rrpc__lock_release(&s->wmu);
-    if (rc != 0) {
-      written(s, n);
-      rrpc_iobuf_clear(msg);
-    }
-    return rc;
-  }
+  int rc = reserve_or_queue(s, msg, n);
+  if (rc != 1) return rc;
   if (on_loop) {
     /* An in-loop handler answering, a completion issuing the next call. */
     rrpc__lock_release(&s->wmu);
@@ -643,17 +657,6 @@ static void worker_flush(void *arg) {
   rrpc__socket_unref(s);
 }
 
-/* On pool thread w, which holds s's token for its deferred flush (checked
- * under w's lock, held here): msg joins wpend. */
-static int append_worker_deferred(rrpc__socket *s, rrpc_iobuf *msg, size_t n) {
-  int rc = reserve(s, n);
-  if (rc != 0) {
-    rrpc_iobuf_clear(msg);
-    return rc;
-  }
-  return append_deferred(s, msg, n);
-}
-
 int rrpc__socket_write_response(rrpc__socket *s, rrpc_iobuf *msg) {
   rrpc__worker *w = rrpc__worker_self();
   if (w == NULL) return rrpc__socket_write(s, msg);
@@ -661,7 +664,7 @@ int rrpc__socket_write_response(rrpc__socket *s, rrpc_iobuf *msg) {
   rrpc__worker_lock(w);
   if (__atomic_load_n(&s->wflush.owner, __ATOMIC_RELAXED) == w) {
     /* This thread's run already holds the token: no write mutex. */
-    int rc = append_worker_deferred(s, msg, n);
+    int rc = reserve_and_defer(s, msg, n);
     rrpc__worker_unlock(w);
     return rc;
   }
@@ -669,23 +672,8 @@ int rrpc__socket_write_response(rrpc__socket *s, rrpc_iobuf *msg) {
   /* A lone response is written at once: nothing to gather it with, and
    * the lowest latency at light load. */
   if (atomic_load_explicit(&s->pending_requests, memory_order_relaxed) <= 1) return rrpc__socket_write(s, msg);
-  rrpc__lock_acquire(&s->wmu);
-  int rc = reserve(s, n);
-  if (rc != 0) {
-    rrpc__lock_release(&s->wmu);
-    rrpc_iobuf_clear(msg);
-    return rc;
-  }
-  if (!take_token(s)) {
-    /* Its holder drains the queue before it gives the token back. */
-    rc = rrpc_iobuf_move(&s->wqueue, msg);
-    rrpc__lock_release(&s->wmu);
-    if (rc != 0) {
-      written(s, n);
-      rrpc_iobuf_clear(msg);
-    }
-    return rc;
-  }
+  int rc = reserve_or_queue(s, msg, n);
+  if (rc != 1) return rc;
   rrpc__lock_release(&s->wmu);
   /* The token was free, so wpend is empty and wqueue too: keep the token
    * for this run's flush. Writers meanwhile queue behind it. */
