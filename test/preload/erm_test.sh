@@ -11,20 +11,8 @@
 #                                by RDMA
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-build=${RRPC_BUILD:-build}
-case $build in /*) ;; *) build=$root/$build ;; esac
-prog=$build/test/preload/erm_copy
-run="$root/tools/rrpc-run"
-export RRPC_PRELOAD_LIB=$build/librrpc_preload.so
-[ -x "$prog" ] && [ -f "$RRPC_PRELOAD_LIB" ] || { echo "build $prog and $RRPC_PRELOAD_LIB first" >&2; exit 1; }
-export PRELOAD_TEST_ADDR=${RRPC_TEST_RDMA_ADDR:-127.0.0.1}
-want_rdma=0
-[ -n "${RRPC_TEST_RDMA_ADDR:-}" ] && want_rdma=1
-export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0
-ulimit -l unlimited 2>/dev/null || true
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+name=erm_copy
+. "$here/relayed-env.sh"
 fails=0
 
 # one NAME HOW ARGS...: HOW is "relayed" (both ends under rrpc-run, the

@@ -13,23 +13,9 @@
 #                                connection must have been carried by RDMA
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-build=${RRPC_BUILD:-build}
-case $build in /*) ;; *) build=$root/$build ;; esac
-prog=$build/test/preload/preload_semantics
-run="$root/tools/rrpc-run"
-export RRPC_PRELOAD_LIB=$build/librrpc_preload.so
-[ -x "$prog" ] && [ -f "$RRPC_PRELOAD_LIB" ] || { echo "build $prog and $RRPC_PRELOAD_LIB first" >&2; exit 1; }
-export PRELOAD_TEST_ADDR=${RRPC_TEST_RDMA_ADDR:-127.0.0.1}
-want_rdma=0
-[ -n "${RRPC_TEST_RDMA_ADDR:-}" ] && want_rdma=1
-# SAN=1: the program links the ASan runtime itself; the preload (built with
-# it too) comes first in LD_PRELOAD, which ASan would otherwise refuse.
-export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0
-ulimit -l unlimited 2>/dev/null || true
+name=preload_semantics
+. "$here/relayed-env.sh"
 ulimit -n 65536 2>/dev/null || true
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 fails=0
 n=0
 
