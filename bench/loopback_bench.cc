@@ -21,7 +21,8 @@
 //
 // One connection (--case=oneconn): 16 caller threads x 16 calls in flight on
 // one channel, server threads 1 (one loop, handlers in it), 2, 4, 8 (one
-// loop parsing, the rest running handlers): QPS and the ratio to 1.
+// loop parsing, the rest running handlers): QPS and the ratio to the first
+// (--oneconn_threads=1,2 runs only those: interleaved A/B runs of one pair).
 // For each: QPS, CPU time per RPC (getrusage user+sys of the whole process:
 // client and server), read/write syscalls per RPC (/proc/self/io syscr +
 // syscw; run one case under `perf stat -e raw_syscalls:sys_enter` for all
@@ -65,6 +66,7 @@ int g_batch_sched = 0;         // --pool_batch_sched: their pool_batch_sched (> 
 int g_busy_queue = 0;          // --pool_busy_queue: their pool_busy_queue (> 0: on; default off)
 int g_flush_us = 0;            // --pool_write_flush_us: their pool_write_flush_us (0: default)
 int g_short_task_us = 0;       // --pool_short_task_us: their pool_short_task_us (0: default)
+std::vector<int> g_oneconn_threads = {1, 2, 4, 8};  // --oneconn_threads=1,2: the server thread counts
 int g_pool_threads = 0;        // --pool_threads: the pool server's pool size (0: the server's default)
 
 uint64_t now_ns() {
@@ -623,8 +625,13 @@ int main(int argc, char **argv) {
     else if (strncmp(argv[i], "--pool_short_task_us=", 21) == 0) g_short_task_us = atoi(argv[i] + 21);
     else if (strncmp(argv[i], "--pool_write_flush_us=", 22) == 0) g_flush_us = atoi(argv[i] + 22);
     else if (strncmp(argv[i], "--pool_threads=", 15) == 0) g_pool_threads = atoi(argv[i] + 15);
+    else if (strncmp(argv[i], "--oneconn_threads=", 18) == 0) {
+      g_oneconn_threads.clear();
+      for (const char *q = argv[i] + 18; *q != '\0'; q = strchr(q, ',') != nullptr ? strchr(q, ',') + 1 : "")
+        g_oneconn_threads.push_back(atoi(q));
+    }
     else {
-      fprintf(stderr, "usage: %s [--seconds=S] [--size=BYTES] [--case=all|raw|sync|syncpool|async|sat|rawpipe|satone|satloopone|oneconn] [--client_loops=N] [--handoff=MIN (>= 2: on; default off)] [--pool_rescue_us=US (< 0: pass on at once)] [--pool_batch_sched=N (> 0: SCHED_BATCH pool threads)] [--pool_threads=N (pool server; 0: default)] [--pool_busy_queue=N (> 0: on)] [--pool_short_task_us=US] [--pool_write_flush_us=US (< 0: the loop writes)]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--seconds=S] [--size=BYTES] [--case=all|raw|sync|syncpool|async|sat|rawpipe|satone|satloopone|oneconn] [--client_loops=N] [--handoff=MIN (>= 2: on; default off)] [--pool_rescue_us=US (< 0: pass on at once)] [--pool_batch_sched=N (> 0: SCHED_BATCH pool threads)] [--pool_threads=N (pool server; 0: default)] [--oneconn_threads=1,2,4,8] [--pool_busy_queue=N (> 0: on)] [--pool_short_task_us=US] [--pool_write_flush_us=US (< 0: the loop writes)]\n", argv[0]);
       return 2;
     }
   }
@@ -660,10 +667,10 @@ int main(int argc, char **argv) {
            g_seconds);
     printf("client loops %d (--client_loops), CPU = client + server, %% of one core\n", rrpc_event_dispatcher_num());
     double base = 0;
-    for (int t : {1, 2, 4, 8}) {
+    for (int t : g_oneconn_threads) {
       if (t > 2 * (int)sysconf(_SC_NPROCESSORS_ONLN)) break;
       OneConn r = bench_oneconn(t);
-      if (t == 1) base = r.qps;
+      if (base == 0) base = r.qps;
       printf("server threads %d: %10.0f QPS  %.2fx the single loop  CPU %6.2f us/RPC  %5.0f %%  handed off %.2f  by thread:%s\n",
              t, r.qps, r.qps / base, r.cpu_us_per_rpc, r.cpu_pct, r.handed_off, r.by_thread.c_str());
     }
