@@ -443,7 +443,6 @@ TEST(CxxFlagsTest, OptionsTakeTheirDefaultsFromFlags) {
   FLAGS_rrpc_pool_busy_queue = -1;
   FLAGS_rrpc_pool_short_task_us = 20;
   FLAGS_rrpc_pool_write_flush_us = 300;
-  FLAGS_rrpc_pool_write_gather_max = 7;
   rrpc::ServerOptions s;
   EXPECT_EQ(12345678u, s.max_body_size);
   // --event_dispatcher_num sizes the process-wide loops (brpc's meaning),
@@ -458,7 +457,6 @@ TEST(CxxFlagsTest, OptionsTakeTheirDefaultsFromFlags) {
   EXPECT_EQ(-1, s.pool_busy_queue);
   EXPECT_EQ(20, s.pool_short_task_us);
   EXPECT_EQ(300, s.pool_write_flush_us);
-  EXPECT_EQ(7, s.pool_write_gather_max);
   EXPECT_FALSE(s.use_rdma);
   rrpc::ChannelOptions c;
   EXPECT_EQ(12345678u, c.max_body_size);

@@ -88,9 +88,8 @@ std::vector<rrpc__work> make_batch(int n, rrpc__task_fn fn, void *arg) {
 // A pool as the tests before busy_queue knew it: every batch that finds no
 // worker looking wakes an idle one.
 int start_pool(int nthreads, int max_queue, int rescue_us, int batch_sched, rrpc__worker_pool **p,
-               int busy_queue = 0, int short_task_us = 0, int flush_us = 0, int gather_max = 0) {
-  rrpc__worker_pool_config cfg = {nthreads, max_queue, rescue_us, batch_sched, busy_queue, short_task_us, flush_us,
-                                  gather_max};
+               int busy_queue = 0, int short_task_us = 0, int flush_us = 0) {
+  rrpc__worker_pool_config cfg = {nthreads, max_queue, rescue_us, batch_sched, busy_queue, short_task_us, flush_us};
   return rrpc__worker_pool_start(&cfg, "wp-test", p);
 }
 
@@ -605,69 +604,3 @@ TEST(WorkerPool, ALongRunOfTasksFlushesWhatItDeferredWithinTheBound) {
   fprintf(stderr, "flushed after %d of %d tasks of 500 us (flush_us 1000)\n", r.started_before_flush.load(), n);
   EXPECT_LT(r.started_before_flush.load(), n) << "held until the run ended";
 }
-
-struct GatherRun {
-  Deferred *d;
-  std::vector<int> flushed_at_start;  // per plain task, in order: d's flushes when it started
-};
-
-void note_flushes_task(void *arg) {
-  auto *r = static_cast<GatherRun *>(arg);
-  std::lock_guard<std::mutex> g(r->d->mu);
-  r->flushed_at_start.push_back(r->d->flushed);
-  r->d->cv.notify_all();
-}
-
-// One run of 6 tasks (the queue never empties in between): the first defers
-// a flush, as a response's write does. With gather_max 3 the thread writes
-// it after 3 tasks of the run (the deferring one and two more), on its own
-// thread, before the 4th - not at the run's end; without a cap (0), at the
-// run's end, as before.
-TEST(WorkerPool, ALongRunWritesWhatItGatheredEveryGatherMaxTasks) {
-  for (int gather_max : {3, 0}) {
-    rrpc__worker_pool *p;
-    ASSERT_EQ(start_pool(1, 16, kRescueUs, 0, &p, 0, 0, /*flush_us=*/60 * 1000 * 1000, gather_max), 0);
-    Deferred d;
-    GatherRun r;
-    r.d = &d;
-    rrpc__work ts[6];
-    ts[0] = rrpc__work{&ts[1], defer_task, &d};
-    for (int i = 1; i < 6; i++) ts[i] = rrpc__work{i < 5 ? &ts[i + 1] : nullptr, note_flushes_task, &r};
-    rrpc__work *rest;
-    int why = 0;
-    ASSERT_EQ(rrpc__worker_pool_submit(p, &ts[0], 6, &rest, &why), 6);
-    {
-      std::unique_lock<std::mutex> g(d.mu);
-      ASSERT_TRUE(d.cv.wait_for(g, kLimit, [&] { return d.flushed > 0 && r.flushed_at_start.size() == 5; }));
-      EXPECT_EQ(d.deferred_on, d.flushed_on) << "written by another thread";
-    }
-    std::vector<int> want = gather_max == 3 ? std::vector<int>{0, 0, 1, 1, 1} : std::vector<int>{0, 0, 0, 0, 0};
-    EXPECT_EQ(want, r.flushed_at_start) << "gather_max " << gather_max;
-    EXPECT_EQ(gather_max == 3 ? 1u : 0u, rrpc__worker_pool_gather_flushes(p));
-    EXPECT_EQ(0u, rrpc__worker_pool_write_rescues(p));
-    rrpc__worker_pool_stop(p);
-    EXPECT_EQ(1, d.flushed);
-  }
-}
-
-// Without deferred writes the cap does nothing: a run of lone tasks never
-// counts a gather flush.
-TEST(WorkerPool, AGatherCapWithoutDeferredWritesFlushesNothing) {
-  rrpc__worker_pool *p;
-  ASSERT_EQ(start_pool(1, 64, kRescueUs, 0, &p, 0, 0, /*flush_us=*/60 * 1000 * 1000, /*gather_max=*/2), 0);
-  Deferred d;
-  GatherRun r;
-  r.d = &d;
-  std::vector<rrpc__work> ts = make_batch(20, note_flushes_task, &r);
-  rrpc__work *rest;
-  int why = 0;
-  ASSERT_EQ(rrpc__worker_pool_submit(p, ts.data(), 20, &rest, &why), 20);
-  {
-    std::unique_lock<std::mutex> g(d.mu);
-    ASSERT_TRUE(d.cv.wait_for(g, kLimit, [&] { return r.flushed_at_start.size() == 20; }));
-  }
-  EXPECT_EQ(0u, rrpc__worker_pool_gather_flushes(p));
-  rrpc__worker_pool_stop(p);
-  EXPECT_EQ(0, d.flushed);
-}
-

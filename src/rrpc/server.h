@@ -84,13 +84,6 @@ typedef struct rrpc_server_options {
                               negative = off: such responses are queued for
                               the connection's loop to write. Needs
                               pool_rescue_us >= 0 */
-  int pool_write_gather_max; /* a pool thread's run of requests gathers the
-                              responses of at most this many before it
-                              writes them (then gathers again), so a long
-                              run at saturation does not hold its first
-                              responses until the queue empties (counted:
-                              rrpc_server_pool_gather_flushes). 0 = 16;
-                              negative = no cap: written when the run ends */
 } rrpc_server_options;
 
 /* Where a method's handler runs. */
@@ -139,10 +132,6 @@ uint64_t rrpc_server_pool_rescues(const rrpc_server *s);
  * thread's gathered responses because it stayed inside one handler
  * (pool_write_flush_us). Any thread. */
 uint64_t rrpc_server_pool_write_rescues(const rrpc_server *s);
-/* rrpc_server_pool_gather_flushes - how often a pool thread wrote its
- * gathered responses mid-run because it had gathered those of
- * pool_write_gather_max requests. Any thread. */
-uint64_t rrpc_server_pool_gather_flushes(const rrpc_server *s);
 /* rrpc_server_pool_left_to_busy - batches of requests that woke no idle pool
  * thread because busy ones were to take them (pool_busy_queue). Any thread. */
 uint64_t rrpc_server_pool_left_to_busy(const rrpc_server *s);

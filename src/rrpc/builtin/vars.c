@@ -344,10 +344,6 @@ static void add_builtin(rrpc__varlist *l) {
                  "Workers' gathered responses the rescuer wrote because the worker stayed in one handler "
                  "(pool_write_flush_us; all servers)",
                  1, (double)rrpc__worker_pools_write_rescues_total(), NULL);
-  rrpc__vars_add(l, "rrpc_workers_gather_flushes_total",
-                 "Workers' gathered responses written mid-run because they held those of "
-                 "pool_write_gather_max requests (all servers)",
-                 1, (double)rrpc__worker_pools_gather_flushes_total(), NULL);
   rrpc__vars_add(l, "rrpc_client_late_responses_total",
                  "Responses dropped because their call had timed out or been cancelled", 1,
                  (double)rrpc__late_responses_total(), NULL);

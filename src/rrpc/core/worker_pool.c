@@ -55,11 +55,7 @@
  * - a worker may defer writes (flush_us > 0; the server's responses to a
  *   connection with more requests in handlers): it keeps a list of flushes
  *   and runs them when its run of tasks ends (the queue is empty), so a run
- *   writes once per connection - or, in a run longer than gather_max
- *   tasks, once per gather_max tasks: a saturated pool's runs are long,
- *   and responses held to the run's end left the reading loops (and the
- *   peer) with nothing to read, so they slept and were woken again
- *   (docs/performance.md, "The pool's hand-off on 2 CPUs"). The rescuer bounds the wait: while any
+ *   writes once per connection. The rescuer bounds the wait: while any
  *   list is non-empty it looks every flush_us / 2, asks a worker holding
  *   one to flush before its next task, and runs the list itself for a
  *   worker that held one at the previous look and started no task since
@@ -100,7 +96,6 @@ struct rrpc__worker {
   int rouse_on_unlock;  /* under dmu: the list went from empty to not */
   atomic_uint tasks;    /* tasks started: the rescuer's sign of progress */
   atomic_int flush_due; /* the rescuer asks: flush before the next task */
-  unsigned since_flush;  /* this thread only: tasks run since its list began */
   unsigned seen_tasks;  /* rescuer only: tasks at its last look ... */
   int seen_deferred;    /* ... which found deferred writes */
 };
@@ -110,7 +105,7 @@ static _Thread_local struct rrpc__worker *tls_self;
 /* Every pool's counters summed, for /vars: the pools come and go with
  * their servers, the totals stay (a counter must not go down). */
 static struct {
-  atomic_uint_least64_t rejected, rescues, wakeups, left_to_busy, write_rescues, gather_flushes;
+  atomic_uint_least64_t rejected, rescues, wakeups, left_to_busy, write_rescues;
 } g_totals;
 
 struct rrpc__worker_pool {
@@ -134,9 +129,8 @@ struct rrpc__worker_pool {
   atomic_int rescuer_parked;
   atomic_uint defer_pushes; /* lists that went from empty to not */
   int flush_us;             /* > 0: threads defer writes; the bound */
-  unsigned gather_max;      /* > 0: a thread flushes after so many tasks */
   int nalloc;               /* workers allocated (the rescuer's scan) */
-  atomic_uint_least64_t rejected, rescues, wakeups, left_to_busy, write_rescues, gather_flushes;
+  atomic_uint_least64_t rejected, rescues, wakeups, left_to_busy, write_rescues;
   int busy_queue;      /* > 0: tasks per busy worker a batch may be left to */
   int64_t short_task_ns; /* tasks on average this short count as short */
   int rescue_us; /* < 0: pass on at once, no rescuer */
@@ -237,14 +231,6 @@ static void run_list(rrpc__worker_flush *f) {
 }
 
 static void flush_list(struct rrpc__worker *w) { run_list(take_list(w)); }
-
-/* Under mu, a task waiting: has this thread run gather_max tasks with
- * writes deferred since it last flushed? Then they go out before it takes
- * another (the pass-on and queue are as they were: it is still looking). */
-static int gather_full_locked(const rrpc__worker_pool *p, const struct rrpc__worker *w) {
-  return p->gather_max > 0 && w->since_flush >= p->gather_max &&
-         atomic_load_explicit(&w->dhead, memory_order_relaxed) != NULL;
-}
 
 /* The rescuer's look at the deferred writes (no lock held), every
  * flush_us / 2: a thread holding some is asked to flush before its next
@@ -414,14 +400,6 @@ static void *worker_main(void *arg) {
   pthread_mutex_lock(&p->mu);
   for (;;) {
     rrpc__work *t = p->head;
-    if (t != NULL && gather_full_locked(p, w)) {
-      pthread_mutex_unlock(&p->mu);
-      atomic_fetch_add_explicit(&p->gather_flushes, 1, memory_order_relaxed);
-      atomic_fetch_add_explicit(&g_totals.gather_flushes, 1, memory_order_relaxed);
-      flush_list(w);
-      pthread_mutex_lock(&p->mu);
-      continue;
-    }
     if (t == NULL) {
       if (atomic_load_explicit(&w->dhead, memory_order_relaxed) != NULL) {
         /* The run of tasks is over: its deferred writes go out now, one
@@ -453,7 +431,6 @@ static void *worker_main(void *arg) {
     }
     atomic_store_explicit(&w->tasks, atomic_load_explicit(&w->tasks, memory_order_relaxed) + 1, memory_order_relaxed);
     int64_t took = run_task(p, w, t);
-    w->since_flush++;
     pthread_mutex_lock(&p->mu);
     if (took >= 0) p->task_ns += (took - p->task_ns) / 8;
     p->busy--;
@@ -498,8 +475,6 @@ int rrpc__worker_pool_start(const rrpc__worker_pool_config *cfg, const char *nam
   /* Deferring writes needs the rescuer to bound their wait. */
   p->flush_us = p->rescue_us >= 0 && cfg->flush_us > 0 ? cfg->flush_us : 0;
   p->nalloc = nthreads;
-  p->gather_max = p->flush_us > 0 && cfg->gather_max > 0 ? (unsigned)cfg->gather_max : 0;
-  atomic_init(&p->gather_flushes, 0);
   atomic_init(&p->write_rescues, 0);
   atomic_init(&p->rescuer_parked, 0);
   atomic_init(&p->defer_pushes, 0);
@@ -617,23 +592,12 @@ void rrpc__worker_unlock(rrpc__worker *w) {
 void rrpc__worker_defer_locked(rrpc__worker *w, rrpc__worker_flush *f) {
   f->next = atomic_load_explicit(&w->dhead, memory_order_relaxed);
   __atomic_store_n(&f->owner, w, __ATOMIC_RELAXED);
-  if (f->next == NULL) {
-    w->rouse_on_unlock = 1;
-    w->since_flush = 0; /* the list begins in the task now running */
-  }
+  if (f->next == NULL) w->rouse_on_unlock = 1;
   atomic_store_explicit(&w->dhead, f, memory_order_release); /* the rescuer peeks */
 }
 
 uint64_t rrpc__worker_pool_write_rescues(const rrpc__worker_pool *p) {
   return atomic_load_explicit(&((rrpc__worker_pool *)p)->write_rescues, memory_order_relaxed);
-}
-
-uint64_t rrpc__worker_pool_gather_flushes(const rrpc__worker_pool *p) {
-  return atomic_load_explicit(&((rrpc__worker_pool *)p)->gather_flushes, memory_order_relaxed);
-}
-
-uint64_t rrpc__worker_pools_gather_flushes_total(void) {
-  return atomic_load_explicit(&g_totals.gather_flushes, memory_order_relaxed);
 }
 
 uint64_t rrpc__worker_pools_write_rescues_total(void) {

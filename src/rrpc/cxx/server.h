@@ -97,10 +97,6 @@ struct ServerOptions {
   // negative = the connection's loop writes them. Default
   // --rrpc_pool_write_flush_us (docs/threads.md).
   int pool_write_flush_us;
-  // A pool thread writes the responses it gathered after those of this many
-  // requests, not only when its run of requests ends. 0 = 16; negative =
-  // only at the run's end. Default --rrpc_pool_write_gather_max.
-  int pool_write_gather_max;
   // Answer HTTP on this port with the builtin pages (/status, /vars,
   // /connections, /rdma, /flags, /metrics); docs/observability.md.
   bool has_builtin_services = true;

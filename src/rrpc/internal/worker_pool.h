@@ -45,12 +45,6 @@ typedef struct rrpc__worker_pool_config {
    * (counted: write_rescues). <= 0: rrpc__worker_self is NULL (no
    * deferring). */
   int flush_us;
-  /* > 0 (with flush_us > 0): a thread that has run this many tasks since
-   * it last flushed, with writes deferred, flushes them before its next
-   * task instead of at the end of its run (counted: gather_flushes), so a
-   * long run's first responses are not held until the queue empties.
-   * <= 0: only the run's end, the rescuer and stop flush. */
-  int gather_max;
 } rrpc__worker_pool_config;
 
 /* A pool thread, while it runs a task. */
@@ -109,12 +103,6 @@ void rrpc__worker_unlock(rrpc__worker *w);
  * thread if this thread is still inside the same task at the rescuer's
  * next look. f->owner is w until then. */
 void rrpc__worker_defer_locked(rrpc__worker *w, rrpc__worker_flush *f);
-/* gather_flushes - flushes a thread ran mid-run because it had run
- * gather_max tasks since its last. Any thread. */
-uint64_t rrpc__worker_pool_gather_flushes(const rrpc__worker_pool *p);
-/* gather_flushes_total - the same summed over every pool the process has
- * had. Any thread. */
-uint64_t rrpc__worker_pools_gather_flushes_total(void);
 /* write_rescues - flushes the rescuer ran for a thread that stayed inside
  * one task with deferred writes. Any thread. */
 uint64_t rrpc__worker_pool_write_rescues(const rrpc__worker_pool *p);

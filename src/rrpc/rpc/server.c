@@ -51,9 +51,6 @@ enum {
   DEFAULT_POOL_RESCUE_US = 1000,
   DEFAULT_POOL_SHORT_TASK_US = 50,
   DEFAULT_POOL_WRITE_FLUSH_US = 1000,
-  /* 4 and 8 cost more (a write and a peer wake-up per few responses), 16
-   * - 64 did not differ measurably (docs/performance.md) */
-  DEFAULT_POOL_WRITE_GATHER_MAX = 16,
 };
 
 /* One accepted connection. Listed in the server until its socket's
@@ -240,10 +237,6 @@ uint64_t rrpc_server_pool_rescues(const rrpc_server *s) {
 
 uint64_t rrpc_server_pool_write_rescues(const rrpc_server *s) {
   return s->pool != NULL ? rrpc__worker_pool_write_rescues(s->pool) : 0;
-}
-
-uint64_t rrpc_server_pool_gather_flushes(const rrpc_server *s) {
-  return s->pool != NULL ? rrpc__worker_pool_gather_flushes(s->pool) : 0;
 }
 
 uint64_t rrpc_server_pool_left_to_busy(const rrpc_server *s) {
@@ -925,7 +918,6 @@ static int start_runtime(rrpc_server *s) {
         .busy_queue = s->opts.pool_busy_queue, /* opt-in: see server.h */
         .short_task_us = s->opts.pool_short_task_us != 0 ? s->opts.pool_short_task_us : DEFAULT_POOL_SHORT_TASK_US,
         .flush_us = s->opts.pool_write_flush_us != 0 ? s->opts.pool_write_flush_us : DEFAULT_POOL_WRITE_FLUSH_US,
-        .gather_max = s->opts.pool_write_gather_max != 0 ? s->opts.pool_write_gather_max : DEFAULT_POOL_WRITE_GATHER_MAX,
     };
     rc = rrpc__worker_pool_start(&cfg, "rrpc-work", &s->pool);
   }
