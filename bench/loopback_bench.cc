@@ -476,6 +476,7 @@ extern "C" uint64_t rrpc__completions_handed_off_total(void);  // channel.c
 struct OneConn {
   double qps, cpu_us_per_rpc, cpu_pct;  // cpu_pct: user+sys of the process over wall time (200 = 2 cores)
   double handed_off;                    // share of the completions run on another client loop
+  double wakeups, pool_wakeups, rw;     // per RPC: voluntary switches, pool futex wake-ups, reads + writes
   std::string by_thread;                // CPU % per thread kind (name without its number)
 };
 
@@ -594,8 +595,15 @@ OneConn bench_oneconn(int threads) {
   rrpc_channel_free(ch);
   rrpc_server_free(srv);
   double cpu = u1.cpu_s - u0.cpu_s;
-  double handed = (double)(rrpc__completions_handed_off_total() - h0) / (double)calls.load();
-  return {(double)calls.load() / secs, cpu * 1e6 / (double)calls.load(), 100 * cpu / secs, handed,
+  double n = (double)calls.load();
+  double handed = (double)(rrpc__completions_handed_off_total() - h0) / n;
+  return {(double)calls.load() / secs,
+          cpu * 1e6 / n,
+          100 * cpu / secs,
+          handed,
+          (double)(u1.vcsw - u0.vcsw) / n,
+          (double)(u1.pool_wakeups - u0.pool_wakeups) / n,
+          (double)(u1.rw_syscalls - u0.rw_syscalls) / n,
           thread_share(th0, th1, th_secs)};
 }
 
@@ -671,8 +679,10 @@ int main(int argc, char **argv) {
       if (t > 2 * (int)sysconf(_SC_NPROCESSORS_ONLN)) break;
       OneConn r = bench_oneconn(t);
       if (base == 0) base = r.qps;
-      printf("server threads %d: %10.0f QPS  %.2fx the single loop  CPU %6.2f us/RPC  %5.0f %%  handed off %.2f  by thread:%s\n",
-             t, r.qps, r.qps / base, r.cpu_us_per_rpc, r.cpu_pct, r.handed_off, r.by_thread.c_str());
+      printf("server threads %d: %10.0f QPS  %.2fx the single loop  CPU %6.2f us/RPC  %5.0f %%  wakeups/RPC %.3f  "
+             "pool wk/RPC %.4f  rw sys/RPC %.3f  handed off %.2f  by thread:%s\n",
+             t, r.qps, r.qps / base, r.cpu_us_per_rpc, r.cpu_pct, r.wakeups, r.pool_wakeups, r.rw, r.handed_off,
+             r.by_thread.c_str());
     }
   } else if (g_case == "sat") {
     print_sat({bench_rawpipe(), bench_sat(paddr, "sat"), bench_sat(addr, "satloop")});
