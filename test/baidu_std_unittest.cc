@@ -739,6 +739,98 @@ TEST(RpcMetaEncode, RandomizedAgainstCxx) {
   }
 }
 
+// The one-pass encoder (pack's small frames): for random metas, either it
+// declines (0: a sub-message that may reach 128 bytes, or both of them) or
+// it writes what the general encoder writes, within its stated bound; and
+// it takes every meta whose sub-message is short for any integer values.
+TEST(RpcMetaEncode, ShortEncoderWritesTheGeneralBytesOrDeclines) {
+  std::mt19937_64 rng(20261129);
+  const int64_t edge[] = {0, 1, -1, 127, 128, 16383, 16384, INT32_MAX, INT32_MIN,
+                          INT64_MAX, INT64_MIN, 1LL << 49};
+  RandomMeta r;
+  int taken = 0;
+  for (int iter = 0; iter < 5000; iter++) {
+    r.Draw(rng, edge, 40, 200);
+    if (rng() & 1) r.m.has &= ~(uint32_t)(rng() & 1 ? RRPC_META_HAS_REQUEST : RRPC_META_HAS_RESPONSE);
+    SCOPED_TRACE(iter);
+    uint8_t buf[RRPC_META_SHORT_MAX + 16];
+    memset(buf, 0xEE, sizeof buf);
+    size_t n = rrpc__rpc_meta_encode_short(&r.m, buf);
+    const uint32_t has = r.m.has;
+    const bool req = has & RRPC_META_HAS_REQUEST, resp = has & RRPC_META_HAS_RESPONSE;
+    size_t req_max = r.svc.size() + r.method.size() + 4 + (has & RRPC_META_HAS_LOG_ID ? 11 : 0) +
+                     (has & RRPC_META_HAS_TIMEOUT_MS ? 11 : 0);
+    size_t resp_max = (has & RRPC_META_HAS_ERROR_CODE ? 11 : 0) +
+                      (has & RRPC_META_HAS_ERROR_TEXT ? r.text.size() + 2 : 0);
+    bool fits = !(req && resp) && (!req || req_max < 124) && (!resp || resp_max < 126);
+    const std::string want = Encode(r.m);
+    if (fits && !want.empty()) {  // 0 bytes to write (no field counts) reads as declined
+      ASSERT_NE(0u, n);
+    }
+    if (n == 0) continue;
+    taken++;
+    ASSERT_LE(n, static_cast<size_t>(RRPC_META_SHORT_MAX));
+    EXPECT_EQ(want, std::string(reinterpret_cast<char *>(buf), n));
+    EXPECT_EQ(0xEE, buf[n]);  // nothing past its end
+  }
+  EXPECT_GT(taken, 1000);
+}
+
+// The sub-message's length byte at its limit: a request whose names make
+// the body 127 bytes still goes through the short encoder or the general
+// one with the same bytes, and pack gives the general path's frame for
+// every name length around it, with and without the integers.
+TEST(BaiduPack, SmallFramesAroundTheShortMetaLimit) {
+  for (size_t n = 90; n <= 140; n++) {
+    for (int extra = 0; extra < 2; extra++) {
+      SCOPED_TRACE(n * 10 + extra);
+      std::string svc(n, 'S'), method = "M";
+      rrpc__rpc_meta m;
+      memset(&m, 0, sizeof(m));
+      m.has = RRPC_META_HAS_REQUEST | RRPC_META_HAS_CORRELATION_ID;
+      m.service_name = Str(svc);
+      m.method_name = Str(method);
+      m.correlation_id = 300000;
+      if (extra) {
+        m.has |= RRPC_META_HAS_LOG_ID | RRPC_META_HAS_TIMEOUT_MS;
+        m.log_id = -1;
+        m.timeout_ms = 1;
+      }
+      std::string payload = Pattern(64, static_cast<uint32_t>(n));
+      const std::string want = CxxFrame(ToPb(m), payload, "");
+      Buf pay, direct, behind;
+      pay.add(payload);
+      ASSERT_EQ(0, rrpc__baidu_pack(&direct.b, &m, &pay.b, nullptr));
+      EXPECT_EQ(want, direct.str());
+      behind.add("x");  // not empty: the general path
+      ASSERT_EQ(0, rrpc__baidu_pack(&behind.b, &m, &pay.b, nullptr));
+      EXPECT_EQ("x" + want, behind.str());
+    }
+  }
+  // A response with an error text around the limit, and one with both
+  // sub-messages (the general path only).
+  for (size_t n : {size_t(0), size_t(100), size_t(112), size_t(113), size_t(114), size_t(126),
+                   size_t(127), size_t(128), size_t(300)}) {
+    SCOPED_TRACE(n);
+    std::string text(n, 't');
+    rrpc__rpc_meta m;
+    memset(&m, 0, sizeof(m));
+    m.has = RRPC_META_HAS_RESPONSE | RRPC_META_HAS_CORRELATION_ID | RRPC_META_HAS_ERROR_CODE |
+            RRPC_META_HAS_ERROR_TEXT;
+    m.error_code = INT32_MIN;
+    m.error_text = Str(text);
+    m.correlation_id = 1;
+    Buf out, pay;
+    pay.add("p");
+    ASSERT_EQ(0, rrpc__baidu_pack(&out.b, &m, &pay.b, nullptr));
+    EXPECT_EQ(CxxFrame(ToPb(m), "p", ""), out.str());
+    m.has |= RRPC_META_HAS_REQUEST;
+    Buf both;
+    ASSERT_EQ(0, rrpc__baidu_pack(&both.b, &m, nullptr, nullptr));
+    EXPECT_EQ(CxxFrame(ToPb(m), "", ""), both.str());
+  }
+}
+
 TEST(RpcMeta, StrEq) {
   EXPECT_TRUE(rrpc__str_eq(rrpc__str{nullptr, 0}, ""));
   EXPECT_TRUE(rrpc__str_eq(rrpc__str{"abc", 3}, "abc"));
