@@ -831,6 +831,25 @@ TEST(BaiduPack, SmallFramesAroundTheShortMetaLimit) {
   }
 }
 
+// A small payload in several pieces (a caller's iobuf built from shared
+// blocks) is still copied whole behind the meta, in one pass.
+TEST(BaiduPack, SmallPayloadInSeveralPiecesIsCopiedWhole) {
+  std::string svc = "bench.Echo", method = "Echo";
+  rrpc__rpc_meta m = RequestMeta(svc, method, 3);
+  Buf a, b, c, pay, out;
+  a.add(Pattern(10, 1));
+  b.add(Pattern(20, 2));
+  c.add(Pattern(34, 3));
+  ASSERT_EQ(0, rrpc_iobuf_append_iobuf(&pay.b, &a.b));
+  ASSERT_EQ(0, rrpc_iobuf_append_iobuf(&pay.b, &b.b));
+  ASSERT_EQ(0, rrpc_iobuf_append_iobuf(&pay.b, &c.b));
+  ASSERT_EQ(3u, rrpc_iobuf_piece_count(&pay.b));
+  ASSERT_EQ(0, rrpc__baidu_pack(&out.b, &m, &pay.b, nullptr));
+  EXPECT_EQ(CxxFrame(ToPb(m), a.str() + b.str() + c.str(), ""), out.str());
+  EXPECT_EQ(1u, rrpc_iobuf_piece_count(&out.b));
+  EXPECT_EQ(64u, pay.size());  // the caller's payload is left as it was
+}
+
 TEST(RpcMeta, StrEq) {
   EXPECT_TRUE(rrpc__str_eq(rrpc__str{nullptr, 0}, ""));
   EXPECT_TRUE(rrpc__str_eq(rrpc__str{"abc", 3}, "abc"));
@@ -1297,6 +1316,48 @@ TEST(BaiduCut, InPlaceMetaOutlivesTheInputAndThePayload) {
     EXPECT_EQ(svc, std::string(msg.m.meta.service_name.ptr, msg.m.meta.service_name.len)) << k.name;
     EXPECT_EQ(method, std::string(msg.m.meta.method_name.ptr, msg.m.meta.method_name.len)) << k.name;
     EXPECT_EQ(7, msg.m.meta.correlation_id) << k.name;
+  }
+  rrpc_block_allocator_set(nullptr);
+}
+
+// A response's error text read in place outlives the input and the payload
+// as the request's names do; a response without strings holds no reference
+// to the read block (nothing in its meta points there), and the block goes
+// with the input and the payload.
+TEST(BaiduCut, InPlaceResponseHoldsItsBlockOnlyForAnErrorText) {
+  rrpc_block_allocator poison{};
+  poison.name = "poison";
+  poison.alloc = PoisonAlloc;
+  poison.free = PoisonFree;
+  rrpc_block_allocator_set(&poison);
+  std::string text(50, 'e');
+  for (int with_text = 0; with_text < 2; with_text++) {
+    SCOPED_TRACE(with_text);
+    rrpc__rpc_meta m;
+    memset(&m, 0, sizeof(m));
+    m.has = RRPC_META_HAS_RESPONSE | RRPC_META_HAS_CORRELATION_ID;
+    m.correlation_id = 9;
+    if (with_text) {
+      m.has |= RRPC_META_HAS_ERROR_CODE | RRPC_META_HAS_ERROR_TEXT;
+      m.error_code = 1004;
+      m.error_text = Str(text);
+    }
+    Buf wire, pay;
+    pay.add("payload");
+    ASSERT_EQ(0, rrpc__baidu_pack(&wire.b, &m, &pay.b, nullptr));
+    Buf in;
+    in.add(wire.str());
+    Msg msg;
+    ASSERT_EQ(1, rrpc__baidu_cut(&in.b, 0, &msg.m));
+    EXPECT_EQ(nullptr, msg.m.meta_bytes);
+    EXPECT_EQ(with_text ? rrpc__iobuf_ref_at(&msg.m.payload, 0)->block : nullptr, msg.m.meta_block);
+    rrpc_iobuf_clear(&in.b);
+    rrpc_iobuf_clear(&msg.m.payload);
+    EXPECT_EQ(9, msg.m.meta.correlation_id);
+    if (with_text) {
+      EXPECT_EQ(1004, msg.m.meta.error_code);
+      EXPECT_EQ(text, S(msg.m.meta.error_text));
+    }
   }
   rrpc_block_allocator_set(nullptr);
 }
