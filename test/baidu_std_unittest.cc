@@ -797,13 +797,19 @@ TEST(BaiduPack, SmallFramesAroundTheShortMetaLimit) {
         m.timeout_ms = 1;
       }
       std::string payload = Pattern(64, static_cast<uint32_t>(n));
-      const std::string want = CxxFrame(ToPb(m), payload, "");
-      Buf pay, direct, behind;
+      // With an attachment (extra), shared behind the copied payload.
+      std::string attachment = extra ? Pattern(300, static_cast<uint32_t>(n) + 1) : "";
+      RpcMeta pb = ToPb(m);
+      if (extra) pb.set_attachment_size(300);
+      const std::string want = CxxFrame(pb, payload, attachment);
+      Buf pay, att, direct, behind;
       pay.add(payload);
-      ASSERT_EQ(0, rrpc__baidu_pack(&direct.b, &m, &pay.b, nullptr));
+      att.add(attachment);
+      ASSERT_EQ(0, rrpc__baidu_pack(&direct.b, &m, &pay.b, &att.b));
       EXPECT_EQ(want, direct.str());
+      EXPECT_EQ(extra ? 2u : 1u, rrpc_iobuf_piece_count(&direct.b));
       behind.add("x");  // not empty: the general path
-      ASSERT_EQ(0, rrpc__baidu_pack(&behind.b, &m, &pay.b, nullptr));
+      ASSERT_EQ(0, rrpc__baidu_pack(&behind.b, &m, &pay.b, &att.b));
       EXPECT_EQ("x" + want, behind.str());
     }
   }

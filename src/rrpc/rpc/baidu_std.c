@@ -235,12 +235,14 @@ static void write_head(void *space, const rrpc__rpc_meta *meta, const rrpc__rpc_
     copy_small(payload, p + RRPC_BAIDU_HEADER_SIZE + meta_len, copied);
 }
 
-/* The common frame - an empty `out`, no attachment, a payload of at most
- * PACK_COPY_MAX bytes, a meta of the short shape (rpc_meta's
- * encode_short) - written in one pass into one new block: the meta is
- * encoded where it goes without a measuring pass first, the header's
- * lengths are stored after it. 1: not that frame, nothing done. */
-static int pack_small(rrpc_iobuf *out, rrpc__rpc_meta *meta, const rrpc_iobuf *payload, size_t pay_len) {
+/* The common frame - an empty `out`, a payload of at most PACK_COPY_MAX
+ * bytes, a meta of the short shape (rpc_meta's encode_short) - written in
+ * one pass into one new block: the meta is encoded where it goes without a
+ * measuring pass first, the header's lengths are stored after it, the
+ * payload copied behind it; an attachment (att_len <= INT32_MAX) is shared
+ * behind that, as on the general path. 1: not that frame, nothing done. */
+static int pack_small(rrpc_iobuf *out, rrpc__rpc_meta *meta, const rrpc_iobuf *payload, size_t pay_len,
+                      const rrpc_iobuf *attachment, size_t att_len) {
   rrpc_block *b;
   /* The block holds the longest short meta: the default block size does
    * (rrpc__block_alloc gives no less), so this is one allocation as
@@ -249,24 +251,35 @@ static int pack_small(rrpc_iobuf *out, rrpc__rpc_meta *meta, const rrpc_iobuf *p
   if (rc < 0) return rc;
   const uint32_t had = meta->has;
   const int32_t had_att = meta->attachment_size;
-  meta->has &= ~(uint32_t)RRPC_META_HAS_ATTACHMENT_SIZE;
+  if (att_len > 0) {
+    meta->has |= RRPC_META_HAS_ATTACHMENT_SIZE;
+    meta->attachment_size = (int32_t)att_len;
+  } else {
+    meta->has &= ~(uint32_t)RRPC_META_HAS_ATTACHMENT_SIZE;
+  }
   uint8_t *p = (uint8_t *)b->data;
   size_t meta_len = rrpc__rpc_meta_encode_short(meta, p + RRPC_BAIDU_HEADER_SIZE);
   if (meta_len == 0) {
     meta->has = had;
+    meta->attachment_size = had_att;
     rrpc__block_unref(b);
     return 1;
   }
-  meta->attachment_size = 0;
+  if (att_len == 0) meta->attachment_size = 0;
   memcpy(p, k_magic, 4);
-  store_be32(p + 4, (uint32_t)(meta_len + pay_len));
+  /* <= 200 + 128 + INT32_MAX: no overflow of the 32-bit field. */
+  store_be32(p + 4, (uint32_t)(meta_len + pay_len + att_len));
   store_be32(p + 8, (uint32_t)meta_len);
   if (pay_len > 0) copy_small(payload, p + RRPC_BAIDU_HEADER_SIZE + meta_len, pay_len);
   rc = rrpc__iobuf_append_new(out, b, (uint32_t)(RRPC_BAIDU_HEADER_SIZE + meta_len + pay_len));
-  if (rc < 0) { /* `out` is as it was: empty */
+  if (rc < 0) {
+    rrpc__block_unref(b); /* `out` is as it was: empty */
+  } else if (att_len > 0 && (rc = rrpc_iobuf_append_iobuf(out, attachment)) < 0) {
+    rrpc_iobuf_clear(out); /* empty again, as it came */
+  }
+  if (rc < 0) {
     meta->has = had;
     meta->attachment_size = had_att;
-    rrpc__block_unref(b);
   }
   return rc;
 }
@@ -275,8 +288,8 @@ int rrpc__baidu_pack(rrpc_iobuf *out, rrpc__rpc_meta *meta, const rrpc_iobuf *pa
                      const rrpc_iobuf *attachment) {
   size_t pay_len = payload ? rrpc__iobuf_length(payload) : 0;
   size_t att_len = attachment ? rrpc__iobuf_length(attachment) : 0;
-  if (att_len == 0 && pay_len <= PACK_COPY_MAX && rrpc__iobuf_length(out) == 0) {
-    int rc = pack_small(out, meta, payload, pay_len);
+  if (pay_len <= PACK_COPY_MAX && att_len <= INT32_MAX && rrpc__iobuf_length(out) == 0) {
+    int rc = pack_small(out, meta, payload, pay_len, attachment, att_len);
     if (rc <= 0) return rc;
   }
   size_t meta_len, head_len, body_len;
