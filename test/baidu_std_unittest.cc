@@ -554,6 +554,47 @@ void ExpectPathsAgree(const std::string &bytes, PathCounts *counts) {
 // RandomizedAgainstCxx) all take the fast path; every prefix, byte change,
 // deletion, insertion and concatenation of them, and hand-made oddities,
 // give the general decoder's answer, rejections included.
+// A plain response's meta (an empty RpcResponseMeta and a correlation id:
+// rpc_meta.c matches it whole) decodes as the general decoder does for
+// every id size around the 1 - 3 byte limits, in non-minimal forms, and in
+// every near miss: each byte changed, cut short, one byte more.
+TEST(RpcMetaDecode, PlainResponseShapeAgreesWithTheGeneralDecoder) {
+  PathCounts counts;
+  std::vector<std::string> shapes;
+  for (int64_t cid : {0LL, 1LL, 127LL, 128LL, 16383LL, 16384LL, 2097151LL, 2097152LL, -1LL}) {
+    rrpc__rpc_meta m;
+    memset(&m, 0, sizeof(m));
+    m.has = RRPC_META_HAS_RESPONSE | RRPC_META_HAS_CORRELATION_ID;
+    m.correlation_id = cid;
+    shapes.push_back(Encode(m));
+  }
+  shapes.push_back(std::string("\x12\x00\x20\x80\x00", 5));          // 0 in two bytes
+  shapes.push_back(std::string("\x12\x00\x20\x80\x80\x00", 6));      // and in three
+  shapes.push_back(std::string("\x12\x00\x20\x80\x80\x80\x00", 7));  // four: the decoders' way
+  shapes.push_back(std::string("\x12\x00\x20\x81", 4));              // continuation at the end
+  shapes.push_back(std::string("\x12\x00\x20\x01\x01", 5));          // a byte after the id
+  shapes.push_back(std::string("\x12\x01\x20\x05", 4));              // the sub-message swallows the tag
+  shapes.push_back(std::string("\x12\x00\x18\x05", 4));              // compress_type, not an id
+  for (const std::string &v : shapes) {
+    SCOPED_TRACE(testing::PrintToString(v));
+    ExpectPathsAgree(v, &counts);
+    for (size_t n = 0; n < v.size(); n++) ExpectPathsAgree(v.substr(0, n), &counts);
+    for (size_t at = 0; at < v.size(); at++) {
+      for (int x : {0x00, 0x01, 0x7f, 0x80, 0xff, v[at] ^ 0x80}) {
+        std::string w = v;
+        w[at] = static_cast<char>(x);
+        ExpectPathsAgree(w, &counts);
+      }
+    }
+    ExpectPathsAgree(v + std::string(1, '\x28'), &counts);
+  }
+  rrpc__rpc_meta m;
+  ASSERT_EQ(0, Decode(std::string("\x12\x00\x20\xd2\x09", 5), &m));
+  EXPECT_EQ(RRPC_META_HAS_RESPONSE | RRPC_META_HAS_CORRELATION_ID, m.has);
+  EXPECT_EQ(1234, m.correlation_id);
+  EXPECT_EQ(0u, m.error_text.len);
+}
+
 TEST(RpcMetaDecode, FastPathAgreesWithTheGeneralDecoder) {
   std::mt19937_64 rng(20251123);
   const int64_t edge[] = {0, 1, -1, 127, 128, 16383, 16384, INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN};

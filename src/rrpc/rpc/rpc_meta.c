@@ -444,12 +444,32 @@ static inline void meta_clear(rrpc__rpc_meta *m) {
   m->attachment_size = 0;
 }
 
+/* The meta of nearly every response: an empty RpcResponseMeta and a
+ * correlation id of 1 - 3 varint bytes (4 - 6 bytes in all), matched whole
+ * with the bytes' values known, without decode_fast's field-by-field tests
+ * (~70 instructions a response). *m is cleared; false: not that shape,
+ * *m untouched. */
+static inline bool plain_response(const uint8_t *p, size_t n, rrpc__rpc_meta *m) {
+  if (n < 4 || n > 6 || p[0] != T_META_RESPONSE || p[1] != 0 || p[2] != T_META_CORRELATION_ID)
+    return false;
+  uint64_t v = 0;
+  for (size_t i = 3; i < n; i++) {
+    /* The continuation bit on every byte but the last. */
+    if (((p[i] & 0x80) != 0) != (i + 1 < n))
+      return false;
+    v |= (uint64_t)(p[i] & 0x7f) << (7 * (i - 3));
+  }
+  m->has = RRPC_META_HAS_RESPONSE | RRPC_META_HAS_CORRELATION_ID;
+  m->correlation_id = (int64_t)v;
+  return true;
+}
+
 /* Thread-safe (no shared state); strings in *out borrow from p. */
 int rrpc__rpc_meta_decode(const uint8_t *p, size_t n, rrpc__rpc_meta *out) {
   meta_clear(out);
   if (n == 0)
     return 0; /* an empty message; p may be NULL, so no arithmetic on it */
-  if (decode_fast(p, n, out))
+  if (plain_response(p, n, out) || decode_fast(p, n, out))
     return 0;
   return rrpc__rpc_meta_decode_general(p, n, out);
 }
