@@ -240,7 +240,10 @@ static void write_head(void *space, const rrpc__rpc_meta *meta, const rrpc__rpc_
  * one pass into one new block: the meta is encoded where it goes without a
  * measuring pass first, the header's lengths are stored after it, the
  * payload copied behind it; an attachment (att_len <= INT32_MAX) is shared
- * behind that, as on the general path. 1: not that frame, nothing done. */
+ * behind that, as on the general path. 1: not that frame, nothing done
+ * (its block was allocated and released: a meta of the long shape - names
+ * or an error text of over ~110 bytes - is rare enough that testing the
+ * shape before the allocation would cost the common frame more). */
 static int pack_small(rrpc_iobuf *out, rrpc__rpc_meta *meta, const rrpc_iobuf *payload, size_t pay_len,
                       const rrpc_iobuf *attachment, size_t att_len) {
   rrpc_block *b;
