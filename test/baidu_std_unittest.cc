@@ -554,6 +554,47 @@ void ExpectPathsAgree(const std::string &bytes, PathCounts *counts) {
 // RandomizedAgainstCxx) all take the fast path; every prefix, byte change,
 // deletion, insertion and concatenation of them, and hand-made oddities,
 // give the general decoder's answer, rejections included.
+// A plain response's meta (an empty RpcResponseMeta and a correlation id:
+// rpc_meta.c matches it whole) decodes as the general decoder does for
+// every id size around the 1 - 3 byte limits, in non-minimal forms, and in
+// every near miss: each byte changed, cut short, one byte more.
+TEST(RpcMetaDecode, PlainResponseShapeAgreesWithTheGeneralDecoder) {
+  PathCounts counts;
+  std::vector<std::string> shapes;
+  for (int64_t cid : {0LL, 1LL, 127LL, 128LL, 16383LL, 16384LL, 2097151LL, 2097152LL, -1LL}) {
+    rrpc__rpc_meta m;
+    memset(&m, 0, sizeof(m));
+    m.has = RRPC_META_HAS_RESPONSE | RRPC_META_HAS_CORRELATION_ID;
+    m.correlation_id = cid;
+    shapes.push_back(Encode(m));
+  }
+  shapes.push_back(std::string("\x12\x00\x20\x80\x00", 5));          // 0 in two bytes
+  shapes.push_back(std::string("\x12\x00\x20\x80\x80\x00", 6));      // and in three
+  shapes.push_back(std::string("\x12\x00\x20\x80\x80\x80\x00", 7));  // four: the decoders' way
+  shapes.push_back(std::string("\x12\x00\x20\x81", 4));              // continuation at the end
+  shapes.push_back(std::string("\x12\x00\x20\x01\x01", 5));          // a byte after the id
+  shapes.push_back(std::string("\x12\x01\x20\x05", 4));              // the sub-message swallows the tag
+  shapes.push_back(std::string("\x12\x00\x18\x05", 4));              // compress_type, not an id
+  for (const std::string &v : shapes) {
+    SCOPED_TRACE(testing::PrintToString(v));
+    ExpectPathsAgree(v, &counts);
+    for (size_t n = 0; n < v.size(); n++) ExpectPathsAgree(v.substr(0, n), &counts);
+    for (size_t at = 0; at < v.size(); at++) {
+      for (int x : {0x00, 0x01, 0x7f, 0x80, 0xff, v[at] ^ 0x80}) {
+        std::string w = v;
+        w[at] = static_cast<char>(x);
+        ExpectPathsAgree(w, &counts);
+      }
+    }
+    ExpectPathsAgree(v + std::string(1, '\x28'), &counts);
+  }
+  rrpc__rpc_meta m;
+  ASSERT_EQ(0, Decode(std::string("\x12\x00\x20\xd2\x09", 5), &m));
+  EXPECT_EQ(RRPC_META_HAS_RESPONSE | RRPC_META_HAS_CORRELATION_ID, m.has);
+  EXPECT_EQ(1234, m.correlation_id);
+  EXPECT_EQ(0u, m.error_text.len);
+}
+
 TEST(RpcMetaDecode, FastPathAgreesWithTheGeneralDecoder) {
   std::mt19937_64 rng(20251123);
   const int64_t edge[] = {0, 1, -1, 127, 128, 16383, 16384, INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN};
@@ -737,6 +778,123 @@ TEST(RpcMetaEncode, RandomizedAgainstCxx) {
     CheckCxxToRrpc(ToPb(r.m));
     if (HasFailure()) break;
   }
+}
+
+// The one-pass encoder (pack's small frames): for random metas, either it
+// declines (0: a sub-message that may reach 128 bytes, or both of them) or
+// it writes what the general encoder writes, within its stated bound; and
+// it takes every meta whose sub-message is short for any integer values.
+TEST(RpcMetaEncode, ShortEncoderWritesTheGeneralBytesOrDeclines) {
+  std::mt19937_64 rng(20261129);
+  const int64_t edge[] = {0, 1, -1, 127, 128, 16383, 16384, INT32_MAX, INT32_MIN,
+                          INT64_MAX, INT64_MIN, 1LL << 49};
+  RandomMeta r;
+  int taken = 0;
+  for (int iter = 0; iter < 5000; iter++) {
+    r.Draw(rng, edge, 40, 200);
+    if (rng() & 1) r.m.has &= ~(uint32_t)(rng() & 1 ? RRPC_META_HAS_REQUEST : RRPC_META_HAS_RESPONSE);
+    SCOPED_TRACE(iter);
+    uint8_t buf[RRPC_META_SHORT_MAX + 16];
+    memset(buf, 0xEE, sizeof buf);
+    size_t n = rrpc__rpc_meta_encode_short(&r.m, buf);
+    const uint32_t has = r.m.has;
+    const bool req = has & RRPC_META_HAS_REQUEST, resp = has & RRPC_META_HAS_RESPONSE;
+    size_t req_max = r.svc.size() + r.method.size() + 4 + (has & RRPC_META_HAS_LOG_ID ? 11 : 0) +
+                     (has & RRPC_META_HAS_TIMEOUT_MS ? 11 : 0);
+    size_t resp_max = (has & RRPC_META_HAS_ERROR_CODE ? 11 : 0) +
+                      (has & RRPC_META_HAS_ERROR_TEXT ? r.text.size() + 2 : 0);
+    bool fits = !(req && resp) && (!req || req_max < 124) && (!resp || resp_max < 126);
+    const std::string want = Encode(r.m);
+    if (fits && !want.empty()) {  // 0 bytes to write (no field counts) reads as declined
+      ASSERT_NE(0u, n);
+    }
+    if (n == 0) continue;
+    taken++;
+    ASSERT_LE(n, static_cast<size_t>(RRPC_META_SHORT_MAX));
+    EXPECT_EQ(want, std::string(reinterpret_cast<char *>(buf), n));
+    EXPECT_EQ(0xEE, buf[n]);  // nothing past its end
+  }
+  EXPECT_GT(taken, 1000);
+}
+
+// The sub-message's length byte at its limit: a request whose names make
+// the body 127 bytes still goes through the short encoder or the general
+// one with the same bytes, and pack gives the general path's frame for
+// every name length around it, with and without the integers.
+TEST(BaiduPack, SmallFramesAroundTheShortMetaLimit) {
+  for (size_t n = 90; n <= 140; n++) {
+    for (int extra = 0; extra < 2; extra++) {
+      SCOPED_TRACE(n * 10 + extra);
+      std::string svc(n, 'S'), method = "M";
+      rrpc__rpc_meta m;
+      memset(&m, 0, sizeof(m));
+      m.has = RRPC_META_HAS_REQUEST | RRPC_META_HAS_CORRELATION_ID;
+      m.service_name = Str(svc);
+      m.method_name = Str(method);
+      m.correlation_id = 300000;
+      if (extra) {
+        m.has |= RRPC_META_HAS_LOG_ID | RRPC_META_HAS_TIMEOUT_MS;
+        m.log_id = -1;
+        m.timeout_ms = 1;
+      }
+      std::string payload = Pattern(64, static_cast<uint32_t>(n));
+      // With an attachment (extra), shared behind the copied payload.
+      std::string attachment = extra ? Pattern(300, static_cast<uint32_t>(n) + 1) : "";
+      RpcMeta pb = ToPb(m);
+      if (extra) pb.set_attachment_size(300);
+      const std::string want = CxxFrame(pb, payload, attachment);
+      Buf pay, att, direct, behind;
+      pay.add(payload);
+      att.add(attachment);
+      ASSERT_EQ(0, rrpc__baidu_pack(&direct.b, &m, &pay.b, &att.b));
+      EXPECT_EQ(want, direct.str());
+      EXPECT_EQ(extra ? 2u : 1u, rrpc_iobuf_piece_count(&direct.b));
+      behind.add("x");  // not empty: the general path
+      ASSERT_EQ(0, rrpc__baidu_pack(&behind.b, &m, &pay.b, &att.b));
+      EXPECT_EQ("x" + want, behind.str());
+    }
+  }
+  // A response with an error text around the limit, and one with both
+  // sub-messages (the general path only).
+  for (size_t n : {size_t(0), size_t(100), size_t(112), size_t(113), size_t(114), size_t(126),
+                   size_t(127), size_t(128), size_t(300)}) {
+    SCOPED_TRACE(n);
+    std::string text(n, 't');
+    rrpc__rpc_meta m;
+    memset(&m, 0, sizeof(m));
+    m.has = RRPC_META_HAS_RESPONSE | RRPC_META_HAS_CORRELATION_ID | RRPC_META_HAS_ERROR_CODE |
+            RRPC_META_HAS_ERROR_TEXT;
+    m.error_code = INT32_MIN;
+    m.error_text = Str(text);
+    m.correlation_id = 1;
+    Buf out, pay;
+    pay.add("p");
+    ASSERT_EQ(0, rrpc__baidu_pack(&out.b, &m, &pay.b, nullptr));
+    EXPECT_EQ(CxxFrame(ToPb(m), "p", ""), out.str());
+    m.has |= RRPC_META_HAS_REQUEST;
+    Buf both;
+    ASSERT_EQ(0, rrpc__baidu_pack(&both.b, &m, nullptr, nullptr));
+    EXPECT_EQ(CxxFrame(ToPb(m), "", ""), both.str());
+  }
+}
+
+// A small payload in several pieces (a caller's iobuf built from shared
+// blocks) is still copied whole behind the meta, in one pass.
+TEST(BaiduPack, SmallPayloadInSeveralPiecesIsCopiedWhole) {
+  std::string svc = "bench.Echo", method = "Echo";
+  rrpc__rpc_meta m = RequestMeta(svc, method, 3);
+  Buf a, b, c, pay, out;
+  a.add(Pattern(10, 1));
+  b.add(Pattern(20, 2));
+  c.add(Pattern(34, 3));
+  ASSERT_EQ(0, rrpc_iobuf_append_iobuf(&pay.b, &a.b));
+  ASSERT_EQ(0, rrpc_iobuf_append_iobuf(&pay.b, &b.b));
+  ASSERT_EQ(0, rrpc_iobuf_append_iobuf(&pay.b, &c.b));
+  ASSERT_EQ(3u, rrpc_iobuf_piece_count(&pay.b));
+  ASSERT_EQ(0, rrpc__baidu_pack(&out.b, &m, &pay.b, nullptr));
+  EXPECT_EQ(CxxFrame(ToPb(m), a.str() + b.str() + c.str(), ""), out.str());
+  EXPECT_EQ(1u, rrpc_iobuf_piece_count(&out.b));
+  EXPECT_EQ(64u, pay.size());  // the caller's payload is left as it was
 }
 
 TEST(RpcMeta, StrEq) {
@@ -1205,6 +1363,48 @@ TEST(BaiduCut, InPlaceMetaOutlivesTheInputAndThePayload) {
     EXPECT_EQ(svc, std::string(msg.m.meta.service_name.ptr, msg.m.meta.service_name.len)) << k.name;
     EXPECT_EQ(method, std::string(msg.m.meta.method_name.ptr, msg.m.meta.method_name.len)) << k.name;
     EXPECT_EQ(7, msg.m.meta.correlation_id) << k.name;
+  }
+  rrpc_block_allocator_set(nullptr);
+}
+
+// A response's error text read in place outlives the input and the payload
+// as the request's names do; a response without strings holds no reference
+// to the read block (nothing in its meta points there), and the block goes
+// with the input and the payload.
+TEST(BaiduCut, InPlaceResponseHoldsItsBlockOnlyForAnErrorText) {
+  rrpc_block_allocator poison{};
+  poison.name = "poison";
+  poison.alloc = PoisonAlloc;
+  poison.free = PoisonFree;
+  rrpc_block_allocator_set(&poison);
+  std::string text(50, 'e');
+  for (int with_text = 0; with_text < 2; with_text++) {
+    SCOPED_TRACE(with_text);
+    rrpc__rpc_meta m;
+    memset(&m, 0, sizeof(m));
+    m.has = RRPC_META_HAS_RESPONSE | RRPC_META_HAS_CORRELATION_ID;
+    m.correlation_id = 9;
+    if (with_text) {
+      m.has |= RRPC_META_HAS_ERROR_CODE | RRPC_META_HAS_ERROR_TEXT;
+      m.error_code = 1004;
+      m.error_text = Str(text);
+    }
+    Buf wire, pay;
+    pay.add("payload");
+    ASSERT_EQ(0, rrpc__baidu_pack(&wire.b, &m, &pay.b, nullptr));
+    Buf in;
+    in.add(wire.str());
+    Msg msg;
+    ASSERT_EQ(1, rrpc__baidu_cut(&in.b, 0, &msg.m));
+    EXPECT_EQ(nullptr, msg.m.meta_bytes);
+    EXPECT_EQ(with_text ? rrpc__iobuf_ref_at(&msg.m.payload, 0)->block : nullptr, msg.m.meta_block);
+    rrpc_iobuf_clear(&in.b);
+    rrpc_iobuf_clear(&msg.m.payload);
+    EXPECT_EQ(9, msg.m.meta.correlation_id);
+    if (with_text) {
+      EXPECT_EQ(1004, msg.m.meta.error_code);
+      EXPECT_EQ(text, S(msg.m.meta.error_text));
+    }
   }
   rrpc_block_allocator_set(nullptr);
 }

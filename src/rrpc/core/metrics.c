@@ -249,6 +249,7 @@ RECORD_FN void atomic_max(_Atomic uint64_t *a, uint64_t v, int owned) {
 /* One finished call, as every recorder it goes to sees it. */
 struct record {
   uint64_t lat, sec;
+  unsigned slot; /* sec % SLOTS: a division, made once per record, not per recorder */
   unsigned bucket, hist_bucket;
   int code;
 };
@@ -258,7 +259,7 @@ struct record {
  * with its second already set, so a reader never sees a fresh slot as an
  * old second's. */
 static __attribute__((noinline)) struct slot *new_slot(struct shard *sh, const struct record *r) {
-  _Atomic(struct slot *) *at = &sh->slot[r->sec % SLOTS];
+  _Atomic(struct slot *) *at = &sh->slot[r->slot];
   struct slot *sl = NULL;
   struct slot *fresh = calloc(1, sizeof *fresh);
   if (fresh == NULL) return NULL;
@@ -282,7 +283,7 @@ static __attribute__((noinline)) void reuse_slot(struct slot *sl, const struct r
 /* The slot of r->sec, emptied first if it still holds a second that left
  * the window (reuse_slot). */
 RECORD_FN struct slot *slot_for(struct shard *sh, const struct record *r) {
-  struct slot *sl = atomic_load_explicit(&sh->slot[r->sec % SLOTS], memory_order_acquire);
+  struct slot *sl = atomic_load_explicit(&sh->slot[r->slot], memory_order_acquire);
   if (sl == NULL && (sl = new_slot(sh, r)) == NULL) return NULL;
   if (atomic_load_explicit(&sl->sec, memory_order_relaxed) != r->sec) reuse_slot(sl, r);
   return sl;
@@ -312,6 +313,7 @@ void rrpc__call_stats_end2(rrpc__call_stats *a, rrpc__call_stats *b, int64_t lat
   if (tl_shard < 0) pick_shard();
   struct record r = {.lat = latency_us > 0 ? (uint64_t)latency_us : 0, .code = code};
   r.sec = end_sec();
+  r.slot = (unsigned)(r.sec % SLOTS);
   r.bucket = bucket_of(r.lat);
   r.hist_bucket = hist_bucket_of(r.lat, r.bucket);
   if (OWNED_SHARD()) {

@@ -107,6 +107,16 @@ typedef struct rrpc__rpc_meta_sizes {
 size_t rrpc__rpc_meta_measure(const rrpc__rpc_meta *m, rrpc__rpc_meta_sizes *s);
 size_t rrpc__rpc_meta_encode_sized(const rrpc__rpc_meta *m, const rrpc__rpc_meta_sizes *s, uint8_t *out);
 
+/* rrpc__rpc_meta_encode_short - encode in one pass, without measuring
+ * first, a meta whose sub-message (request or response) is shorter than
+ * 128 bytes whatever its integers' values: so its length is one byte,
+ * written after the body. The same bytes as rrpc__rpc_meta_encode. 0 when
+ * *m is not of that shape (long names or error text: use measure and
+ * encode_sized) or has nothing to write; else the bytes written, at most
+ * RRPC_META_SHORT_MAX. */
+#define RRPC_META_SHORT_MAX 200
+size_t rrpc__rpc_meta_encode_short(const rrpc__rpc_meta *m, uint8_t *out);
+
 /* rrpc__rpc_meta_names_size / _encode - RpcRequestMeta's service_name and
  * method_name fields (tags, lengths and bytes), for a caller that encodes
  * them once and sends them with RRPC_META_HAS_NAMES_ENCODED. `out` must
@@ -116,13 +126,14 @@ size_t rrpc__rpc_meta_names_encode(rrpc__str service, rrpc__str method, uint8_t 
 
 /* One cut message. Strings in `meta` point into the input's block (the
  * usual case: header and meta in one piece, read in place; meta_block holds
- * a reference to it) or into meta_bytes, a copy: either way they are valid
- * until the message is destroyed. The payload/attachment iobufs SHARE
- * blocks with the input. */
+ * a reference to it when a string is not empty, NULL for a meta without
+ * strings) or into meta_bytes, a copy: either way they are valid until the
+ * message is destroyed. The payload/attachment iobufs SHARE blocks with
+ * the input. */
 typedef struct rrpc__baidu_msg {
   rrpc__rpc_meta meta;
   uint8_t *meta_bytes; /* NULL (meta read in place), meta_inline, or a heap copy */
-  rrpc_block *meta_block; /* a reference to a borrowed meta's block, or NULL */
+  rrpc_block *meta_block; /* a reference to a borrowed meta's strings' block, or NULL */
   rrpc_iobuf payload;
   rrpc_iobuf attachment;
   /* Set when attachment_size exceeds the bytes after the meta, or is

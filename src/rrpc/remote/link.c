@@ -730,8 +730,7 @@ static void redeliver_task(void *arg) {
 
 int rrpc__rmt_stream_cut(rrpc__socket *s, rrpc_iobuf *rbuf) {
   rrpc__rmt_on_data(s);
-  uint8_t b;
-  if (rrpc__iobuf_length(rbuf) == 0 || (rrpc_iobuf_copy_out(rbuf, 0, &b, 1), b != 'R')) return 0;
+  if (rrpc__iobuf_first_byte(rbuf) != 'R') return 0;
   rrpc_remote_link *l = rrpc__socket_ext(s);
   if (l == NULL) {
     /* The peer speaks first: this side's link starts now. */

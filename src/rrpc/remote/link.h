@@ -12,6 +12,7 @@
 #define RRPC_REMOTE_LINK_H
 
 #include "rrpc/iobuf.h"
+#include "rrpc/internal/iobuf.h"
 #include "rrpc/remote.h"
 #include "rrpc/transport.h"
 
@@ -29,8 +30,7 @@ int rrpc__rmt_stream_cut(rrpc__socket *s, rrpc_iobuf *rbuf);
 /* rrpc__rmt_stream_is_frame - 1 if rbuf opens with a remote-memory frame's
  * first byte (a cheap test before a fast path that cuts RPC frames only). */
 static inline int rrpc__rmt_stream_is_frame(const rrpc_iobuf *rbuf) {
-  uint8_t b;
-  return rrpc_iobuf_copy_out(rbuf, 0, &b, 1) == 1 && b == 'R';
+  return rrpc__iobuf_first_byte(rbuf) == 'R';
 }
 
 /* rrpc__rmt_on_data - a delivery on s (loop thread): a link without its

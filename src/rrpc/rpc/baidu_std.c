@@ -14,6 +14,8 @@ static const uint8_t k_magic[4] = {'P', 'R', 'P', 'C'};
 
 /* Payloads up to this size are copied into the header's block by pack. */
 #define PACK_COPY_MAX 128
+_Static_assert(RRPC_BAIDU_HEADER_SIZE + RRPC_META_SHORT_MAX + PACK_COPY_MAX <= RRPC_IOBUF_DEFAULT_BLOCK_SIZE,
+               "pack_small's frame fits a default block");
 
 /* Whole-word loads and stores with a byte swap: GCC merged the header's two
  * byte-wise stores into one 64-bit store assembled by ~25 shifts and ors. */
@@ -76,20 +78,32 @@ static int check_header(const uint8_t *h, size_t have, size_t max_body) {
 }
 
 /* The meta's bytes, borrowed from the first piece of `in` when header and
- * meta lie in it (the usual case: no copy; the message then holds a
- * reference to that block, so its strings live as long as it does, whatever
- * becomes of the input and the payload), else copied into the message. */
-static const uint8_t *meta_bytes(rrpc_iobuf *in, uint32_t meta_size, rrpc__baidu_msg *out) {
+ * meta lie in it (the usual case: no copy; *in_place is set, and
+ * keep_meta_block makes the message hold that block if the decoded meta
+ * points into it), else copied into the message. */
+static const uint8_t *meta_bytes(rrpc_iobuf *in, uint32_t meta_size, rrpc__baidu_msg *out, int *in_place) {
   const rrpc_iobuf_ref *r = rrpc__iobuf_ref_at(in, 0);
   if (r->len >= RRPC_BAIDU_HEADER_SIZE + (size_t)meta_size) {
-    out->meta_block = r->block;
-    rrpc__block_ref(r->block);
+    *in_place = 1;
     return (const uint8_t *)r->block->data + r->off + RRPC_BAIDU_HEADER_SIZE;
   }
   out->meta_bytes = meta_size <= sizeof out->meta_inline ? out->meta_inline : malloc(meta_size);
   if (out->meta_bytes != NULL)
     rrpc_iobuf_copy_out(in, RRPC_BAIDU_HEADER_SIZE, out->meta_bytes, meta_size);
   return out->meta_bytes;
+}
+
+/* A meta decoded in place whose strings are not empty: the message holds a
+ * reference to their block, so they live as long as it does, whatever
+ * becomes of the input and the payload. A response without an error text
+ * (the usual one) has none: no reference taken and dropped (two locked
+ * instructions a frame). */
+static void keep_meta_block(rrpc_iobuf *in, rrpc__baidu_msg *out) {
+  const rrpc__rpc_meta *m = &out->meta;
+  if ((m->service_name.len | m->method_name.len | m->error_text.len) == 0) return;
+  const rrpc_iobuf_ref *r = rrpc__iobuf_ref_at(in, 0);
+  out->meta_block = r->block;
+  rrpc__block_ref(r->block);
 }
 
 static int cut_frame(rrpc_iobuf *in, size_t max_body, rrpc__baidu_msg *out);
@@ -150,11 +164,14 @@ static int cut_frame(rrpc_iobuf *in, size_t max_body, rrpc__baidu_msg *out) {
     return 0;
 
   /* meta_size <= body_size <= max_body: a copy's allocation is bounded. */
-  if (meta_size > 0 && (meta = meta_bytes(in, meta_size, out)) == NULL)
+  int in_place = 0;
+  if (meta_size > 0 && (meta = meta_bytes(in, meta_size, out, &in_place)) == NULL)
     return -ENOMEM;
   rc = rrpc__rpc_meta_decode(meta, meta_size, &out->meta);
   if (rc < 0)
     goto fail;
+  if (in_place)
+    keep_meta_block(in, out);
 
   rest = (size_t)body_size - meta_size;
   att_len = 0;
@@ -196,7 +213,8 @@ static inline void copy_upto_max(uint8_t *dst, const uint8_t *src, size_t n) {
 /* A small payload (n > 0 bytes, all of it) copied behind the meta: from its
  * first piece directly when it lies there (a serialized message does),
  * without copy_out's general walk. */
-static void copy_small(const rrpc_iobuf *payload, uint8_t *dst, size_t n) {
+static inline __attribute__((always_inline)) void copy_small(const rrpc_iobuf *payload, uint8_t *dst,
+                                                            size_t n) {
   const rrpc_iobuf_ref *r = rrpc__iobuf_ref_at(payload, 0);
   if (r->len >= n)
     copy_upto_max(dst, (const uint8_t *)r->block->data + r->off, n);
@@ -217,10 +235,66 @@ static void write_head(void *space, const rrpc__rpc_meta *meta, const rrpc__rpc_
     copy_small(payload, p + RRPC_BAIDU_HEADER_SIZE + meta_len, copied);
 }
 
+/* The common frame - an empty `out`, a payload of at most PACK_COPY_MAX
+ * bytes, a meta of the short shape (rpc_meta's encode_short) - written in
+ * one pass into one new block: the meta is encoded where it goes without a
+ * measuring pass first, the header's lengths are stored after it, the
+ * payload copied behind it; an attachment (att_len <= INT32_MAX) is shared
+ * behind that, as on the general path. 1: not that frame, nothing done
+ * (its block was allocated and released: a meta of the long shape - names
+ * or an error text of over ~110 bytes - is rare enough that testing the
+ * shape before the allocation would cost the common frame more). */
+static int pack_small(rrpc_iobuf *out, rrpc__rpc_meta *meta, const rrpc_iobuf *payload, size_t pay_len,
+                      const rrpc_iobuf *attachment, size_t att_len) {
+  rrpc_block *b;
+  /* The block holds the longest short meta: the default block size does
+   * (rrpc__block_alloc gives no less), so this is one allocation as
+   * before. */
+  int rc = rrpc__block_alloc(RRPC_BAIDU_HEADER_SIZE + RRPC_META_SHORT_MAX + PACK_COPY_MAX, &b);
+  if (rc < 0) return rc;
+  const uint32_t had = meta->has;
+  const int32_t had_att = meta->attachment_size;
+  if (att_len > 0) {
+    meta->has |= RRPC_META_HAS_ATTACHMENT_SIZE;
+    meta->attachment_size = (int32_t)att_len;
+  } else {
+    meta->has &= ~(uint32_t)RRPC_META_HAS_ATTACHMENT_SIZE;
+  }
+  uint8_t *p = (uint8_t *)b->data;
+  size_t meta_len = rrpc__rpc_meta_encode_short(meta, p + RRPC_BAIDU_HEADER_SIZE);
+  if (meta_len == 0) {
+    meta->has = had;
+    meta->attachment_size = had_att;
+    rrpc__block_unref(b);
+    return 1;
+  }
+  if (att_len == 0) meta->attachment_size = 0;
+  memcpy(p, k_magic, 4);
+  /* <= 200 + 128 + INT32_MAX: no overflow of the 32-bit field. */
+  store_be32(p + 4, (uint32_t)(meta_len + pay_len + att_len));
+  store_be32(p + 8, (uint32_t)meta_len);
+  if (pay_len > 0) copy_small(payload, p + RRPC_BAIDU_HEADER_SIZE + meta_len, pay_len);
+  rc = rrpc__iobuf_append_new(out, b, (uint32_t)(RRPC_BAIDU_HEADER_SIZE + meta_len + pay_len));
+  if (rc < 0) {
+    rrpc__block_unref(b); /* `out` is as it was: empty */
+  } else if (att_len > 0 && (rc = rrpc_iobuf_append_iobuf(out, attachment)) < 0) {
+    rrpc_iobuf_clear(out); /* empty again, as it came */
+  }
+  if (rc < 0) {
+    meta->has = had;
+    meta->attachment_size = had_att;
+  }
+  return rc;
+}
+
 int rrpc__baidu_pack(rrpc_iobuf *out, rrpc__rpc_meta *meta, const rrpc_iobuf *payload,
                      const rrpc_iobuf *attachment) {
   size_t pay_len = payload ? rrpc__iobuf_length(payload) : 0;
   size_t att_len = attachment ? rrpc__iobuf_length(attachment) : 0;
+  if (pay_len <= PACK_COPY_MAX && att_len <= INT32_MAX && rrpc__iobuf_length(out) == 0) {
+    int rc = pack_small(out, meta, payload, pay_len, attachment, att_len);
+    if (rc <= 0) return rc;
+  }
   size_t meta_len, head_len, body_len;
   rrpc_iobuf frame;
   void *space;

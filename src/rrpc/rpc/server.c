@@ -680,7 +680,9 @@ static int server_on_data(void *owner, rrpc__socket *sock, rrpc_iobuf *rbuf) {
       rc = 0;
       break;
     }
-    rc = rrpc__rmt_stream_cut(sock, rbuf); /* remote-memory frames between requests */
+    /* Remote-memory frames between requests: the test inline, the call only
+     * for one (the delivery's rrpc__rmt_on_data ran in the first cut above). */
+    rc = rrpc__rmt_stream_is_frame(rbuf) ? rrpc__rmt_stream_cut(sock, rbuf) : 0;
     if (rc == -EAGAIN) {
       rc = 0;
       break;
