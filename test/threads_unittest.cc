@@ -621,6 +621,48 @@ TEST(Handlers, AConnectionClosedWhileItsResponsesAreGatheredIsReleased) {
   rrpc_server_free(s);
 }
 
+// A pool thread whose write of a large response to a peer that does not
+// read stops at EAGAIN and asks the loop for EPOLLOUT; then the server
+// closes the connection on its loop. The loop's close and the pool
+// thread's EPOLLOUT request touch the socket's watch state from two
+// threads: ThreadSanitizer checks that they are ordered.
+struct BigGate {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool responded = false;
+};
+void big_handler(void *arg, rrpc_server_call *call) {
+  auto *g = static_cast<BigGate *>(arg);
+  rrpc_iobuf *resp = nullptr;
+  rrpc_iobuf_new(&resp);
+  std::string chunk(1 << 20, 'b');
+  for (int i = 0; i < 16; i++) rrpc_iobuf_append(resp, chunk.data(), chunk.size());
+  rrpc_server_call_respond(call, resp);  // a lone response: written here, until the socket is full
+  rrpc_iobuf_free(resp);
+  std::lock_guard<std::mutex> l(g->mu);
+  g->responded = true;
+  g->cv.notify_all();
+}
+
+TEST(Handlers, ServerClosesAConnectionWhoseResponseAPoolThreadLeftWaitingForEpollout) {
+  BigGate gate;
+  rrpc_server_options so = {};
+  so.num_threads = 1;
+  so.pool_threads = 1;
+  rrpc_server *s = start_server(&so, {{"Big", {big_handler, &gate}}});
+  ASSERT_NE(nullptr, s);
+  int fd = rrpc_test::raw_connect(rrpc_server_port(s));
+  ASSERT_GE(fd, 0);
+  std::string frame = rrpc_test::request_frame("t.S", "Big", "", 1);
+  ASSERT_EQ((ssize_t)frame.size(), write(fd, frame.data(), frame.size()));
+  {
+    std::unique_lock<std::mutex> l(gate.mu);
+    ASSERT_TRUE(gate.cv.wait_for(l, std::chrono::seconds(10), [&] { return gate.responded; }));
+  }
+  rrpc_server_free(s);  // closes the connection on its loop, the response still unwritten
+  close(fd);
+}
+
 TEST(Handlers, ChainOfThreeServersCallingSynchronously) {
   Hop hc{"c"}, hb{"b"}, ha{"a"};
   rrpc_server *sc = start_server(nullptr, {{"Hop", {hop_handler, &hc}}});

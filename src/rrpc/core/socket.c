@@ -338,10 +338,14 @@ static void close_task(void *arg) {
   /* Here the fd cannot change under us; other threads only shut it down
    * once it is final (fd_ready). */
   if (s->fd >= 0) shutdown(s->fd, SHUT_RDWR);
+  /* Under ev_mu: a pool thread whose write met EAGAIN asks for EPOLLOUT
+   * (rrpc__socket_want_writable) from its own thread, reading `watching`. */
+  pthread_mutex_lock(&s->ev_mu);
   if (s->watching) {
     rrpc__loop_watch_del(s->loop, &s->watcher);
     s->watching = 0;
   }
+  pthread_mutex_unlock(&s->ev_mu);
   if (s->started && s->ops->on_fail != NULL) s->ops->on_fail(s, atomic_load(&s->failed));
   void *ext = atomic_load(&s->ext);
   if (ext != NULL) s->ext_ops->on_close(ext, s, atomic_load(&s->failed));
