@@ -247,6 +247,7 @@ enum { SAT_CONNS = 16, SAT_DEPTH = 16, SAT_THREADS = 2 };
 
 extern "C" void rrpc__worker_pools_totals(uint64_t *rejected, uint64_t *rescues, uint64_t *wakeups,
                                           uint64_t *left_to_busy);  // worker_pool.c
+extern "C" uint64_t rrpc__worker_pools_idle_work_total(void);       // worker_pool.c
 
 struct Usage {
   double cpu_s;
@@ -254,6 +255,7 @@ struct Usage {
   uint64_t vcsw;
   uint64_t pool_wakeups;  // sleeping pool workers woken (futex), all servers
   uint64_t left_to_busy;  // batches left to busy workers (pool_busy_queue)
+  uint64_t worker_reads;  // pool threads' reads of their connections that brought bytes
 };
 
 Usage usage_now() {
@@ -265,6 +267,7 @@ Usage usage_now() {
   u.vcsw = (uint64_t)ru.ru_nvcsw;
   uint64_t rejected, rescues;
   rrpc__worker_pools_totals(&rejected, &rescues, &u.pool_wakeups, &u.left_to_busy);
+  u.worker_reads = rrpc__worker_pools_idle_work_total();
   u.rw_syscalls = 0;
   FILE *f = fopen("/proc/self/io", "r");
   if (f != nullptr) {
@@ -478,6 +481,7 @@ struct OneConn {
   double handed_off;                    // share of the completions run on another client loop
   double wakeups, pool_wakeups, rw;     // per RPC: voluntary switches, pool futex wake-ups, reads + writes
   std::string by_thread;                // CPU % per thread kind (name without its number)
+  double worker_reads;                  // per RPC: pool threads' reads of the connection that brought bytes
 };
 
 // CPU ticks per thread kind ("rrpc-srv", "rrpc-loop", "rrpc-work", the
@@ -604,7 +608,8 @@ OneConn bench_oneconn(int threads) {
           (double)(u1.vcsw - u0.vcsw) / n,
           (double)(u1.pool_wakeups - u0.pool_wakeups) / n,
           (double)(u1.rw_syscalls - u0.rw_syscalls) / n,
-          thread_share(th0, th1, th_secs)};
+          thread_share(th0, th1, th_secs),
+          (double)(u1.worker_reads - u0.worker_reads) / n};
 }
 
 void print_sat(const std::vector<SatResult> &rs) {
@@ -680,9 +685,9 @@ int main(int argc, char **argv) {
       OneConn r = bench_oneconn(t);
       if (base == 0) base = r.qps;
       printf("server threads %d: %10.0f QPS  %.2fx the single loop  CPU %6.2f us/RPC  %5.0f %%  wakeups/RPC %.3f  "
-             "pool wk/RPC %.4f  rw sys/RPC %.3f  handed off %.2f  by thread:%s\n",
+             "pool wk/RPC %.4f  rw sys/RPC %.3f  handed off %.2f  worker reads/RPC %.4f  by thread:%s\n",
              t, r.qps, r.qps / base, r.cpu_us_per_rpc, r.cpu_pct, r.wakeups, r.pool_wakeups, r.rw, r.handed_off,
-             r.by_thread.c_str());
+             r.worker_reads, r.by_thread.c_str());
     }
   } else if (g_case == "sat") {
     print_sat({bench_rawpipe(), bench_sat(paddr, "sat"), bench_sat(addr, "satloop")});

@@ -90,15 +90,22 @@ struct rrpc__socket {
   int started; /* ops->start was called (loop thread only) */
   struct connect_plan *plan; /* non-NULL while connecting (loop thread only) */
   atomic_int fd_ready;       /* 1 once fd is connected and never changes again */
-  rrpc_iobuf rbuf; /* loop thread only */
-  size_t in_held;  /* rbuf bytes counted in the process input total (loop thread) */
+  rrpc_iobuf rbuf; /* the read owner's: the loop thread, or whoever holds read_role */
+  size_t in_held;  /* rbuf bytes counted in the process input total (the read owner) */
   _Atomic size_t unwritten; /* bytes in wqueue + wpend */
   size_t pend_counted;      /* wpend bytes still in `unwritten` (token holder) */
   atomic_int read_paused;   /* 1 while reading waits for the output to drain */
   atomic_int owner_hold;    /* 1 while the owner holds reading (rrpc__socket_hold_read) */
   atomic_int pending_requests; /* requests read and not yet answered (server owners) */
   _Atomic uint64_t last_active_us; /* last read or write progress */
-  uint64_t read_us;                /* loop thread: the delivery on_data is handling */
+  uint64_t read_us;                /* the read owner: the delivery on_data is handling */
+  /* The read role (rrpc__socket_share_read): READ_OWNED while one thread
+   * (the loop, or a pool thread) reads and delivers; READ_PENDING added by
+   * the loop when readiness came while another thread held it. */
+  atomic_int read_role;
+  atomic_int read_shared;   /* 1: pool threads may take the read role */
+  atomic_int read_disarmed; /* the loop turned EPOLLIN off for a worker's read */
+  atomic_int read_to_loop;  /* the owner asked that the loop read from now on */
   /* write side */
   rrpc__lock wmu;
   /* 1 while a writer (or the start-up) holds the token. Taken by a
@@ -124,7 +131,7 @@ struct rrpc__socket {
    * thread) and bytes the transport took from the write queue (the token
    * holder); one writer each, read by any thread */
   _Atomic uint64_t bytes_in, bytes_out;
-  size_t rbuf_left;    /* rbuf length after the last on_data (loop thread) */
+  size_t rbuf_left;    /* rbuf length after the last on_data (the read owner) */
   uint64_t created_us;
   _Atomic uint32_t fallback_code; /* SMC decline code of an RDMA fallback, 0 = none */
   _Atomic(void *) ext;            /* rrpc__socket_ext_install: set once */
@@ -366,13 +373,97 @@ void rrpc__socket_fail(rrpc__socket *s, int code) {
   }
 }
 
+/* ---- the read role ---------------------------------------------------------
+ * A connection whose owner shares its reading (a server with a pool) is
+ * read by one thread at a time: the loop on EPOLLIN, or a pool thread that
+ * ran the connection's requests and found nothing else to do. The loop
+ * that finds a worker reading turns EPOLLIN off (level-triggered: it would
+ * be told again every round) and leaves a mark; the worker reads again for
+ * the mark and turns EPOLLIN back on before it lets go, so no readiness is
+ * lost and the loop does not spin meanwhile. */
+
+enum { READ_OWNED = 1, READ_PENDING = 2 };
+
+static int want_readable(rrpc__socket *s, int on);
+
+void rrpc__socket_share_read(rrpc__socket *s) {
+  if (s->ops->read != NULL) atomic_store_explicit(&s->read_shared, 1, memory_order_relaxed);
+}
+
+void rrpc__socket_read_to_loop(rrpc__socket *s) { atomic_store(&s->read_to_loop, 1); }
+
+int rrpc__socket_read_begin(rrpc__socket *s) {
+  if (!atomic_load_explicit(&s->read_shared, memory_order_relaxed)) return 1;
+  int st = 0;
+  if (atomic_compare_exchange_strong(&s->read_role, &st, READ_OWNED)) return 1;
+  want_readable(s, 0);
+  atomic_store(&s->read_disarmed, 1);
+  for (;;) {
+    st = atomic_load(&s->read_role);
+    if (st == 0) {
+      if (!atomic_compare_exchange_strong(&s->read_role, &st, READ_OWNED)) continue;
+      /* The worker let go meanwhile: reading is ours again, and so is
+       * turning EPOLLIN back on (unless back-pressure keeps it off). */
+      if (atomic_exchange(&s->read_disarmed, 0) && !atomic_load(&s->read_paused)) want_readable(s, 1);
+      return 1;
+    }
+    if (atomic_compare_exchange_strong(&s->read_role, &st, st | READ_PENDING)) return 0;
+  }
+}
+
+void rrpc__socket_read_end(rrpc__socket *s) {
+  if (atomic_load_explicit(&s->read_shared, memory_order_relaxed)) atomic_store(&s->read_role, 0);
+}
+
+/* A pool thread lets the read role go: read again for each mark the loop
+ * left meanwhile, turn EPOLLIN back on if the loop turned it off. */
+static void worker_read_release(rrpc__socket *s) {
+  for (;;) {
+    int st = READ_OWNED | READ_PENDING;
+    if (atomic_compare_exchange_strong(&s->read_role, &st, READ_OWNED)) {
+      if (!atomic_load(&s->failed)) s->ops->read(s);
+      continue;
+    }
+    if (atomic_exchange(&s->read_disarmed, 0) && !atomic_load(&s->read_paused)) want_readable(s, 1);
+    st = READ_OWNED;
+    if (atomic_compare_exchange_strong(&s->read_role, &st, 0)) return;
+  }
+}
+
+static void loop_read_task(void *arg) {
+  rrpc__socket *s = arg;
+  if (!atomic_load(&s->failed) && rrpc__socket_read_begin(s)) {
+    rrpc__socket_deliver(s);
+    rrpc__socket_read_end(s);
+  }
+  rrpc__socket_unref(s);
+}
+
+int rrpc__socket_worker_read(rrpc__socket *s) {
+  if (!atomic_load_explicit(&s->read_shared, memory_order_relaxed) || atomic_load(&s->read_to_loop) ||
+      atomic_load(&s->failed) || atomic_load(&s->read_paused))
+    return 0;
+  int st = 0;
+  if (!atomic_compare_exchange_strong(&s->read_role, &st, READ_OWNED)) return 0;
+  uint64_t before = atomic_load_explicit(&s->bytes_in, memory_order_relaxed);
+  s->ops->read(s);
+  worker_read_release(s);
+  if (atomic_load(&s->read_to_loop)) {
+    /* The owner left bytes only the loop may cut: hand them over. */
+    rrpc__socket_ref(s);
+    if (rrpc__loop_post(s->loop, loop_read_task, s) != 0) rrpc__socket_unref(s);
+  }
+  return atomic_load_explicit(&s->bytes_in, memory_order_relaxed) != before;
+}
+
 /* ---- write path ----------------------------------------------------------- */
 
 static void resume_read_task(void *arg) {
   rrpc__socket *s = arg;
-  if (!atomic_load(&s->failed) && want_readable(s, 1) == 0) {
+  if (!atomic_load(&s->failed) && want_readable(s, 1) == 0 && rrpc__socket_read_begin(s)) {
     if (s->ops->on_read_resumed != NULL) s->ops->on_read_resumed(s);
     rrpc__socket_deliver(s);
+    rrpc__socket_read_end(s);
   }
   rrpc__socket_unref(s);
 }
@@ -916,6 +1007,10 @@ static rrpc__socket *socket_alloc(rrpc__loop *loop, int fd, int is_client, const
   atomic_init(&s->read_paused, 0);
   atomic_init(&s->owner_hold, 0);
   atomic_init(&s->pending_requests, 0);
+  atomic_init(&s->read_role, 0);
+  atomic_init(&s->read_shared, 0);
+  atomic_init(&s->read_disarmed, 0);
+  atomic_init(&s->read_to_loop, 0);
   atomic_init(&s->last_active_us, rrpc__now_us());
   s->watcher = (rrpc__watcher){.fd = fd, .events = EPOLLIN, .cb = on_fd_event, .arg = s};
   rrpc__iobuf_init(&s->rbuf);

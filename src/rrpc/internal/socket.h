@@ -92,6 +92,19 @@ int rrpc__socket_request_end(rrpc__socket *s);
  * 0 or a negative code from epoll_ctl. Loop thread. */
 int rrpc__socket_hold_read(rrpc__socket *s, int hold);
 
+/* The read role. rrpc__socket_share_read - the owner (from on_data)
+ * lets pool threads read this socket too (rrpc__socket_worker_read), if
+ * its transport can read off the loop (ops->read); from then on rbuf, the
+ * input accounting and on_data belong to whichever thread holds the role.
+ * rrpc__socket_read_begin / _end (rrpc/transport.h) are the loop's side.
+ * rrpc__socket_worker_read - a pool thread:
+ * take the role if free, read what is there and deliver it, let go; 1 if
+ * bytes arrived. rrpc__socket_read_to_loop - the owner, from on_data off
+ * the loop: what is left in rbuf needs the loop (workers read no more). */
+void rrpc__socket_share_read(rrpc__socket *s);
+int rrpc__socket_worker_read(rrpc__socket *s);
+void rrpc__socket_read_to_loop(rrpc__socket *s);
+
 /* rrpc__socket_unwritten - bytes queued and not yet handed to the wire.
  * Any thread. */
 size_t rrpc__socket_unwritten(const rrpc__socket *s);

@@ -60,7 +60,11 @@ struct sconn {
   struct sconn *prev, *next;
   rrpc_server *srv;
   rrpc__socket *sock;        /* a reference, dropped when the sconn goes */
-  int proto;                 /* loop thread: PROTO_* once the first bytes told */
+  int proto;                 /* the read owner: PROTO_* once the first bytes told */
+  /* Set once by the read owner before pool threads may read (so before
+   * they can see it): the spare calls are then the read owner's, and
+   * calls come back through `returned` only. */
+  int read_shared;
   rrpc__http_conn *http;     /* builtin pages state of an HTTP connection */
   /* Finished call objects, reused for the next requests (no malloc/free
    * per call; a call is allocated on the loop and often ends on a worker,
@@ -99,6 +103,7 @@ struct rrpc_server {
   int own_group;
   rrpc__worker_pool *pool; /* NULL when every method runs in the loop */
   int pool_queue_max;
+  int pool_reads; /* pool threads read their connections (pool_read_rounds > 0) */
   const rrpc_transport_ops *ops;
   int listen_fd;
   int port;
@@ -343,7 +348,7 @@ static rrpc_server_call *call_alloc(struct sconn *c) {
 
 /* Any thread, the call's contents destroyed: back to its connection. */
 static void call_recycle(struct sconn *c, rrpc_server_call *call) {
-  if (rrpc__loop_in_thread(rrpc__socket_loop(call->sock))) {
+  if (!c->read_shared && rrpc__loop_in_thread(rrpc__socket_loop(call->sock))) {
     if (c->nspare >= CALL_SPARE_MAX) {
       free(call);
       return;
@@ -460,8 +465,24 @@ const char *rrpc_server_call_method(const rrpc_server_call *call) { return call-
 
 /* ---- dispatch -------------------------------------------------------------- */
 
+/* A pool thread's idle work: read the connection whose requests it ran
+ * (rrpc__socket_worker_read), so that a busy connection's next requests
+ * reach a thread that is already awake, without a wake-up of the loop and
+ * then of a worker. */
+static int conn_read_idle(void *a, void *b) {
+  (void)a;
+  return rrpc__socket_worker_read(b);
+}
+
+static void conn_read_drop(void *a, void *b) { conn_unref(a, b); }
+
 static void run_handler(void *arg) {
   rrpc_server_call *call = arg;
+  rrpc__worker *w = rrpc__worker_self();
+  if (w != NULL && rrpc__worker_idle_on(w) && !rrpc__worker_idle_has(w, call->conn)) {
+    atomic_fetch_add_explicit(&call->conn->refs, 1, memory_order_relaxed); /* the hint's */
+    rrpc__worker_set_idle(w, conn_read_idle, conn_read_drop, call->conn, call->sock);
+  }
   call->m->fn(call->m->arg, call);
 }
 
@@ -660,9 +681,19 @@ static void round_add(rrpc_server *srv, struct batch *b) {
   r->b.n += b->n;
 }
 
+/* Remote-memory frames are the loop's (their link lives there): a pool
+ * thread that reads the connection leaves them, and what follows them,
+ * to the loop (-EAGAIN: stop cutting). */
+static int rmt_cut(struct sconn *c, rrpc__socket *sock, rrpc_iobuf *rbuf) {
+  if (!c->read_shared || rrpc__loop_in_thread(rrpc__socket_loop(sock))) return rrpc__rmt_stream_cut(sock, rbuf);
+  if (rrpc__socket_ext(sock) == NULL && !rrpc__rmt_stream_is_frame(rbuf)) return 0;
+  rrpc__socket_read_to_loop(sock);
+  return -EAGAIN;
+}
+
 static int server_on_data(void *owner, rrpc__socket *sock, rrpc_iobuf *rbuf) {
   struct sconn *c = owner;
-  int rm = c->proto == PROTO_HTTP ? 0 : rrpc__rmt_stream_cut(sock, rbuf); /* remote-memory frames */
+  int rm = c->proto == PROTO_HTTP ? 0 : rmt_cut(c, sock, rbuf); /* remote-memory frames */
   if (rm == -EAGAIN || (rm == 0 && rrpc__iobuf_length(rbuf) == 0)) return 0;
   if (rm < 0) return rm;
   if (c->proto == PROTO_UNKNOWN) {
@@ -670,6 +701,10 @@ static int server_on_data(void *owner, rrpc__socket *sock, rrpc_iobuf *rbuf) {
     int http = c->srv->opts.no_builtin_services ? 0 : rrpc__builtin_sniff(rbuf);
     if (http == -EAGAIN) return 0;
     c->proto = http == 1 ? PROTO_HTTP : PROTO_BAIDU;
+    if (c->proto == PROTO_BAIDU && c->srv->pool != NULL && c->srv->pool_reads) {
+      c->read_shared = 1;
+      rrpc__socket_share_read(sock);
+    }
   }
   if (c->proto == PROTO_HTTP) return rrpc__builtin_on_data(&c->http, c->srv, sock, rbuf);
   struct batch b = {NULL, NULL, 0, rrpc__socket_read_us(sock)};
@@ -680,7 +715,7 @@ static int server_on_data(void *owner, rrpc__socket *sock, rrpc_iobuf *rbuf) {
       rc = 0;
       break;
     }
-    rc = rrpc__rmt_stream_cut(sock, rbuf); /* remote-memory frames between requests */
+    rc = rmt_cut(c, sock, rbuf); /* remote-memory frames between requests */
     if (rc == -EAGAIN) {
       rc = 0;
       break;
@@ -918,7 +953,9 @@ static int start_runtime(rrpc_server *s) {
         .busy_queue = s->opts.pool_busy_queue, /* opt-in: see server.h */
         .short_task_us = s->opts.pool_short_task_us != 0 ? s->opts.pool_short_task_us : DEFAULT_POOL_SHORT_TASK_US,
         .flush_us = s->opts.pool_write_flush_us != 0 ? s->opts.pool_write_flush_us : DEFAULT_POOL_WRITE_FLUSH_US,
+        .idle_rounds = getenv("RRPC_POOL_READ_ROUNDS") ? atoi(getenv("RRPC_POOL_READ_ROUNDS")) : 0,
     };
+    s->pool_reads = cfg.idle_rounds > 0;
     rc = rrpc__worker_pool_start(&cfg, "rrpc-work", &s->pool);
   }
   return rc;
