@@ -106,6 +106,7 @@ struct rrpc__socket {
   atomic_int read_shared;   /* 1: pool threads may take the read role */
   atomic_int read_disarmed; /* the loop turned EPOLLIN off for a worker's read */
   atomic_int read_to_loop;  /* the owner asked that the loop read from now on */
+  atomic_int read_handed;   /* experiment: EPOLLIN off until a worker finds nothing to read */
   /* write side */
   rrpc__lock wmu;
   /* 1 while a writer (or the start-up) holds the token. Taken by a
@@ -392,6 +393,11 @@ void rrpc__socket_share_read(rrpc__socket *s) {
 
 void rrpc__socket_read_to_loop(rrpc__socket *s) { atomic_store(&s->read_to_loop, 1); }
 
+void rrpc__socket_hand_read(rrpc__socket *s) {
+  if (atomic_exchange(&s->read_handed, 1)) return;
+  want_readable(s, 0);
+}
+
 int rrpc__socket_read_begin(rrpc__socket *s) {
   if (!atomic_load_explicit(&s->read_shared, memory_order_relaxed)) return 1;
   int st = 0;
@@ -447,6 +453,10 @@ int rrpc__socket_worker_read(rrpc__socket *s) {
   if (!atomic_compare_exchange_strong(&s->read_role, &st, READ_OWNED)) return 0;
   uint64_t before = atomic_load_explicit(&s->bytes_in, memory_order_relaxed);
   s->ops->read(s);
+  if (atomic_load_explicit(&s->bytes_in, memory_order_relaxed) == before && atomic_exchange(&s->read_handed, 0) &&
+      !atomic_load(&s->read_paused)) {
+    want_readable(s, 1);
+  }
   worker_read_release(s);
   if (atomic_load(&s->read_to_loop)) {
     /* The owner left bytes only the loop may cut: hand them over. */

@@ -104,6 +104,7 @@ int rrpc__socket_hold_read(rrpc__socket *s, int hold);
 void rrpc__socket_share_read(rrpc__socket *s);
 int rrpc__socket_worker_read(rrpc__socket *s);
 void rrpc__socket_read_to_loop(rrpc__socket *s);
+void rrpc__socket_hand_read(rrpc__socket *s);
 
 /* rrpc__socket_unwritten - bytes queued and not yet handed to the wire.
  * Any thread. */

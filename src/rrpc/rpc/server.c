@@ -104,6 +104,7 @@ struct rrpc_server {
   rrpc__worker_pool *pool; /* NULL when every method runs in the loop */
   int pool_queue_max;
   int pool_reads; /* pool threads read their connections (pool_read_rounds > 0) */
+  int pool_hand;
   const rrpc_transport_ops *ops;
   int listen_fd;
   int port;
@@ -735,6 +736,7 @@ static int server_on_data(void *owner, rrpc__socket *sock, rrpc_iobuf *rbuf) {
     rrpc__baidu_msg_destroy(&msg);
     if (rc < 0) break;
   }
+  if (b.n > 0 && c->read_shared && c->srv->pool_hand) rrpc__socket_hand_read(sock);
   round_add(c->srv, &b); /* what was cut before an error is still served */
   return rc;
 }
@@ -956,6 +958,7 @@ static int start_runtime(rrpc_server *s) {
         .idle_rounds = getenv("RRPC_POOL_READ_ROUNDS") ? atoi(getenv("RRPC_POOL_READ_ROUNDS")) : 0,
     };
     s->pool_reads = cfg.idle_rounds > 0;
+    s->pool_hand = getenv("RRPC_POOL_READ_HAND") != NULL;
     rc = rrpc__worker_pool_start(&cfg, "rrpc-work", &s->pool);
   }
   return rc;
