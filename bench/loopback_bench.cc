@@ -64,6 +64,7 @@ std::string g_case = "all";  // or raw, sync, async: one case alone (for profili
 int g_rescue_us = 0;           // --pool_rescue_us: the pool servers' rrpc_server_options.pool_rescue_us
 int g_batch_sched = 0;         // --pool_batch_sched: their pool_batch_sched (> 0: SCHED_BATCH workers)
 int g_busy_queue = 0;          // --pool_busy_queue: their pool_busy_queue (> 0: on; default off)
+int g_read_rounds = 0;         // --pool_read_rounds: their pool_read_rounds (0: default)
 int g_flush_us = 0;            // --pool_write_flush_us: their pool_write_flush_us (0: default)
 int g_short_task_us = 0;       // --pool_short_task_us: their pool_short_task_us (0: default)
 std::vector<int> g_oneconn_threads = {1, 2, 4, 8};  // --oneconn_threads=1,2: the server thread counts
@@ -247,7 +248,7 @@ enum { SAT_CONNS = 16, SAT_DEPTH = 16, SAT_THREADS = 2 };
 
 extern "C" void rrpc__worker_pools_totals(uint64_t *rejected, uint64_t *rescues, uint64_t *wakeups,
                                           uint64_t *left_to_busy);  // worker_pool.c
-extern "C" uint64_t rrpc__worker_pools_idle_work_total(void);       // worker_pool.c
+extern "C" uint64_t rrpc__socket_worker_reads_total(void);          // socket.c
 
 struct Usage {
   double cpu_s;
@@ -267,7 +268,7 @@ Usage usage_now() {
   u.vcsw = (uint64_t)ru.ru_nvcsw;
   uint64_t rejected, rescues;
   rrpc__worker_pools_totals(&rejected, &rescues, &u.pool_wakeups, &u.left_to_busy);
-  u.worker_reads = rrpc__worker_pools_idle_work_total();
+  u.worker_reads = rrpc__socket_worker_reads_total();
   u.rw_syscalls = 0;
   FILE *f = fopen("/proc/self/io", "r");
   if (f != nullptr) {
@@ -537,6 +538,7 @@ OneConn bench_oneconn(int threads) {
   so.pool_busy_queue = g_busy_queue;
   so.pool_short_task_us = g_short_task_us;
   so.pool_write_flush_us = g_flush_us;
+  so.pool_read_rounds = g_read_rounds;
   rrpc_server *srv;
   if (rrpc_server_new(&so, &srv) != 0 || rrpc_server_add_method(srv, "bench.Echo", "Echo", echo_handler, nullptr) != 0 ||
       rrpc_server_start(srv, "127.0.0.1:0") != 0)
@@ -637,6 +639,7 @@ int main(int argc, char **argv) {
     else if (strncmp(argv[i], "--pool_busy_queue=", 18) == 0) g_busy_queue = atoi(argv[i] + 18);
     else if (strncmp(argv[i], "--pool_short_task_us=", 21) == 0) g_short_task_us = atoi(argv[i] + 21);
     else if (strncmp(argv[i], "--pool_write_flush_us=", 22) == 0) g_flush_us = atoi(argv[i] + 22);
+    else if (strncmp(argv[i], "--pool_read_rounds=", 19) == 0) g_read_rounds = atoi(argv[i] + 19);
     else if (strncmp(argv[i], "--pool_threads=", 15) == 0) g_pool_threads = atoi(argv[i] + 15);
     else if (strncmp(argv[i], "--oneconn_threads=", 18) == 0) {
       g_oneconn_threads.clear();
@@ -644,7 +647,7 @@ int main(int argc, char **argv) {
         g_oneconn_threads.push_back(atoi(q));
     }
     else {
-      fprintf(stderr, "usage: %s [--seconds=S] [--size=BYTES] [--case=all|raw|sync|syncpool|async|sat|rawpipe|satone|satloopone|oneconn] [--client_loops=N] [--handoff=MIN (>= 2: on; default off)] [--pool_rescue_us=US (< 0: pass on at once)] [--pool_batch_sched=N (> 0: SCHED_BATCH pool threads)] [--pool_threads=N (pool server; 0: default)] [--oneconn_threads=1,2,4,8] [--pool_busy_queue=N (> 0: on)] [--pool_short_task_us=US] [--pool_write_flush_us=US (< 0: the loop writes)]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--seconds=S] [--size=BYTES] [--case=all|raw|sync|syncpool|async|sat|rawpipe|satone|satloopone|oneconn] [--client_loops=N] [--handoff=MIN (>= 2: on; default off)] [--pool_rescue_us=US (< 0: pass on at once)] [--pool_batch_sched=N (> 0: SCHED_BATCH pool threads)] [--pool_threads=N (pool server; 0: default)] [--oneconn_threads=1,2,4,8] [--pool_busy_queue=N (> 0: on)] [--pool_short_task_us=US] [--pool_write_flush_us=US (< 0: the loop writes)] [--pool_read_rounds=N (< 0: off)]\n", argv[0]);
       return 2;
     }
   }
@@ -658,6 +661,7 @@ int main(int argc, char **argv) {
   po.pool_busy_queue = g_busy_queue;
   po.pool_short_task_us = g_short_task_us;
   po.pool_write_flush_us = g_flush_us;
+  po.pool_read_rounds = g_read_rounds;
   po.pool_threads = g_pool_threads;
   if (rrpc_server_new(&lo, &srv) != 0 ||
       rrpc_server_add_method(srv, "bench.Echo", "Echo", echo_handler, nullptr) != 0 ||

@@ -28,6 +28,7 @@
 #include "rrpc/cxx/controller.h"
 #include "rrpc/cxx/server.h"
 #include "rrpc/internal/loop.h"
+#include "rrpc/limits.h"
 #include "rrpc/rrpc.h"
 #include "test/common/hostile.h"
 #include "test/common/test_util.h"
@@ -619,6 +620,230 @@ TEST(Handlers, AConnectionClosedWhileItsResponsesAreGatheredIsReleased) {
   EXPECT_GT(echo_us(ch), 0);
   rrpc_channel_free(ch);
   rrpc_server_free(s);
+}
+
+// ---- pool threads reading busy connections (the read role) -------------------
+
+extern "C" uint64_t rrpc__socket_worker_reads_total(void);  // socket.c
+
+// The payloads (body after the meta) of whole baidu_std frames read from
+// `fd` until `want` arrived, the peer closed, or `limit_ms` passed.
+std::vector<std::string> read_payloads(int fd, int want, int limit_ms, bool *eof = nullptr) {
+  std::vector<std::string> out;
+  std::string buf;
+  int64_t end = now_us() + (int64_t)limit_ms * 1000;
+  if (eof != nullptr) *eof = false;
+  while ((int)out.size() < want) {
+    int64_t left = end - now_us();
+    pollfd p{fd, POLLIN, 0};
+    if (left <= 0 || poll(&p, 1, (int)(left / 1000) + 1) <= 0) break;
+    char tmp[65536];
+    ssize_t r = read(fd, tmp, sizeof tmp);
+    if (r <= 0) {
+      if (eof != nullptr) *eof = true;
+      break;
+    }
+    buf.append(tmp, (size_t)r);
+    while (buf.size() >= 12) {
+      auto be32 = [&](size_t at) {
+        return (uint32_t)(unsigned char)buf[at] << 24 | (uint32_t)(unsigned char)buf[at + 1] << 16 |
+               (uint32_t)(unsigned char)buf[at + 2] << 8 | (uint32_t)(unsigned char)buf[at + 3];
+      };
+      uint32_t body = be32(4), meta = be32(8);
+      if (buf.size() < 12 + (size_t)body) break;
+      out.push_back(buf.substr(12 + meta, body - meta));
+      buf.erase(0, 12 + body);
+    }
+  }
+  return out;
+}
+
+// Echo requests "req-<i>" for i in [from, from + n), correlation ids i + 1.
+std::string echo_frames(int from, int n) {
+  std::string f;
+  for (int i = from; i < from + n; i++) f += rrpc_test::request_frame("t.S", "Echo", "req-" + std::to_string(i), i + 1);
+  return f;
+}
+
+// Every echo "req-<i>", i in [0, n), among `got` exactly once.
+void expect_each_echo_once(const std::vector<std::string> &got, int n) {
+  std::vector<int> seen(n, 0);
+  for (const std::string &p : got) {
+    if (p.rfind("req-", 0) != 0) continue;
+    int i = atoi(p.c_str() + 4);
+    ASSERT_TRUE(i >= 0 && i < n) << p;
+    seen[i]++;
+  }
+  for (int i = 0; i < n; i++) EXPECT_EQ(1, seen[i]) << "req-" << i;
+}
+
+bool write_all(int fd, const std::string &b) { return write(fd, b.data(), b.size()) == (ssize_t)b.size(); }
+
+// One pool thread blocks in a handler while the connection is handed to
+// its read task (the loop cut the gate with three echoes: a busy
+// connection): 200 more echoes arrive while the loop's EPOLLIN is off, so
+// the pool thread reads them once the gate opens. Then rounds of 40 that
+// the loop and the pool threads read in turn. Each echo answered once.
+TEST(PoolReads, PipelinedRequestsReadByPoolThreadsAndTheLoopAreEachAnsweredOnce) {
+  FlushGate gate;
+  rrpc_server_options so = {};
+  so.num_threads = 1;
+  so.pool_threads = 1;
+  rrpc_server *s = start_server(&so, {{"Echo", {echo_handler, nullptr}}, {"FlushGate", {flush_gate_handler, &gate}}});
+  ASSERT_NE(nullptr, s);
+  int fd = rrpc_test::raw_connect(rrpc_server_port(s));
+  ASSERT_GE(fd, 0);
+  uint64_t reads0 = rrpc__socket_worker_reads_total();
+  ASSERT_TRUE(write_all(fd, rrpc_test::request_frame("t.S", "FlushGate", "", 100000) + echo_frames(0, 3)));
+  ASSERT_TRUE(gate.WaitEntered(1, 10000));
+  for (int i = 0; i < 10; i++) ASSERT_TRUE(write_all(fd, echo_frames(3 + 20 * i, 20)));
+  gate.Open();
+  std::vector<std::string> got = read_payloads(fd, 204, 20000);
+  EXPECT_EQ(204u, got.size());
+  EXPECT_GT(rrpc__socket_worker_reads_total(), reads0) << "no pool thread read the connection";
+  int n = 203;
+  for (int round = 0; round < 10; round++) {
+    ASSERT_TRUE(write_all(fd, echo_frames(n, 40)));
+    std::vector<std::string> more = read_payloads(fd, 40, 20000);
+    EXPECT_EQ(40u, more.size());
+    got.insert(got.end(), more.begin(), more.end());
+    n += 40;
+  }
+  expect_each_echo_once(got, n);
+  fprintf(stderr, "pool threads' reads that brought bytes: %llu\n",
+          (unsigned long long)(rrpc__socket_worker_reads_total() - reads0));
+  close(fd);
+  rrpc_server_free(s);
+}
+
+// A handler that blocks does not hold up the reading of its connection:
+// with a second pool thread, echoes written after the gate closed are
+// answered while it stays closed.
+TEST(PoolReads, ABlockingHandlerDoesNotStallTheReadingOfItsConnection) {
+  FlushGate gate;
+  rrpc_server_options so = {};
+  so.num_threads = 1;
+  so.pool_threads = 2;
+  rrpc_server *s = start_server(&so, {{"Echo", {echo_handler, nullptr}}, {"FlushGate", {flush_gate_handler, &gate}}});
+  ASSERT_NE(nullptr, s);
+  int fd = rrpc_test::raw_connect(rrpc_server_port(s));
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(write_all(fd, rrpc_test::request_frame("t.S", "FlushGate", "", 100000) + echo_frames(0, 3)));
+  ASSERT_TRUE(gate.WaitEntered(1, 10000));
+  std::vector<std::string> got = read_payloads(fd, 3, 10000);
+  EXPECT_EQ(3u, got.size()) << "the echoes beside the blocked handler";
+  for (int i = 0; i < 5; i++) {
+    ASSERT_TRUE(write_all(fd, echo_frames(3 + 20 * i, 20)));
+    std::vector<std::string> more = read_payloads(fd, 20, 10000);
+    EXPECT_EQ(20u, more.size()) << "round " << i << ": echoes waited for the blocked handler";
+    got.insert(got.end(), more.begin(), more.end());
+  }
+  expect_each_echo_once(got, 103);
+  gate.Open();
+  EXPECT_EQ(1u, read_payloads(fd, 1, 10000).size()) << "the gate's own response";
+  close(fd);
+  rrpc_server_free(s);
+}
+
+// The peer half-closes, or resets, while its connection is handed to a
+// pool thread that is blocked (its read task queued behind it): the
+// connection ends (a half-close after its requests are read; a reset at
+// once, the loop taking the reading back), the server goes on serving
+// and frees cleanly (ASan, TSan).
+TEST(PoolReads, EndOfStreamAndResetWhileAPoolThreadHoldsTheRead) {
+  for (int reset = 0; reset < 2; reset++) {
+    FlushGate gate;
+    rrpc_server_options so = {};
+    so.num_threads = 1;
+    so.pool_threads = 1;
+    rrpc_server *s = start_server(&so, {{"Echo", {echo_handler, nullptr}}, {"FlushGate", {flush_gate_handler, &gate}}});
+    ASSERT_NE(nullptr, s);
+    int port = rrpc_server_port(s);
+    int fd = rrpc_test::raw_connect(port);
+    ASSERT_GE(fd, 0);
+    ASSERT_TRUE(write_all(fd, rrpc_test::request_frame("t.S", "FlushGate", "", 100000) + echo_frames(0, 3)));
+    ASSERT_TRUE(gate.WaitEntered(1, 10000));
+    ASSERT_TRUE(write_all(fd, echo_frames(3, 20)));
+    if (reset) {
+      linger lg = {1, 0};
+      ASSERT_EQ(0, setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg));
+      close(fd);
+      fd = -1;
+    } else {
+      ASSERT_EQ(0, shutdown(fd, SHUT_WR));
+    }
+    gate.Open();
+    if (!reset) {
+      bool eof = false;
+      read_payloads(fd, 1000, 10000, &eof);
+      EXPECT_TRUE(eof) << "the server did not close the half-closed connection";
+      close(fd);
+    }
+    rrpc_channel *ch = channel_to(port, 10000);
+    ASSERT_NE(nullptr, ch);
+    EXPECT_GT(echo_us(ch), 0) << (reset ? "after a reset" : "after a half-close");
+    rrpc_channel_free(ch);
+    rrpc_server_free(s);
+  }
+}
+
+// Back-pressure while pool threads read: at most 4 requests pending per
+// connection, 400 pipelined in 20 writes - reading pauses and resumes
+// many times, on whichever thread reads, and each echo is answered once.
+TEST(PoolReads, BackPressurePausesWhilePoolThreadsReadAndEveryRequestIsAnswered) {
+  rrpc_limits old;
+  rrpc_limits_get(&old);
+  rrpc_limits l = old;
+  l.socket_max_pending_requests = 4;
+  rrpc_limits_set(&l);
+  rrpc_server_options so = {};
+  so.num_threads = 1;
+  so.pool_threads = 2;
+  rrpc_server *s = start_server(&so, {{"Echo", {echo_handler, nullptr}}});
+  ASSERT_NE(nullptr, s);
+  int fd = rrpc_test::raw_connect(rrpc_server_port(s));
+  ASSERT_GE(fd, 0);
+  std::thread writer([&] {
+    for (int i = 0; i < 20; i++) EXPECT_TRUE(write_all(fd, echo_frames(20 * i, 20)));
+  });
+  std::vector<std::string> got = read_payloads(fd, 400, 30000);
+  writer.join();
+  EXPECT_EQ(400u, got.size());
+  expect_each_echo_once(got, 400);
+  close(fd);
+  rrpc_server_free(s);
+  rrpc_limits_set(&old);
+}
+
+// The server stops and is freed while a client keeps its connection busy
+// (pool threads reading it): no call is lost in a crash or a leak (ASan,
+// TSan); the client sees the connection end.
+TEST(PoolReads, ServerFreedWhilePoolThreadsReadItsConnections) {
+  rrpc_server_options so = {};
+  so.num_threads = 1;
+  so.pool_threads = 2;
+  rrpc_server *s = start_server(&so, {{"Echo", {echo_handler, nullptr}}});
+  ASSERT_NE(nullptr, s);
+  int fd = rrpc_test::raw_connect(rrpc_server_port(s));
+  ASSERT_GE(fd, 0);
+  std::atomic<int> answered{0};
+  std::atomic<bool> ended{false};
+  std::thread client([&] {
+    for (int i = 0; i < 200 && !ended; i++) {
+      if (!write_all(fd, echo_frames(40 * i, 40))) break;
+      bool eof = false;
+      answered += (int)read_payloads(fd, 40, 5000, &eof).size();
+      if (eof) break;
+    }
+    ended = true;
+  });
+  int64_t until = now_us() + 5 * 1000 * 1000;
+  while (answered < 400 && !ended && now_us() < until) std::this_thread::yield();
+  EXPECT_GE(answered.load(), 400) << "the client was not served before the stop";
+  rrpc_server_free(s);
+  ended = true;
+  client.join();
+  close(fd);
 }
 
 TEST(Handlers, ChainOfThreeServersCallingSynchronously) {

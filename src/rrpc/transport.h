@@ -187,12 +187,12 @@ void rrpc__socket_ready(rrpc__socket *s, int code);
 void rrpc__socket_deliver(rrpc__socket *s);
 /* rrpc__socket_read_begin / _end - the loop thread's side of the read
  * role (rrpc/internal/socket.h), around reading the fd and delivering:
- * begin returns 0 when a pool thread holds the role - do not read; the
- * loop then turns EPOLLIN off and leaves a mark, and that thread reads
- * again and turns it back on before it lets go. 1 (always, for a socket
- * whose owner does not share its reading): read, then call end. */
+ * begin returns 0 when a pool thread is reading - do not read (it reads
+ * again before it lets go); 1 (always, for a socket whose owner does not
+ * share its reading): read, then call end, and read again while end
+ * returns 1. */
 int rrpc__socket_read_begin(rrpc__socket *s);
-void rrpc__socket_read_end(rrpc__socket *s);
+int rrpc__socket_read_end(rrpc__socket *s);
 /* rrpc__socket_resume_write - a write that returned -EAGAIN may go on.
  * Any thread. */
 void rrpc__socket_resume_write(rrpc__socket *s);

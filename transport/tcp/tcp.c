@@ -189,9 +189,9 @@ static void tcp_on_fd_event(rrpc__socket *s, uint32_t events) {
     rrpc__socket_resume_write(s);
   }
   if (!(events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP))) return;
-  if (!rrpc__socket_read_begin(s)) return; /* a pool thread reads it now */
-  tcp_read(s);
-  rrpc__socket_read_end(s);
+  if (!rrpc__socket_read_begin(s)) return; /* a pool thread reads it now, and again */
+  do tcp_read(s);
+  while (rrpc__socket_read_end(s));
 }
 
 /* A failed socket stops sniffing at once, so a sniff deadline's reference

@@ -99,14 +99,14 @@ struct rrpc__socket {
   atomic_int pending_requests; /* requests read and not yet answered (server owners) */
   _Atomic uint64_t last_active_us; /* last read or write progress */
   uint64_t read_us;                /* the read owner: the delivery on_data is handling */
-  /* The read role (rrpc__socket_share_read): READ_OWNED while one thread
-   * (the loop, or a pool thread) reads and delivers; READ_PENDING added by
-   * the loop when readiness came while another thread held it. */
+  /* The read role (see "the read role" below): READ_* bits. */
   atomic_int read_role;
-  atomic_int read_shared;   /* 1: pool threads may take the read role */
-  atomic_int read_disarmed; /* the loop turned EPOLLIN off for a worker's read */
-  atomic_int read_to_loop;  /* the owner asked that the loop read from now on */
-  atomic_int read_handed;   /* experiment: EPOLLIN off until a worker finds nothing to read */
+  atomic_int read_shared;      /* 1: pool threads may take the read role */
+  atomic_int read_task_queued; /* the owner's read task is queued, not yet started */
+  atomic_int read_to_loop;     /* the owner asked that only the loop read from now on */
+  int hand_req;                /* the read owner: hand the reading on when it lets go */
+  int read_rounds;             /* the read owner: workers' reads in a row that brought bytes */
+  int read_max_rounds;         /* set once before read_shared */
   /* write side */
   rrpc__lock wmu;
   /* 1 while a writer (or the start-up) holds the token. Taken by a
@@ -375,96 +375,124 @@ void rrpc__socket_fail(rrpc__socket *s, int code) {
 }
 
 /* ---- the read role ---------------------------------------------------------
- * A connection whose owner shares its reading (a server with a pool) is
- * read by one thread at a time: the loop on EPOLLIN, or a pool thread that
- * ran the connection's requests and found nothing else to do. The loop
- * that finds a worker reading turns EPOLLIN off (level-triggered: it would
- * be told again every round) and leaves a mark; the worker reads again for
- * the mark and turns EPOLLIN back on before it lets go, so no readiness is
- * lost and the loop does not spin meanwhile. */
+ * A connection whose owner shares its reading (a server with a pool, TCP)
+ * is read by one thread at a time, the holder of READ_OWNED: the loop on
+ * EPOLLIN, or a pool thread running the connection's read task. An owner
+ * that handed a batch of requests to the pool may hand the reading on
+ * too (rrpc__socket_hand_read): EPOLLIN goes off (READ_HANDED) and the
+ * read task, queued behind the batch, reads next - after its thread wrote
+ * the responses it gathered. While the connection stays busy its requests
+ * then reach threads that are awake, with no wake-up of the loop and of a
+ * worker per batch. A read that finds nothing turns EPOLLIN back on and
+ * the loop reads again. The loop takes a handed role back whenever it is
+ * told of the fd anyway (a hang-up, a resumed read); a thread that finds
+ * the role owned leaves READ_PENDING, and the owner reads again before it
+ * lets go, so no readiness is lost. */
 
-enum { READ_OWNED = 1, READ_PENDING = 2 };
+enum { READ_OWNED = 1, READ_PENDING = 2, READ_HANDED = 4 };
+
+static _Atomic uint64_t g_worker_reads; /* pool threads' reads that brought bytes */
+
+uint64_t rrpc__socket_worker_reads_total(void) { return atomic_load_explicit(&g_worker_reads, memory_order_relaxed); }
 
 static int want_readable(rrpc__socket *s, int on);
 
-void rrpc__socket_share_read(rrpc__socket *s) {
-  if (s->ops->read != NULL) atomic_store_explicit(&s->read_shared, 1, memory_order_relaxed);
+void rrpc__socket_share_read(rrpc__socket *s, int max_rounds) {
+  if (s->ops->read == NULL || max_rounds <= 0) return;
+  s->read_max_rounds = max_rounds;
+  atomic_store_explicit(&s->read_shared, 1, memory_order_relaxed);
 }
 
-void rrpc__socket_read_to_loop(rrpc__socket *s) { atomic_store(&s->read_to_loop, 1); }
+int rrpc__socket_hand_read(rrpc__socket *s) {
+  if (!atomic_load_explicit(&s->read_shared, memory_order_relaxed) || s->read_rounds >= s->read_max_rounds)
+    return 0;
+  s->hand_req = 1;
+  return !atomic_exchange(&s->read_task_queued, 1);
+}
 
-void rrpc__socket_hand_read(rrpc__socket *s) {
-  if (atomic_exchange(&s->read_handed, 1)) return;
-  want_readable(s, 0);
+int rrpc__socket_pending_requests(const rrpc__socket *s) {
+  return atomic_load_explicit(&s->pending_requests, memory_order_relaxed);
+}
+
+/* The owner lets go: READ_HANDED with EPOLLIN off if it handed the reading
+ * on, else none with EPOLLIN on (unless back-pressure holds it off). 1 if
+ * a thread left READ_PENDING meanwhile: the caller, still the owner, reads
+ * again. */
+static int release_read(rrpc__socket *s) {
+  int next = 0;
+  if (s->hand_req) {
+    want_readable(s, 0);
+    next = READ_HANDED;
+  } else if (!atomic_load(&s->read_paused)) {
+    want_readable(s, 1);
+  }
+  s->hand_req = 0;
+  int st = READ_OWNED;
+  if (atomic_compare_exchange_strong(&s->read_role, &st, next)) return 0;
+  atomic_store(&s->read_role, READ_OWNED); /* only the owner clears the mark */
+  return 1;
 }
 
 int rrpc__socket_read_begin(rrpc__socket *s) {
   if (!atomic_load_explicit(&s->read_shared, memory_order_relaxed)) return 1;
-  int st = 0;
-  if (atomic_compare_exchange_strong(&s->read_role, &st, READ_OWNED)) return 1;
-  want_readable(s, 0);
-  atomic_store(&s->read_disarmed, 1);
   for (;;) {
-    st = atomic_load(&s->read_role);
-    if (st == 0) {
-      if (!atomic_compare_exchange_strong(&s->read_role, &st, READ_OWNED)) continue;
-      /* The worker let go meanwhile: reading is ours again, and so is
-       * turning EPOLLIN back on (unless back-pressure keeps it off). */
-      if (atomic_exchange(&s->read_disarmed, 0) && !atomic_load(&s->read_paused)) want_readable(s, 1);
-      return 1;
-    }
-    if (atomic_compare_exchange_strong(&s->read_role, &st, st | READ_PENDING)) return 0;
-  }
-}
-
-void rrpc__socket_read_end(rrpc__socket *s) {
-  if (atomic_load_explicit(&s->read_shared, memory_order_relaxed)) atomic_store(&s->read_role, 0);
-}
-
-/* A pool thread lets the read role go: read again for each mark the loop
- * left meanwhile, turn EPOLLIN back on if the loop turned it off. */
-static void worker_read_release(rrpc__socket *s) {
-  for (;;) {
-    int st = READ_OWNED | READ_PENDING;
-    if (atomic_compare_exchange_strong(&s->read_role, &st, READ_OWNED)) {
-      if (!atomic_load(&s->failed)) s->ops->read(s);
+    int st = atomic_load(&s->read_role);
+    if (st & READ_OWNED) {
+      if (atomic_compare_exchange_strong(&s->read_role, &st, st | READ_PENDING)) return 0;
       continue;
     }
-    if (atomic_exchange(&s->read_disarmed, 0) && !atomic_load(&s->read_paused)) want_readable(s, 1);
-    st = READ_OWNED;
-    if (atomic_compare_exchange_strong(&s->read_role, &st, 0)) return;
+    if (atomic_compare_exchange_strong(&s->read_role, &st, READ_OWNED)) {
+      s->read_rounds = 0;
+      return 1; /* a queued read task finds the role taken back and leaves */
+    }
   }
+}
+
+int rrpc__socket_read_end(rrpc__socket *s) {
+  if (!atomic_load_explicit(&s->read_shared, memory_order_relaxed)) return 0;
+  return release_read(s);
 }
 
 static void loop_read_task(void *arg) {
   rrpc__socket *s = arg;
   if (!atomic_load(&s->failed) && rrpc__socket_read_begin(s)) {
-    rrpc__socket_deliver(s);
-    rrpc__socket_read_end(s);
+    do s->ops->read(s);
+    while (rrpc__socket_read_end(s));
   }
   rrpc__socket_unref(s);
 }
 
-int rrpc__socket_worker_read(rrpc__socket *s) {
-  if (!atomic_load_explicit(&s->read_shared, memory_order_relaxed) || atomic_load(&s->read_to_loop) ||
-      atomic_load(&s->failed) || atomic_load(&s->read_paused))
-    return 0;
-  int st = 0;
-  if (!atomic_compare_exchange_strong(&s->read_role, &st, READ_OWNED)) return 0;
-  uint64_t before = atomic_load_explicit(&s->bytes_in, memory_order_relaxed);
-  s->ops->read(s);
-  if (atomic_load_explicit(&s->bytes_in, memory_order_relaxed) == before && atomic_exchange(&s->read_handed, 0) &&
-      !atomic_load(&s->read_paused)) {
-    want_readable(s, 1);
-  }
-  worker_read_release(s);
-  if (atomic_load(&s->read_to_loop)) {
-    /* The owner left bytes only the loop may cut: hand them over. */
-    rrpc__socket_ref(s);
-    if (rrpc__loop_post(s->loop, loop_read_task, s) != 0) rrpc__socket_unref(s);
-  }
-  return atomic_load_explicit(&s->bytes_in, memory_order_relaxed) != before;
+void rrpc__socket_read_unhand(rrpc__socket *s) {
+  atomic_store(&s->read_task_queued, 0);
+  rrpc__socket_ref(s);
+  if (rrpc__loop_post(s->loop, loop_read_task, s) != 0) rrpc__socket_unref(s);
 }
+
+void rrpc__socket_worker_read(rrpc__socket *s) {
+  atomic_store(&s->read_task_queued, 0); /* a hand from here on queues another */
+  for (;;) {
+    int st = atomic_load(&s->read_role);
+    if (!(st & READ_HANDED)) {
+      /* Taken back by the loop, or read right now by a thread that will
+       * read again for the mark. */
+      if (!(st & READ_OWNED) || atomic_compare_exchange_strong(&s->read_role, &st, st | READ_PENDING)) return;
+      continue;
+    }
+    if (atomic_compare_exchange_strong(&s->read_role, &st, READ_OWNED)) break;
+  }
+  do {
+    if (atomic_load(&s->failed) || atomic_load(&s->read_paused) || atomic_load(&s->read_to_loop)) continue;
+    uint64_t before = atomic_load_explicit(&s->bytes_in, memory_order_relaxed);
+    s->ops->read(s);
+    if (atomic_load_explicit(&s->bytes_in, memory_order_relaxed) != before) {
+      s->read_rounds++;
+      atomic_fetch_add_explicit(&g_worker_reads, 1, memory_order_relaxed);
+    }
+  } while (release_read(s));
+  if (atomic_load(&s->read_to_loop)) rrpc__socket_read_unhand(s);
+}
+
+void rrpc__socket_read_to_loop(rrpc__socket *s) { atomic_store(&s->read_to_loop, 1); }
 
 /* ---- write path ----------------------------------------------------------- */
 
@@ -473,7 +501,7 @@ static void resume_read_task(void *arg) {
   if (!atomic_load(&s->failed) && want_readable(s, 1) == 0 && rrpc__socket_read_begin(s)) {
     if (s->ops->on_read_resumed != NULL) s->ops->on_read_resumed(s);
     rrpc__socket_deliver(s);
-    rrpc__socket_read_end(s);
+    while (rrpc__socket_read_end(s)) s->ops->read(s);
   }
   rrpc__socket_unref(s);
 }
@@ -1019,7 +1047,7 @@ static rrpc__socket *socket_alloc(rrpc__loop *loop, int fd, int is_client, const
   atomic_init(&s->pending_requests, 0);
   atomic_init(&s->read_role, 0);
   atomic_init(&s->read_shared, 0);
-  atomic_init(&s->read_disarmed, 0);
+  atomic_init(&s->read_task_queued, 0);
   atomic_init(&s->read_to_loop, 0);
   atomic_init(&s->last_active_us, rrpc__now_us());
   s->watcher = (rrpc__watcher){.fd = fd, .events = EPOLLIN, .cb = on_fd_event, .arg = s};

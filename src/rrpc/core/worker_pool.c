@@ -98,11 +98,6 @@ struct rrpc__worker {
   atomic_int flush_due; /* the rescuer asks: flush before the next task */
   unsigned seen_tasks;  /* rescuer only: tasks at its last look ... */
   int seen_deferred;    /* ... which found deferred writes */
-  /* The thread's own: what it tries before it sleeps (rrpc__worker_set_idle). */
-  rrpc__worker_idle_fn idle_fn;
-  void (*idle_drop)(void *a, void *b);
-  void *idle_a, *idle_b;
-  int idle_rounds; /* idle_fn runs that found work since the thread last slept */
 };
 
 static _Thread_local struct rrpc__worker *tls_self;
@@ -110,7 +105,7 @@ static _Thread_local struct rrpc__worker *tls_self;
 /* Every pool's counters summed, for /vars: the pools come and go with
  * their servers, the totals stay (a counter must not go down). */
 static struct {
-  atomic_uint_least64_t rejected, rescues, wakeups, left_to_busy, write_rescues, idle_work;
+  atomic_uint_least64_t rejected, rescues, wakeups, left_to_busy, write_rescues;
 } g_totals;
 
 struct rrpc__worker_pool {
@@ -135,8 +130,7 @@ struct rrpc__worker_pool {
   atomic_uint defer_pushes; /* lists that went from empty to not */
   int flush_us;             /* > 0: threads defer writes; the bound */
   int nalloc;               /* workers allocated (the rescuer's scan) */
-  atomic_uint_least64_t rejected, rescues, wakeups, left_to_busy, write_rescues, idle_work;
-  int idle_rounds;     /* at most this many idle_fn runs that found work between sleeps */
+  atomic_uint_least64_t rejected, rescues, wakeups, left_to_busy, write_rescues;
   int busy_queue;      /* > 0: tasks per busy worker a batch may be left to */
   int64_t short_task_ns; /* tasks on average this short count as short */
   int rescue_us; /* < 0: pass on at once, no rescuer */
@@ -237,6 +231,10 @@ static void run_list(rrpc__worker_flush *f) {
 }
 
 static void flush_list(struct rrpc__worker *w) { run_list(take_list(w)); }
+
+void rrpc__worker_flush_deferred(rrpc__worker *w) {
+  if (atomic_load_explicit(&w->dhead, memory_order_relaxed) != NULL) flush_list(w);
+}
 
 /* The rescuer's look at the deferred writes (no lock held), every
  * flush_us / 2: a thread holding some is asked to flush before its next
@@ -398,52 +396,6 @@ static int64_t run_task(rrpc__worker_pool *p, struct rrpc__worker *w, rrpc__work
   return now_ns() - t0;
 }
 
-static void drop_idle(struct rrpc__worker *w) {
-  void (*drop)(void *, void *) = w->idle_drop;
-  void *a = w->idle_a, *b = w->idle_b;
-  w->idle_fn = NULL;
-  w->idle_drop = NULL;
-  w->idle_a = w->idle_b = NULL;
-  if (drop != NULL) drop(a, b);
-}
-
-/* Under mu, the queue empty and nothing deferred: run the thread's idle
- * work (still counted as looking: a batch it submits wakes nobody); 1 if
- * it found some (the queue is looked at again), else its hint is dropped
- * (nothing is held while the thread sleeps). Returns with mu held. */
-static int try_idle_locked(rrpc__worker_pool *p, struct rrpc__worker *w) {
-  int found = 0;
-  pthread_mutex_unlock(&p->mu);
-  if (!p->stopping && w->idle_rounds < p->idle_rounds) {
-    found = w->idle_fn(w->idle_a, w->idle_b);
-    if (found) {
-      w->idle_rounds++;
-      atomic_fetch_add_explicit(&p->idle_work, 1, memory_order_relaxed);
-      atomic_fetch_add_explicit(&g_totals.idle_work, 1, memory_order_relaxed);
-    }
-  }
-  if (!found) drop_idle(w);
-  pthread_mutex_lock(&p->mu);
-  return found;
-}
-
-void rrpc__worker_set_idle(rrpc__worker *w, rrpc__worker_idle_fn fn, void (*drop)(void *a, void *b), void *a,
-                           void *b) {
-  drop_idle(w);
-  w->idle_fn = fn;
-  w->idle_drop = drop;
-  w->idle_a = a;
-  w->idle_b = b;
-}
-
-int rrpc__worker_idle_on(const rrpc__worker *w) { return w->pool->idle_rounds > 0; }
-
-int rrpc__worker_idle_has(const rrpc__worker *w, const void *a) { return w->idle_a == a; }
-
-uint64_t rrpc__worker_pool_idle_work(const rrpc__worker_pool *p) { return atomic_load(&p->idle_work); }
-
-uint64_t rrpc__worker_pools_idle_work_total(void) { return atomic_load(&g_totals.idle_work); }
-
 static void *worker_main(void *arg) {
   struct rrpc__worker *w = arg;
   rrpc__worker_pool *p = w->pool;
@@ -462,9 +414,7 @@ static void *worker_main(void *arg) {
         pthread_mutex_lock(&p->mu);
         continue;
       }
-      if (w->idle_fn != NULL && try_idle_locked(p, w)) continue;
       if (p->stopping) break; /* stopping and drained */
-      w->idle_rounds = 0;
       sleep_locked(p, w);
       continue;
     }
@@ -528,7 +478,6 @@ int rrpc__worker_pool_start(const rrpc__worker_pool_config *cfg, const char *nam
   p->short_task_ns = (int64_t)cfg->short_task_us * 1000;
   /* Deferring writes needs the rescuer to bound their wait. */
   p->flush_us = p->rescue_us >= 0 && cfg->flush_us > 0 ? cfg->flush_us : 0;
-  p->idle_rounds = p->flush_us > 0 && cfg->idle_rounds > 0 ? cfg->idle_rounds : 0;
   p->nalloc = nthreads;
   atomic_init(&p->write_rescues, 0);
   atomic_init(&p->rescuer_parked, 0);

@@ -45,10 +45,6 @@ typedef struct rrpc__worker_pool_config {
    * (counted: write_rescues). <= 0: rrpc__worker_self is NULL (no
    * deferring). */
   int flush_us;
-  /* > 0 (with flush_us > 0): a thread whose queue ran empty runs its idle
-   * work (rrpc__worker_set_idle) before it sleeps, up to this many times
-   * in a row that it finds work. */
-  int idle_rounds;
 } rrpc__worker_pool_config;
 
 /* A pool thread, while it runs a task. */
@@ -107,25 +103,10 @@ void rrpc__worker_unlock(rrpc__worker *w);
  * thread if this thread is still inside the same task at the rescuer's
  * next look. f->owner is w until then. */
 void rrpc__worker_defer_locked(rrpc__worker *w, rrpc__worker_flush *f);
-/* Idle work: what a pool thread tries when its queue is empty, before it
- * sleeps - a server's pool thread reads the connection whose requests it
- * ran (rrpc__socket_worker_read). fn returns 1 if it found work (it may
- * have submitted tasks; the thread looks at the queue again), 0 if not;
- * drop(a, b) then runs, and runs when a later set replaces the pair. */
-typedef int (*rrpc__worker_idle_fn)(void *a, void *b);
-/* set_idle - on w's own thread: fn(a, b) is this thread's idle work
- * instead of what was (whose drop runs); the caller passes a reference
- * that drop(a, b) gives back. idle_has - `a` is w's idle work's now. */
-void rrpc__worker_set_idle(rrpc__worker *w, rrpc__worker_idle_fn fn, void (*drop)(void *a, void *b), void *a,
-                           void *b);
-int rrpc__worker_idle_has(const rrpc__worker *w, const void *a);
-/* idle_on - the pool runs idle work (idle_rounds > 0). */
-int rrpc__worker_idle_on(const rrpc__worker *w);
-/* idle_work - idle work runs that found work (e.g. a worker's reads that
- * brought bytes). Any thread. */
-uint64_t rrpc__worker_pool_idle_work(const rrpc__worker_pool *p);
-/* idle_work_total - the same summed over every pool the process has had. */
-uint64_t rrpc__worker_pools_idle_work_total(void);
+/* flush_deferred - on w's own thread, inside a task: run w's deferred
+ * flushes now (a task that reads more requests first sends the responses
+ * its thread gathered, which the peer may be waiting for). */
+void rrpc__worker_flush_deferred(rrpc__worker *w);
 /* write_rescues - flushes the rescuer ran for a thread that stayed inside
  * one task with deferred writes. Any thread. */
 uint64_t rrpc__worker_pool_write_rescues(const rrpc__worker_pool *p);

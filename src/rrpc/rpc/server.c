@@ -51,6 +51,7 @@ enum {
   DEFAULT_POOL_RESCUE_US = 1000,
   DEFAULT_POOL_SHORT_TASK_US = 50,
   DEFAULT_POOL_WRITE_FLUSH_US = 1000,
+  DEFAULT_POOL_READ_ROUNDS = 64,
 };
 
 /* One accepted connection. Listed in the server until its socket's
@@ -65,6 +66,8 @@ struct sconn {
    * they can see it): the spare calls are then the read owner's, and
    * calls come back through `returned` only. */
   int read_shared;
+  rrpc__socket *rsock;  /* the socket, for the read task (set with read_shared) */
+  rrpc__work read_work; /* the read task's node: queued at most once at a time */
   rrpc__http_conn *http;     /* builtin pages state of an HTTP connection */
   /* Finished call objects, reused for the next requests (no malloc/free
    * per call; a call is allocated on the loop and often ends on a worker,
@@ -103,8 +106,7 @@ struct rrpc_server {
   int own_group;
   rrpc__worker_pool *pool; /* NULL when every method runs in the loop */
   int pool_queue_max;
-  int pool_reads; /* pool threads read their connections (pool_read_rounds > 0) */
-  int pool_hand;
+  int pool_read_rounds; /* > 0: pool threads read busy connections (server.h) */
   const rrpc_transport_ops *ops;
   int listen_fd;
   int port;
@@ -466,24 +468,8 @@ const char *rrpc_server_call_method(const rrpc_server_call *call) { return call-
 
 /* ---- dispatch -------------------------------------------------------------- */
 
-/* A pool thread's idle work: read the connection whose requests it ran
- * (rrpc__socket_worker_read), so that a busy connection's next requests
- * reach a thread that is already awake, without a wake-up of the loop and
- * then of a worker. */
-static int conn_read_idle(void *a, void *b) {
-  (void)a;
-  return rrpc__socket_worker_read(b);
-}
-
-static void conn_read_drop(void *a, void *b) { conn_unref(a, b); }
-
 static void run_handler(void *arg) {
   rrpc_server_call *call = arg;
-  rrpc__worker *w = rrpc__worker_self();
-  if (w != NULL && rrpc__worker_idle_on(w) && !rrpc__worker_idle_has(w, call->conn)) {
-    atomic_fetch_add_explicit(&call->conn->refs, 1, memory_order_relaxed); /* the hint's */
-    rrpc__worker_set_idle(w, conn_read_idle, conn_read_drop, call->conn, call->sock);
-  }
   call->m->fn(call->m->arg, call);
 }
 
@@ -543,6 +529,33 @@ static void batch_add(struct batch *b, rrpc_server_call *call) {
   if (b->tail) b->tail->next = &call->work;
   else b->head = &call->work;
   b->tail = &call->work;
+  b->n++;
+}
+
+/* The connection's read task (rrpc__socket_hand_read), queued behind the
+ * requests of a busy connection: the pool thread that takes it first sends
+ * the responses it gathered (the peer's next requests may wait for them),
+ * then reads the next requests itself. */
+static void conn_read_task(void *arg) {
+  struct sconn *c = arg;
+  rrpc__worker *w = rrpc__worker_self();
+  if (w != NULL) rrpc__worker_flush_deferred(w);
+  rrpc__socket_worker_read(c->rsock);
+  conn_unref(c, c->rsock);
+}
+
+/* At the end of a delivery that handed requests to the pool: a connection
+ * with more requests in handlers than this read brought (pipelined, busy)
+ * hands its reading on to a read task behind them. A lone request does
+ * not: its loop keeps reading, as before. */
+static void hand_read(struct sconn *c, rrpc__socket *sock, struct batch *b) {
+  if (b->n == 0 || !c->read_shared) return;
+  if (b->n < 2 && rrpc__socket_pending_requests(sock) <= b->n) return;
+  if (!rrpc__socket_hand_read(sock)) return;
+  atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed); /* the task's */
+  c->read_work = (rrpc__work){.next = NULL, .fn = conn_read_task, .arg = c};
+  b->tail->next = &c->read_work;
+  b->tail = &c->read_work;
   b->n++;
 }
 
@@ -637,7 +650,13 @@ static void batch_flush(rrpc_server *srv, struct batch *b) {
   rrpc__worker_pool_submit(srv->pool, b->head, b->n, &rest, &why);
   while (rest != NULL) {
     rrpc__work *next = rest->next; /* refuse frees the call and its node */
-    refuse(srv, rest->arg, why);
+    if (rest->fn == conn_read_task) {
+      struct sconn *c = rest->arg;
+      rrpc__socket_read_unhand(c->rsock); /* the loop reads instead */
+      conn_unref(c, c->rsock);
+    } else {
+      refuse(srv, rest->arg, why);
+    }
     rest = next;
   }
   b->head = b->tail = NULL;
@@ -702,9 +721,10 @@ static int server_on_data(void *owner, rrpc__socket *sock, rrpc_iobuf *rbuf) {
     int http = c->srv->opts.no_builtin_services ? 0 : rrpc__builtin_sniff(rbuf);
     if (http == -EAGAIN) return 0;
     c->proto = http == 1 ? PROTO_HTTP : PROTO_BAIDU;
-    if (c->proto == PROTO_BAIDU && c->srv->pool != NULL && c->srv->pool_reads) {
+    if (c->proto == PROTO_BAIDU && c->srv->pool != NULL && c->srv->pool_read_rounds > 0) {
+      c->rsock = sock;
       c->read_shared = 1;
-      rrpc__socket_share_read(sock);
+      rrpc__socket_share_read(sock, c->srv->pool_read_rounds);
     }
   }
   if (c->proto == PROTO_HTTP) return rrpc__builtin_on_data(&c->http, c->srv, sock, rbuf);
@@ -736,7 +756,7 @@ static int server_on_data(void *owner, rrpc__socket *sock, rrpc_iobuf *rbuf) {
     rrpc__baidu_msg_destroy(&msg);
     if (rc < 0) break;
   }
-  if (b.n > 0 && c->read_shared && c->srv->pool_hand) rrpc__socket_hand_read(sock);
+  hand_read(c, sock, &b);
   round_add(c->srv, &b); /* what was cut before an error is still served */
   return rc;
 }
@@ -955,10 +975,9 @@ static int start_runtime(rrpc_server *s) {
         .busy_queue = s->opts.pool_busy_queue, /* opt-in: see server.h */
         .short_task_us = s->opts.pool_short_task_us != 0 ? s->opts.pool_short_task_us : DEFAULT_POOL_SHORT_TASK_US,
         .flush_us = s->opts.pool_write_flush_us != 0 ? s->opts.pool_write_flush_us : DEFAULT_POOL_WRITE_FLUSH_US,
-        .idle_rounds = getenv("RRPC_POOL_READ_ROUNDS") ? atoi(getenv("RRPC_POOL_READ_ROUNDS")) : 0,
     };
-    s->pool_reads = cfg.idle_rounds > 0;
-    s->pool_hand = getenv("RRPC_POOL_READ_HAND") != NULL;
+    s->pool_read_rounds = s->opts.pool_read_rounds != 0 ? s->opts.pool_read_rounds : DEFAULT_POOL_READ_ROUNDS;
+    if (cfg.flush_us <= 0 || cfg.rescue_us < 0) s->pool_read_rounds = 0; /* needs the gathered writes */
     rc = rrpc__worker_pool_start(&cfg, "rrpc-work", &s->pool);
   }
   return rc;
