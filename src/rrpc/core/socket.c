@@ -400,11 +400,15 @@ static int want_readable(rrpc__socket *s, int on);
 void rrpc__socket_share_read(rrpc__socket *s, int max_rounds) {
   if (s->ops->read == NULL || max_rounds <= 0) return;
   s->read_max_rounds = max_rounds;
+  /* The caller delivers between the loop's read_begin and read_end, which
+   * did not take the role while reading was not shared: it holds it now. */
+  atomic_store(&s->read_role, READ_OWNED);
   atomic_store_explicit(&s->read_shared, 1, memory_order_relaxed);
 }
 
 int rrpc__socket_hand_read(rrpc__socket *s) {
-  if (!atomic_load_explicit(&s->read_shared, memory_order_relaxed) || s->read_rounds >= s->read_max_rounds)
+  if (!atomic_load_explicit(&s->read_shared, memory_order_relaxed) || s->read_rounds >= s->read_max_rounds ||
+      atomic_load(&s->read_to_loop))
     return 0;
   s->hand_req = 1;
   return !atomic_exchange(&s->read_task_queued, 1);

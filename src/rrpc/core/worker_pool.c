@@ -137,6 +137,7 @@ struct rrpc__worker_pool {
   int batch_sched; /* workers ask for SCHED_BATCH as they start */
   atomic_int batch_refused; /* a worker's request for it failed: said once */
   int nthreads;
+  rrpc__task_fn free_fn; /* tasks outside the queue's bound (config) */
   struct rrpc__worker *workers;
   pthread_t rescuer;
   int has_rescuer;
@@ -418,7 +419,7 @@ static void *worker_main(void *arg) {
       sleep_locked(p, w);
       continue;
     }
-    p->queued--;
+    if (t->fn != p->free_fn) p->queued--;
     p->head = t->next;
     if (p->head == NULL) p->tail = NULL;
     p->looking--; /* busy now: maybe blocked for long, so not counted */
@@ -478,6 +479,7 @@ int rrpc__worker_pool_start(const rrpc__worker_pool_config *cfg, const char *nam
   p->short_task_ns = (int64_t)cfg->short_task_us * 1000;
   /* Deferring writes needs the rescuer to bound their wait. */
   p->flush_us = p->rescue_us >= 0 && cfg->flush_us > 0 ? cfg->flush_us : 0;
+  p->free_fn = cfg->free_fn;
   p->nalloc = nthreads;
   atomic_init(&p->write_rescues, 0);
   atomic_init(&p->rescuer_parked, 0);
@@ -538,8 +540,17 @@ int rrpc__worker_pool_submit(rrpc__worker_pool *p, rrpc__work *head, int n, rrpc
     *why = -ESHUTDOWN;
     return 0;
   }
+  /* A batch may end with one task outside the queue's bound (free_fn: the
+   * read task of a connection behind its requests), neither counted in
+   * queued nor as a rejection. */
+  rrpc__work *end = head;
+  for (int i = 1; i < n; i++) end = end->next;
+  int free_end = n > 0 && p->free_fn != NULL && end->fn == p->free_fn;
+  int bounded = n - free_end;
   int room = p->max_queue - p->queued;
-  int take = n < room ? n : room < 0 ? 0 : room;
+  int take = bounded < room ? bounded : room < 0 ? 0 : room;
+  int free_taken = free_end && take == bounded;
+  take += free_taken;
   struct rrpc__worker *w = NULL;
   int rouse = 0, left = 0;
   if (take > 0) {
@@ -550,7 +561,7 @@ int rrpc__worker_pool_submit(rrpc__worker_pool *p, rrpc__work *head, int n, rrpc
     if (p->tail) p->tail->next = head;
     else p->head = head;
     p->tail = last;
-    p->queued += take;
+    p->queued += take - free_taken;
     if (leave_to_busy_locked(p)) {
       p->held = 1; /* the rescuer watches, in case a busy one blocks */
       left = 1;
@@ -566,8 +577,9 @@ int rrpc__worker_pool_submit(rrpc__worker_pool *p, rrpc__work *head, int n, rrpc
   }
   if (rouse) wake_rescuer(p);
   if (take < n) {
-    atomic_fetch_add_explicit(&p->rejected, (uint64_t)(n - take), memory_order_relaxed);
-    atomic_fetch_add_explicit(&g_totals.rejected, (uint64_t)(n - take), memory_order_relaxed);
+    uint64_t refused = (uint64_t)(n - take - free_end);
+    atomic_fetch_add_explicit(&p->rejected, refused, memory_order_relaxed);
+    atomic_fetch_add_explicit(&g_totals.rejected, refused, memory_order_relaxed);
     *why = -RRPC_EOVERCROWDED;
   }
   wake_worker(w);

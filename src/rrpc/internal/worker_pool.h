@@ -45,6 +45,11 @@ typedef struct rrpc__worker_pool_config {
    * (counted: write_rescues). <= 0: rrpc__worker_self is NULL (no
    * deferring). */
   int flush_us;
+  /* Optional: a batch's last task with this fn is outside max_queue (not
+   * counted in it, nor as rejected when the rest of the batch did not
+   * fit) - a small task that the batch's submitter needs run after it
+   * (a server's read task). */
+  rrpc__task_fn free_fn;
 } rrpc__worker_pool_config;
 
 /* A pool thread, while it runs a task. */

@@ -705,7 +705,12 @@ static void round_add(rrpc_server *srv, struct batch *b) {
  * thread that reads the connection leaves them, and what follows them,
  * to the loop (-EAGAIN: stop cutting). */
 static int rmt_cut(struct sconn *c, rrpc__socket *sock, rrpc_iobuf *rbuf) {
-  if (!c->read_shared || rrpc__loop_in_thread(rrpc__socket_loop(sock))) return rrpc__rmt_stream_cut(sock, rbuf);
+  if (!c->read_shared) return rrpc__rmt_stream_cut(sock, rbuf);
+  if (rrpc__loop_in_thread(rrpc__socket_loop(sock))) {
+    int rc = rrpc__rmt_stream_cut(sock, rbuf);
+    if (rrpc__socket_ext(sock) != NULL) rrpc__socket_read_to_loop(sock); /* a link: the loop's from now on */
+    return rc;
+  }
   if (rrpc__socket_ext(sock) == NULL && !rrpc__rmt_stream_is_frame(rbuf)) return 0;
   rrpc__socket_read_to_loop(sock);
   return -EAGAIN;
@@ -975,6 +980,7 @@ static int start_runtime(rrpc_server *s) {
         .busy_queue = s->opts.pool_busy_queue, /* opt-in: see server.h */
         .short_task_us = s->opts.pool_short_task_us != 0 ? s->opts.pool_short_task_us : DEFAULT_POOL_SHORT_TASK_US,
         .flush_us = s->opts.pool_write_flush_us != 0 ? s->opts.pool_write_flush_us : DEFAULT_POOL_WRITE_FLUSH_US,
+        .free_fn = conn_read_task,
     };
     s->pool_read_rounds = s->opts.pool_read_rounds != 0 ? s->opts.pool_read_rounds : DEFAULT_POOL_READ_ROUNDS;
     if (cfg.flush_us <= 0 || cfg.rescue_us < 0) s->pool_read_rounds = 0; /* needs the gathered writes */
