@@ -745,6 +745,34 @@ TEST(PoolReads, ABlockingHandlerDoesNotStallTheReadingOfItsConnection) {
   rrpc_server_free(s);
 }
 
+// Every pool thread blocked while the connection's reading is handed to
+// its read task (queued behind the blocked handler's batch): the pool's
+// rescuer gives the reading back to the loop, which reads the next
+// requests as it would without the task - here the queue (4) is full, so
+// two of three are refused at once (EOVERCROWDED answers) while the gate
+// is still shut, not after it opens.
+TEST(PoolReads, WithEveryPoolThreadBlockedTheLoopReadsAgain) {
+  FlushGate gate;
+  rrpc_server_options so = {};
+  so.num_threads = 1;
+  so.pool_threads = 1;
+  so.pool_queue_max = 4;
+  rrpc_server *s = start_server(&so, {{"Echo", {echo_handler, nullptr}}, {"FlushGate", {flush_gate_handler, &gate}}});
+  ASSERT_NE(nullptr, s);
+  int fd = rrpc_test::raw_connect(rrpc_server_port(s));
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(write_all(fd, rrpc_test::request_frame("t.S", "FlushGate", "", 100000) + echo_frames(0, 3)));
+  ASSERT_TRUE(gate.WaitEntered(1, 10000));
+  ASSERT_TRUE(write_all(fd, echo_frames(3, 3)));
+  std::vector<std::string> refused = read_payloads(fd, 2, 10000);
+  EXPECT_EQ(2u, refused.size()) << "the requests behind the blocked pool were not read";
+  EXPECT_EQ(2u, rrpc_server_pool_rejected(s));
+  gate.Open();
+  EXPECT_EQ(5u, read_payloads(fd, 5, 10000).size()) << "the gate and the four queued echoes";
+  close(fd);
+  rrpc_server_free(s);
+}
+
 // The peer half-closes, or resets, while its connection is handed to a
 // pool thread that is blocked (its read task queued behind it): the
 // connection ends (a half-close after its requests are read; a reset at

@@ -347,8 +347,12 @@ static void close_task(void *arg) {
    * once it is final (fd_ready). */
   if (s->fd >= 0) shutdown(s->fd, SHUT_RDWR);
   if (s->watching) {
+    /* Under ev_mu: a pool thread that reads or writes the socket may be
+     * turning EPOLLIN or EPOLLOUT on or off right now. */
+    pthread_mutex_lock(&s->ev_mu);
     rrpc__loop_watch_del(s->loop, &s->watcher);
     s->watching = 0;
+    pthread_mutex_unlock(&s->ev_mu);
   }
   if (s->started && s->ops->on_fail != NULL) s->ops->on_fail(s, atomic_load(&s->failed));
   void *ext = atomic_load(&s->ext);

@@ -50,6 +50,11 @@ typedef struct rrpc__worker_pool_config {
    * fit) - a small task that the batch's submitter needs run after it
    * (a server's read task). */
   rrpc__task_fn free_fn;
+  /* Optional (with free_fn and a rescuer): a free task that waits while
+   * no task is taken for one of the rescuer's looks (every worker blocked
+   * in a handler) leaves the queue and is passed here, on the rescuer's
+   * thread, instead of being run. */
+  void (*free_expire)(rrpc__work *t);
 } rrpc__worker_pool_config;
 
 /* A pool thread, while it runs a task. */

@@ -544,6 +544,14 @@ static void conn_read_task(void *arg) {
   conn_unref(c, c->rsock);
 }
 
+/* The read task waited while every pool thread was blocked in a handler:
+ * the loop reads the connection again (as it would without the task). */
+static void conn_read_expire(rrpc__work *t) {
+  struct sconn *c = t->arg;
+  rrpc__socket_read_unhand(c->rsock);
+  conn_unref(c, c->rsock);
+}
+
 /* At the end of a delivery that handed requests to the pool: a connection
  * with more requests in handlers than this read brought (pipelined, busy)
  * hands its reading on to a read task behind them. A lone request does
@@ -981,6 +989,7 @@ static int start_runtime(rrpc_server *s) {
         .short_task_us = s->opts.pool_short_task_us != 0 ? s->opts.pool_short_task_us : DEFAULT_POOL_SHORT_TASK_US,
         .flush_us = s->opts.pool_write_flush_us != 0 ? s->opts.pool_write_flush_us : DEFAULT_POOL_WRITE_FLUSH_US,
         .free_fn = conn_read_task,
+        .free_expire = conn_read_expire,
     };
     s->pool_read_rounds = s->opts.pool_read_rounds != 0 ? s->opts.pool_read_rounds : DEFAULT_POOL_READ_ROUNDS;
     if (cfg.flush_us <= 0 || cfg.rescue_us < 0) s->pool_read_rounds = 0; /* needs the gathered writes */
