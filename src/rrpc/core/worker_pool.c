@@ -61,6 +61,10 @@
  *   worker that held one at the previous look and started no task since
  *   (blocked in a handler). It parks again after a look that found no
  *   list and no list begun since the one before.
+ * - a batch may end with one "free" task (free_fn: a server's read task,
+ *   which reads the connection's next requests), outside max_queue; one
+ *   that waits while the rescuer sees no task taken (every worker blocked)
+ *   leaves the queue for free_expire instead of waiting for the handlers.
  * A handler may block: a worker running one is neither idle nor looking,
  * so work queued meanwhile wakes another worker as before (or, while
  * handlers are short, the rescuer does). */
