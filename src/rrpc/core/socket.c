@@ -107,6 +107,7 @@ struct rrpc__socket {
   int hand_req;                /* the read owner: hand the reading on when it lets go */
   int read_rounds;             /* the read owner: workers' reads in a row that brought bytes */
   int read_max_rounds;         /* set once before read_shared */
+  int hand_skip;               /* the read owner: hands to skip after a read task found nothing */
   /* write side */
   rrpc__lock wmu;
   /* 1 while a writer (or the start-up) holds the token. Taken by a
@@ -394,6 +395,7 @@ void rrpc__socket_fail(rrpc__socket *s, int code) {
  * lets go, so no readiness is lost. */
 
 enum { READ_OWNED = 1, READ_PENDING = 2, READ_HANDED = 4 };
+enum { READ_MISS_SKIP = 8 }; /* batches the loop reads after a read task found nothing */
 
 static _Atomic uint64_t g_worker_reads; /* pool threads' reads that brought bytes */
 
@@ -414,6 +416,12 @@ int rrpc__socket_hand_read(rrpc__socket *s) {
   if (!atomic_load_explicit(&s->read_shared, memory_order_relaxed) || s->read_rounds >= s->read_max_rounds ||
       atomic_load(&s->read_to_loop))
     return 0;
+  if (s->hand_skip > 0) {
+    /* The last read task found nothing (the peer was still answering):
+     * the loop reads the next few batches, no EPOLLIN off and on. */
+    s->hand_skip--;
+    return 0;
+  }
   s->hand_req = 1;
   return !atomic_exchange(&s->read_task_queued, 1);
 }
@@ -495,6 +503,8 @@ void rrpc__socket_worker_read(rrpc__socket *s) {
     if (atomic_load_explicit(&s->bytes_in, memory_order_relaxed) != before) {
       s->read_rounds++;
       atomic_fetch_add_explicit(&g_worker_reads, 1, memory_order_relaxed);
+    } else {
+      s->hand_skip = READ_MISS_SKIP;
     }
   } while (release_read(s));
   if (atomic_load(&s->read_to_loop)) rrpc__socket_read_unhand(s);
