@@ -64,7 +64,6 @@ std::string g_case = "all";  // or raw, sync, async: one case alone (for profili
 int g_rescue_us = 0;           // --pool_rescue_us: the pool servers' rrpc_server_options.pool_rescue_us
 int g_batch_sched = 0;         // --pool_batch_sched: their pool_batch_sched (> 0: SCHED_BATCH workers)
 int g_busy_queue = 0;          // --pool_busy_queue: their pool_busy_queue (> 0: on; default off)
-int g_read_rounds = 0;         // --pool_read_rounds: their pool_read_rounds (0: default)
 int g_flush_us = 0;            // --pool_write_flush_us: their pool_write_flush_us (0: default)
 int g_short_task_us = 0;       // --pool_short_task_us: their pool_short_task_us (0: default)
 std::vector<int> g_oneconn_threads = {1, 2, 4, 8};  // --oneconn_threads=1,2: the server thread counts
@@ -248,7 +247,6 @@ enum { SAT_CONNS = 16, SAT_DEPTH = 16, SAT_THREADS = 2 };
 
 extern "C" void rrpc__worker_pools_totals(uint64_t *rejected, uint64_t *rescues, uint64_t *wakeups,
                                           uint64_t *left_to_busy);  // worker_pool.c
-extern "C" uint64_t rrpc__socket_worker_reads_total(void);          // socket.c
 
 struct Usage {
   double cpu_s;
@@ -256,7 +254,6 @@ struct Usage {
   uint64_t vcsw;
   uint64_t pool_wakeups;  // sleeping pool workers woken (futex), all servers
   uint64_t left_to_busy;  // batches left to busy workers (pool_busy_queue)
-  uint64_t worker_reads;  // pool threads' reads of their connections that brought bytes
 };
 
 Usage usage_now() {
@@ -268,7 +265,6 @@ Usage usage_now() {
   u.vcsw = (uint64_t)ru.ru_nvcsw;
   uint64_t rejected, rescues;
   rrpc__worker_pools_totals(&rejected, &rescues, &u.pool_wakeups, &u.left_to_busy);
-  u.worker_reads = rrpc__socket_worker_reads_total();
   u.rw_syscalls = 0;
   FILE *f = fopen("/proc/self/io", "r");
   if (f != nullptr) {
@@ -482,7 +478,6 @@ struct OneConn {
   double handed_off;                    // share of the completions run on another client loop
   double wakeups, pool_wakeups, rw;     // per RPC: voluntary switches, pool futex wake-ups, reads + writes
   std::string by_thread;                // CPU % per thread kind (name without its number)
-  double worker_reads;                  // per RPC: pool threads' reads of the connection that brought bytes
 };
 
 // CPU ticks per thread kind ("rrpc-srv", "rrpc-loop", "rrpc-work", the
@@ -538,7 +533,6 @@ OneConn bench_oneconn(int threads) {
   so.pool_busy_queue = g_busy_queue;
   so.pool_short_task_us = g_short_task_us;
   so.pool_write_flush_us = g_flush_us;
-  so.pool_read_rounds = g_read_rounds;
   rrpc_server *srv;
   if (rrpc_server_new(&so, &srv) != 0 || rrpc_server_add_method(srv, "bench.Echo", "Echo", echo_handler, nullptr) != 0 ||
       rrpc_server_start(srv, "127.0.0.1:0") != 0)
@@ -610,8 +604,7 @@ OneConn bench_oneconn(int threads) {
           (double)(u1.vcsw - u0.vcsw) / n,
           (double)(u1.pool_wakeups - u0.pool_wakeups) / n,
           (double)(u1.rw_syscalls - u0.rw_syscalls) / n,
-          thread_share(th0, th1, th_secs),
-          (double)(u1.worker_reads - u0.worker_reads) / n};
+          thread_share(th0, th1, th_secs)};
 }
 
 void print_sat(const std::vector<SatResult> &rs) {
@@ -639,7 +632,6 @@ int main(int argc, char **argv) {
     else if (strncmp(argv[i], "--pool_busy_queue=", 18) == 0) g_busy_queue = atoi(argv[i] + 18);
     else if (strncmp(argv[i], "--pool_short_task_us=", 21) == 0) g_short_task_us = atoi(argv[i] + 21);
     else if (strncmp(argv[i], "--pool_write_flush_us=", 22) == 0) g_flush_us = atoi(argv[i] + 22);
-    else if (strncmp(argv[i], "--pool_read_rounds=", 19) == 0) g_read_rounds = atoi(argv[i] + 19);
     else if (strncmp(argv[i], "--pool_threads=", 15) == 0) g_pool_threads = atoi(argv[i] + 15);
     else if (strncmp(argv[i], "--oneconn_threads=", 18) == 0) {
       g_oneconn_threads.clear();
@@ -647,7 +639,7 @@ int main(int argc, char **argv) {
         g_oneconn_threads.push_back(atoi(q));
     }
     else {
-      fprintf(stderr, "usage: %s [--seconds=S] [--size=BYTES] [--case=all|raw|sync|syncpool|async|sat|rawpipe|satone|satloopone|oneconn] [--client_loops=N] [--handoff=MIN (>= 2: on; default off)] [--pool_rescue_us=US (< 0: pass on at once)] [--pool_batch_sched=N (> 0: SCHED_BATCH pool threads)] [--pool_threads=N (pool server; 0: default)] [--oneconn_threads=1,2,4,8] [--pool_busy_queue=N (> 0: on)] [--pool_short_task_us=US] [--pool_write_flush_us=US (< 0: the loop writes)] [--pool_read_rounds=N (< 0: off)]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--seconds=S] [--size=BYTES] [--case=all|raw|sync|syncpool|async|sat|rawpipe|satone|satloopone|oneconn] [--client_loops=N] [--handoff=MIN (>= 2: on; default off)] [--pool_rescue_us=US (< 0: pass on at once)] [--pool_batch_sched=N (> 0: SCHED_BATCH pool threads)] [--pool_threads=N (pool server; 0: default)] [--oneconn_threads=1,2,4,8] [--pool_busy_queue=N (> 0: on)] [--pool_short_task_us=US] [--pool_write_flush_us=US (< 0: the loop writes)]\n", argv[0]);
       return 2;
     }
   }
@@ -661,7 +653,6 @@ int main(int argc, char **argv) {
   po.pool_busy_queue = g_busy_queue;
   po.pool_short_task_us = g_short_task_us;
   po.pool_write_flush_us = g_flush_us;
-  po.pool_read_rounds = g_read_rounds;
   po.pool_threads = g_pool_threads;
   if (rrpc_server_new(&lo, &srv) != 0 ||
       rrpc_server_add_method(srv, "bench.Echo", "Echo", echo_handler, nullptr) != 0 ||
@@ -689,9 +680,9 @@ int main(int argc, char **argv) {
       OneConn r = bench_oneconn(t);
       if (base == 0) base = r.qps;
       printf("server threads %d: %10.0f QPS  %.2fx the single loop  CPU %6.2f us/RPC  %5.0f %%  wakeups/RPC %.3f  "
-             "pool wk/RPC %.4f  rw sys/RPC %.3f  handed off %.2f  worker reads/RPC %.4f  by thread:%s\n",
+             "pool wk/RPC %.4f  rw sys/RPC %.3f  handed off %.2f  by thread:%s\n",
              t, r.qps, r.qps / base, r.cpu_us_per_rpc, r.cpu_pct, r.wakeups, r.pool_wakeups, r.rw, r.handed_off,
-             r.worker_reads, r.by_thread.c_str());
+             r.by_thread.c_str());
     }
   } else if (g_case == "sat") {
     print_sat({bench_rawpipe(), bench_sat(paddr, "sat"), bench_sat(addr, "satloop")});

@@ -89,7 +89,7 @@ std::vector<rrpc__work> make_batch(int n, rrpc__task_fn fn, void *arg) {
 // worker looking wakes an idle one.
 int start_pool(int nthreads, int max_queue, int rescue_us, int batch_sched, rrpc__worker_pool **p,
                int busy_queue = 0, int short_task_us = 0, int flush_us = 0) {
-  rrpc__worker_pool_config cfg = {nthreads, max_queue, rescue_us, batch_sched, busy_queue, short_task_us, flush_us, nullptr, nullptr};
+  rrpc__worker_pool_config cfg = {nthreads, max_queue, rescue_us, batch_sched, busy_queue, short_task_us, flush_us};
   return rrpc__worker_pool_start(&cfg, "wp-test", p);
 }
 

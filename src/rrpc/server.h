@@ -84,16 +84,6 @@ typedef struct rrpc_server_options {
                               negative = off: such responses are queued for
                               the connection's loop to write. Needs
                               pool_rescue_us >= 0 */
-  int pool_read_rounds;    /* a busy TCP connection (more requests in
-                              handlers than one read brings) hands its
-                              reading to a read task queued behind its
-                              requests: the pool thread that takes it writes
-                              the responses it gathered and reads the next
-                              requests itself, so they reach awake threads
-                              without waking the loop and then a worker;
-                              up to this many such reads in a row, then the
-                              loop reads again. 0 = 64; negative = off.
-                              Needs pool_write_flush_us > 0 */
 } rrpc_server_options;
 
 /* Where a method's handler runs. */

@@ -92,11 +92,6 @@ typedef struct rrpc_transport_ops {
    * was held back to the read buffer; the core delivers it right after.
    * Loop thread. */
   void (*on_read_resumed)(rrpc__socket *s);
-  /* read - optional: what on_fd_event does for EPOLLIN (append what is
-   * there to the read buffer, deliver, fail on EOF or error), callable
-   * from any thread that holds the socket's read role
-   * (rrpc__socket_share_read). NULL: only the loop reads. */
-  void (*read)(rrpc__socket *s);
 } rrpc_transport_ops;
 
 /* ---- transport selection (transport/registry.c) -------------------------- */
@@ -185,14 +180,6 @@ void rrpc__socket_ready(rrpc__socket *s, int code);
 /* rrpc__socket_deliver - bytes were appended to the read buffer: let the
  * protocol cut messages. Loop thread. */
 void rrpc__socket_deliver(rrpc__socket *s);
-/* rrpc__socket_read_begin / _end - the loop thread's side of the read
- * role (rrpc/internal/socket.h), around reading the fd and delivering:
- * begin returns 0 when a pool thread is reading - do not read (it reads
- * again before it lets go); 1 (always, for a socket whose owner does not
- * share its reading): read, then call end, and read again while end
- * returns 1. */
-int rrpc__socket_read_begin(rrpc__socket *s);
-int rrpc__socket_read_end(rrpc__socket *s);
 /* rrpc__socket_resume_write - a write that returned -EAGAIN may go on.
  * Any thread. */
 void rrpc__socket_resume_write(rrpc__socket *s);

@@ -189,9 +189,7 @@ static void tcp_on_fd_event(rrpc__socket *s, uint32_t events) {
     rrpc__socket_resume_write(s);
   }
   if (!(events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP))) return;
-  if (!rrpc__socket_read_begin(s)) return; /* a pool thread reads it now, and again */
-  do tcp_read(s);
-  while (rrpc__socket_read_end(s));
+  tcp_read(s);
 }
 
 /* A failed socket stops sniffing at once, so a sniff deadline's reference
@@ -223,7 +221,6 @@ static const rrpc_transport_ops tcp_ops = {
     .close = tcp_close,
     .describe = tcp_describe,
     .is_rdma = tcp_is_rdma,
-    .read = tcp_read,
 };
 
 /* The same, but a server socket first declines an SMC-R Proposal. */
@@ -236,7 +233,6 @@ static const rrpc_transport_ops tcp_sniffing_ops = {
     .close = tcp_close,
     .describe = tcp_describe,
     .is_rdma = tcp_is_rdma,
-    .read = tcp_read,
 };
 
 /* The same for a server that offers RDMA: its peers' refused RDMA requests
@@ -250,7 +246,6 @@ static const rrpc_transport_ops tcp_sniffing_rdma_ops = {
     .close = tcp_close,
     .describe = tcp_describe,
     .is_rdma = tcp_is_rdma,
-    .read = tcp_read,
 };
 
 const rrpc_transport_ops *rrpc__transport_tcp(void) { return &tcp_ops; }

@@ -15,7 +15,6 @@
 #include "rrpc/errors.h"
 #include "rrpc/iobuf.h"
 #include "rrpc/internal/metrics.h"
-#include "rrpc/internal/socket.h"
 #include "rrpc/internal/worker_pool.h"
 #include "rrpc/rdma.h"
 #include "rrpc/transport.h"
@@ -345,10 +344,6 @@ static void add_builtin(rrpc__varlist *l) {
                  "Workers' gathered responses the rescuer wrote because the worker stayed in one handler "
                  "(pool_write_flush_us; all servers)",
                  1, (double)rrpc__worker_pools_write_rescues_total(), NULL);
-  rrpc__vars_add(l, "rrpc_workers_conn_reads_total",
-                 "Reads of a busy connection by a pool thread (its read task) that brought bytes "
-                 "(pool_read_rounds; all servers)",
-                 1, (double)rrpc__socket_worker_reads_total(), NULL);
   rrpc__vars_add(l, "rrpc_client_late_responses_total",
                  "Responses dropped because their call had timed out or been cancelled", 1,
                  (double)rrpc__late_responses_total(), NULL);

@@ -90,24 +90,15 @@ struct rrpc__socket {
   int started; /* ops->start was called (loop thread only) */
   struct connect_plan *plan; /* non-NULL while connecting (loop thread only) */
   atomic_int fd_ready;       /* 1 once fd is connected and never changes again */
-  rrpc_iobuf rbuf; /* the read owner's: the loop thread, or whoever holds read_role */
-  size_t in_held;  /* rbuf bytes counted in the process input total (the read owner) */
+  rrpc_iobuf rbuf; /* loop thread only */
+  size_t in_held;  /* rbuf bytes counted in the process input total (loop thread) */
   _Atomic size_t unwritten; /* bytes in wqueue + wpend */
   size_t pend_counted;      /* wpend bytes still in `unwritten` (token holder) */
   atomic_int read_paused;   /* 1 while reading waits for the output to drain */
   atomic_int owner_hold;    /* 1 while the owner holds reading (rrpc__socket_hold_read) */
   atomic_int pending_requests; /* requests read and not yet answered (server owners) */
   _Atomic uint64_t last_active_us; /* last read or write progress */
-  uint64_t read_us;                /* the read owner: the delivery on_data is handling */
-  /* The read role (see "the read role" below): READ_* bits. */
-  atomic_int read_role;
-  atomic_int read_shared;      /* 1: pool threads may take the read role */
-  atomic_int read_task_queued; /* the owner's read task is queued, not yet started */
-  atomic_int read_to_loop;     /* the owner asked that only the loop read from now on */
-  int hand_req;                /* the read owner: hand the reading on when it lets go */
-  int read_rounds;             /* the read owner: workers' reads in a row that brought bytes */
-  int read_max_rounds;         /* set once before read_shared */
-  int hand_skip;               /* the read owner: hands to skip after a read task found nothing */
+  uint64_t read_us;                /* loop thread: the delivery on_data is handling */
   /* write side */
   rrpc__lock wmu;
   /* 1 while a writer (or the start-up) holds the token. Taken by a
@@ -133,7 +124,7 @@ struct rrpc__socket {
    * thread) and bytes the transport took from the write queue (the token
    * holder); one writer each, read by any thread */
   _Atomic uint64_t bytes_in, bytes_out;
-  size_t rbuf_left;    /* rbuf length after the last on_data (the read owner) */
+  size_t rbuf_left;    /* rbuf length after the last on_data (loop thread) */
   uint64_t created_us;
   _Atomic uint32_t fallback_code; /* SMC decline code of an RDMA fallback, 0 = none */
   _Atomic(void *) ext;            /* rrpc__socket_ext_install: set once */
@@ -348,12 +339,8 @@ static void close_task(void *arg) {
    * once it is final (fd_ready). */
   if (s->fd >= 0) shutdown(s->fd, SHUT_RDWR);
   if (s->watching) {
-    /* Under ev_mu: a pool thread that reads or writes the socket may be
-     * turning EPOLLIN or EPOLLOUT on or off right now. */
-    pthread_mutex_lock(&s->ev_mu);
     rrpc__loop_watch_del(s->loop, &s->watcher);
     s->watching = 0;
-    pthread_mutex_unlock(&s->ev_mu);
   }
   if (s->started && s->ops->on_fail != NULL) s->ops->on_fail(s, atomic_load(&s->failed));
   void *ext = atomic_load(&s->ext);
@@ -379,147 +366,13 @@ void rrpc__socket_fail(rrpc__socket *s, int code) {
   }
 }
 
-/* ---- the read role ---------------------------------------------------------
- * A connection whose owner shares its reading (a server with a pool, TCP)
- * is read by one thread at a time, the holder of READ_OWNED: the loop on
- * EPOLLIN, or a pool thread running the connection's read task. An owner
- * that handed a batch of requests to the pool may hand the reading on
- * too (rrpc__socket_hand_read): EPOLLIN goes off (READ_HANDED) and the
- * read task, queued behind the batch, reads next - after its thread wrote
- * the responses it gathered. While the connection stays busy its requests
- * then reach threads that are awake, with no wake-up of the loop and of a
- * worker per batch. A read that finds nothing turns EPOLLIN back on and
- * the loop reads again. The loop takes a handed role back whenever it is
- * told of the fd anyway (a hang-up, a resumed read); a thread that finds
- * the role owned leaves READ_PENDING, and the owner reads again before it
- * lets go, so no readiness is lost. */
-
-enum { READ_OWNED = 1, READ_PENDING = 2, READ_HANDED = 4 };
-enum { READ_MISS_SKIP = 8 }; /* batches the loop reads after a read task found nothing */
-
-static _Atomic uint64_t g_worker_reads; /* pool threads' reads that brought bytes */
-
-uint64_t rrpc__socket_worker_reads_total(void) { return atomic_load_explicit(&g_worker_reads, memory_order_relaxed); }
-
-static int want_readable(rrpc__socket *s, int on);
-
-void rrpc__socket_share_read(rrpc__socket *s, int max_rounds) {
-  if (s->ops->read == NULL || max_rounds <= 0) return;
-  s->read_max_rounds = max_rounds;
-  /* The caller delivers between the loop's read_begin and read_end, which
-   * did not take the role while reading was not shared: it holds it now. */
-  atomic_store(&s->read_role, READ_OWNED);
-  atomic_store_explicit(&s->read_shared, 1, memory_order_relaxed);
-}
-
-int rrpc__socket_hand_read(rrpc__socket *s) {
-  if (!atomic_load_explicit(&s->read_shared, memory_order_relaxed) || s->read_rounds >= s->read_max_rounds ||
-      atomic_load(&s->read_to_loop))
-    return 0;
-  if (s->hand_skip > 0) {
-    /* The last read task found nothing (the peer was still answering):
-     * the loop reads the next few batches, no EPOLLIN off and on. */
-    s->hand_skip--;
-    return 0;
-  }
-  s->hand_req = 1;
-  return !atomic_exchange(&s->read_task_queued, 1);
-}
-
-int rrpc__socket_pending_requests(const rrpc__socket *s) {
-  return atomic_load_explicit(&s->pending_requests, memory_order_relaxed);
-}
-
-/* The owner lets go: READ_HANDED with EPOLLIN off if it handed the reading
- * on, else none with EPOLLIN on (unless back-pressure holds it off). 1 if
- * a thread left READ_PENDING meanwhile: the caller, still the owner, reads
- * again. */
-static int release_read(rrpc__socket *s) {
-  int next = 0;
-  if (s->hand_req) {
-    want_readable(s, 0);
-    next = READ_HANDED;
-  } else if (!atomic_load(&s->read_paused)) {
-    want_readable(s, 1);
-  }
-  s->hand_req = 0;
-  int st = READ_OWNED;
-  if (atomic_compare_exchange_strong(&s->read_role, &st, next)) return 0;
-  atomic_store(&s->read_role, READ_OWNED); /* only the owner clears the mark */
-  return 1;
-}
-
-int rrpc__socket_read_begin(rrpc__socket *s) {
-  if (!atomic_load_explicit(&s->read_shared, memory_order_relaxed)) return 1;
-  for (;;) {
-    int st = atomic_load(&s->read_role);
-    if (st & READ_OWNED) {
-      if (atomic_compare_exchange_strong(&s->read_role, &st, st | READ_PENDING)) return 0;
-      continue;
-    }
-    if (atomic_compare_exchange_strong(&s->read_role, &st, READ_OWNED)) {
-      s->read_rounds = 0;
-      return 1; /* a queued read task finds the role taken back and leaves */
-    }
-  }
-}
-
-int rrpc__socket_read_end(rrpc__socket *s) {
-  if (!atomic_load_explicit(&s->read_shared, memory_order_relaxed)) return 0;
-  return release_read(s);
-}
-
-static void loop_read_task(void *arg) {
-  rrpc__socket *s = arg;
-  if (!atomic_load(&s->failed) && rrpc__socket_read_begin(s)) {
-    do s->ops->read(s);
-    while (rrpc__socket_read_end(s));
-  }
-  rrpc__socket_unref(s);
-}
-
-void rrpc__socket_read_unhand(rrpc__socket *s) {
-  atomic_store(&s->read_task_queued, 0);
-  rrpc__socket_ref(s);
-  if (rrpc__loop_post(s->loop, loop_read_task, s) != 0) rrpc__socket_unref(s);
-}
-
-void rrpc__socket_worker_read(rrpc__socket *s) {
-  atomic_store(&s->read_task_queued, 0); /* a hand from here on queues another */
-  for (;;) {
-    int st = atomic_load(&s->read_role);
-    if (!(st & READ_HANDED)) {
-      /* Taken back by the loop, or read right now by a thread that will
-       * read again for the mark. */
-      if (!(st & READ_OWNED) || atomic_compare_exchange_strong(&s->read_role, &st, st | READ_PENDING)) return;
-      continue;
-    }
-    if (atomic_compare_exchange_strong(&s->read_role, &st, READ_OWNED)) break;
-  }
-  do {
-    if (atomic_load(&s->failed) || atomic_load(&s->read_paused) || atomic_load(&s->read_to_loop)) continue;
-    uint64_t before = atomic_load_explicit(&s->bytes_in, memory_order_relaxed);
-    s->ops->read(s);
-    if (atomic_load_explicit(&s->bytes_in, memory_order_relaxed) != before) {
-      s->read_rounds++;
-      atomic_fetch_add_explicit(&g_worker_reads, 1, memory_order_relaxed);
-    } else {
-      s->hand_skip = READ_MISS_SKIP;
-    }
-  } while (release_read(s));
-  if (atomic_load(&s->read_to_loop)) rrpc__socket_read_unhand(s);
-}
-
-void rrpc__socket_read_to_loop(rrpc__socket *s) { atomic_store(&s->read_to_loop, 1); }
-
 /* ---- write path ----------------------------------------------------------- */
 
 static void resume_read_task(void *arg) {
   rrpc__socket *s = arg;
-  if (!atomic_load(&s->failed) && want_readable(s, 1) == 0 && rrpc__socket_read_begin(s)) {
+  if (!atomic_load(&s->failed) && want_readable(s, 1) == 0) {
     if (s->ops->on_read_resumed != NULL) s->ops->on_read_resumed(s);
     rrpc__socket_deliver(s);
-    while (rrpc__socket_read_end(s)) s->ops->read(s);
   }
   rrpc__socket_unref(s);
 }
@@ -1063,10 +916,6 @@ static rrpc__socket *socket_alloc(rrpc__loop *loop, int fd, int is_client, const
   atomic_init(&s->read_paused, 0);
   atomic_init(&s->owner_hold, 0);
   atomic_init(&s->pending_requests, 0);
-  atomic_init(&s->read_role, 0);
-  atomic_init(&s->read_shared, 0);
-  atomic_init(&s->read_task_queued, 0);
-  atomic_init(&s->read_to_loop, 0);
   atomic_init(&s->last_active_us, rrpc__now_us());
   s->watcher = (rrpc__watcher){.fd = fd, .events = EPOLLIN, .cb = on_fd_event, .arg = s};
   rrpc__iobuf_init(&s->rbuf);

@@ -61,10 +61,6 @@
  *   worker that held one at the previous look and started no task since
  *   (blocked in a handler). It parks again after a look that found no
  *   list and no list begun since the one before.
- * - a batch may end with one "free" task (free_fn: a server's read task,
- *   which reads the connection's next requests), outside max_queue; one
- *   that waits while the rescuer sees no task taken (every worker blocked)
- *   leaves the queue for free_expire instead of waiting for the handlers.
  * A handler may block: a worker running one is neither idle nor looking,
  * so work queued meanwhile wakes another worker as before (or, while
  * handlers are short, the rescuer does). */
@@ -141,10 +137,6 @@ struct rrpc__worker_pool {
   int batch_sched; /* workers ask for SCHED_BATCH as they start */
   atomic_int batch_refused; /* a worker's request for it failed: said once */
   int nthreads;
-  rrpc__task_fn free_fn; /* tasks outside the queue's bound (config) */
-  void (*free_expire)(rrpc__work *t);
-  int free_queued;          /* under mu: free_fn tasks in the queue */
-  uint64_t free_seen_taken; /* rescuer: `taken` at its last look at them */
   struct rrpc__worker *workers;
   pthread_t rescuer;
   int has_rescuer;
@@ -240,10 +232,6 @@ static void run_list(rrpc__worker_flush *f) {
 
 static void flush_list(struct rrpc__worker *w) { run_list(take_list(w)); }
 
-void rrpc__worker_flush_deferred(rrpc__worker *w) {
-  if (atomic_load_explicit(&w->dhead, memory_order_relaxed) != NULL) flush_list(w);
-}
-
 /* The rescuer's look at the deferred writes (no lock held), every
  * flush_us / 2: a thread holding some is asked to flush before its next
  * task; one that held some at the last look too and started no task since
@@ -278,7 +266,6 @@ static void look_deferred(rrpc__worker_pool *p) {
  * was read (a thread that defers writes now will likely again)? */
 static int rescuer_has_work_locked(rrpc__worker_pool *p, unsigned pushes) {
   if (p->held) return 1;
-  if (p->free_queued > 0 && p->free_expire != NULL) return 1;
   if (p->flush_us <= 0) return 0;
   if (atomic_load(&p->defer_pushes) != pushes) return 1;
   for (int i = 0; i < p->nalloc; i++)
@@ -332,44 +319,6 @@ static void look_held_locked(rrpc__worker_pool *p, uint64_t *last) {
   pthread_mutex_lock(&p->mu);
 }
 
-/* Under mu, at each of the rescuer's looks: free tasks (free_fn) that
- * wait while no task was taken since the last look and no worker is
- * looking - every worker is inside a handler that blocks - leave the
- * queue and are handed to free_expire (no lock held), so what they stand
- * for does not wait for those handlers (a server's read task: its loop
- * reads the connection again). Returns with mu held. */
-static void look_free_locked(rrpc__worker_pool *p) {
-  if (p->free_queued == 0 || p->free_expire == NULL) {
-    p->free_seen_taken = p->taken;
-    return;
-  }
-  if (p->taken != p->free_seen_taken || p->looking > 0) {
-    p->free_seen_taken = p->taken;
-    return;
-  }
-  rrpc__work *expired = NULL, **link = &p->head, *prev = NULL;
-  while (*link != NULL) {
-    rrpc__work *t = *link;
-    if (t->fn != p->free_fn) {
-      prev = t;
-      link = &t->next;
-      continue;
-    }
-    *link = t->next;
-    t->next = expired;
-    expired = t;
-  }
-  p->tail = prev;
-  p->free_queued = 0;
-  pthread_mutex_unlock(&p->mu);
-  while (expired != NULL) {
-    rrpc__work *next = expired->next;
-    p->free_expire(expired);
-    expired = next;
-  }
-  pthread_mutex_lock(&p->mu);
-}
-
 /* The rescuer: while a pass-on is held back, look once per rescue period
  * (look_held_locked); while threads defer writes, every flush_us / 2
  * (look_deferred). With neither it sleeps untimed: an idle pool costs
@@ -415,7 +364,6 @@ static void *rescuer_main(void *arg) {
       next_held = now + held_ns;
       look_held_locked(p, &last);
     }
-    look_free_locked(p);
   }
   pthread_mutex_unlock(&p->mu);
   return NULL;
@@ -466,8 +414,7 @@ static void *worker_main(void *arg) {
       sleep_locked(p, w);
       continue;
     }
-    if (t->fn != p->free_fn) p->queued--;
-    else p->free_queued--;
+    p->queued--;
     p->head = t->next;
     if (p->head == NULL) p->tail = NULL;
     p->looking--; /* busy now: maybe blocked for long, so not counted */
@@ -527,8 +474,6 @@ int rrpc__worker_pool_start(const rrpc__worker_pool_config *cfg, const char *nam
   p->short_task_ns = (int64_t)cfg->short_task_us * 1000;
   /* Deferring writes needs the rescuer to bound their wait. */
   p->flush_us = p->rescue_us >= 0 && cfg->flush_us > 0 ? cfg->flush_us : 0;
-  p->free_fn = cfg->free_fn;
-  p->free_expire = cfg->free_expire;
   p->nalloc = nthreads;
   atomic_init(&p->write_rescues, 0);
   atomic_init(&p->rescuer_parked, 0);
@@ -589,17 +534,8 @@ int rrpc__worker_pool_submit(rrpc__worker_pool *p, rrpc__work *head, int n, rrpc
     *why = -ESHUTDOWN;
     return 0;
   }
-  /* A batch may end with one task outside the queue's bound (free_fn: the
-   * read task of a connection behind its requests), neither counted in
-   * queued nor as a rejection. */
-  rrpc__work *end = head;
-  for (int i = 1; i < n; i++) end = end->next;
-  int free_end = n > 0 && p->free_fn != NULL && end->fn == p->free_fn;
-  int bounded = n - free_end;
   int room = p->max_queue - p->queued;
-  int take = bounded < room ? bounded : room < 0 ? 0 : room;
-  int free_taken = free_end && take == bounded;
-  take += free_taken;
+  int take = n < room ? n : room < 0 ? 0 : room;
   struct rrpc__worker *w = NULL;
   int rouse = 0, left = 0;
   if (take > 0) {
@@ -610,8 +546,7 @@ int rrpc__worker_pool_submit(rrpc__worker_pool *p, rrpc__work *head, int n, rrpc
     if (p->tail) p->tail->next = head;
     else p->head = head;
     p->tail = last;
-    p->queued += take - free_taken;
-    p->free_queued += free_taken;
+    p->queued += take;
     if (leave_to_busy_locked(p)) {
       p->held = 1; /* the rescuer watches, in case a busy one blocks */
       left = 1;
@@ -626,13 +561,9 @@ int rrpc__worker_pool_submit(rrpc__worker_pool *p, rrpc__work *head, int n, rrpc
     atomic_fetch_add_explicit(&g_totals.left_to_busy, 1, memory_order_relaxed);
   }
   if (rouse) wake_rescuer(p);
-  if (free_taken && p->free_expire != NULL && atomic_load_explicit(&p->rescuer_parked, memory_order_relaxed) &&
-      atomic_exchange(&p->rescuer_parked, 0))
-    wake_rescuer(p); /* it watches the free task */
   if (take < n) {
-    uint64_t refused = (uint64_t)(n - take - free_end);
-    atomic_fetch_add_explicit(&p->rejected, refused, memory_order_relaxed);
-    atomic_fetch_add_explicit(&g_totals.rejected, refused, memory_order_relaxed);
+    atomic_fetch_add_explicit(&p->rejected, (uint64_t)(n - take), memory_order_relaxed);
+    atomic_fetch_add_explicit(&g_totals.rejected, (uint64_t)(n - take), memory_order_relaxed);
     *why = -RRPC_EOVERCROWDED;
   }
   wake_worker(w);

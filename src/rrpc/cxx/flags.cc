@@ -125,10 +125,6 @@ DEFINE_int32(rrpc_pool_write_flush_us, 0,
              "busy connection over a run of requests and write them in one go; a response waits at "
              "most about this long behind a handler that blocks; 0 = 1000, negative = the "
              "connection's loop writes them");
-DEFINE_int32(rrpc_pool_read_rounds, 0,
-             "Default ServerOptions::pool_read_rounds: a busy connection's next requests are read "
-             "by the pool thread that wrote its responses, up to this many reads in a row, instead "
-             "of its loop; 0 = 64, negative = off (the loop reads)");
 DEFINE_int32(rrpc_idle_timeout_second, 0,
              "Default ServerOptions::idle_timeout_sec: a server connection that reads and writes "
              "nothing for so many seconds is closed; <= 0 = never (brpc's idle_timeout_second "

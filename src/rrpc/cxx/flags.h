@@ -61,7 +61,6 @@ DECLARE_bool(rrpc_pool_batch_sched);
 DECLARE_int32(rrpc_pool_busy_queue);
 DECLARE_int32(rrpc_pool_short_task_us);
 DECLARE_int32(rrpc_pool_write_flush_us);
-DECLARE_int32(rrpc_pool_read_rounds);
 // Limits (rrpc/limits.h, docs/security.md). The process-wide ones are applied
 // whenever a Server starts or a Channel is created.
 DECLARE_int32(rrpc_idle_timeout_second);

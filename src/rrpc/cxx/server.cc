@@ -87,8 +87,7 @@ ServerOptions::ServerOptions()
       pool_batch_sched(FLAGS_rrpc_pool_batch_sched),
       pool_busy_queue(FLAGS_rrpc_pool_busy_queue),
       pool_short_task_us(FLAGS_rrpc_pool_short_task_us),
-      pool_write_flush_us(FLAGS_rrpc_pool_write_flush_us),
-      pool_read_rounds(FLAGS_rrpc_pool_read_rounds) {}
+      pool_write_flush_us(FLAGS_rrpc_pool_write_flush_us) {}
 
 // ---- one served call -----------------------------------------------------------
 
@@ -423,7 +422,6 @@ int Server::Start(const char* addr, const ServerOptions* opts) {
   c.pool_busy_queue = o.pool_busy_queue;
   c.pool_short_task_us = o.pool_short_task_us;
   c.pool_write_flush_us = o.pool_write_flush_us;
-  c.pool_read_rounds = o.pool_read_rounds;
   detail::ApplyLimitFlags();
   rrpc_server* s = nullptr;
   int rc = rrpc_server_new(&c, &s);

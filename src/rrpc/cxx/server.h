@@ -97,11 +97,6 @@ struct ServerOptions {
   // negative = the connection's loop writes them. Default
   // --rrpc_pool_write_flush_us (docs/threads.md).
   int pool_write_flush_us;
-  // A busy TCP connection's next requests are read by a pool thread (after
-  // it wrote the responses it gathered), up to this many reads in a row,
-  // instead of by its loop. 0 = 64; negative = off. Default
-  // --rrpc_pool_read_rounds (docs/threads.md).
-  int pool_read_rounds;
   // Answer HTTP on this port with the builtin pages (/status, /vars,
   // /connections, /rdma, /flags, /metrics); docs/observability.md.
   bool has_builtin_services = true;

@@ -92,33 +92,6 @@ int rrpc__socket_request_end(rrpc__socket *s);
  * 0 or a negative code from epoll_ctl. Loop thread. */
 int rrpc__socket_hold_read(rrpc__socket *s, int hold);
 
-/* The read role (socket.c, "the read role").
- * rrpc__socket_share_read - the owner (from on_data) lets pool threads read
- * this socket too, if its transport can read off the loop (ops->read) and
- * max_rounds > 0: from then on rbuf, the input accounting and on_data
- * belong to whichever thread holds the role.
- * rrpc__socket_hand_read - the owner (from on_data, the requests it cut
- * handed to its pool): when it lets go, EPOLLIN goes off and its read
- * task reads next (at most max_rounds reads in a row that bring bytes,
- * then the loop reads again). 1: queue the read task (a task that calls
- * rrpc__socket_worker_read) behind those requests; 0: none is needed.
- * rrpc__socket_read_unhand - the read task could not be queued: the loop
- * reads instead. Any thread.
- * rrpc__socket_worker_read - the read task, on a pool thread: take the
- * handed role, read what is there and deliver it, let go.
- * rrpc__socket_read_to_loop - the owner, from on_data off the loop: what
- * is left in rbuf needs the loop (workers read no more).
- * rrpc__socket_pending_requests - requests begun and not ended. Any thread.
- * rrpc__socket_worker_reads_total - pool threads' reads that brought
- * bytes, over the process's life. Any thread. */
-void rrpc__socket_share_read(rrpc__socket *s, int max_rounds);
-int rrpc__socket_hand_read(rrpc__socket *s);
-void rrpc__socket_read_unhand(rrpc__socket *s);
-void rrpc__socket_worker_read(rrpc__socket *s);
-void rrpc__socket_read_to_loop(rrpc__socket *s);
-int rrpc__socket_pending_requests(const rrpc__socket *s);
-uint64_t rrpc__socket_worker_reads_total(void);
-
 /* rrpc__socket_unwritten - bytes queued and not yet handed to the wire.
  * Any thread. */
 size_t rrpc__socket_unwritten(const rrpc__socket *s);

@@ -45,16 +45,6 @@ typedef struct rrpc__worker_pool_config {
    * (counted: write_rescues). <= 0: rrpc__worker_self is NULL (no
    * deferring). */
   int flush_us;
-  /* Optional: a batch's last task with this fn is outside max_queue (not
-   * counted in it, nor as rejected when the rest of the batch did not
-   * fit) - a small task that the batch's submitter needs run after it
-   * (a server's read task). */
-  rrpc__task_fn free_fn;
-  /* Optional (with free_fn and a rescuer): a free task that waits while
-   * no task is taken for one of the rescuer's looks (every worker blocked
-   * in a handler) leaves the queue and is passed here, on the rescuer's
-   * thread, instead of being run. */
-  void (*free_expire)(rrpc__work *t);
 } rrpc__worker_pool_config;
 
 /* A pool thread, while it runs a task. */
@@ -113,10 +103,6 @@ void rrpc__worker_unlock(rrpc__worker *w);
  * thread if this thread is still inside the same task at the rescuer's
  * next look. f->owner is w until then. */
 void rrpc__worker_defer_locked(rrpc__worker *w, rrpc__worker_flush *f);
-/* flush_deferred - on w's own thread, inside a task: run w's deferred
- * flushes now (a task that reads more requests first sends the responses
- * its thread gathered, which the peer may be waiting for). */
-void rrpc__worker_flush_deferred(rrpc__worker *w);
 /* write_rescues - flushes the rescuer ran for a thread that stayed inside
  * one task with deferred writes. Any thread. */
 uint64_t rrpc__worker_pool_write_rescues(const rrpc__worker_pool *p);

@@ -724,12 +724,7 @@ static int cut_one(rrpc_remote_link *l, rrpc_iobuf *rbuf) {
 
 static void redeliver_task(void *arg) {
   rrpc__socket *s = arg;
-  /* on_data again with what is left - as the reader (a server's pool
-   * threads may read the connection too: rrpc__socket_read_begin) */
-  if (rrpc__socket_read_begin(s)) {
-    rrpc__socket_deliver(s);
-    while (rrpc__socket_read_end(s)) rrpc__socket_ops(s)->read(s);
-  }
+  rrpc__socket_deliver(s); /* on_data again with what is left */
   rrpc__socket_unref(s);
 }
 

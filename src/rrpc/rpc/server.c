@@ -51,7 +51,6 @@ enum {
   DEFAULT_POOL_RESCUE_US = 1000,
   DEFAULT_POOL_SHORT_TASK_US = 50,
   DEFAULT_POOL_WRITE_FLUSH_US = 1000,
-  DEFAULT_POOL_READ_ROUNDS = 64,
 };
 
 /* One accepted connection. Listed in the server until its socket's
@@ -61,13 +60,7 @@ struct sconn {
   struct sconn *prev, *next;
   rrpc_server *srv;
   rrpc__socket *sock;        /* a reference, dropped when the sconn goes */
-  int proto;                 /* the read owner: PROTO_* once the first bytes told */
-  /* Set once by the read owner before pool threads may read (so before
-   * they can see it): the spare calls are then the read owner's, and
-   * calls come back through `returned` only. */
-  int read_shared;
-  rrpc__socket *rsock;  /* the socket, for the read task (set with read_shared) */
-  rrpc__work read_work; /* the read task's node: queued at most once at a time */
+  int proto;                 /* loop thread: PROTO_* once the first bytes told */
   rrpc__http_conn *http;     /* builtin pages state of an HTTP connection */
   /* Finished call objects, reused for the next requests (no malloc/free
    * per call; a call is allocated on the loop and often ends on a worker,
@@ -106,7 +99,6 @@ struct rrpc_server {
   int own_group;
   rrpc__worker_pool *pool; /* NULL when every method runs in the loop */
   int pool_queue_max;
-  int pool_read_rounds; /* > 0: pool threads read busy connections (server.h) */
   const rrpc_transport_ops *ops;
   int listen_fd;
   int port;
@@ -351,7 +343,7 @@ static rrpc_server_call *call_alloc(struct sconn *c) {
 
 /* Any thread, the call's contents destroyed: back to its connection. */
 static void call_recycle(struct sconn *c, rrpc_server_call *call) {
-  if (!c->read_shared && rrpc__loop_in_thread(rrpc__socket_loop(call->sock))) {
+  if (rrpc__loop_in_thread(rrpc__socket_loop(call->sock))) {
     if (c->nspare >= CALL_SPARE_MAX) {
       free(call);
       return;
@@ -532,41 +524,6 @@ static void batch_add(struct batch *b, rrpc_server_call *call) {
   b->n++;
 }
 
-/* The connection's read task (rrpc__socket_hand_read), queued behind the
- * requests of a busy connection: the pool thread that takes it first sends
- * the responses it gathered (the peer's next requests may wait for them),
- * then reads the next requests itself. */
-static void conn_read_task(void *arg) {
-  struct sconn *c = arg;
-  rrpc__worker *w = rrpc__worker_self();
-  if (w != NULL) rrpc__worker_flush_deferred(w);
-  rrpc__socket_worker_read(c->rsock);
-  conn_unref(c, c->rsock);
-}
-
-/* The read task waited while every pool thread was blocked in a handler:
- * the loop reads the connection again (as it would without the task). */
-static void conn_read_expire(rrpc__work *t) {
-  struct sconn *c = t->arg;
-  rrpc__socket_read_unhand(c->rsock);
-  conn_unref(c, c->rsock);
-}
-
-/* At the end of a delivery that handed requests to the pool: a connection
- * with more requests in handlers than this read brought (pipelined, busy)
- * hands its reading on to a read task behind them. A lone request does
- * not: its loop keeps reading, as before. */
-static void hand_read(struct sconn *c, rrpc__socket *sock, struct batch *b) {
-  if (b->n == 0 || !c->read_shared) return;
-  if (b->n < 2 && rrpc__socket_pending_requests(sock) <= b->n) return;
-  if (!rrpc__socket_hand_read(sock)) return;
-  atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed); /* the task's */
-  c->read_work = (rrpc__work){.next = NULL, .fn = conn_read_task, .arg = c};
-  b->tail->next = &c->read_work;
-  b->tail = &c->read_work;
-  b->n++;
-}
-
 /* A call for a frame whose header rrpc__baidu_cut_head decoded, with the
  * frame's body cut straight into the call's request and attachment (no
  * move from the message's own iobufs); NULL and *rc when it cannot be. */
@@ -658,13 +615,7 @@ static void batch_flush(rrpc_server *srv, struct batch *b) {
   rrpc__worker_pool_submit(srv->pool, b->head, b->n, &rest, &why);
   while (rest != NULL) {
     rrpc__work *next = rest->next; /* refuse frees the call and its node */
-    if (rest->fn == conn_read_task) {
-      struct sconn *c = rest->arg;
-      rrpc__socket_read_unhand(c->rsock); /* the loop reads instead */
-      conn_unref(c, c->rsock);
-    } else {
-      refuse(srv, rest->arg, why);
-    }
+    refuse(srv, rest->arg, why);
     rest = next;
   }
   b->head = b->tail = NULL;
@@ -709,24 +660,9 @@ static void round_add(rrpc_server *srv, struct batch *b) {
   r->b.n += b->n;
 }
 
-/* Remote-memory frames are the loop's (their link lives there): a pool
- * thread that reads the connection leaves them, and what follows them,
- * to the loop (-EAGAIN: stop cutting). */
-static int rmt_cut(struct sconn *c, rrpc__socket *sock, rrpc_iobuf *rbuf) {
-  if (!c->read_shared) return rrpc__rmt_stream_cut(sock, rbuf);
-  if (rrpc__loop_in_thread(rrpc__socket_loop(sock))) {
-    int rc = rrpc__rmt_stream_cut(sock, rbuf);
-    if (rrpc__socket_ext(sock) != NULL) rrpc__socket_read_to_loop(sock); /* a link: the loop's from now on */
-    return rc;
-  }
-  if (rrpc__socket_ext(sock) == NULL && !rrpc__rmt_stream_is_frame(rbuf)) return 0;
-  rrpc__socket_read_to_loop(sock);
-  return -EAGAIN;
-}
-
 static int server_on_data(void *owner, rrpc__socket *sock, rrpc_iobuf *rbuf) {
   struct sconn *c = owner;
-  int rm = c->proto == PROTO_HTTP ? 0 : rmt_cut(c, sock, rbuf); /* remote-memory frames */
+  int rm = c->proto == PROTO_HTTP ? 0 : rrpc__rmt_stream_cut(sock, rbuf); /* remote-memory frames */
   if (rm == -EAGAIN || (rm == 0 && rrpc__iobuf_length(rbuf) == 0)) return 0;
   if (rm < 0) return rm;
   if (c->proto == PROTO_UNKNOWN) {
@@ -734,11 +670,6 @@ static int server_on_data(void *owner, rrpc__socket *sock, rrpc_iobuf *rbuf) {
     int http = c->srv->opts.no_builtin_services ? 0 : rrpc__builtin_sniff(rbuf);
     if (http == -EAGAIN) return 0;
     c->proto = http == 1 ? PROTO_HTTP : PROTO_BAIDU;
-    if (c->proto == PROTO_BAIDU && c->srv->pool != NULL && c->srv->pool_read_rounds > 0) {
-      c->rsock = sock;
-      c->read_shared = 1;
-      rrpc__socket_share_read(sock, c->srv->pool_read_rounds);
-    }
   }
   if (c->proto == PROTO_HTTP) return rrpc__builtin_on_data(&c->http, c->srv, sock, rbuf);
   struct batch b = {NULL, NULL, 0, rrpc__socket_read_us(sock)};
@@ -749,7 +680,7 @@ static int server_on_data(void *owner, rrpc__socket *sock, rrpc_iobuf *rbuf) {
       rc = 0;
       break;
     }
-    rc = rmt_cut(c, sock, rbuf); /* remote-memory frames between requests */
+    rc = rrpc__rmt_stream_cut(sock, rbuf); /* remote-memory frames between requests */
     if (rc == -EAGAIN) {
       rc = 0;
       break;
@@ -769,7 +700,6 @@ static int server_on_data(void *owner, rrpc__socket *sock, rrpc_iobuf *rbuf) {
     rrpc__baidu_msg_destroy(&msg);
     if (rc < 0) break;
   }
-  hand_read(c, sock, &b);
   round_add(c->srv, &b); /* what was cut before an error is still served */
   return rc;
 }
@@ -988,11 +918,7 @@ static int start_runtime(rrpc_server *s) {
         .busy_queue = s->opts.pool_busy_queue, /* opt-in: see server.h */
         .short_task_us = s->opts.pool_short_task_us != 0 ? s->opts.pool_short_task_us : DEFAULT_POOL_SHORT_TASK_US,
         .flush_us = s->opts.pool_write_flush_us != 0 ? s->opts.pool_write_flush_us : DEFAULT_POOL_WRITE_FLUSH_US,
-        .free_fn = conn_read_task,
-        .free_expire = conn_read_expire,
     };
-    s->pool_read_rounds = s->opts.pool_read_rounds != 0 ? s->opts.pool_read_rounds : DEFAULT_POOL_READ_ROUNDS;
-    if (cfg.flush_us <= 0 || cfg.rescue_us < 0) s->pool_read_rounds = 0; /* needs the gathered writes */
     rc = rrpc__worker_pool_start(&cfg, "rrpc-work", &s->pool);
   }
   return rc;
