@@ -235,6 +235,19 @@ static void write_head(void *space, const rrpc__rpc_meta *meta, const rrpc__rpc_
     copy_small(payload, p + RRPC_BAIDU_HEADER_SIZE + meta_len, copied);
 }
 
+/* The meta's attachment field says the frame's attachment: present with
+ * its size, or absent (and zero). The caller keeps the two old values to
+ * put back if the pack fails. */
+static inline void set_attachment_field(rrpc__rpc_meta *meta, size_t att_len) {
+  if (att_len > 0) {
+    meta->has |= RRPC_META_HAS_ATTACHMENT_SIZE;
+    meta->attachment_size = (int32_t)att_len;
+  } else {
+    meta->has &= ~(uint32_t)RRPC_META_HAS_ATTACHMENT_SIZE;
+    meta->attachment_size = 0;
+  }
+}
+
 /* The common frame - an empty `out`, a payload of at most PACK_COPY_MAX
  * bytes, a meta of the short shape (rpc_meta's encode_short) - written in
  * one pass into one new block: the meta is encoded where it goes without a
@@ -254,12 +267,7 @@ static int pack_small(rrpc_iobuf *out, rrpc__rpc_meta *meta, const rrpc_iobuf *p
   if (rc < 0) return rc;
   const uint32_t had = meta->has;
   const int32_t had_att = meta->attachment_size;
-  if (att_len > 0) {
-    meta->has |= RRPC_META_HAS_ATTACHMENT_SIZE;
-    meta->attachment_size = (int32_t)att_len;
-  } else {
-    meta->has &= ~(uint32_t)RRPC_META_HAS_ATTACHMENT_SIZE;
-  }
+  set_attachment_field(meta, att_len);
   uint8_t *p = (uint8_t *)b->data;
   size_t meta_len = rrpc__rpc_meta_encode_short(meta, p + RRPC_BAIDU_HEADER_SIZE);
   if (meta_len == 0) {
@@ -268,7 +276,6 @@ static int pack_small(rrpc_iobuf *out, rrpc__rpc_meta *meta, const rrpc_iobuf *p
     rrpc__block_unref(b);
     return 1;
   }
-  if (att_len == 0) meta->attachment_size = 0;
   memcpy(p, k_magic, 4);
   /* <= 200 + 128 + INT32_MAX: no overflow of the 32-bit field. */
   store_be32(p + 4, (uint32_t)(meta_len + pay_len + att_len));
@@ -315,13 +322,7 @@ int rrpc__baidu_pack(rrpc_iobuf *out, rrpc__rpc_meta *meta, const rrpc_iobuf *pa
    * fields); a failure puts them back, so *meta is unchanged then. */
   const uint32_t had = meta->has;
   const int32_t had_att = meta->attachment_size;
-  if (att_len > 0) {
-    meta->has |= RRPC_META_HAS_ATTACHMENT_SIZE;
-    meta->attachment_size = (int32_t)att_len;
-  } else {
-    meta->has &= ~(uint32_t)RRPC_META_HAS_ATTACHMENT_SIZE;
-    meta->attachment_size = 0;
-  }
+  set_attachment_field(meta, att_len);
   rrpc__rpc_meta_sizes sizes;
   meta_len = rrpc__rpc_meta_measure(meta, &sizes);
   if (meta_len > UINT32_MAX || pay_len > UINT32_MAX - meta_len ||
