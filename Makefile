@@ -109,8 +109,10 @@ BENCHES := $(patsubst bench/%.cc,$(BUILD)/bench/%,$(wildcard bench/*.cc))
 TOOL_DIRS := $(patsubst %/,%,$(dir $(wildcard tools/*/*.c)))
 TOOLS := $(sort $(patsubst tools/%,$(BUILD)/tools/%,$(TOOL_DIRS)))
 
-.PHONY: all libs tests examples benches tools test test-rdma test-rdma-tsan test-rdma-siw fuzz bench clean install remote-write-bench
+.PHONY: all libs tests rdma-tests examples benches tools test test-rdma test-rdma-tsan test-rdma-siw fuzz bench clean install remote-write-bench
 all: libs tests examples benches tools $(RDMA_TESTS)
+# The RDMA test binaries alone (tools/test-all builds the TSan ones with the TSan step).
+rdma-tests: $(RDMA_TESTS)
 tools: $(TOOLS)
 define tool_rule
 $(BUILD)/tools/$(1): $(wildcard tools/$(1)/*.c)
