@@ -295,23 +295,25 @@ static int run_copy(uint64_t mib, uint64_t piece_kib) {
   return rc == 0 && !a.failed ? 0 : 1;
 }
 
-/* Say "ready PID" on the fd ERM_READY_FD names (if any) and close it. */
-static void say_ready(void) {
+/* Say "ready PID PORT" on the fd ERM_READY_FD names (if any) and close it:
+ * the port it listens on, so a script can pass 0 and let the kernel choose
+ * one nothing else holds. */
+static void say_ready(int port) {
   const char *rfd = getenv("ERM_READY_FD");
   if (rfd == NULL || *rfd == '\0') return;
-  char line[32];
-  int n = snprintf(line, sizeof line, "ready %d\n", (int)getpid());
+  char line[48];
+  int n = snprintf(line, sizeof line, "ready %d %d\n", (int)getpid(), port);
   int fd = atoi(rfd);
   write_all(fd, line, (size_t)n);
   CHECK(close(fd) == 0);
 }
 
 /* The server alone (another process runs the client): listening on `port`
- * before it says "ready" on the fd ERM_READY_FD names, if any. */
+ * (0: any) before it says "ready" on the fd ERM_READY_FD names, if any. */
 static int run_serve(int port, uint64_t mib, uint64_t piece_kib) {
   struct copy_args a = copy_args_of(mib, piece_kib);
   a.lfd = listen_any(&port);
-  say_ready();
+  say_ready(port);
   copy_server(&a);
   CHECK(close(a.lfd) == 0);
   printf("erm_copy serve: %s\n", a.failed ? "MISMATCH" : "bytes-exact");
@@ -615,7 +617,7 @@ static int run_bad(void) {
 static int run_serve_die(int port, uint64_t mib) {
   struct copy_args a = copy_args_of(mib, 1024);
   a.lfd = listen_any(&port);
-  say_ready();
+  say_ready(port);
   int fd = accept(a.lfd, NULL, NULL);
   CHECK(fd >= 0);
   void *buf = calloc(1, a.size);

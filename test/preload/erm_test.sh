@@ -78,13 +78,14 @@ one copy relayed copy "${ERM_MIB:-$mib}" "${ERM_PIECE_KIB:-1024}"
 two_procs() {
   name=$1 smode=$2 cmode=$3 size=$4 src_want=$5
   start=$(date +%s.%N)
-  port=$((30000 + $$ % 20000))
   rm -f "$tmp/ready"
   mkfifo "$tmp/ready"
+  # Port 0: the server listens where the kernel says and names the port on
+  # the fifo (a port made up here could be held by another socket).
   RRPC_RUN_RDMA=on RRPC_RUN_PEERS=$PRELOAD_TEST_ADDR RRPC_RUN_DEBUG=1 ERM_READY_FD=3 \
-    timeout 120 "$run" "$prog" "$smode" "$port" "$size" 3>"$tmp/ready" >"$tmp/serve.log" 2>&1 &
+    timeout 120 "$run" "$prog" "$smode" 0 "$size" 3>"$tmp/ready" >"$tmp/serve.log" 2>&1 &
   spid=$!
-  read -r _ server_pid <"$tmp/ready"
+  read -r _ server_pid port <"$tmp/ready"
   if [ "$smode" = serve-die ]; then
     # The owner is killed once the writer says it submitted every COPY.
     rm -f "$tmp/submitted"
