@@ -50,17 +50,35 @@ void echo_handler(void *, rrpc_server_call *call) {
 }
 
 // Blocks its loop thread for the number of ms in the request: a slow receiver.
+// Slow handlers entered so far: a test waits for its Slow call to be in
+// its handler instead of guessing how long that takes.
+struct SlowEntered {
+  std::mutex mu;
+  std::condition_variable cv;
+  int n = 0;
+  bool wait_for(int want, int ms) {
+    std::unique_lock<std::mutex> g(mu);
+    return cv.wait_for(g, std::chrono::milliseconds(ms), [&] { return n >= want; });
+  }
+} g_slow_entered;
+
 void slow_handler(void *, rrpc_server_call *call) {
   int ms = atoi(iobuf_string(rrpc_server_call_request(call)).c_str());
+  {
+    std::lock_guard<std::mutex> g(g_slow_entered.mu);
+    g_slow_entered.n++;
+    g_slow_entered.cv.notify_all();
+  }
   std::this_thread::sleep_for(std::chrono::milliseconds(ms));  // the slowness under test
   rrpc_server_call_respond(call, nullptr);
 }
 
 void hold_handler(void *, rrpc_server_call *) {}  // never answers: for kill -9
 
-rrpc_server *start_server(int use_rdma, int *port) {
+rrpc_server *start_server(int use_rdma, int *port, int pool_threads = 0) {
   rrpc_server_options o = {};
   o.use_rdma = use_rdma;
+  o.pool_threads = pool_threads;
   rrpc_server *s;
   if (rrpc_server_new(&o, &s) != 0) return nullptr;
   rrpc_server_add_method(s, "test.Echo", "Echo", echo_handler, nullptr);
@@ -426,11 +444,17 @@ TEST_F(RdmaRpc, ForeignAllocatorCookiesAreNeverDereferenced) {
 }
 
 TEST_F(RdmaRpc, SlowReceiverMakesTheSenderWait) {
-  rrpc_channel *ch = open_channel(port_, 1);
+  // A server with one pool thread, busy in "Slow" while async requests of
+  // 64 KiB keep coming: they wait in its queue holding what they were read
+  // into, its ring (256 KiB) fills, and the client must wait, not lose.
+  // (With the default pool the other threads answered the echoes as they
+  // came, and whether the client ever outran them was up to the host.)
+  int slow_port = 0;
+  rrpc_server *slow_srv = start_server(1, &slow_port, 1);
+  ASSERT_NE(nullptr, slow_srv);
+  rrpc_channel *ch = open_channel(slow_port, 1);
   long long rnr_before = hw_counter("rcvd_rnr_err");
   rrpc_rdma_stats before = stats();
-  // The server's loop is busy in "Slow" while async requests of 64 KiB keep
-  // coming: its ring (256 KiB) fills, and the client must wait, not lose.
   std::string big = pattern(64 * 1024, 9);
   // Each response is checked and dropped as it completes. This suite runs
   // with zero-copy receive on, and in ring mode (test/rdma/ring-mode.sh) a
@@ -442,8 +466,16 @@ TEST_F(RdmaRpc, SlowReceiverMakesTheSenderWait) {
   const int n = 40;
   std::vector<rrpc_controller *> cs(n);
   std::vector<rrpc_iobuf *> reqs(n);
+  int entered = 0;
+  {
+    std::lock_guard<std::mutex> g(g_slow_entered.mu);
+    entered = g_slow_entered.n;
+  }
   std::thread slow([&] { EXPECT_EQ(0, call(ch, "Slow", "1500", "", nullptr, nullptr)); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let Slow occupy the server loop first
+  if (!g_slow_entered.wait_for(entered + 1, 10000)) {
+    slow.join();
+    FAIL() << "the Slow call never reached its handler";
+  }
   for (int i = 0; i < n; i++) {
     rrpc_controller_new(&cs[i]);
     rrpc_iobuf_new(&reqs[i]);
@@ -467,6 +499,7 @@ TEST_F(RdmaRpc, SlowReceiverMakesTheSenderWait) {
     EXPECT_EQ(rnr_before, rnr_after) << "RNR NAKs happened";
   }
   rrpc_channel_free(ch);
+  rrpc_server_free(slow_srv);
 }
 
 TEST_F(RdmaRpc, GarbageInsteadOfClcClosesOnlyThatConnection) {
