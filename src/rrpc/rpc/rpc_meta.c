@@ -606,6 +606,39 @@ size_t rrpc__rpc_meta_size(const rrpc__rpc_meta *m) {
   return rrpc__rpc_meta_measure(m, &s);
 }
 
+/* The request's integer fields, after its names (both encoders). */
+static inline __attribute__((always_inline)) uint8_t *put_request_ints(uint8_t *p, const rrpc__rpc_meta *m,
+                                                                       uint32_t has) {
+  if (has & RRPC_META_HAS_LOG_ID) {
+    *p++ = T_REQ_LOG_ID;
+    p = put_varint(p, i64_bits(m->log_id));
+  }
+  if (has & RRPC_META_HAS_TIMEOUT_MS) {
+    *p++ = T_REQ_TIMEOUT_MS;
+    p = put_varint(p, i32_bits(m->timeout_ms));
+  }
+  return p;
+}
+
+/* The fields after the sub-messages, in the field order both encoders
+ * write. */
+static inline __attribute__((always_inline)) uint8_t *put_tail(uint8_t *p, const rrpc__rpc_meta *m,
+                                                               uint32_t has) {
+  if (__builtin_expect(has & RRPC_META_HAS_COMPRESS_TYPE, 0)) {
+    *p++ = T_META_COMPRESS_TYPE;
+    p = put_varint(p, i32_bits(m->compress_type));
+  }
+  if (has & RRPC_META_HAS_CORRELATION_ID) {
+    *p++ = T_META_CORRELATION_ID;
+    p = put_varint(p, i64_bits(m->correlation_id));
+  }
+  if (has & RRPC_META_HAS_ATTACHMENT_SIZE) {
+    *p++ = T_META_ATTACHMENT_SIZE;
+    p = put_varint(p, i32_bits(m->attachment_size));
+  }
+  return p;
+}
+
 /* Thread-safe; reads *m and *s, writes exactly the measured bytes. */
 size_t rrpc__rpc_meta_encode_sized(const rrpc__rpc_meta *m, const rrpc__rpc_meta_sizes *s, uint8_t *out) {
   uint8_t *p = out;
@@ -619,14 +652,7 @@ size_t rrpc__rpc_meta_encode_sized(const rrpc__rpc_meta *m, const rrpc__rpc_meta
       p = put_str(p, F_REQ_SERVICE_NAME, m->service_name);
       p = put_str(p, F_REQ_METHOD_NAME, m->method_name);
     }
-    if (m->has & RRPC_META_HAS_LOG_ID) {
-      p = put_tag(p, F_REQ_LOG_ID, WT_VARINT);
-      p = put_varint(p, i64_bits(m->log_id));
-    }
-    if (m->has & RRPC_META_HAS_TIMEOUT_MS) {
-      p = put_tag(p, F_REQ_TIMEOUT_MS, WT_VARINT);
-      p = put_varint(p, i32_bits(m->timeout_ms));
-    }
+    p = put_request_ints(p, m, m->has);
   }
   if (m->has & RRPC_META_HAS_RESPONSE) {
     p = put_tag(p, F_META_RESPONSE, WT_LEN);
@@ -638,19 +664,7 @@ size_t rrpc__rpc_meta_encode_sized(const rrpc__rpc_meta *m, const rrpc__rpc_meta
     if (m->has & RRPC_META_HAS_ERROR_TEXT)
       p = put_str(p, F_RESP_ERROR_TEXT, m->error_text);
   }
-  if (m->has & RRPC_META_HAS_COMPRESS_TYPE) {
-    p = put_tag(p, F_META_COMPRESS_TYPE, WT_VARINT);
-    p = put_varint(p, i32_bits(m->compress_type));
-  }
-  if (m->has & RRPC_META_HAS_CORRELATION_ID) {
-    p = put_tag(p, F_META_CORRELATION_ID, WT_VARINT);
-    p = put_varint(p, i64_bits(m->correlation_id));
-  }
-  if (m->has & RRPC_META_HAS_ATTACHMENT_SIZE) {
-    p = put_tag(p, F_META_ATTACHMENT_SIZE, WT_VARINT);
-    p = put_varint(p, i32_bits(m->attachment_size));
-  }
-  return (size_t)(p - out);
+  return (size_t)(put_tail(p, m, m->has) - out);
 }
 
 /* The most a varint field (tag and value) takes: a negative int32 or any
@@ -674,24 +688,6 @@ static size_t response_body_bound(const rrpc__rpc_meta *m) {
   return n;
 }
 
-/* The fields after the sub-message, in encode_sized's order. */
-static inline __attribute__((always_inline)) uint8_t *put_tail(uint8_t *p, const rrpc__rpc_meta *m,
-                                                               uint32_t has) {
-  if (__builtin_expect(has & RRPC_META_HAS_COMPRESS_TYPE, 0)) {
-    *p++ = T_META_COMPRESS_TYPE;
-    p = put_varint(p, i32_bits(m->compress_type));
-  }
-  if (has & RRPC_META_HAS_CORRELATION_ID) {
-    *p++ = T_META_CORRELATION_ID;
-    p = put_varint(p, i64_bits(m->correlation_id));
-  }
-  if (has & RRPC_META_HAS_ATTACHMENT_SIZE) {
-    *p++ = T_META_ATTACHMENT_SIZE;
-    p = put_varint(p, i32_bits(m->attachment_size));
-  }
-  return p;
-}
-
 /* A request's meta; request_body_bound(m) < 128. */
 static size_t short_request(const rrpc__rpc_meta *m, uint8_t *out) {
   const uint32_t has = m->has;
@@ -712,14 +708,7 @@ static size_t short_request(const rrpc__rpc_meta *m, uint8_t *out) {
     copy_short(p, m->method_name.ptr, m->method_name.len);
     p += m->method_name.len;
   }
-  if (has & RRPC_META_HAS_LOG_ID) {
-    *p++ = T_REQ_LOG_ID;
-    p = put_varint(p, i64_bits(m->log_id));
-  }
-  if (has & RRPC_META_HAS_TIMEOUT_MS) {
-    *p++ = T_REQ_TIMEOUT_MS;
-    p = put_varint(p, i32_bits(m->timeout_ms));
-  }
+  p = put_request_ints(p, m, has);
   *len_at = (uint8_t)(p - len_at - 1);
   return (size_t)(put_tail(p, m, has) - out);
 }
