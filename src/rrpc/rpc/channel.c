@@ -572,9 +572,9 @@ enum { CUT_BATCH = 32 };
 static int cut_some(struct conn *cn, rrpc_iobuf *rbuf, rrpc__baidu_msg *msgs, int n, int *rc) {
   *rc = 0;
   while (n < CUT_BATCH && rrpc__iobuf_length(rbuf) > 0) { /* an empty buffer: the usual end */
-    /* Remote-memory frames between responses: the test inline, the call
-     * only for one (client_on_data ran the delivery's rrpc__rmt_on_data). */
-    int rm = rrpc__rmt_stream_is_frame(rbuf) ? rrpc__rmt_stream_cut(cn->sock, rbuf) : 0;
+    /* Remote-memory frames between responses (client_on_data ran the
+     * delivery's rrpc__rmt_on_data). */
+    int rm = rrpc__rmt_next_cut(cn->sock, rbuf);
     if (rm == -EAGAIN) break;
     if (rm < 0) {
       RRPC_LOG(WARNING, "closing connection to %s: remote memory: %s", cn->peer, rrpc_strerror(rm));

@@ -680,9 +680,9 @@ static int server_on_data(void *owner, rrpc__socket *sock, rrpc_iobuf *rbuf) {
       rc = 0;
       break;
     }
-    /* Remote-memory frames between requests: the test inline, the call only
-     * for one (the delivery's rrpc__rmt_on_data ran in the first cut above). */
-    rc = rrpc__rmt_stream_is_frame(rbuf) ? rrpc__rmt_stream_cut(sock, rbuf) : 0;
+    /* Remote-memory frames between requests (the delivery's first cut is
+     * the one above). */
+    rc = rrpc__rmt_next_cut(sock, rbuf);
     if (rc == -EAGAIN) {
       rc = 0;
       break;
