@@ -10,8 +10,9 @@
  * SO_RCVTIMEO and fork need no wrapper: the kernel does them on that socket.
  * ERM's socket API (rrpc/erm.h) adds wrappers that look at a relayed fd only
  * for its own parts: SOL_SMC options, sendmsg's control messages,
- * recvmsg(MSG_ERRQUEUE), and poll/ppoll's POLLERR and epoll's EPOLLERR for
- * queued completions.
+ * recvmsg(MSG_ERRQUEUE), and the POLLERR of poll/ppoll, the EPOLLERR of
+ * epoll_wait/epoll_pwait/epoll_pwait2 and the read and write sets of
+ * select/pselect for queued completions.
  * Every other fd, and every connection the policy leaves alone, goes
  * straight to libc.
  */
@@ -27,7 +28,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/select.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "preload/env_num.h"
@@ -129,6 +132,7 @@ __attribute__((constructor)) static void preload_init(void) {
   if (g_ebpf) rrpc_run_relay_set_peer_check(rrpc_smcopt_peer_offered);
   pthread_atfork(NULL, after_fork_parent, after_fork_child);
   rrpc_run_erm_settings_from_env();
+  rrpc_run_erm_epoll_settings_from_env();
   g_enabled = 1;
   rrpc_run_stat_page_start();
 }
@@ -347,7 +351,7 @@ static int fd_last(int fd, rrpc_run_conn *c) {
 static int epoll_ctl_real(int epfd, int op, int fd, struct epoll_event *ev);
 
 int close(int fd) {
-  if (rrpc_run_erm_epoll_active()) rrpc_run_erm_epoll_forget(fd, epoll_ctl_real);
+  if (rrpc_run_erm_epoll_following()) rrpc_run_erm_epoll_forget(fd, epoll_ctl_real);
   rrpc_run_conn *c = fd_conn(fd);
   if (c != NULL && rrpc_run_conn_erm(c) != NULL && fd_last(fd, c)) rrpc_run_erm_close(c);
   fd_forget(fd);
@@ -360,13 +364,22 @@ int dup(int fd) {
   return n;
 }
 
+/* dup2/dup3 close what newfd named (when oldfd is open): its epoll pairs
+ * go as close's do. */
+static void dup_onto(int oldfd, int newfd) {
+  if (oldfd != newfd && rrpc_run_erm_epoll_following() && fcntl(oldfd, F_GETFD) >= 0)
+    rrpc_run_erm_epoll_forget(newfd, epoll_ctl_real);
+}
+
 int dup2(int oldfd, int newfd) {
+  dup_onto(oldfd, newfd);
   int n = real_dup2(oldfd, newfd);
   if (n >= 0) fd_copy(oldfd, n);
   return n;
 }
 
 int dup3(int oldfd, int newfd, int flags) {
+  dup_onto(oldfd, newfd);
   int n = rrpc_run_real.dup3(oldfd, newfd, flags);
   if (n >= 0) fd_copy(oldfd, n);
   return n;
@@ -474,12 +487,20 @@ static void *real_fn(_Atomic(void *) *slot, const char *name) {
   return f;
 }
 static _Atomic(void *) g_real_sendmsg, g_real_recvmsg, g_real_poll, g_real_ppoll, g_real_epoll_ctl,
-    g_real_epoll_wait, g_real_epoll_pwait;
+    g_real_epoll_wait, g_real_epoll_pwait, g_real_epoll_pwait2, g_real_select, g_real_pselect;
+
+/* The ERM eventfd of relayed socket fd, or -1. */
+static int efd_of_fd(int fd) {
+  rrpc_run_conn *c = fd_conn(fd);
+  return c != NULL ? rrpc_run_erm_event_fd(c) : -1;
+}
 
 /* SOL_SMC at a relayed fd: ERM's command, or nothing (the kernel's TCP
- * socket answers ENOPROTOOPT there, and so does this). */
+ * socket answers ENOPROTOOPT there, and so does this). The first command
+ * makes the socket's eventfd: it joins the epoll sets the socket is in. */
 static int erm_opt(rrpc_run_conn *c, int set, int name, void *val, socklen_t *len) {
   int rc = name == SMC_ERM_CMD ? rrpc_run_erm_sockopt(c, set, val, len) : -ENOPROTOOPT;
+  if (rrpc_run_erm_event_fd(c) >= 0) rrpc_run_erm_epoll_join(efd_of_fd, epoll_ctl_real);
   if (rc == 0) return 0;
   errno = -rc;
   return -1;
@@ -564,8 +585,8 @@ int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_
   return erm_poll(fds, n, 0, ts, mask, 1);
 }
 
-/* epoll: a relayed socket added after its first REG_MR reports EPOLLERR
- * while completions are queued (erm_epoll.h). */
+/* epoll: a relayed socket reports EPOLLERR while completions are queued,
+ * whether it joined the set before or after its first REG_MR (erm_epoll.h). */
 static int epoll_ctl_real(int epfd, int op, int fd, struct epoll_event *ev) {
   int (*real)(int, int, int, struct epoll_event *) =
       (int (*)(int, int, int, struct epoll_event *))real_fn(&g_real_epoll_ctl, "epoll_ctl");
@@ -574,13 +595,17 @@ static int epoll_ctl_real(int epfd, int op, int fd, struct epoll_event *ev) {
 
 int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev) {
   int rc = epoll_ctl_real(epfd, op, fd, ev);
-  rrpc_run_conn *c = rc == 0 && rrpc_run_erm_any() ? fd_conn(fd) : NULL;
-  int efd = c != NULL ? rrpc_run_erm_event_fd(c) : -1;
-  if (efd >= 0) {
-    int saved = errno;
-    rrpc_run_erm_epoll_ctl(epfd, op, fd, efd, ev, epoll_ctl_real);
-    errno = saved;
+  if (rc != 0 || fd_conn(fd) == NULL) return rc;
+  int saved = errno;
+  int f = rrpc_run_erm_epoll_ctl(epfd, op, fd, ev, efd_of_fd, epoll_ctl_real);
+  if (f < 0) {
+    /* Not followed, so its completions could never wake this set: the ADD
+     * is undone and refused, as the kernel refuses one past its watch limit. */
+    epoll_ctl_real(epfd, EPOLL_CTL_DEL, fd, NULL);
+    errno = -f;
+    return -1;
   }
+  errno = saved;
   return rc;
 }
 
@@ -596,4 +621,127 @@ int epoll_pwait(int epfd, struct epoll_event *evs, int max, int timeout_ms, cons
       (int (*)(int, struct epoll_event *, int, int, const sigset_t *))real_fn(&g_real_epoll_pwait, "epoll_pwait");
   int n = real(epfd, evs, max, timeout_ms, mask);
   return n > 0 && rrpc_run_erm_epoll_active() ? rrpc_run_erm_epoll_fix(evs, n) : n;
+}
+
+/* epoll_pwait2 (glibc 2.35, Linux 5.11): epoll_pwait's with a timespec.
+ * A libc without it has nothing to call: ENOSYS, as its stub would say. */
+int epoll_pwait2(int epfd, struct epoll_event *evs, int max, const struct timespec *ts, const sigset_t *mask) {
+  int (*real)(int, struct epoll_event *, int, const struct timespec *, const sigset_t *) =
+      (int (*)(int, struct epoll_event *, int, const struct timespec *, const sigset_t *))real_fn(&g_real_epoll_pwait2,
+                                                                                                  "epoll_pwait2");
+  if (real == NULL) {
+    errno = ENOSYS;
+    return -1;
+  }
+  int n = real(epfd, evs, max, ts, mask);
+  return n > 0 && rrpc_run_erm_epoll_active() ? rrpc_run_erm_epoll_fix(evs, n) : n;
+}
+
+/* ---- select/pselect --------------------------------------------------------------- */
+
+/* Linux's select (fs/select.c) reports an fd in the read set for POLLIN,
+ * POLLRDNORM, POLLRDBAND, POLLHUP or POLLERR, in the write set for POLLOUT,
+ * POLLWRNORM, POLLWRBAND or POLLERR, in the except set for POLLPRI; an fd
+ * closed while it waits in all three. So a socket with a non-empty error
+ * queue is readable and writable. With a relayed ERM socket in the sets
+ * the wait is a ppoll through erm_poll (each eventfd beside its socket)
+ * and the sets are written back by that mapping. */
+enum { SEL_IN = POLLIN | POLLRDNORM | POLLRDBAND | POLLHUP | POLLERR | POLLNVAL,
+       SEL_OUT = POLLOUT | POLLWRNORM | POLLWRBAND | POLLERR | POLLNVAL,
+       SEL_EX = POLLPRI | POLLNVAL };
+
+/* The sets as the kernel reads them: n bits, however many that is (the
+ * FD_ macros stop at FD_SETSIZE, and fortified ones abort past it). */
+enum { SEL_BITS = 8 * sizeof(unsigned long) };
+static int sel_has(const fd_set *s, int fd) {
+  return s != NULL && (((const unsigned long *)(const void *)s)[fd / SEL_BITS] >> (fd % SEL_BITS) & 1) != 0;
+}
+static void sel_clr(fd_set *s, int fd) { ((unsigned long *)(void *)s)[fd / SEL_BITS] &= ~(1ul << (fd % SEL_BITS)); }
+
+/* 1 if some fd below n in the sets is a relayed socket with ERM state. */
+static int sel_erm(int n, const fd_set *r, const fd_set *w, const fd_set *x) {
+  if (!rrpc_run_erm_any() || n <= 0) return 0;
+  for (int fd = 0; fd < n && fd < FD_TABLE; fd++)
+    if ((sel_has(r, fd) || sel_has(w, fd) || sel_has(x, fd)) && efd_of_fd(fd) >= 0) return 1;
+  return 0;
+}
+
+static int sel_poll(int n, fd_set *r, fd_set *w, fd_set *x, const struct timespec *ts, const sigset_t *mask) {
+  long open_max = sysconf(_SC_OPEN_MAX); /* the kernel, too, looks no further than the fd table */
+  if (open_max > 0 && n > open_max) n = (int)open_max;
+  struct pollfd *p = malloc((size_t)n * sizeof *p);
+  if (p == NULL) {
+    errno = ENOMEM;
+    return -1;
+  }
+  nfds_t k = 0;
+  for (int fd = 0; fd < n; fd++) {
+    short ev = (short)((sel_has(r, fd) ? POLLIN | POLLRDNORM | POLLRDBAND : 0) |
+                       (sel_has(w, fd) ? POLLOUT | POLLWRNORM | POLLWRBAND : 0) | (sel_has(x, fd) ? POLLPRI : 0));
+    if (ev != 0) p[k++] = (struct pollfd){.fd = fd, .events = ev};
+  }
+  int rc = erm_poll(p, k, 0, ts, mask, 1);
+  for (nfds_t i = 0; rc >= 0 && i < k; i++)
+    if (p[i].revents & POLLNVAL) { /* select refuses a set naming a closed fd */
+      errno = EBADF;
+      rc = -1;
+    }
+  if (rc >= 0) {
+    rc = 0;
+    for (nfds_t i = 0; i < k; i++) {
+      int fd = p[i].fd;
+      short re = p[i].revents;
+      int in = sel_has(r, fd) && (re & SEL_IN), out = sel_has(w, fd) && (re & SEL_OUT),
+          ex = sel_has(x, fd) && (re & SEL_EX);
+      if (r != NULL && !in) sel_clr(r, fd);
+      if (w != NULL && !out) sel_clr(w, fd);
+      if (x != NULL && !ex) sel_clr(x, fd);
+      rc += in + out + ex;
+    }
+  }
+  int saved = errno;
+  free(p);
+  errno = saved;
+  return rc;
+}
+
+static struct timespec ts_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t;
+}
+
+int select(int n, fd_set *r, fd_set *w, fd_set *x, struct timeval *tv) {
+  int (*real)(int, fd_set *, fd_set *, fd_set *, struct timeval *) =
+      (int (*)(int, fd_set *, fd_set *, fd_set *, struct timeval *))real_fn(&g_real_select, "select");
+  if (!sel_erm(n, r, w, x)) return real(n, r, w, x, tv);
+  if (tv != NULL && (tv->tv_sec < 0 || tv->tv_usec < 0 || tv->tv_usec >= 1000000)) {
+    errno = EINVAL;
+    return -1;
+  }
+  struct timespec ts, t0 = ts_now();
+  if (tv != NULL) ts = (struct timespec){.tv_sec = tv->tv_sec, .tv_nsec = tv->tv_usec * 1000};
+  int rc = sel_poll(n, r, w, x, tv != NULL ? &ts : NULL, NULL);
+  if (tv != NULL) {
+    /* Linux's select leaves the time not slept in *tv. */
+    struct timespec t1 = ts_now();
+    long long left = ((long long)ts.tv_sec * 1000000000 + ts.tv_nsec) -
+                     ((long long)(t1.tv_sec - t0.tv_sec) * 1000000000 + (t1.tv_nsec - t0.tv_nsec));
+    if (left < 0) left = 0;
+    tv->tv_sec = (time_t)(left / 1000000000);
+    tv->tv_usec = (suseconds_t)(left % 1000000000 / 1000);
+  }
+  return rc;
+}
+
+int pselect(int n, fd_set *r, fd_set *w, fd_set *x, const struct timespec *ts, const sigset_t *mask) {
+  int (*real)(int, fd_set *, fd_set *, fd_set *, const struct timespec *, const sigset_t *) =
+      (int (*)(int, fd_set *, fd_set *, fd_set *, const struct timespec *, const sigset_t *))real_fn(&g_real_pselect,
+                                                                                                       "pselect");
+  if (!sel_erm(n, r, w, x)) return real(n, r, w, x, ts, mask);
+  if (ts != NULL && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000)) {
+    errno = EINVAL;
+    return -1;
+  }
+  return sel_poll(n, r, w, x, ts, mask);
 }

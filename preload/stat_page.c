@@ -15,6 +15,7 @@
 
 #include "preload/env_num.h"
 #include "preload/erm.h"
+#include "preload/erm_epoll.h"
 #include "preload/relay.h"
 #include "preload/stat_route.h"
 #include "rrpc/internal/loop.h"
@@ -48,11 +49,11 @@ static size_t vars_format(char *buf, size_t len) {
                    "rrpc_run_erm_regs : %llu\nrrpc_run_erm_deregs : %llu\nrrpc_run_erm_copies : %llu\n"
                    "rrpc_run_erm_copy_bytes : %llu\nrrpc_run_erm_copies_failed : %llu\n"
                    "rrpc_run_erm_remote_compl : %llu\nrrpc_run_erm_compl_dropped : %llu\n"
-                   "rrpc_run_erm_refused : %llu\n",
+                   "rrpc_run_erm_refused : %llu\nrrpc_run_erm_epoll_refused : %llu\n",
                    (unsigned long long)e.regs, (unsigned long long)e.deregs, (unsigned long long)e.copies,
                    (unsigned long long)e.copy_bytes, (unsigned long long)e.copies_failed,
                    (unsigned long long)e.remote_compl, (unsigned long long)e.compl_dropped,
-                   (unsigned long long)e.refused);
+                   (unsigned long long)e.refused, (unsigned long long)rrpc_run_erm_epoll_refused());
   return m < 0 ? at : at + (size_t)m;
 }
 

@@ -17,14 +17,19 @@
  *       relayed connection; the owner's memory stays untouched.
  *   erm_copy limits   under RRPC_RUN_ERM_MAX_MRS=2, _MAX_COMPL=2 and
  *       _MAX_COPY_CMSGS=1: ENOSPC, ENOBUFS, EINVAL, a dropped completion.
+ *   erm_copy epoll-odd  epoll_ctl calls the kernel refuses, sockets added
+ *       to sets before their first REG_MR in odd ways (no events, a dup,
+ *       ET|ONESHOT, EXCLUSIVE), sets and the socket closed under it.
  *   erm_copy plain    a kernel TCP socket (run it without rrpc-run, or with
  *       a policy that leaves the connection plain): ENOPROTOOPT.
+ *   --wait=MODE (anywhere): how the copy cases wait (below, "waiter").
  *
  * Except for serve/client, both ends run in this one process (threads):
  * rrpc-run relays both. The
  * address is PRELOAD_TEST_ADDR (127.0.0.1 by default). Completions are
- * waited for with poll() (the writer) or epoll (copy's owner): POLLERR /
- * EPOLLERR says the error queue holds some. */
+ * waited for with poll() (the writer) or epoll (copy's owner), or as
+ * --wait says: POLLERR / EPOLLERR / the read set says the error queue
+ * holds some. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -32,6 +37,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <sys/epoll.h>
+#include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -42,7 +48,8 @@
 #include "rrpc/erm.h"
 #include "test/preload/preload_test.h"
 
-enum { WAIT_MS = 120000 };
+/* Below the script's 120 s: a wake-up that never comes fails a CHECK. */
+enum { WAIT_MS = 60000 };
 
 static const char *test_addr(void) {
   const char *ip = getenv("PRELOAD_TEST_ADDR");
@@ -137,28 +144,98 @@ static int copy_n(int fd, const struct smc_erm_copy *cps, int n) {
   return (int)sendmsg(fd, &mh, 0);
 }
 
-/* Wait for completions (poll's POLLERR, or epoll's EPOLLERR when ep >= 0:
- * fd is in ep with its number as the data) and read up to max of them. */
-static int read_compl_on(int ep, int fd, struct smc_erm_compl *out, int max) {
+/* How an end waits for completions (--wait=MODE, the copy cases):
+ *   poll (default)  the owner with epoll_wait, its socket added after its
+ *                   first REG_MR; the writer with poll
+ *   epoll-early     both with epoll_wait, each socket added to its set
+ *                   right after accept/connect, before any REG_MR (the
+ *                   owner edge-triggered, for input too; the writer for
+ *                   nothing but errors)
+ *   epoll_pwait2    both with epoll_pwait2, sockets added after REG_MR
+ *   select          both with select (the read and except sets): a
+ *                   socket with completions queued is readable, never
+ *                   exceptional, as a kernel socket with a non-empty error
+ *                   queue is (fs/select.c maps POLLERR to the read and the
+ *                   write set)
+ * The owner's socket carries no stream bytes while it waits, so for the
+ * owner (strict) every wake-up must be the error queue's; the writer's may
+ * also be the owner's answer or its end of stream (the loop then reads the
+ * error queue again). */
+enum wait_mode { W_POLL, W_EPOLL, W_EPOLL_EARLY, W_EPOLL_PWAIT2, W_SELECT };
+static enum wait_mode g_wait = W_POLL;
+
+struct waiter {
+  int fd, ep, strict;
+  enum wait_mode how;
+};
+
+/* The end's waiter; stage 0 right after accept/connect, 1 after the first
+ * REG_MR: the socket joins its epoll set at the stage the mode says. */
+static void waiter_stage(struct waiter *w, int fd, int owner, int stage) {
+  if (stage == 0) {
+    *w = (struct waiter){.fd = fd, .ep = -1, .strict = owner, .how = g_wait};
+    if (g_wait == W_POLL && owner) w->how = W_EPOLL;
+  }
+  int epoll = w->how == W_EPOLL || w->how == W_EPOLL_EARLY || w->how == W_EPOLL_PWAIT2;
+  if (!epoll || (stage == 0) != (w->how == W_EPOLL_EARLY)) return;
+  w->ep = epoll_create1(EPOLL_CLOEXEC);
+  CHECK(w->ep >= 0);
+  uint32_t events = !owner ? 0 : w->how == W_EPOLL_EARLY ? EPOLLIN | EPOLLET : EPOLLIN;
+  struct epoll_event ev = {.events = events, .data.u64 = (uint64_t)fd};
+  CHECK(epoll_ctl(w->ep, EPOLL_CTL_ADD, fd, &ev) == 0);
+}
+
+static void waiter_close(struct waiter *w) {
+  if (w->ep >= 0) CHECK(close(w->ep) == 0);
+  w->ep = -1;
+}
+
+/* One wait: returns once the socket reported something. */
+static void wait_once(const struct waiter *w) {
+  int fd = w->fd;
+  if (w->how == W_POLL) {
+    struct pollfd p = {.fd = fd, .events = 0};
+    int n = poll(&p, 1, WAIT_MS);
+    CHECK(n == 1);
+    CHECK(!w->strict || (p.revents & POLLERR) != 0);
+    return;
+  }
+  if (w->how == W_SELECT) {
+    fd_set r, x;
+    FD_ZERO(&r);
+    FD_ZERO(&x);
+    FD_SET(fd, &r);
+    FD_SET(fd, &x);
+    struct timeval tv = {.tv_sec = WAIT_MS / 1000};
+    int n = select(fd + 1, &r, NULL, &x, &tv);
+    CHECK(n >= 1);
+    CHECK(!w->strict || (n == 1 && FD_ISSET(fd, &r) && !FD_ISSET(fd, &x)));
+    return;
+  }
+  struct epoll_event ev[4];
+  int n;
+  if (w->how == W_EPOLL_PWAIT2) {
+    struct timespec ts = {.tv_sec = WAIT_MS / 1000};
+    n = epoll_pwait2(w->ep, ev, 4, &ts, NULL);
+  } else {
+    n = epoll_wait(w->ep, ev, 4, WAIT_MS);
+  }
+  CHECK(n == 1); /* one event for the socket, whatever else it has */
+  CHECK(ev[0].data.u64 == (uint64_t)fd);
+  CHECK(!w->strict || (ev[0].events & EPOLLERR) != 0);
+}
+
+/* Wait for completions as w says and read up to max of them. */
+static int read_compl_w(const struct waiter *w, struct smc_erm_compl *out, int max) {
   for (;;) {
     union {
       char buf[32 * CMSG_SPACE(sizeof(struct smc_erm_compl))];
       struct cmsghdr align;
     } u;
     struct msghdr mh = {.msg_control = u.buf, .msg_controllen = sizeof u.buf};
-    ssize_t r = recvmsg(fd, &mh, MSG_ERRQUEUE | MSG_DONTWAIT);
-    if (r < 0 && errno == EAGAIN && ep >= 0) {
-      struct epoll_event ev[4];
-      int n = epoll_wait(ep, ev, 4, WAIT_MS);
-      CHECK(n == 1); /* one event for the socket, whatever else it has */
-      CHECK(ev[0].data.u64 == (uint64_t)fd && (ev[0].events & EPOLLERR) != 0);
-      continue;
-    }
+    ssize_t r = recvmsg(w->fd, &mh, MSG_ERRQUEUE | MSG_DONTWAIT);
     if (r < 0 && errno == EAGAIN) {
-      struct pollfd p = {.fd = fd, .events = 0};
-      int n = poll(&p, 1, WAIT_MS);
-      CHECK(n == 1);
-      CHECK((p.revents & POLLERR) != 0);
+      wait_once(w);
       continue;
     }
     CHECK(r == 0);
@@ -175,7 +252,11 @@ static int read_compl_on(int ep, int fd, struct smc_erm_compl *out, int max) {
   }
 }
 
-static int read_compl(int fd, struct smc_erm_compl *out, int max) { return read_compl_on(-1, fd, out, max); }
+/* Waiting with poll, strictly: POLLERR says the error queue holds some. */
+static int read_compl(int fd, struct smc_erm_compl *out, int max) {
+  struct waiter w = {.fd = fd, .ep = -1, .strict = 1, .how = W_POLL};
+  return read_compl_w(&w, out, max);
+}
 
 static uint64_t pattern(uint64_t word) { return (word + 1) * 0x9E3779B97F4A7C15ull ^ (word >> 7); }
 
@@ -193,20 +274,17 @@ static void *copy_server(void *arg) {
   CHECK(fd >= 0);
   uint64_t *buf = calloc(1, a->size);
   CHECK(buf != NULL);
+  struct waiter w;
+  waiter_stage(&w, fd, 1, 0);
   uint32_t memid;
   CHECK(reg_mr(fd, buf, a->size, SMC_ERM_ACCESS_REMOTE_WRITE, &memid) == 0);
   CHECK((memid & SMC_ERM_MEMID_LOCAL) == 0);
-  /* The owner waits with epoll (the writer with poll): the socket is added
-   * after its first REG_MR, level-triggered, for input too. */
-  int ep = epoll_create1(EPOLL_CLOEXEC);
-  CHECK(ep >= 0);
-  struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)fd};
-  CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0);
+  waiter_stage(&w, fd, 1, 1);
   write_all(fd, &memid, sizeof memid);
   uint64_t pieces = a->size / a->piece, got = 0;
   struct smc_erm_compl c[32];
   while (got < pieces) {
-    int k = read_compl_on(ep, fd, c, 32);
+    int k = read_compl_w(&w, c, 32);
     for (int i = 0; i < k; i++, got++) {
       CHECK(c[i].kind == SMC_ERM_COMPL_REMOTE && c[i].status == 0 && c[i].memid == memid);
       CHECK(c[i].seq == got + 1 && c[i].tag == (uint32_t)got);
@@ -219,7 +297,7 @@ static void *copy_server(void *arg) {
   write_all(fd, &answer, 1);
   CHECK(dereg_mr(fd, memid) == 0);
   CHECK(close(fd) == 0);
-  CHECK(close(ep) == 0);
+  waiter_close(&w);
   free(buf);
   if (bad != 0) fprintf(stderr, "server: %llu words differ\n", (unsigned long long)bad);
   a->failed = bad != 0;
@@ -233,11 +311,14 @@ static int copy_client(int fd, const struct copy_args *a) {
   CHECK(src != NULL);
   for (uint64_t w = 0; w < a->size / 8; w++) src[w] = pattern(w);
   uint32_t dst, me;
+  struct waiter wt;
+  waiter_stage(&wt, fd, 0, 0);
   /* Registered before anything came from the server: right after connect,
    * while the handshake may still run (the region must still get the
    * transport's memory: erm_test.sh checks the COPYs went one-sided). */
   CHECK(reg_mr(fd, src, a->size, 0, &me) == 0);
   CHECK((me & SMC_ERM_MEMID_LOCAL) != 0);
+  waiter_stage(&wt, fd, 0, 1);
   read_all(fd, &dst, sizeof dst);
   uint64_t pieces = a->size / a->piece, done = 0, failed = 0;
   double t0 = now_s();
@@ -253,7 +334,7 @@ static int copy_client(int fd, const struct copy_args *a) {
   }
   struct smc_erm_compl c[32];
   while (done < pieces) {
-    int k = read_compl(fd, c, 32);
+    int k = read_compl_w(&wt, c, 32);
     for (int i = 0; i < k; i++, done++) {
       CHECK(c[i].kind == SMC_ERM_COMPL_LOCAL && c[i].seq == done + 1 && c[i].tag == (uint32_t)done);
       CHECK(c[i].memid == dst && c[i].offset == done * a->piece && c[i].len == a->piece);
@@ -266,6 +347,7 @@ static int copy_client(int fd, const struct copy_args *a) {
   double t1 = now_s() - t0;
   CHECK(dereg_mr(fd, me) == 0);
   CHECK(close(fd) == 0);
+  waiter_close(&wt);
   free(src);
   uint64_t mib = a->size >> 20;
   printf("erm_copy: copied=%llu MiB pieces=%llu local_compl=%llu failed=%llu owner=%s "
@@ -722,6 +804,18 @@ static int run_limits(void) {
   pthread_t t;
   CHECK(pthread_create(&t, NULL, limits_server, &lfd) == 0);
   int fd = connect_to(port);
+  /* RRPC_RUN_ERM_EPOLL_MAX=2: a third set is refused (and the kernel's
+   * ADD undone); a closed set's room is given back. */
+  int sets[3];
+  struct epoll_event sev = {.events = EPOLLIN, .data.u64 = 7};
+  for (int i = 0; i < 3; i++) CHECK((sets[i] = epoll_create1(EPOLL_CLOEXEC)) >= 0);
+  CHECK(epoll_ctl(sets[0], EPOLL_CTL_ADD, fd, &sev) == 0);
+  CHECK(epoll_ctl(sets[1], EPOLL_CTL_ADD, fd, &sev) == 0);
+  EXPECT_ERRNO(epoll_ctl(sets[2], EPOLL_CTL_ADD, fd, &sev), ENOSPC);
+  EXPECT_ERRNO(epoll_ctl(sets[2], EPOLL_CTL_DEL, fd, NULL), ENOENT);
+  CHECK(close(sets[0]) == 0);
+  CHECK(epoll_ctl(sets[2], EPOLL_CTL_ADD, fd, &sev) == 0);
+  CHECK(close(sets[1]) == 0 && close(sets[2]) == 0);
   uint32_t dst, me;
   read_all(fd, &dst, sizeof dst);
   static uint8_t src[4096];
@@ -753,9 +847,156 @@ static int run_limits(void) {
     char page[64 << 10];
     stat_page_get(page, sizeof page);
     CHECK(stat_var(page, "rrpc_run_erm_compl_dropped") == 1);
-    printf("  stat page: compl_dropped=1\n");
+    CHECK(stat_var(page, "rrpc_run_erm_epoll_refused") == 1);
+    printf("  stat page: compl_dropped=1 epoll_refused=1\n");
   }
   printf("erm_copy limits: ok\n");
+  return 0;
+}
+
+/* ---- epoll-odd: odd epoll_ctl calls, fds and sets closed under it ---------------------- */
+
+/* The owner: a region, its memid, then it waits for the writer's EOF. */
+static void *odd_server(void *arg) {
+  int fd = accept(*(int *)arg, NULL, NULL);
+  CHECK(fd >= 0);
+  static uint8_t mem[4096];
+  uint32_t id;
+  CHECK(reg_mr(fd, mem, sizeof mem, SMC_ERM_ACCESS_REMOTE_WRITE, &id) == 0);
+  write_all(fd, &id, sizeof id);
+  char b;
+  CHECK(read(fd, &b, 1) == 0);
+  CHECK(close(fd) == 0);
+  return NULL;
+}
+
+/* epoll_wait(ep, timeout_ms): n events, the first one's data and events. */
+static int ep_wait(int ep, int timeout_ms, uint64_t *data, uint32_t *events) {
+  struct epoll_event ev[8];
+  int n = epoll_wait(ep, ev, 8, timeout_ms);
+  CHECK(n >= 0);
+  if (n > 0) {
+    *data = ev[0].data.u64;
+    *events = ev[0].events;
+  }
+  return n;
+}
+
+/* One 64-byte COPY; returns once its completion is queued (e1 said so:
+ * EPOLLERR with want's data). */
+static void odd_copy(int fd, int e1, uint64_t want, uint32_t me, uint32_t dst) {
+  struct smc_erm_copy cp = {.src_idx = me, .dst_idx = dst, .len = 64};
+  CHECK(copy_n(fd, &cp, 1) == 0);
+  uint64_t d = 0;
+  uint32_t e = 0;
+  CHECK(ep_wait(e1, WAIT_MS, &d, &e) == 1 && d == want && (e & EPOLLERR));
+}
+
+static void odd_drain(int fd) {
+  struct smc_erm_compl c[4];
+  CHECK(read_compl(fd, c, 4) == 1 && c[0].status == 0);
+}
+
+static int run_epoll_odd(void) {
+  int port = 0;
+  int lfd = listen_any(&port);
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, odd_server, &lfd) == 0);
+  int fd = connect_to(port);
+  int e1 = epoll_create1(0), e2 = epoll_create1(0), e3 = epoll_create1(0), e4 = epoll_create1(0);
+  CHECK(e1 >= 0 && e2 >= 0 && e3 >= 0 && e4 >= 0);
+  /* Before any REG_MR: calls the kernel refuses are refused as they are
+   * without rrpc-run, and leave nothing behind. */
+  struct epoll_event ev = {.events = 0, .data.u64 = 1001};
+  EXPECT_ERRNO(epoll_ctl(e1, EPOLL_CTL_ADD, fd, NULL), EFAULT);
+  EXPECT_ERRNO(epoll_ctl(e1, EPOLL_CTL_MOD, fd, &ev), ENOENT);
+  EXPECT_ERRNO(epoll_ctl(e1, EPOLL_CTL_DEL, fd, NULL), ENOENT);
+  EXPECT_ERRNO(epoll_ctl(e1, 99, fd, &ev), EINVAL);
+  EXPECT_ERRNO(epoll_ctl(fd, EPOLL_CTL_ADD, e1, &ev), EINVAL); /* the socket is no set */
+  EXPECT_ERRNO(epoll_ctl(e1, EPOLL_CTL_ADD, e1, &ev), EINVAL);
+  EXPECT_ERRNO(epoll_ctl(-1, EPOLL_CTL_ADD, fd, &ev), EBADF);
+  /* e1: no events asked (errors are reported anyway); twice is EEXIST. */
+  CHECK(epoll_ctl(e1, EPOLL_CTL_ADD, fd, &ev) == 0);
+  EXPECT_ERRNO(epoll_ctl(e1, EPOLL_CTL_ADD, fd, &ev), EEXIST);
+  /* A dup of the socket in e1 as well. */
+  int fd2 = dup(fd);
+  CHECK(fd2 >= 0);
+  ev.data.u64 = 1002;
+  CHECK(epoll_ctl(e1, EPOLL_CTL_ADD, fd2, &ev) == 0);
+  /* e2: edge-triggered one-shot, its data changed by a MOD. */
+  ev = (struct epoll_event){.events = EPOLLIN | EPOLLET | EPOLLONESHOT, .data.u64 = 2001};
+  CHECK(epoll_ctl(e2, EPOLL_CTL_ADD, fd, &ev) == 0);
+  ev.data.u64 = 2002;
+  CHECK(epoll_ctl(e2, EPOLL_CTL_MOD, fd, &ev) == 0);
+  /* e3: added and taken out again. */
+  ev = (struct epoll_event){.events = EPOLLIN, .data.u64 = 3001};
+  CHECK(epoll_ctl(e3, EPOLL_CTL_ADD, fd, &ev) == 0);
+  CHECK(epoll_ctl(e3, EPOLL_CTL_DEL, fd, NULL) == 0);
+  /* e4: EPOLLEXCLUSIVE (the kernel then refuses a MOD). */
+  ev = (struct epoll_event){.events = EPOLLIN | EPOLLEXCLUSIVE, .data.u64 = 4001};
+  CHECK(epoll_ctl(e4, EPOLL_CTL_ADD, fd, &ev) == 0);
+  EXPECT_ERRNO(epoll_ctl(e4, EPOLL_CTL_MOD, fd, &ev), EINVAL);
+  /* e5: closed with the socket in it; a new set (often the same number)
+   * holds a pipe only. */
+  int e5 = epoll_create1(0);
+  CHECK(e5 >= 0);
+  ev = (struct epoll_event){.events = EPOLLIN, .data.u64 = 5001};
+  CHECK(epoll_ctl(e5, EPOLL_CTL_ADD, fd, &ev) == 0);
+  CHECK(close(e5) == 0);
+  int e6 = epoll_create1(0), pfd[2];
+  CHECK(e6 >= 0 && pipe(pfd) == 0);
+  ev = (struct epoll_event){.events = EPOLLIN, .data.u64 = 6001};
+  CHECK(epoll_ctl(e6, EPOLL_CTL_ADD, pfd[0], &ev) == 0);
+
+  /* The first REG_MR: every set the socket is in now hears of its completions. */
+  static uint8_t src[4096];
+  uint32_t me, dst;
+  CHECK(reg_mr(fd, src, sizeof src, 0, &me) == 0);
+  read_all(fd, &dst, sizeof dst);
+  odd_copy(fd, e1, 1001, me, dst);
+  uint64_t d = 0;
+  uint32_t e = 0;
+  CHECK(ep_wait(e2, 0, &d, &e) == 1 && d == 2002 && (e & EPOLLERR));
+  CHECK(ep_wait(e2, 0, &d, &e) == 0); /* one-shot */
+  CHECK(ep_wait(e3, 0, &d, &e) == 0);
+  CHECK(ep_wait(e4, 0, &d, &e) == 1 && d == 4001 && (e & EPOLLERR));
+  CHECK(ep_wait(e6, 0, &d, &e) == 0);
+  CHECK(write(pfd[1], "p", 1) == 1);
+  CHECK(ep_wait(e6, 0, &d, &e) == 1 && d == 6001 && e == EPOLLIN);
+  char pb;
+  CHECK(read(pfd[0], &pb, 1) == 1);
+  printf("  added before REG_MR: e1 (no events, and a dup) EPOLLERR, e2 (ET|ONESHOT, MOD) once, e3 (DEL) none,\n"
+         "  e4 (EXCLUSIVE) EPOLLERR, a set reusing a closed one's number: none\n");
+  odd_drain(fd);
+  CHECK(ep_wait(e1, 0, &d, &e) == 0); /* level-triggered: quiet once read */
+
+  /* The dup closed: the socket's own pair still reports. */
+  CHECK(close(fd2) == 0);
+  odd_copy(fd, e1, 1001, me, dst);
+  /* e2 re-armed with new data. */
+  ev = (struct epoll_event){.events = EPOLLIN | EPOLLET | EPOLLONESHOT, .data.u64 = 2003};
+  CHECK(epoll_ctl(e2, EPOLL_CTL_MOD, fd, &ev) == 0);
+  CHECK(ep_wait(e2, 0, &d, &e) == 1 && d == 2003 && (e & EPOLLERR));
+  odd_drain(fd);
+  /* e4 closed after it joined; a new set holds the pipe only. */
+  CHECK(close(e4) == 0);
+  int e7 = epoll_create1(0);
+  CHECK(e7 >= 0);
+  ev = (struct epoll_event){.events = EPOLLIN, .data.u64 = 7001};
+  CHECK(epoll_ctl(e7, EPOLL_CTL_ADD, pfd[0], &ev) == 0);
+  odd_copy(fd, e1, 1001, me, dst);
+  CHECK(ep_wait(e7, 0, &d, &e) == 0);
+  printf("  after a dup, a set and a re-armed one-shot closed or changed: the right sets, the right data\n");
+  /* The socket closed with a completion queued: no set reports it, nor
+   * anything else. */
+  CHECK(close(fd) == 0);
+  CHECK(ep_wait(e1, 0, &d, &e) == 0);
+  CHECK(ep_wait(e2, 0, &d, &e) == 0);
+  printf("  the socket closed with a completion queued: its sets stay quiet\n");
+  CHECK(pthread_join(t, NULL) == 0);
+  int fds[] = {e1, e2, e3, e6, e7, pfd[0], pfd[1], lfd};
+  for (size_t i = 0; i < sizeof fds / sizeof *fds; i++) CHECK(close(fds[i]) == 0);
+  printf("erm_copy epoll-odd: ok\n");
   return 0;
 }
 
@@ -790,20 +1031,47 @@ static int run_plain(void) {
   return 0;
 }
 
+/* Takes --wait=MODE out of argv (anywhere); 0, or -1 for an unknown mode. */
+static int wait_arg(int *argc, char **argv) {
+  static const char *const names[] = {"poll", NULL, "epoll-early", "epoll_pwait2", "select"};
+  int out = 0;
+  for (int i = 0; i < *argc; i++) {
+    if (strncmp(argv[i], "--wait=", 7) != 0) {
+      argv[out++] = argv[i];
+      continue;
+    }
+    int found = 0;
+    for (int m = 0; m < (int)(sizeof names / sizeof *names); m++)
+      if (names[m] != NULL && strcmp(argv[i] + 7, names[m]) == 0) {
+        g_wait = (enum wait_mode)m;
+        found = 1;
+      }
+    if (!found) return -1;
+  }
+  *argc = out;
+  return 0;
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
+  if (wait_arg(&argc, argv) != 0) {
+    fprintf(stderr, "erm_copy: --wait= takes poll, epoll-early, epoll_pwait2 or select\n");
+    return 2;
+  }
   const char *what = argc > 1 ? argv[1] : "copy";
   if (strcmp(what, "copy") == 0)
     return run_copy(argc > 2 ? strtoull(argv[2], NULL, 10) : 64, argc > 3 ? strtoull(argv[3], NULL, 10) : 1024);
   if (strcmp(what, "bad") == 0) return run_bad();
   if (strcmp(what, "plain") == 0) return run_plain();
   if (strcmp(what, "limits") == 0) return run_limits();
+  if (strcmp(what, "epoll-odd") == 0) return run_epoll_odd();
   uint64_t mib = argc > 3 ? strtoull(argv[3], NULL, 10) : 64, kib = argc > 4 ? strtoull(argv[4], NULL, 10) : 1024;
   if (strcmp(what, "serve") == 0 && argc > 2) return run_serve(atoi(argv[2]), mib, kib);
   if (strcmp(what, "client") == 0 && argc > 2) return run_client(atoi(argv[2]), mib, kib);
   if (strcmp(what, "serve-die") == 0 && argc > 2) return run_serve_die(atoi(argv[2]), mib);
   if (strcmp(what, "client-die") == 0 && argc > 2) return run_client_die(atoi(argv[2]), mib);
   fprintf(stderr, "usage: erm_copy copy [MiB] [piece_KiB] | serve PORT [MiB] [piece_KiB] | "
-                  "client PORT [MiB] [piece_KiB] | serve-die PORT [MiB] | client-die PORT [MiB] | bad | limits | plain\n");
+                  "client PORT [MiB] [piece_KiB] | serve-die PORT [MiB] | client-die PORT [MiB] | bad | limits | epoll-odd | "
+                  "plain; --wait=poll|epoll-early|epoll_pwait2|select\n");
   return 2;
 }

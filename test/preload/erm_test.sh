@@ -72,6 +72,14 @@ one() {
 mib=64
 case $build in */tsan) mib=16 ;; esac
 one copy relayed copy "${ERM_MIB:-$mib}" "${ERM_PIECE_KIB:-1024}"
+# The other ways to wait (erm_copy's --wait): each socket added to its epoll
+# set before its first REG_MR, epoll_pwait2, select. 8 MiB: it is the
+# wake-ups that are tested, the bytes are copy's.
+one copy-epoll-early relayed copy 8 1024 --wait=epoll-early
+one copy-pwait2 relayed copy 8 1024 --wait=epoll_pwait2
+one copy-select relayed copy 8 1024 --wait=select
+# Odd epoll_ctl calls, a dup, sets and the socket closed under it.
+one epoll-odd relayed epoll-odd
 # Two processes under rrpc-run: the server says "ready" on a fifo once it
 # listens, then the client runs. two_procs NAME SERVER_MODE CLIENT_MODE MIB
 # SERVER_RC (the server's exit status: 137 for one killed with SIGKILL).
@@ -138,7 +146,7 @@ two_procs peer-killed serve-die client-die 64 137
 
 # (its last check reads the ERM counters from the preload's stat page)
 RRPC_RUN_STAT_PORT=$((20000 + $$ % 20000)) one bad relayed bad
-RRPC_RUN_ERM_MAX_MRS=2 RRPC_RUN_ERM_MAX_COMPL=2 RRPC_RUN_ERM_MAX_COPY_CMSGS=1 \
+RRPC_RUN_ERM_MAX_MRS=2 RRPC_RUN_ERM_MAX_COMPL=2 RRPC_RUN_ERM_MAX_COPY_CMSGS=1 RRPC_RUN_ERM_EPOLL_MAX=2 \
   RRPC_RUN_STAT_PORT=$((20001 + $$ % 20000)) one limits relayed limits
 one plain-kernel kernel plain
 one plain-policy notselected plain
