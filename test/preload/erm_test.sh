@@ -80,6 +80,11 @@ one copy-pwait2 relayed copy 8 1024 --wait=epoll_pwait2
 one copy-select relayed copy 8 1024 --wait=select
 # Odd epoll_ctl calls, a dup, sets and the socket closed under it.
 one epoll-odd relayed epoll-odd
+# select's sets for a socket whose error queue is not empty: the kernel's
+# (a UDP ICMP error, TCP zero-copy completions behind a full send queue),
+# then a relayed socket's with an ERM completion queued and no room to write.
+one select-kernel kernel select-kernel
+one select-sets relayed select-sets
 # Two processes under rrpc-run: the server says "ready" on a fifo once it
 # listens, then the client runs. two_procs NAME SERVER_MODE CLIENT_MODE MIB
 # SERVER_RC (the server's exit status: 137 for one killed with SIGKILL).
