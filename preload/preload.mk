@@ -51,3 +51,7 @@ build/fuzz/preload_input_fuzzer: $(patsubst %,build/fuzz/obj/%.o,$(PRELOAD_INPUT
 
 # ERM's option and control-message parser (preload/erm_parse.h), fuzzed.
 build/fuzz/preload_erm_fuzzer: build/fuzz/obj/preload/erm_parse.c.o
+
+# The (epoll set, relayed socket) pairs ERM's completions wake
+# (preload/erm_epoll.h), against a model of the kernel's epoll.
+build/fuzz/preload_erm_epoll_fuzzer: build/fuzz/obj/preload/erm_epoll.c.o build/fuzz/obj/preload/env_num.c.o
