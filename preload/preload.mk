@@ -7,7 +7,7 @@
 PRELOAD_SRCS := preload/env_num.c preload/erm.c preload/erm_epoll.c preload/erm_parse.c preload/frame.c preload/intercept.c preload/relay.c preload/stat_page.c \
     preload/stat_route.c
 PRELOAD_LIB := $(BUILD)/librrpc_preload.so
-PRELOAD_TESTS := $(BUILD)/test/preload/preload_semantics $(BUILD)/test/preload/erm_copy
+PRELOAD_TESTS := $(BUILD)/test/preload/preload_semantics $(BUILD)/test/preload/erm_copy $(BUILD)/test/preload/erm_wait
 
 # make test runs the socket-semantics script in every build (plain, SAN=1,
 # TSAN=1: the test program and the preload are instrumented alike); make
@@ -29,6 +29,7 @@ $(PRELOAD_LIB): $(call obj,$(PRELOAD_SRCS)) $(CORE_OBJS) $(PRELOAD_POLICY_LIB)
 $(BUILD)/test/preload/%: test/preload/%.c test/preload/preload_test.h
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(filter-out -MMD -MP,$(CFLAGS)) $(LDFLAGS) -o $@ $< -lpthread
+$(BUILD)/test/preload/erm_copy $(BUILD)/test/preload/erm_wait: test/preload/erm_prog.h
 
 install: install-preload
 install-preload: $(PRELOAD_LIB)

@@ -1,6 +1,6 @@
 #!/bin/sh
 # test/preload/erm_test.sh - ERM's socket API (rrpc/erm.h) under rrpc-run:
-# test/preload/erm_copy, a program that knows only that header and plain
+# test/preload/erm_copy and erm_wait, programs that know only that header and plain
 # sockets, with both ends relayed (RDMA where a device is up, the TCP
 # fallback elsewhere), and on a kernel socket (no rrpc-run, or a connection
 # rrpc-run leaves plain: ENOPROTOOPT).
@@ -59,7 +59,7 @@ one() {
   fi
   if [ $rc -eq 0 ]; then
     printf 'PASS %-12s %5.1fs  rdma=%s tcp-fallback=%s%s  %s\n' "$name" "$secs" "$rdma" "$fb" "$note" \
-      "$(grep '^erm_copy' "$tmp/$name.log" | tail -n 1)"
+      "$(grep '^erm_' "$tmp/$name.log" | tail -n 1)"
   else
     printf 'FAIL %-12s rc=%s\n' "$name" "$rc"
     tail -n 40 "$tmp/$name.log"
@@ -78,13 +78,18 @@ one copy relayed copy "${ERM_MIB:-$mib}" "${ERM_PIECE_KIB:-1024}"
 one copy-epoll-early relayed copy 8 1024 --wait=epoll-early
 one copy-pwait2 relayed copy 8 1024 --wait=epoll_pwait2
 one copy-select relayed copy 8 1024 --wait=select
-# Odd epoll_ctl calls, a dup, sets and the socket closed under it.
+# test/preload/erm_wait: odd epoll_ctl calls, a dup, sets and the socket
+# closed under it; select's sets for a socket whose error queue is not
+# empty, the kernel's (a UDP ICMP error, TCP zero-copy completions behind a
+# full send queue), then a relayed socket's with an ERM completion queued
+# and no room to write.
+copy_prog=$prog
+prog=$build/test/preload/erm_wait
+[ -x "$prog" ] || { echo "build $prog first" >&2; exit 1; }
 one epoll-odd relayed epoll-odd
-# select's sets for a socket whose error queue is not empty: the kernel's
-# (a UDP ICMP error, TCP zero-copy completions behind a full send queue),
-# then a relayed socket's with an ERM completion queued and no room to write.
 one select-kernel kernel select-kernel
 one select-sets relayed select-sets
+prog=$copy_prog
 # Two processes under rrpc-run: the server says "ready" on a fifo once it
 # listens, then the client runs. two_procs NAME SERVER_MODE CLIENT_MODE MIB
 # SERVER_RC (the server's exit status: 137 for one killed with SIGKILL).
