@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "rrpc/rrpc.h"
+#include "test/common/handoff.h"
 #include "test/common/test_util.h"
 
 namespace {
@@ -66,6 +67,7 @@ void hold_handler(void *arg, rrpc_server_call *call) {
 struct Seen {
   std::mutex mu;
   int64_t remaining_ms = -2;
+  Clock::time_point read_at;  // when a Report handler read remaining_ms
   int64_t log_id = 0;
   int nested_rc = 1;
   int64_t nested_us = 0;
@@ -83,6 +85,7 @@ void report_handler(void *arg, rrpc_server_call *call) {
   {
     std::lock_guard<std::mutex> g(s->mu);
     s->remaining_ms = rrpc_controller_remaining_ms(c);
+    s->read_at = Clock::now();
     s->log_id = rrpc_controller_log_id(c);
   }
   rrpc_server_call_respond(call, rrpc_server_call_request(call));
@@ -193,17 +196,33 @@ int64_t median(std::vector<int64_t> v) {
   return v[v.size() / 2];
 }
 
+// The median of what each round's latency took over the same round's
+// wake-ups (test/common/handoff.h: the slower of one measured just before
+// and one just after it).
+int64_t median_over(const std::vector<int64_t> &lat, const std::vector<int64_t> &base) {
+  std::vector<int64_t> d;
+  for (size_t i = 0; i < lat.size() && i < base.size(); i++) d.push_back(lat[i] - base[i]);
+  return median(d);
+}
+
 // ---- cancellation -------------------------------------------------------------
 
 // A sync call held by the server is cancelled from another thread: the caller
 // returns ECANCELED within 1 ms (median of 20; each under a bound a loaded
 // 2-core machine holds), and the response that comes later is dropped and
-// counted.
+// counted. The path wakes two threads (the connection's loop, then the
+// caller), so the 1 ms is over what two such wake-ups take on this machine
+// in the same rounds (test/common/handoff.h): 12 busy loops on 2 cores made
+// the median 9.2 ms, scheduling, not the cancel.
 TEST_F(CallCtl, CancelEndsSyncCallWithin1ms) {
   const int kRounds = 20;
-  std::vector<int64_t> lat;
+  std::vector<int64_t> lat, base;
+  rrpc_test::Handoff handoff;
+  ASSERT_TRUE(handoff.ok());
   flush_connection();
   for (int i = 0; i < kRounds; i++) {
+    base.push_back(handoff.two_hop_us());
+    ASSERT_GE(base.back(), 0);
     rrpc_controller *c;
     ASSERT_EQ(0, rrpc_controller_new(&c));
     std::atomic<int64_t> done_at{0};
@@ -219,6 +238,7 @@ TEST_F(CallCtl, CancelEndsSyncCallWithin1ms) {
     caller.join();
     lat.push_back(done_at.load() -
                   std::chrono::duration_cast<std::chrono::microseconds>(t0.time_since_epoch()).count());
+    base.back() = std::max(base.back(), handoff.two_hop_us());
     EXPECT_EQ(-ECANCELED, rc);
     EXPECT_EQ(-ECANCELED, rrpc_controller_error_code(c));
     EXPECT_TRUE(rrpc_controller_is_canceled(c));
@@ -236,9 +256,10 @@ TEST_F(CallCtl, CancelEndsSyncCallWithin1ms) {
   double page_after = var_value(http_get(port, "/vars"), "rrpc_client_late_responses_total");
   EXPECT_GE(page_before, 0);
   EXPECT_EQ(page_before + kRounds, page_after);
-  int64_t med = median(lat), mx = *std::max_element(lat.begin(), lat.end());
-  printf("sync cancel -> return: median %lld us, max %lld us over %d\n", (long long)med, (long long)mx, kRounds);
-  EXPECT_LT(med, 1000);
+  int64_t med = median(lat), mx = *std::max_element(lat.begin(), lat.end()), over = median_over(lat, base);
+  printf("sync cancel -> return: median %lld us, max %lld us over %d; over two wake-ups: median %lld us\n",
+         (long long)med, (long long)mx, kRounds, (long long)over);
+  EXPECT_LT(over, 1000) << "the cancel path took 1 ms over two thread wake-ups";
   EXPECT_LT(mx, 200000);
 }
 
@@ -269,11 +290,15 @@ struct AsyncDone {
 // response arrives.
 TEST_F(CallCtl, CancelEndsAsyncCallWithin1ms) {
   const int kRounds = 20;
-  std::vector<int64_t> lat;
+  std::vector<int64_t> lat, base;
   std::vector<AsyncDone> dones(kRounds);
   std::vector<rrpc_controller *> cntls(kRounds);
+  rrpc_test::Handoff handoff;  // one wake-up: the connection's loop runs done
+  ASSERT_TRUE(handoff.ok());
   flush_connection();
   for (int i = 0; i < kRounds; i++) {
+    base.push_back(handoff.one_hop_us());
+    ASSERT_GE(base.back(), 0);
     ASSERT_EQ(0, rrpc_controller_new(&cntls[i]));
     ASSERT_EQ(0, rrpc_channel_call(channel_, "test.Call", "Hold", cntls[i], req_, nullptr, AsyncDone::run,
                                    &dones[i]));
@@ -282,6 +307,7 @@ TEST_F(CallCtl, CancelEndsAsyncCallWithin1ms) {
     rrpc_controller_cancel(cntls[i]);
     dones[i].wait();
     lat.push_back(std::chrono::duration_cast<std::chrono::microseconds>(dones[i].at - t0).count());
+    base.back() = std::max(base.back(), handoff.one_hop_us());
     EXPECT_EQ(-ECANCELED, dones[i].code);
     EXPECT_NE(std::this_thread::get_id(), dones[i].thread);
   }
@@ -292,9 +318,10 @@ TEST_F(CallCtl, CancelEndsAsyncCallWithin1ms) {
     EXPECT_EQ(1, dones[i].runs);
     rrpc_controller_free(cntls[i]);
   }
-  int64_t med = median(lat), mx = *std::max_element(lat.begin(), lat.end());
-  printf("async cancel -> done: median %lld us, max %lld us over %d\n", (long long)med, (long long)mx, kRounds);
-  EXPECT_LT(med, 1000);
+  int64_t med = median(lat), mx = *std::max_element(lat.begin(), lat.end()), over = median_over(lat, base);
+  printf("async cancel -> done: median %lld us, max %lld us over %d; over one wake-up: median %lld us\n",
+         (long long)med, (long long)mx, kRounds, (long long)over);
+  EXPECT_LT(over, 1000) << "the cancel path took 1 ms over a thread wake-up";
   EXPECT_LT(mx, 200000);
 }
 
@@ -376,21 +403,28 @@ TEST_F(CallCtl, CancelRacingResponsesCompletesEachCallOnce) {
 // ---- deadlines ----------------------------------------------------------------
 
 // The handler sees how long the caller still waits (its timeout minus the
-// time the request took to arrive), and -1 when the caller sent none.
+// time the request took to arrive), and -1 when the caller sent none. What
+// it may have lost is the transit this run measured (from before the call
+// to the handler's read, the same clock in one process) and 2 ms of
+// rounding (the caller sends whole ms, the handler reads whole ms): a
+// stalled host lengthens the transit, not the verdict.
 TEST_F(CallCtl, HandlerSeesCallersRemainingDeadline) {
   flush_connection();
   rrpc_controller *c;
   ASSERT_EQ(0, rrpc_controller_new(&c));
   rrpc_controller_set_timeout_ms(c, 3000);
+  auto t0 = Clock::now();
   ASSERT_EQ(0, sync_call("Report", c));
-  int64_t left;
+  int64_t left, transit_ms;
   {
     std::lock_guard<std::mutex> g(seen_.mu);
     left = seen_.remaining_ms;
+    transit_ms = (std::chrono::duration_cast<std::chrono::microseconds>(seen_.read_at - t0).count() + 999) / 1000;
   }
-  printf("timeout 3000 ms: the handler saw %lld ms left\n", (long long)left);
+  printf("timeout 3000 ms: the handler saw %lld ms left, %lld ms after the call began\n", (long long)left,
+         (long long)transit_ms);
   EXPECT_LE(left, 3000);
-  EXPECT_GE(left, 2950);  // a few ms in transit; 50 ms leaves room for a loaded machine
+  EXPECT_GE(left, 3000 - transit_ms - 2);
   rrpc_controller_set_timeout_ms(c, -1);
   ASSERT_EQ(0, sync_call("Report", c));
   std::lock_guard<std::mutex> g(seen_.mu);

@@ -59,6 +59,7 @@ class CallCtlService : public cxxtest::EchoService {
     }
     std::unique_lock<std::mutex> lk(mu_);
     remaining_ms_ = cntl->remaining_ms();
+    read_at_ = Clock::now();
     log_id_ = cntl->log_id();
     nested_code_ = nested_code;
     nested_us_ = nested_us;
@@ -92,6 +93,11 @@ class CallCtlService : public cxxtest::EchoService {
     std::lock_guard<std::mutex> lk(mu_);
     return remaining_ms_;
   }
+  // When the method last read remaining_ms.
+  Clock::time_point read_at() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return read_at_;
+  }
   int64_t log_id() {
     std::lock_guard<std::mutex> lk(mu_);
     return log_id_;
@@ -110,6 +116,7 @@ class CallCtlService : public cxxtest::EchoService {
   std::condition_variable cv_;
   std::deque<google::protobuf::Closure*> held_;
   int64_t remaining_ms_ = -2, log_id_ = 0, nested_us_ = 0;
+  Clock::time_point read_at_;
   int nested_code_ = -1;
   int rounds_ = 0;
 };
@@ -215,11 +222,16 @@ TEST_F(CxxCallCtl, MethodSeesDeadlineAndLogId) {
   EchoRequest req;
   EchoResponse resp;
   req.set_message("d");
+  auto t0 = Clock::now();
   stub.Echo(&cntl, &req, &resp, nullptr);
   ASSERT_FALSE(cntl.Failed()) << cntl.ErrorText();
-  printf("timeout 3000 ms: the method saw %lld ms left\n", (long long)service_.remaining_ms());
+  // Less at most the transit this run measured (before the call to the
+  // method's read, one clock) and 2 ms of rounding to whole ms.
+  int64_t transit_ms = (us_between(t0, service_.read_at()) + 999) / 1000;
+  printf("timeout 3000 ms: the method saw %lld ms left, %lld ms after the call began\n",
+         (long long)service_.remaining_ms(), (long long)transit_ms);
   EXPECT_LE(service_.remaining_ms(), 3000);
-  EXPECT_GE(service_.remaining_ms(), 2950);
+  EXPECT_GE(service_.remaining_ms(), 3000 - transit_ms - 2);
   EXPECT_EQ(4242, service_.log_id());
   EXPECT_EQ(-1, cntl.remaining_ms());  // a client controller inherited nothing
 }

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -242,7 +243,14 @@ TEST_F(Memory, PipelinedRequestsWithUnreadResponses) {
     for (int i = 0; i < kRequests; i++) {
       batch += request_frame("test.EchoService", "Echo", payload, i + 1);
       if (batch.size() > (256u << 10) || i == kRequests - 1) {
-        if (send(fd, batch.data(), batch.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(batch.size())) return;
+        // A blocking send may return short (a signal, even a stop and
+        // continue, ends its wait): the rest is sent by the next one.
+        for (size_t off = 0; off < batch.size();) {
+          ssize_t n = send(fd, batch.data() + off, batch.size() - off, MSG_NOSIGNAL);
+          if (n < 0 && errno == EINTR) continue;
+          if (n <= 0) return;  // the 30 s send timeout, or the connection failed
+          off += static_cast<size_t>(n);
+        }
         batch.clear();
       }
     }
