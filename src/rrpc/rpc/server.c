@@ -201,6 +201,12 @@ int rrpc_server_add_method(rrpc_server *s, const char *service, const char *meth
     free(m->name);
     return -ENOMEM;
   }
+  if (rrpc__call_stats_add_part(s->stats, m->stats) != 0) {
+    rrpc__call_stats_free(m->stats);
+    free(m->service);
+    free(m->name);
+    return -ENOMEM;
+  }
   m->service_len = strlen(service);
   m->name_len = strlen(method);
   m->fn = fn;
@@ -260,17 +266,24 @@ static int find_method(const rrpc_server *s, rrpc__str svc, rrpc__str name,
   return service_seen ? -RRPC_ENOMETHOD : -RRPC_ENOSERVICE;
 }
 
-/* ---- metrics: one begin and one end per call, server totals and method ---- */
+/* ---- metrics: one begin and one end per call ----------------------------- */
+
+/* A call is recorded into its method's recorder, or the server's own when
+ * it found no method; the server's totals read its methods' recorders as
+ * parts of its own (rrpc__call_stats_add_part), so each call is recorded
+ * once, not into two recorders. */
+static rrpc__call_stats *call_stats(const rrpc_server_call *call) {
+  return call->m != NULL ? call->m->stats : call->srv->stats;
+}
 
 static void stats_begin(const rrpc_server_call *call) {
   if (!rrpc__metrics_on()) return;
-  rrpc__call_stats_begin2(call->srv->stats, call->m != NULL ? call->m->stats : NULL);
+  rrpc__call_stats_begin(call_stats(call));
 }
 
 static void stats_end(const rrpc_server_call *call) {
   if (!rrpc__metrics_on()) return;
-  rrpc__call_stats_end2(call->srv->stats, call->m != NULL ? call->m->stats : NULL, call->cntl.latency_us,
-                        call->cntl.error_code);
+  rrpc__call_stats_end(call_stats(call), call->cntl.latency_us, call->cntl.error_code);
 }
 
 int rrpc_server_set_method_max_concurrency(rrpc_server *s, const char *service, const char *method,
