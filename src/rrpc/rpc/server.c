@@ -415,42 +415,57 @@ static void overcrowded(rrpc_server_call *call) {
   rrpc__socket_fail(call->sock, -RRPC_EOVERCROWDED);
 }
 
-/* The response frame goes to the connection; the call stays. */
+/* What send_response packs, and pack's own outcome (told apart from the
+ * write's: a frame that cannot be packed fails the connection). */
+struct response_pack {
+  rrpc__rpc_meta meta;
+  const rrpc_iobuf *payload, *attachment;
+  int rc;
+};
+
+static int pack_response(void *arg, rrpc_iobuf *out) {
+  struct response_pack *rp = arg;
+  rp->rc = rrpc__baidu_pack(out, &rp->meta, rp->payload, rp->attachment);
+  return rp->rc;
+}
+
+/* The response frame goes to the connection; the call stays. The frame is
+ * packed by the socket's writer (rrpc__socket_write_packed): behind the
+ * responses already pending when this thread holds the flush. */
 static int send_response(rrpc_server_call *call, const rrpc_iobuf *response) {
   rrpc_controller *c = &call->cntl;
   /* Only the fields named in `has` are read (rpc_meta's encoder), and
    * attachment_size, which pack sets: the rest is left unwritten. */
-  rrpc__rpc_meta meta;
-  meta.has = RRPC_META_HAS_RESPONSE | RRPC_META_HAS_CORRELATION_ID;
-  meta.correlation_id = call->cid;
-  meta.attachment_size = 0;
+  struct response_pack rp;
+  rp.meta.has = RRPC_META_HAS_RESPONSE | RRPC_META_HAS_CORRELATION_ID;
+  rp.meta.correlation_id = call->cid;
+  rp.meta.attachment_size = 0;
+  rp.rc = 0;
   int failed = c->error_code != 0;
   if (failed) {
     /* The wire carries brpc's positive codes. */
-    meta.has |= RRPC_META_HAS_ERROR_CODE | RRPC_META_HAS_ERROR_TEXT;
-    meta.error_code = -c->error_code;
-    meta.error_text.ptr = c->error_text;
-    meta.error_text.len = strlen(c->error_text);
+    rp.meta.has |= RRPC_META_HAS_ERROR_CODE | RRPC_META_HAS_ERROR_TEXT;
+    rp.meta.error_code = -c->error_code;
+    rp.meta.error_text.ptr = c->error_text;
+    rp.meta.error_text.len = strlen(c->error_text);
   }
+  rp.payload = failed ? NULL : response;
+  rp.attachment = failed ? NULL : &c->resp_att;
   uint64_t now = rrpc__now_us();
   c->latency_us = (int64_t)now - c->start_us;
   stats_end(call);
-  rrpc_iobuf frame;
-  rrpc__iobuf_init(&frame);
-  int rc = rrpc__baidu_pack(&frame, &meta, failed ? NULL : response, failed ? NULL : &c->resp_att);
-  if (rc == 0) {
-    uint64_t lent = rrpc__round_lend(now); /* a worker's write stamps with this read */
-    rc = rrpc__socket_write_response(call->sock, &frame);
-    rrpc__round_unlend(lent);
-    /* A client that sends requests and never reads the responses: its
-     * connection goes, not the process's memory. */
-    if (rc == -RRPC_EOVERCROWDED) overcrowded(call);
-  } else {
+  uint64_t lent = rrpc__round_lend(now); /* a worker's write stamps with this read */
+  int rc = rrpc__socket_write_packed(call->sock, 1, pack_response, &rp);
+  rrpc__round_unlend(lent);
+  if (rp.rc < 0) {
     RRPC_LOG(ERROR, "cannot pack response of %s.%s: %s", call->m ? call->m->service : "?",
              call->m ? call->m->name : "?", rrpc_strerror(rc));
     rrpc__socket_fail(call->sock, rc); /* the client must not wait forever */
+  } else if (rc == -RRPC_EOVERCROWDED) {
+    /* A client that sends requests and never reads the responses: its
+     * connection goes, not the process's memory. */
+    overcrowded(call);
   }
-  rrpc__iobuf_destroy(&frame);
   return rc;
 }
 
