@@ -211,6 +211,9 @@ int rrpc__socket_describe(const rrpc__socket *s, char *buf, size_t len) {
   return 0;
 }
 
+const char *rrpc__socket_peer_cstr(const rrpc__socket *s) { return s->peer_str; }
+const char *rrpc__socket_local_cstr(const rrpc__socket *s) { return s->local_str; }
+
 int rrpc__socket_is_rdma(const rrpc__socket *s) {
   return s->ops->is_rdma != NULL && s->ops->is_rdma(s);
 }

@@ -129,6 +129,12 @@ uint64_t rrpc__socket_read_us(const rrpc__socket *s);
  * connections only. Any thread. */
 void rrpc__socket_finish_writes(rrpc__socket *s);
 
+/* rrpc__socket_peer_cstr / rrpc__socket_local_cstr - the strings
+ * peer_str / local_str copy: set when the connection came up, never
+ * written after, NUL-terminated within their 64 bytes; valid while the
+ * caller holds a reference. */
+const char *rrpc__socket_peer_cstr(const rrpc__socket *s);
+const char *rrpc__socket_local_cstr(const rrpc__socket *s);
 int rrpc__socket_is_rdma(const rrpc__socket *s);
 
 /* ---- one attachment: per-connection state of a layer above the owner ------ */

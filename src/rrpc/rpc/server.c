@@ -605,8 +605,8 @@ static int handle_request(struct sconn *c, rrpc__socket *sock, rrpc_iobuf *rbuf,
   if ((msg->meta.has & RRPC_META_HAS_TIMEOUT_MS) && msg->meta.timeout_ms > 0)
     call->cntl.deadline_us = call->cntl.start_us + (int64_t)msg->meta.timeout_ms * 1000;
   call->cntl.used_rdma = rrpc__socket_is_rdma(sock);
-  rrpc__socket_peer_str(sock, call->cntl.remote, sizeof call->cntl.remote);
-  rrpc__socket_local_str(sock, call->cntl.local);
+  call->cntl.remote_ref = rrpc__socket_peer_cstr(sock); /* read in place: see controller.h */
+  call->cntl.local_ref = rrpc__socket_local_cstr(sock);
   int stopping = atomic_load(&srv->state) != SRV_RUNNING;
   int bad = check_request(srv, msg, call) != 0 || admit(srv, call, stopping) != 0;
   stats_begin(call);
