@@ -105,7 +105,7 @@ struct rrpc__loop {
   int nstop_hooks, cap_stop_hooks;
 };
 
-_Thread_local rrpc__loop *rrpc__tls_loop; /* internal/loop.h */
+_Thread_local rrpc__loop *rrpc__tls_loop RRPC__TLS_IE; /* internal/loop.h */
 
 /* epoll_pwait2 gives microsecond timeouts; kernels before 5.11 (and some
  * sandboxes) lack it, and then epoll_wait with milliseconds rounded up. */
