@@ -1051,7 +1051,10 @@ TEST(BaiduPack, AllocatorFailureLeavesOutputUnchanged) {
   std::string svc = "s", method = "m";
   rrpc__rpc_meta m = RequestMeta(svc, method, 1);
   Buf out, pay;
-  out.add("keep");
+  // "keep" in a block with no free tail (user memory), so that the frame
+  // behind it needs a block of its own, which the allocator refuses.
+  static char keep[] = "keep";
+  ASSERT_EQ(0, rrpc_iobuf_append_user(&out.b, keep, 4, nullptr, nullptr, nullptr));
   pay.add("payload");
   // A stale attachment_size, which pack clears for a frame without one:
   // the failure must leave it as the caller had it.
@@ -1076,6 +1079,52 @@ TEST(BaiduPack, AllocatorFailureLeavesOutputUnchanged) {
   EXPECT_EQ(0, rrpc__baidu_pack(&out.b, &m, &pay.b, nullptr));
   EXPECT_FALSE(m.has & RRPC_META_HAS_ATTACHMENT_SIZE);
   EXPECT_EQ(4 + RRPC_BAIDU_HEADER_SIZE + rrpc__rpc_meta_size(&m) + 7, out.size());
+}
+
+// Behind bytes whose last block has a free tail (a socket's pending
+// output), a small frame goes into that tail: no block of its own, the
+// same bytes as into an empty output. A tail too short for the longest
+// small frame, or a shared last block, gets a new block instead.
+TEST(BaiduPack, SmallFrameBehindPendingBytesSharesTheirBlock) {
+  std::string svc = "s", method = "m";
+  rrpc__rpc_meta m = RequestMeta(svc, method, 7);
+  Buf alone, pay, att;
+  pay.add("payload");
+  att.add("attached");
+  ASSERT_EQ(0, rrpc__baidu_pack(&alone.b, &m, &pay.b, &att.b));
+  const std::string frame = alone.str();
+  Buf out;
+  out.add("keep");
+  ASSERT_EQ(1u, rrpc_iobuf_piece_count(&out.b));
+  ASSERT_EQ(0, rrpc__baidu_pack(&out.b, &m, &pay.b, nullptr));
+  EXPECT_EQ(1u, rrpc_iobuf_piece_count(&out.b));  // header, meta and payload joined "keep"'s block
+  ASSERT_EQ(0, rrpc__baidu_pack(&out.b, &m, &pay.b, &att.b));
+  // The second frame's head went into the same block; its attachment is shared.
+  EXPECT_EQ(2u, rrpc_iobuf_piece_count(&out.b));
+  Buf noatt;
+  ASSERT_EQ(0, rrpc__baidu_pack(&noatt.b, &m, &pay.b, nullptr));
+  EXPECT_EQ("keep" + noatt.str() + frame, out.str());
+  // Behind the shared attachment the next frame needs a block of its own.
+  ASSERT_EQ(0, rrpc__baidu_pack(&out.b, &m, &pay.b, nullptr));
+  EXPECT_EQ(3u, rrpc_iobuf_piece_count(&out.b));
+  EXPECT_EQ("keep" + noatt.str() + frame + noatt.str(), out.str());
+  // A tail shorter than the longest small frame (header, short meta, 128
+  // bytes) is left: the frame starts a new block.
+  Buf full;
+  full.add(std::string(RRPC_IOBUF_DEFAULT_BLOCK_SIZE - 100, 'x'));
+  ASSERT_EQ(1u, rrpc_iobuf_piece_count(&full.b));
+  ASSERT_EQ(0, rrpc__baidu_pack(&full.b, &m, &pay.b, nullptr));
+  EXPECT_EQ(2u, rrpc_iobuf_piece_count(&full.b));
+  EXPECT_EQ(std::string(RRPC_IOBUF_DEFAULT_BLOCK_SIZE - 100, 'x') + noatt.str(), full.str());
+  // A meta too long for the one-pass shape behind pending bytes: the
+  // general path, same bytes as into an empty output.
+  std::string long_svc(150, 'S');
+  rrpc__rpc_meta lm = RequestMeta(long_svc, method, 8);
+  Buf lone, behind;
+  ASSERT_EQ(0, rrpc__baidu_pack(&lone.b, &lm, &pay.b, nullptr));
+  behind.add("keep");
+  ASSERT_EQ(0, rrpc__baidu_pack(&behind.b, &lm, &pay.b, nullptr));
+  EXPECT_EQ("keep" + lone.str(), behind.str());
 }
 
 // Packed into an empty output (the channel's and server's case): a small

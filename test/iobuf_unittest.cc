@@ -253,6 +253,43 @@ TEST(IobufTest, TailIsNotReusedWhenLastRefDoesNotEndAtBlockSize) {
   ExpectConsistent(b.get(), "01234xy");
 }
 
+// Truncate keeps the first n bytes: within the last piece, across pieces,
+// to nothing, and n at or past the length is a no-op. Bytes dropped from the
+// end of a block the iobuf owns alone go back to the block (the next append
+// reuses them); from a shared block they do not (the other holder's bytes
+// stay as they were).
+TEST(IobufTest, TruncateKeepsTheFrontAndGivesAnOwnedTailBack) {
+  Buf a = NewBuf();
+  ASSERT_EQ(0, rrpc_iobuf_append(a.get(), "0123456789", 10));
+  rrpc__iobuf_truncate(a.get(), 10);
+  rrpc__iobuf_truncate(a.get(), 99);
+  ExpectConsistent(a.get(), "0123456789");
+  rrpc__iobuf_truncate(a.get(), 6);
+  ExpectConsistent(a.get(), "012345");
+  EXPECT_EQ(6u, BlockOf(a.get(), 0)->size);  // given back
+  ASSERT_EQ(0, rrpc_iobuf_append(a.get(), "ab", 2));
+  EXPECT_EQ(1u, rrpc_iobuf_piece_count(a.get()));  // into the same block
+  ExpectConsistent(a.get(), "012345ab");
+
+  // Across pieces: a shared piece in the middle, an owned one at the end.
+  Buf other = NewBuf();
+  ASSERT_EQ(0, rrpc_iobuf_append(other.get(), "SHARED", 6));
+  ASSERT_EQ(0, rrpc__iobuf_append_block(a.get(), BlockOf(other.get(), 0), 0, 6));
+  static char user[] = "uvw";
+  ASSERT_EQ(0, rrpc_iobuf_append_user(a.get(), user, 3, nullptr, nullptr, nullptr));
+  ExpectConsistent(a.get(), "012345abSHAREDuvw");
+  rrpc__iobuf_truncate(a.get(), 10);  // drops "uvw" and "ARED"
+  ExpectConsistent(a.get(), "012345abSH");
+  EXPECT_EQ(2u, rrpc_iobuf_piece_count(a.get()));
+  EXPECT_EQ(6u, BlockOf(other.get(), 0)->size);  // shared: not given back
+  ExpectConsistent(other.get(), "SHARED");
+  rrpc__iobuf_truncate(a.get(), 0);
+  EXPECT_EQ(0u, rrpc_iobuf_length(a.get()));
+  EXPECT_EQ(0u, rrpc_iobuf_piece_count(a.get()));
+  ASSERT_EQ(0, rrpc_iobuf_append(a.get(), "z", 1));
+  ExpectConsistent(a.get(), "z");
+}
+
 TEST(IobufTest, AppendBlockChecksRange) {
   Buf a = NewBuf(), b = NewBuf();
   ASSERT_EQ(0, rrpc_iobuf_append(a.get(), "0123456789", 10));

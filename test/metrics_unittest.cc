@@ -180,22 +180,24 @@ TEST(CallStats, ThreadsPastTheOwnedShardsCountExactly) {
 }
 
 // Calls in flight are the calls begun less the calls ended (a recorder
-// keeps no separate in-flight counter): calls still open show, in both
-// recorders a server's begin2/end2 feeds, and failures count in both.
-TEST(CallStats, InFlightIsBegunLessEndedInBothRecorders) {
-  rrpc__call_stats *a = nullptr, *b = nullptr;
-  ASSERT_EQ(0, rrpc__call_stats_new(&a));
-  ASSERT_EQ(0, rrpc__call_stats_new(&b));
-  for (int i = 0; i < 5; i++) rrpc__call_stats_begin2(a, b);
+// keeps no separate in-flight counter): calls still open show, in the part
+// a call is recorded into and in the whole that sums it on read (a server's
+// totals and its method), and failures count in both.
+TEST(CallStats, InFlightIsBegunLessEndedInWholeAndPart) {
+  rrpc__call_stats *whole = nullptr, *part = nullptr;
+  ASSERT_EQ(0, rrpc__call_stats_new(&whole));
+  ASSERT_EQ(0, rrpc__call_stats_new(&part));
+  ASSERT_EQ(0, rrpc__call_stats_add_part(whole, part));
+  for (int i = 0; i < 5; i++) rrpc__call_stats_begin(part);
   rrpc_call_stats st;
-  rrpc__call_stats_read(a, &st);
+  rrpc__call_stats_read(whole, &st);
   EXPECT_EQ(5, st.in_flight);
   EXPECT_EQ(0u, st.calls);
   std::thread([&] {  // ended on another thread: its own shard
-    rrpc__call_stats_end2(a, b, 40, 0);
-    rrpc__call_stats_end2(a, b, 60, -7);
+    rrpc__call_stats_end(part, 40, 0);
+    rrpc__call_stats_end(part, 60, -7);
   }).join();
-  for (rrpc__call_stats *s : {a, b}) {
+  for (rrpc__call_stats *s : {whole, part}) {
     rrpc__call_stats_read(s, &st);
     EXPECT_EQ(3, st.in_flight);
     EXPECT_EQ(2u, st.calls);
@@ -205,12 +207,111 @@ TEST(CallStats, InFlightIsBegunLessEndedInBothRecorders) {
     EXPECT_EQ(50u, st.latency_avg_us);
     EXPECT_EQ(60u, st.latency_max_us);
   }
-  for (int i = 0; i < 3; i++) rrpc__call_stats_end2(a, b, 50, 0);
-  rrpc__call_stats_read(b, &st);
+  for (int i = 0; i < 3; i++) rrpc__call_stats_end(part, 50, 0);
+  rrpc__call_stats_read(whole, &st);
   EXPECT_EQ(0, st.in_flight);
   EXPECT_EQ(5u, st.calls);
-  rrpc__call_stats_free(a);
-  rrpc__call_stats_free(b);
+  rrpc__call_stats_free(whole);
+  rrpc__call_stats_free(part);
+}
+
+struct CodeSeen {
+  int code;
+  uint64_t n;
+};
+
+void collect_code(void *ctx, int code, uint64_t n) {
+  static_cast<std::vector<CodeSeen> *>(ctx)->push_back({code, n});
+}
+
+// A whole's figures are its own calls' and every part's, merged as one
+// recorder would hold them: window, totals, in flight, the since-start
+// histogram, and each error code once with its sum (order: as first seen,
+// the whole's own first).
+TEST(CallStats, WholeSumsItsOwnCallsAndEveryPart) {
+  rrpc__call_stats *whole = nullptr, *p1 = nullptr, *p2 = nullptr;
+  ASSERT_EQ(0, rrpc__call_stats_new(&whole));
+  ASSERT_EQ(0, rrpc__call_stats_new(&p1));
+  ASSERT_EQ(0, rrpc__call_stats_new(&p2));
+  ASSERT_EQ(0, rrpc__call_stats_add_part(whole, p1));
+  ASSERT_EQ(0, rrpc__call_stats_add_part(whole, p2));
+  rrpc__call_stats_begin(whole);  // a call that found no method
+  rrpc__call_stats_end(whole, 5, -3);
+  for (int i = 0; i < 4; i++) {
+    rrpc__call_stats_begin(p1);
+    rrpc__call_stats_end(p1, 20, i == 0 ? -7 : 0);
+  }
+  rrpc__call_stats_begin(p2);
+  rrpc__call_stats_end(p2, 3000, -7);
+  rrpc__call_stats_begin(p2);
+  rrpc__call_stats_end(p2, 100, -3);
+  rrpc__call_stats_begin(p2);  // still running
+  rrpc_call_stats st;
+  rrpc__call_stats_read(whole, &st);
+  EXPECT_EQ(7u, st.calls);
+  EXPECT_EQ(7u, st.window_calls);
+  EXPECT_EQ(4u, st.errors);
+  EXPECT_EQ(1, st.in_flight);
+  EXPECT_EQ((5u + 4 * 20 + 3000 + 100) / 7, st.latency_avg_us);
+  EXPECT_EQ(3000u, st.latency_max_us);
+  EXPECT_EQ(2u, rrpc__call_stats_error_count(whole, -7));
+  EXPECT_EQ(2u, rrpc__call_stats_error_count(whole, -3));
+  EXPECT_EQ(0u, rrpc__call_stats_error_count(whole, -9));
+  std::vector<CodeSeen> codes;
+  rrpc__call_stats_errors(whole, collect_code, &codes);
+  ASSERT_EQ(2u, codes.size());
+  EXPECT_EQ(-3, codes[0].code);
+  EXPECT_EQ(2u, codes[0].n);
+  EXPECT_EQ(-7, codes[1].code);
+  EXPECT_EQ(2u, codes[1].n);
+  rrpc__latency_hist h;
+  rrpc__call_stats_histogram(whole, &h);
+  uint64_t total = 0;
+  for (int b = 0; b <= RRPC__LATENCY_BOUNDS; b++) total += h.count[b];
+  EXPECT_EQ(7u, total);
+  EXPECT_EQ(5u + 4 * 20 + 3000 + 100, h.sum_us);
+  EXPECT_EQ(1u, h.count[0]);  // 5 us: <= 10
+  EXPECT_EQ(4u, h.count[1]);  // 20 us: <= 25
+  EXPECT_EQ(1u, h.count[3]);  // 100 us: <= 100
+  EXPECT_EQ(1u, h.count[8]);  // 3000 us: <= 5000
+  // A part alone reads only its own calls.
+  rrpc__call_stats_read(p1, &st);
+  EXPECT_EQ(4u, st.calls);
+  EXPECT_EQ(1u, st.errors);
+  rrpc__call_stats_free(whole);
+  rrpc__call_stats_free(p1);
+  rrpc__call_stats_free(p2);
+}
+
+// Codes past 16 distinct ones over a whole and its parts are counted once
+// as "other" (code 0), as one recorder counts them; none is lost.
+TEST(CallStats, WholeMergesErrorCodesPastTheTableAsOther) {
+  rrpc__call_stats *whole = nullptr, *p1 = nullptr, *p2 = nullptr;
+  ASSERT_EQ(0, rrpc__call_stats_new(&whole));
+  ASSERT_EQ(0, rrpc__call_stats_new(&p1));
+  ASSERT_EQ(0, rrpc__call_stats_new(&p2));
+  ASSERT_EQ(0, rrpc__call_stats_add_part(whole, p1));
+  ASSERT_EQ(0, rrpc__call_stats_add_part(whole, p2));
+  for (int c = 1; c <= 12; c++) rrpc__call_stats_end(p1, 10, -c);       // -1 .. -12
+  for (int c = 9; c <= 20; c++) rrpc__call_stats_end(p2, 10, -c);       // -9 .. -20
+  std::vector<CodeSeen> codes;
+  rrpc__call_stats_errors(whole, collect_code, &codes);
+  ASSERT_EQ(17u, codes.size());  // 16 codes and "other"
+  uint64_t sum = 0;
+  for (int i = 0; i < 16; i++) {
+    EXPECT_EQ(-(i + 1), codes[i].code);
+    EXPECT_EQ(i >= 8 && i < 12 ? 2u : 1u, codes[i].n);
+    sum += codes[i].n;
+  }
+  EXPECT_EQ(0, codes[16].code);
+  EXPECT_EQ(4u, codes[16].n);  // -17 .. -20
+  EXPECT_EQ(24u, sum + codes[16].n);
+  rrpc_call_stats st;
+  rrpc__call_stats_read(whole, &st);
+  EXPECT_EQ(24u, st.errors);
+  rrpc__call_stats_free(whole);
+  rrpc__call_stats_free(p1);
+  rrpc__call_stats_free(p2);
 }
 
 // Every bound is inclusive and the value just past it lands in the next

@@ -60,10 +60,11 @@ size_t held_count() {
 
 class Memory : public ::testing::Test {
  protected:
-  void start(const rrpc_limits &l) {
+  void start(const rrpc_limits &l, int handlers_in_loop = 0) {
     rrpc_limits_set(&l);
     rrpc_server_options o = {};
     o.num_threads = 2;
+    o.handlers_in_loop = handlers_in_loop;
     ASSERT_EQ(0, rrpc_server_new(&o, &server_));
     ASSERT_EQ(0, rrpc_server_add_method(server_, "test.EchoService", "Echo", echo, nullptr));
     ASSERT_EQ(0, rrpc_server_add_method(server_, "test.EchoService", "Big", big, nullptr));
@@ -332,6 +333,42 @@ TEST_F(Memory, UnqueueableResponsesFailOnlyThatConnection) {
   EXPECT_GT(s1.overcrowded_writes, s0.overcrowded_writes);
   close(hog);
   close(ok);
+}
+
+// Responses that handlers in the loop answer to requests of one read are
+// packed straight into the connection's pending output (the loop holds its
+// flush for the round); the one that would take the queue past the cap is
+// taken back out and fails the connection, and only it: the queued bytes
+// are all given back, another client is served.
+TEST_F(Memory, ResponsesPackedIntoTheRoundsOutputPastTheCapFailThatConnection) {
+  rrpc_limits l = {};
+  l.socket_max_unwritten_bytes = 1u << 20;
+  start(l, /*handlers_in_loop=*/1);
+  rrpc_limit_stats s0 = stats();
+  int hog = raw_connect(port_);
+  ASSERT_GE(hog, 0);
+  // Requests in one send (one read on the server): a 400 KiB answer, under
+  // half the cap (the read goes on: no back-pressure yet), then a 700 KiB
+  // one, past the 1 MiB cap while the first is still queued in the round.
+  std::string reqs = request_frame("test.EchoService", "Big", std::to_string(400u << 10), 1);
+  for (int i = 0; i < 3; i++) reqs += request_frame("test.EchoService", "Big", std::to_string(700u << 10), i + 2);
+  ASSERT_EQ(static_cast<ssize_t>(reqs.size()), send(hog, reqs.data(), reqs.size(), 0));
+  bool closed = peer_closed(hog, 10000);
+  rrpc_limit_stats s1 = stats();
+  int ok = raw_connect(port_);
+  ASSERT_GE(ok, 0);
+  std::string r = request_frame("test.EchoService", "Echo", "hi", 1);
+  ASSERT_EQ(static_cast<ssize_t>(r.size()), send(ok, r.data(), r.size(), 0));
+  EXPECT_EQ(1u, read_frames(ok, 1, 5000));
+  close(ok);
+  close(hog);
+  report("overcrowded-in-loop", std::string("4 pipelined requests answered in the loop with 400 KiB, then 700 "
+         "KiB each, to a client that reads nothing, socket_max_unwritten_bytes=1 MiB: that connection closed: ") +
+         (closed ? "yes" : "NO") + ", another client served: yes");
+  EXPECT_TRUE(closed);
+  EXPECT_GT(s1.overcrowded_writes, s0.overcrowded_writes);
+  // Nothing stays counted as queued once both connections are gone.
+  EXPECT_TRUE(wait_until([] { return stats().unwritten_bytes == 0; }, 5000)) << stats().unwritten_bytes;
 }
 
 }  // namespace

@@ -387,6 +387,27 @@ long rrpc_iobuf_cut(rrpc_iobuf *buf, size_t n, rrpc_iobuf *dst) {
   return (long)n;
 }
 
+void rrpc__iobuf_truncate(rrpc_iobuf *buf, size_t n) {
+  if (n >= buf->len) return;
+  size_t drop = buf->len - n;
+  while (drop > 0) {
+    rrpc_iobuf_ref *r = &buf->refs[buf->end - 1];
+    rrpc_block *b = r->block;
+    uint32_t d = r->len <= drop ? r->len : (uint32_t)drop;
+    if (r->off + r->len == b->size && atomic_load_explicit(&b->refs, memory_order_acquire) == 1u)
+      b->size -= d; /* the tail this ref wrote last: free for the next reserve */
+    if (d == r->len) {
+      rrpc__block_unref(b);
+      buf->end--;
+    } else {
+      r->len -= d;
+    }
+    drop -= d;
+  }
+  buf->len = n;
+  if (buf->start == buf->end) buf->start = buf->end = 0;
+}
+
 size_t rrpc_iobuf_pop_front(rrpc_iobuf *buf, size_t n) {
   if (n > buf->len) n = buf->len;
   size_t left = n;
@@ -500,6 +521,14 @@ int rrpc__iobuf_reserve_from(rrpc_iobuf *buf, size_t min_size, const rrpc_block_
   *ptr = buf->spare->data;
   *avail = buf->spare->cap;
   return 0;
+}
+
+void *rrpc__iobuf_tail(rrpc_iobuf *buf, size_t min_size) {
+  if (buf->spare != NULL) return NULL;
+  uint32_t room = tail_room(buf);
+  if (room == 0 || room < min_size) return NULL;
+  rrpc_block *b = buf->refs[buf->end - 1].block;
+  return b->data + b->size;
 }
 
 void rrpc__iobuf_commit(rrpc_iobuf *buf, size_t n) {

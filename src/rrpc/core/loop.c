@@ -105,7 +105,7 @@ struct rrpc__loop {
   int nstop_hooks, cap_stop_hooks;
 };
 
-static _Thread_local rrpc__loop *tls_current;
+_Thread_local rrpc__loop *rrpc__tls_loop RRPC__TLS_IE; /* internal/loop.h */
 
 /* epoll_pwait2 gives microsecond timeouts; kernels before 5.11 (and some
  * sandboxes) lack it, and then epoll_wait with milliseconds rounded up. */
@@ -128,9 +128,7 @@ uint64_t rrpc__round_read_us(void) {
   return t;
 }
 
-int rrpc__loop_in_thread(const rrpc__loop *loop) { return loop && tls_current == loop; }
-
-rrpc__loop *rrpc__loop_current(void) { return tls_current; }
+rrpc__loop *rrpc__loop_current(void) { return rrpc__tls_loop; }
 
 int rrpc__loop_awake(const rrpc__loop *loop) {
   return !atomic_load_explicit(&((rrpc__loop *)loop)->sleeping, memory_order_relaxed);
@@ -581,7 +579,7 @@ static int run_pollers(rrpc__loop *loop) {
 
 static void *loop_main(void *p) {
   rrpc__loop *loop = p;
-  tls_current = loop;
+  rrpc__tls_loop = loop;
   rrpc__tls_round_us = rrpc__now_us(); /* the first round's tasks run before any wait */
   tls_round_lazy = 1;
   rrpc__loop_stack_thread(1);
@@ -624,7 +622,7 @@ static void *loop_main(void *p) {
   run_stop_hooks(loop);
   if (loop->deferred.len) run_deferred(loop);
   rrpc__loop_stack_thread(0);
-  tls_current = NULL;
+  rrpc__tls_loop = NULL;
   rrpc__tls_round_us = 0;
   tls_round_lazy = 0;
   return NULL;

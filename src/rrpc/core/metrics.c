@@ -90,6 +90,10 @@ struct err_entry {
 struct rrpc__call_stats {
   _Atomic(struct shard *) shard[SHARDS];
   uint64_t created_us;
+  /* Recorders whose calls count in this one's figures too, summed on read
+   * (rrpc__call_stats_add_part): a call is recorded once, into its part. */
+  const rrpc__call_stats **parts;
+  size_t nparts;
   struct err_entry err[ERR_CODES];
   _Atomic uint64_t err_other;
 };
@@ -143,7 +147,16 @@ void rrpc__call_stats_free(rrpc__call_stats *s) {
     for (int k = 0; k < SLOTS; k++) free(atomic_load(&sh->slot[k]));
     free(sh);
   }
+  free(s->parts);
   free(s);
+}
+
+int rrpc__call_stats_add_part(rrpc__call_stats *whole, const rrpc__call_stats *part) {
+  const rrpc__call_stats **np = realloc(whole->parts, (whole->nparts + 1) * sizeof *np);
+  if (np == NULL) return -ENOMEM;
+  np[whole->nparts++] = part;
+  whole->parts = np;
+  return 0;
 }
 
 /* The shard index this thread records into, picked on its first record. */
@@ -199,25 +212,14 @@ static uint64_t bucket_mid(unsigned idx) {
       atomic_fetch_add_explicit((a), (v), memory_order_relaxed);                                     \
   } while (0)
 
-RECORD_FN void begin_one(rrpc__call_stats *s, int owned) {
+void rrpc__call_stats_begin(rrpc__call_stats *s) {
+  if (!rrpc__metrics_on() || s == NULL) return;
+  if (tl_shard < 0) pick_shard();
   struct shard *sh = my_shard(s);
   if (sh == NULL) return;
-  SHARD_ADD(owned, &sh->begun, 1);
+  if (OWNED_SHARD()) SHARD_ADD(1, &sh->begun, 1);
+  else SHARD_ADD(0, &sh->begun, 1);
 }
-
-void rrpc__call_stats_begin2(rrpc__call_stats *a, rrpc__call_stats *b) {
-  if (!rrpc__metrics_on()) return;
-  if (tl_shard < 0) pick_shard();
-  if (OWNED_SHARD()) {
-    if (a != NULL) begin_one(a, 1);
-    if (b != NULL) begin_one(b, 1);
-  } else {
-    if (a != NULL) begin_one(a, 0);
-    if (b != NULL) begin_one(b, 0);
-  }
-}
-
-void rrpc__call_stats_begin(rrpc__call_stats *s) { rrpc__call_stats_begin2(s, NULL); }
 
 static void count_error(rrpc__call_stats *s, int code) {
   for (int i = 0; i < ERR_CODES; i++) {
@@ -246,10 +248,10 @@ RECORD_FN void atomic_max(_Atomic uint64_t *a, uint64_t v, int owned) {
   }
 }
 
-/* One finished call, as every recorder it goes to sees it. */
+/* One finished call. */
 struct record {
   uint64_t lat, sec;
-  unsigned slot; /* sec % SLOTS: a division, made once per record, not per recorder */
+  unsigned slot; /* sec % SLOTS */
   unsigned bucket, hist_bucket;
   int code;
 };
@@ -301,32 +303,19 @@ RECORD_FN void end_in(struct shard *sh, const struct record *r, int owned) {
   if (r->code != 0) SHARD_ADD(owned, &sh->errors, 1);
 }
 
-RECORD_FN void end_one(rrpc__call_stats *s, const struct record *r, int owned) {
+void rrpc__call_stats_end(rrpc__call_stats *s, int64_t latency_us, int code) {
+  if (!rrpc__metrics_on() || s == NULL) return;
+  if (tl_shard < 0) pick_shard();
   struct shard *sh = my_shard(s);
   if (sh == NULL) return;
-  end_in(sh, r, owned);
-  if (r->code != 0) count_error(s, r->code);
-}
-
-void rrpc__call_stats_end2(rrpc__call_stats *a, rrpc__call_stats *b, int64_t latency_us, int code) {
-  if (!rrpc__metrics_on()) return;
-  if (tl_shard < 0) pick_shard();
   struct record r = {.lat = latency_us > 0 ? (uint64_t)latency_us : 0, .code = code};
   r.sec = end_sec();
   r.slot = (unsigned)(r.sec % SLOTS);
   r.bucket = bucket_of(r.lat);
   r.hist_bucket = hist_bucket_of(r.lat, r.bucket);
-  if (OWNED_SHARD()) {
-    if (a != NULL) end_one(a, &r, 1);
-    if (b != NULL) end_one(b, &r, 1);
-  } else {
-    if (a != NULL) end_one(a, &r, 0);
-    if (b != NULL) end_one(b, &r, 0);
-  }
-}
-
-void rrpc__call_stats_end(rrpc__call_stats *s, int64_t latency_us, int code) {
-  rrpc__call_stats_end2(s, NULL, latency_us, code);
+  if (OWNED_SHARD()) end_in(sh, &r, 1);
+  else end_in(sh, &r, 0);
+  if (code != 0) count_error(s, code);
 }
 
 /* The calls a shard saw end: every end raises exactly one hist[] bucket. */
@@ -349,16 +338,18 @@ static uint64_t percentile(const uint64_t *b, uint64_t n, double q) {
   return bucket_mid(NBUCKETS - 1);
 }
 
-void rrpc__call_stats_read(const rrpc__call_stats *s, rrpc_call_stats *out) {
-  memset(out, 0, sizeof *out);
-  if (s == NULL) return;
-  uint64_t now_us = rrpc__now_us(), sec = now_us / 1000000u; /* fine: never behind a writer's */
-  uint64_t b[NBUCKETS] = {0}, n = 0, sum = 0, max = 0, begun = 0;
+/* A read's sums over one recorder's shards and then its parts'. */
+struct sums {
+  uint64_t b[NBUCKETS];
+  uint64_t ended, errors, begun, n, sum, max;
+};
+
+static void sum_one(const rrpc__call_stats *s, uint64_t sec, struct sums *t) {
   for (int i = 0; i < SHARDS; i++) {
     const struct shard *sh = atomic_load_explicit(&s->shard[i], memory_order_acquire);
     if (sh == NULL) continue;
-    out->calls += shard_ended(sh);
-    out->errors += atomic_load_explicit(&sh->errors, memory_order_relaxed);
+    t->ended += shard_ended(sh);
+    t->errors += atomic_load_explicit(&sh->errors, memory_order_relaxed);
     for (int k = 0; k < SLOTS; k++) {
       const struct slot *sl = atomic_load_explicit(&sh->slot[k], memory_order_acquire);
       if (sl == NULL) continue;
@@ -367,24 +358,44 @@ void rrpc__call_stats_read(const rrpc__call_stats *s, rrpc_call_stats *out) {
       uint64_t sn = 0;
       for (int j = 0; j < NBUCKETS; j++) {
         uint64_t c = atomic_load_explicit(&sl->bucket[j], memory_order_relaxed);
-        b[j] += c;
+        t->b[j] += c;
         sn += c;
       }
       if (sn == 0) continue;
-      n += sn;
-      sum += atomic_load_explicit(&sl->sum_us, memory_order_relaxed);
+      t->n += sn;
+      t->sum += atomic_load_explicit(&sl->sum_us, memory_order_relaxed);
       uint64_t m = atomic_load_explicit(&sl->max_us, memory_order_relaxed);
-      if (m > max) max = m;
+      if (m > t->max) t->max = m;
     }
   }
-  /* Begun read after ended, so a call that begins and ends while this reads
-   * tends to count in both rather than as ended only. The difference is a
-   * snapshot of relaxed counters on many threads, not exact; below zero
-   * (metrics switched on during a call: ended, never begun) it reads 0. */
+}
+
+/* Begun read after ended (see rrpc__call_stats_read). */
+static uint64_t begun_one(const rrpc__call_stats *s) {
+  uint64_t begun = 0;
   for (int i = 0; i < SHARDS; i++) {
     const struct shard *sh = atomic_load_explicit(&s->shard[i], memory_order_acquire);
     if (sh != NULL) begun += atomic_load_explicit(&sh->begun, memory_order_relaxed);
   }
+  return begun;
+}
+
+void rrpc__call_stats_read(const rrpc__call_stats *s, rrpc_call_stats *out) {
+  memset(out, 0, sizeof *out);
+  if (s == NULL) return;
+  uint64_t now_us = rrpc__now_us(), sec = now_us / 1000000u; /* fine: never behind a writer's */
+  struct sums t;
+  memset(&t, 0, sizeof t);
+  sum_one(s, sec, &t);
+  for (size_t p = 0; p < s->nparts; p++) sum_one(s->parts[p], sec, &t);
+  out->calls = t.ended;
+  out->errors = t.errors;
+  /* Begun read after ended, so a call that begins and ends while this reads
+   * tends to count in both rather than as ended only. The difference is a
+   * snapshot of relaxed counters on many threads, not exact; below zero
+   * (metrics switched on during a call: ended, never begun) it reads 0. */
+  uint64_t begun = begun_one(s);
+  for (size_t p = 0; p < s->nparts; p++) begun += begun_one(s->parts[p]);
   out->in_flight = begun > out->calls ? (int64_t)(begun - out->calls) : 0;
   /* The window is the current partial second plus the full ones before it,
    * no longer than the recorder has existed. */
@@ -392,13 +403,14 @@ void rrpc__call_stats_read(const rrpc__call_stats *s, rrpc_call_stats *out) {
   double age = (double)(now_us - s->created_us) / 1e6;
   if (age < span) span = age;
   if (span < 1e-3) span = 1e-3;
+  uint64_t n = t.n, max = t.max;
   out->window_calls = n;
   out->qps = (double)n / span;
-  out->latency_avg_us = n ? sum / n : 0;
-  out->latency_p50_us = percentile(b, n, 0.50);
-  out->latency_p90_us = percentile(b, n, 0.90);
-  out->latency_p99_us = percentile(b, n, 0.99);
-  out->latency_p999_us = percentile(b, n, 0.999);
+  out->latency_avg_us = n ? t.sum / n : 0;
+  out->latency_p50_us = percentile(t.b, n, 0.50);
+  out->latency_p90_us = percentile(t.b, n, 0.90);
+  out->latency_p99_us = percentile(t.b, n, 0.99);
+  out->latency_p999_us = percentile(t.b, n, 0.999);
   out->latency_max_us = max;
   /* A percentile reports its bucket's middle, which can pass the largest
    * value actually seen (p999 above max); the largest is exact. */
@@ -407,9 +419,7 @@ void rrpc__call_stats_read(const rrpc__call_stats *s, rrpc_call_stats *out) {
     if (*pct[i] > max) *pct[i] = max;
 }
 
-void rrpc__call_stats_histogram(const rrpc__call_stats *s, rrpc__latency_hist *out) {
-  memset(out, 0, sizeof *out);
-  if (s == NULL) return;
+static void histogram_add(const rrpc__call_stats *s, rrpc__latency_hist *out) {
   for (int i = 0; i < SHARDS; i++) {
     const struct shard *sh = atomic_load_explicit(&s->shard[i], memory_order_acquire);
     if (sh == NULL) continue;
@@ -419,23 +429,68 @@ void rrpc__call_stats_histogram(const rrpc__call_stats *s, rrpc__latency_hist *o
   }
 }
 
-void rrpc__call_stats_errors(const rrpc__call_stats *s, rrpc__code_count_fn fn, void *ctx) {
+void rrpc__call_stats_histogram(const rrpc__call_stats *s, rrpc__latency_hist *out) {
+  memset(out, 0, sizeof *out);
   if (s == NULL) return;
+  histogram_add(s, out);
+  for (size_t p = 0; p < s->nparts; p++) histogram_add(s->parts[p], out);
+}
+
+/* Failed calls by code over a recorder and its parts: each code once, in
+ * the order the recorders first saw them; as in one recorder, codes past
+ * ERR_CODES distinct ones count as "other". */
+struct code_sums {
+  int code[ERR_CODES];
+  uint64_t n[ERR_CODES];
+  int ncodes;
+  uint64_t other;
+};
+
+static void code_sums_add(struct code_sums *t, int code, uint64_t n) {
+  for (int i = 0; i < t->ncodes; i++) {
+    if (t->code[i] == code) {
+      t->n[i] += n;
+      return;
+    }
+  }
+  if (t->ncodes == ERR_CODES) {
+    t->other += n;
+    return;
+  }
+  t->code[t->ncodes] = code;
+  t->n[t->ncodes++] = n;
+}
+
+static void code_sums_of(const rrpc__call_stats *s, struct code_sums *t) {
   for (int i = 0; i < ERR_CODES; i++) {
     int code = atomic_load_explicit(&s->err[i].code, memory_order_acquire);
     if (code == 0) break;
-    fn(ctx, code, atomic_load_explicit(&s->err[i].n, memory_order_relaxed));
+    code_sums_add(t, code, atomic_load_explicit(&s->err[i].n, memory_order_relaxed));
   }
-  uint64_t other = atomic_load_explicit(&s->err_other, memory_order_relaxed);
-  if (other) fn(ctx, 0, other);
+  t->other += atomic_load_explicit(&s->err_other, memory_order_relaxed);
 }
 
-uint64_t rrpc__call_stats_error_count(const rrpc__call_stats *s, int code) {
-  if (s == NULL) return 0;
+void rrpc__call_stats_errors(const rrpc__call_stats *s, rrpc__code_count_fn fn, void *ctx) {
+  if (s == NULL) return;
+  struct code_sums t = {.ncodes = 0, .other = 0};
+  code_sums_of(s, &t);
+  for (size_t p = 0; p < s->nparts; p++) code_sums_of(s->parts[p], &t);
+  for (int i = 0; i < t.ncodes; i++) fn(ctx, t.code[i], t.n[i]);
+  if (t.other) fn(ctx, 0, t.other);
+}
+
+static uint64_t error_count_one(const rrpc__call_stats *s, int code) {
   for (int i = 0; i < ERR_CODES; i++)
     if (atomic_load_explicit(&s->err[i].code, memory_order_acquire) == code)
       return atomic_load_explicit(&s->err[i].n, memory_order_relaxed);
   return 0;
+}
+
+uint64_t rrpc__call_stats_error_count(const rrpc__call_stats *s, int code) {
+  if (s == NULL) return 0;
+  uint64_t n = error_count_one(s, code);
+  for (size_t p = 0; p < s->nparts; p++) n += error_count_one(s->parts[p], code);
+  return n;
 }
 
 /* ---- fallbacks by decline code -------------------------------------------- */

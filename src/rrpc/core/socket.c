@@ -211,6 +211,9 @@ int rrpc__socket_describe(const rrpc__socket *s, char *buf, size_t len) {
   return 0;
 }
 
+const char *rrpc__socket_peer_cstr(const rrpc__socket *s) { return s->peer_str; }
+const char *rrpc__socket_local_cstr(const rrpc__socket *s) { return s->local_str; }
+
 int rrpc__socket_is_rdma(const rrpc__socket *s) {
   return s->ops->is_rdma != NULL && s->ops->is_rdma(s);
 }
@@ -590,9 +593,9 @@ static int reserve_or_queue(rrpc__socket *s, rrpc_iobuf *msg, size_t n) {
   return rc;
 }
 
-int rrpc__socket_write(rrpc__socket *s, rrpc_iobuf *msg) {
+/* rrpc__socket_write, told whether this is the socket's loop thread. */
+static int write_msg(rrpc__socket *s, rrpc_iobuf *msg, int on_loop) {
   size_t n = rrpc__iobuf_length(msg);
-  int on_loop = rrpc__loop_in_thread(s->loop);
   if (on_loop && s->loop_holds) {
     /* The loop holds the token for this round's flush: wpend is its own,
      * so the round's later messages join it without the lock. */
@@ -653,6 +656,10 @@ int rrpc__socket_write(rrpc__socket *s, rrpc_iobuf *msg) {
   return 0;
 }
 
+int rrpc__socket_write(rrpc__socket *s, rrpc_iobuf *msg) {
+  return write_msg(s, msg, rrpc__loop_in_thread(s->loop));
+}
+
 /* A pool thread's deferred write, run by it or by its pool's rescuer: the
  * token's holder writes its run's responses and what queued behind them. */
 static void worker_flush(void *arg) {
@@ -661,21 +668,14 @@ static void worker_flush(void *arg) {
   rrpc__socket_unref(s);
 }
 
-int rrpc__socket_write_response(rrpc__socket *s, rrpc_iobuf *msg) {
-  rrpc__worker *w = rrpc__worker_self();
-  if (w == NULL) return rrpc__socket_write(s, msg);
+/* A response from a pool thread that does not hold the socket's token for
+ * its run (rrpc__socket_write_response, having looked). */
+static int write_response_unheld(rrpc__socket *s, rrpc__worker *w, rrpc_iobuf *msg) {
   size_t n = rrpc__iobuf_length(msg);
-  rrpc__worker_lock(w);
-  if (__atomic_load_n(&s->wflush.owner, __ATOMIC_RELAXED) == w) {
-    /* This thread's run already holds the token: no write mutex. */
-    int rc = reserve_and_defer(s, msg, n);
-    rrpc__worker_unlock(w);
-    return rc;
-  }
-  rrpc__worker_unlock(w);
   /* A lone response is written at once: nothing to gather it with, and
    * the lowest latency at light load. */
-  if (atomic_load_explicit(&s->pending_requests, memory_order_relaxed) <= 1) return rrpc__socket_write(s, msg);
+  if (atomic_load_explicit(&s->pending_requests, memory_order_relaxed) <= 1)
+    return write_msg(s, msg, 0); /* a pool thread is no loop's */
   int rc = reserve_or_queue(s, msg, n);
   if (rc != 1) return rc;
   rrpc__lock_release(&s->wmu);
@@ -688,6 +688,90 @@ int rrpc__socket_write_response(rrpc__socket *s, rrpc_iobuf *msg) {
   rrpc__worker_defer_locked(w, &s->wflush);
   rrpc__worker_unlock(w);
   return rc;
+}
+
+int rrpc__socket_write_response(rrpc__socket *s, rrpc_iobuf *msg) {
+  rrpc__worker *w = rrpc__worker_self();
+  if (w == NULL) return rrpc__socket_write(s, msg);
+  rrpc__worker_lock(w);
+  if (__atomic_load_n(&s->wflush.owner, __ATOMIC_RELAXED) == w) {
+    /* This thread's run already holds the token: no write mutex. */
+    int rc = reserve_and_defer(s, msg, rrpc__iobuf_length(msg));
+    rrpc__worker_unlock(w);
+    return rc;
+  }
+  rrpc__worker_unlock(w);
+  return write_response_unheld(s, w, msg);
+}
+
+/* The holder of the deferred flush packs straight into wpend (its own: no
+ * lock); the bytes are counted after, and taken back if the limits refuse
+ * them. */
+static __attribute__((noinline)) int pack_deferred(rrpc__socket *s, rrpc__socket_pack_fn pack, void *ctx) {
+  size_t before = rrpc__iobuf_length(&s->wpend);
+  int rc = pack(ctx, &s->wpend);
+  if (rc < 0) return rc;
+  size_t n = rrpc__iobuf_length(&s->wpend) - before;
+  rc = reserve(s, n);
+  if (rc != 0) {
+    rrpc__iobuf_truncate(&s->wpend, before);
+    return rc;
+  }
+  s->pend_counted += n;
+  return 0;
+}
+
+/* The loop thread took the free token (see write_msg): wpend is empty and
+ * its own, so the message is packed straight into it and the flush
+ * deferred to the round's end, as defer_write does for a made message. */
+static __attribute__((noinline)) int pack_first_deferred(rrpc__socket *s, rrpc__socket_pack_fn pack,
+                                                         void *ctx) {
+  s->loop_holds = 1;
+  s->pend_counted = 0;
+  int rc = pack_deferred(s, pack, ctx);
+  if (rc != 0) {
+    s->loop_holds = 0;
+    drain(s); /* nothing of ours to send: write what queued meanwhile, or give the token back */
+    return rc;
+  }
+  rrpc__socket_ref(s);
+  if (rrpc__loop_defer(s->loop, flush_deferred, s) != 0) flush_deferred(s);
+  return 0;
+}
+
+/* Not the loop's own flush: a pool thread's response goes into its run's
+ * pending bytes when the run holds the socket's token; anything else is
+ * packed into an iobuf of its own and written as any other message. */
+static __attribute__((noinline)) int pack_elsewhere(rrpc__socket *s, int on_loop, int response,
+                                                    rrpc__socket_pack_fn pack, void *ctx) {
+  rrpc__worker *w = !on_loop && response ? rrpc__worker_self() : NULL;
+  int rc;
+  if (w != NULL) {
+    rrpc__worker_lock(w);
+    if (__atomic_load_n(&s->wflush.owner, __ATOMIC_RELAXED) == w) {
+      rc = pack_deferred(s, pack, ctx);
+      rrpc__worker_unlock(w);
+      return rc;
+    }
+    rrpc__worker_unlock(w);
+  }
+  rrpc_iobuf msg;
+  rrpc__iobuf_init(&msg);
+  rc = pack(ctx, &msg);
+  if (rc == 0) rc = w != NULL ? write_response_unheld(s, w, &msg) : write_msg(s, &msg, on_loop);
+  rrpc__iobuf_destroy(&msg);
+  return rc;
+}
+
+int rrpc__socket_write_packed(rrpc__socket *s, int response, rrpc__socket_pack_fn pack, void *ctx) {
+  int on_loop = rrpc__loop_in_thread(s->loop);
+  if (on_loop) {
+    /* The loop's round holds the token, or takes it now (no lock: see
+     * write_msg): the message goes straight into wpend. */
+    if (s->loop_holds) return pack_deferred(s, pack, ctx);
+    if (take_token(s)) return pack_first_deferred(s, pack, ctx);
+  }
+  return pack_elsewhere(s, on_loop, response, pack, ctx);
 }
 
 void rrpc__socket_resume_write(rrpc__socket *s) { drain(s); }

@@ -138,6 +138,18 @@ int rrpc__iobuf_reserve(rrpc_iobuf *buf, size_t min_size, void **ptr, size_t *av
 int rrpc__iobuf_reserve_from(rrpc_iobuf *buf, size_t min_size, const rrpc_block_allocator *a,
                              void **ptr, size_t *avail);
 void rrpc__iobuf_commit(rrpc_iobuf *buf, size_t n);
+/* rrpc__iobuf_tail - the free tail of the last block when it is solely
+ * owned, has at least min_size bytes and `buf` keeps no spare block (then
+ * rrpc__iobuf_commit appends what was written there), else NULL: reserve's
+ * first case alone, for a writer that makes its own block otherwise. */
+void *rrpc__iobuf_tail(rrpc_iobuf *buf, size_t min_size);
+
+/* rrpc__iobuf_truncate - keep the first n bytes, drop the rest (nothing when
+ * n >= the length): a writer that appended a message and must take it back
+ * (a socket whose limit refused it). Bytes dropped from the end of a block
+ * this iobuf owns alone are given back to the block, so the next reserve
+ * reuses them. */
+void rrpc__iobuf_truncate(rrpc_iobuf *buf, size_t n);
 
 /* rrpc__iobuf_fill_iov - fill up to `max` iovecs from the front of `buf`
  * (borrowed pointers). Returns how many were filled; *bytes gets their sum. */

@@ -77,8 +77,22 @@ int rrpc__loop_start(const char *name, rrpc__loop **out);
  * be called on the loop's own thread (it logs an error and does nothing). */
 void rrpc__loop_stop(rrpc__loop *loop);
 
-/* rrpc__loop_in_thread - 1 when called on `loop`'s thread. */
-int rrpc__loop_in_thread(const rrpc__loop *loop);
+/* rrpc__loop_in_thread - 1 when called on `loop`'s thread. Inline: the
+ * write path and a call's bookkeeping ask it several times a call, and the
+ * function call cost ~10 instructions each. rrpc__tls_loop is loop.c's:
+ * the loop this thread runs, or NULL. Initial-exec: the default model for
+ * -fPIC code reads it through a call to __tls_get_addr (the linker turns
+ * it into a plain load for a program, but the compiler had already saved
+ * the registers a call clobbers - six pushes and pops in a function that
+ * only tests it); the library is linked into programs or loaded at start
+ * (LD_PRELOAD), never dlopen()ed, so its TLS is in the static block. */
+#define RRPC__TLS_IE __attribute__((tls_model("initial-exec")))
+#ifdef __cplusplus
+extern thread_local rrpc__loop *rrpc__tls_loop RRPC__TLS_IE;
+#else
+extern _Thread_local rrpc__loop *rrpc__tls_loop RRPC__TLS_IE;
+#endif
+static inline int rrpc__loop_in_thread(const rrpc__loop *loop) { return loop != 0 && rrpc__tls_loop == loop; }
 
 /* rrpc__loop_name - the thread name given at start (borrowed, lives as long
  * as the loop). Any thread. */

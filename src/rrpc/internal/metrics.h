@@ -29,11 +29,14 @@ void rrpc__call_stats_free(rrpc__call_stats *s);
  * Any thread, never blocks; no-ops while metrics are off or s is NULL. */
 void rrpc__call_stats_begin(rrpc__call_stats *s);
 void rrpc__call_stats_end(rrpc__call_stats *s, int64_t latency_us, int code);
-/* The same call into two recorders at once (a server's totals and the
- * method's), reading the clock and placing the latency once; either may be
- * NULL. */
-void rrpc__call_stats_begin2(rrpc__call_stats *a, rrpc__call_stats *b);
-void rrpc__call_stats_end2(rrpc__call_stats *a, rrpc__call_stats *b, int64_t latency_us, int code);
+/* rrpc__call_stats_add_part - `part`'s calls count in `whole`'s figures
+ * too (a server's totals: its methods' calls and its own, those that found
+ * no method), summed on every read, so a call is recorded once, into its
+ * part. Before either is read or recorded into (a server adds its methods
+ * while it is configured); `part` is borrowed and must outlive `whole`'s
+ * reads. Error codes over all of them keep the first 16 distinct codes, as
+ * one recorder does. 0 or -ENOMEM. */
+int rrpc__call_stats_add_part(rrpc__call_stats *whole, const rrpc__call_stats *part);
 
 #ifndef __cplusplus
 #include <stdatomic.h>

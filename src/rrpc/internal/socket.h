@@ -62,6 +62,21 @@ int rrpc__socket_write(rrpc__socket *s, rrpc_iobuf *msg);
  * for a lone response, the same as rrpc__socket_write. */
 int rrpc__socket_write_response(rrpc__socket *s, rrpc_iobuf *msg);
 
+/* rrpc__socket_pack_fn - append one message to `out`, which may hold bytes
+ * already (append only; leave those as they are): 0, or a negative code
+ * with `out` as it was. */
+typedef int (*rrpc__socket_pack_fn)(void *ctx, rrpc_iobuf *out);
+/* rrpc__socket_write_packed - the message `pack` makes, written as
+ * rrpc__socket_write_response (response != 0) or rrpc__socket_write would
+ * write it, with the same order and limits. When this thread holds the
+ * socket's deferred flush (its loop's round, a pool thread's run) the
+ * message is packed straight behind the bytes pending there: a small frame
+ * then shares their last block instead of a block of its own, and no iobuf
+ * is made and moved. Elsewhere it is packed into an iobuf of its own and
+ * written. pack's error is returned as is, nothing written; the caller
+ * that must tell it from a write's error notes it in ctx. */
+int rrpc__socket_write_packed(rrpc__socket *s, int response, rrpc__socket_pack_fn pack, void *ctx);
+
 /* rrpc__socket_write fails with -RRPC_EOVERCROWDED (msg emptied, nothing
  * queued) when the socket already has bytes queued and this message would
  * take them past socket_max_unwritten_bytes, or the process past
@@ -114,6 +129,12 @@ uint64_t rrpc__socket_read_us(const rrpc__socket *s);
  * connections only. Any thread. */
 void rrpc__socket_finish_writes(rrpc__socket *s);
 
+/* rrpc__socket_peer_cstr / rrpc__socket_local_cstr - the strings
+ * peer_str / local_str copy: set when the connection came up, never
+ * written after, NUL-terminated within their 64 bytes; valid while the
+ * caller holds a reference. */
+const char *rrpc__socket_peer_cstr(const rrpc__socket *s);
+const char *rrpc__socket_local_cstr(const rrpc__socket *s);
 int rrpc__socket_is_rdma(const rrpc__socket *s);
 
 /* ---- one attachment: per-connection state of a layer above the owner ------ */

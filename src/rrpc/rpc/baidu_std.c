@@ -248,32 +248,42 @@ static inline void set_attachment_field(rrpc__rpc_meta *meta, size_t att_len) {
   }
 }
 
-/* The common frame - an empty `out`, a payload of at most PACK_COPY_MAX
- * bytes, a meta of the short shape (rpc_meta's encode_short) - written in
- * one pass into one new block: the meta is encoded where it goes without a
- * measuring pass first, the header's lengths are stored after it, the
- * payload copied behind it; an attachment (att_len <= INT32_MAX) is shared
- * behind that, as on the general path. 1: not that frame, nothing done
- * (its block was allocated and released: a meta of the long shape - names
- * or an error text of over ~110 bytes - is rare enough that testing the
- * shape before the allocation would cost the common frame more). */
+/* The common frame - a payload of at most PACK_COPY_MAX bytes, a meta of
+ * the short shape (rpc_meta's encode_short) - written in one pass: the meta
+ * is encoded where it goes without a measuring pass first, the header's
+ * lengths are stored after it, the payload copied behind it; an attachment
+ * (att_len <= INT32_MAX) is shared behind that, as on the general path.
+ * Into an empty `out` the frame gets a new block of its own; behind bytes
+ * already in `out` (a socket's pending output, rrpc__socket_write_packed)
+ * it goes into the last block's free tail when that has room for the
+ * longest such frame, else into a new block. 1: not that frame, nothing
+ * appended (an empty `out`'s block was allocated and released: a meta of
+ * the long shape - names or an error text of over ~110 bytes - is rare
+ * enough that testing the shape before the allocation would cost the
+ * common frame more). */
 static int pack_small(rrpc_iobuf *out, rrpc__rpc_meta *meta, const rrpc_iobuf *payload, size_t pay_len,
                       const rrpc_iobuf *attachment, size_t att_len) {
-  rrpc_block *b;
-  /* The block holds the longest short meta: the default block size does
-   * (rrpc__block_alloc gives no less), so this is one allocation as
-   * before. */
-  int rc = rrpc__block_alloc(RRPC_BAIDU_HEADER_SIZE + RRPC_META_SHORT_MAX + PACK_COPY_MAX, &b);
-  if (rc < 0) return rc;
+  enum { MOST = RRPC_BAIDU_HEADER_SIZE + RRPC_META_SHORT_MAX + PACK_COPY_MAX };
+  const size_t before = rrpc__iobuf_length(out);
+  rrpc_block *b = NULL;
+  uint8_t *p = before != 0 ? rrpc__iobuf_tail(out, MOST) : NULL;
+  int rc = 0;
+  if (p == NULL) {
+    /* The block holds the longest short meta: the default block size does
+     * (rrpc__block_alloc gives no less), so this is one allocation as
+     * before. */
+    rc = rrpc__block_alloc(MOST, &b);
+    if (rc < 0) return rc;
+    p = (uint8_t *)b->data;
+  }
   const uint32_t had = meta->has;
   const int32_t had_att = meta->attachment_size;
   set_attachment_field(meta, att_len);
-  uint8_t *p = (uint8_t *)b->data;
   size_t meta_len = rrpc__rpc_meta_encode_short(meta, p + RRPC_BAIDU_HEADER_SIZE);
   if (meta_len == 0) {
     meta->has = had;
     meta->attachment_size = had_att;
-    rrpc__block_unref(b);
+    if (b != NULL) rrpc__block_unref(b); /* else the tail is simply not committed */
     return 1;
   }
   memcpy(p, k_magic, 4);
@@ -281,12 +291,15 @@ static int pack_small(rrpc_iobuf *out, rrpc__rpc_meta *meta, const rrpc_iobuf *p
   store_be32(p + 4, (uint32_t)(meta_len + pay_len + att_len));
   store_be32(p + 8, (uint32_t)meta_len);
   if (pay_len > 0) copy_small(payload, p + RRPC_BAIDU_HEADER_SIZE + meta_len, pay_len);
-  rc = rrpc__iobuf_append_new(out, b, (uint32_t)(RRPC_BAIDU_HEADER_SIZE + meta_len + pay_len));
-  if (rc < 0) {
-    rrpc__block_unref(b); /* `out` is as it was: empty */
-  } else if (att_len > 0 && (rc = rrpc_iobuf_append_iobuf(out, attachment)) < 0) {
-    rrpc_iobuf_clear(out); /* empty again, as it came */
+  const uint32_t head = (uint32_t)(RRPC_BAIDU_HEADER_SIZE + meta_len + pay_len);
+  if (b != NULL) {
+    rc = rrpc__iobuf_append_new(out, b, head);
+    if (rc < 0) rrpc__block_unref(b); /* `out` is as it was */
+  } else {
+    rrpc__iobuf_commit(out, head); /* into the tail: cannot fail */
   }
+  if (rc == 0 && att_len > 0 && (rc = rrpc_iobuf_append_iobuf(out, attachment)) < 0)
+    rrpc__iobuf_truncate(out, before); /* as it came */
   if (rc < 0) {
     meta->has = had;
     meta->attachment_size = had_att;
@@ -298,7 +311,7 @@ int rrpc__baidu_pack(rrpc_iobuf *out, rrpc__rpc_meta *meta, const rrpc_iobuf *pa
                      const rrpc_iobuf *attachment) {
   size_t pay_len = payload ? rrpc__iobuf_length(payload) : 0;
   size_t att_len = attachment ? rrpc__iobuf_length(attachment) : 0;
-  if (pay_len <= PACK_COPY_MAX && att_len <= INT32_MAX && rrpc__iobuf_length(out) == 0) {
+  if (pay_len <= PACK_COPY_MAX && att_len <= INT32_MAX) {
     int rc = pack_small(out, meta, payload, pay_len, attachment, att_len);
     if (rc <= 0) return rc;
   }

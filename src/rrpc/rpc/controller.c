@@ -14,6 +14,7 @@ void rrpc__controller_init(rrpc_controller *c) {
    * them too (288 bytes) became a `rep stos` of 36 rounds, where 80 bytes
    * are five vector stores. */
   memset(c, 0, offsetof(rrpc_controller, req_att));
+  c->remote_ref = c->local_ref = NULL;
   c->remote[0] = '\0';
   c->local[0] = '\0';
   c->error_text[0] = '\0';
@@ -79,20 +80,21 @@ rrpc_iobuf *rrpc_controller_request_attachment(rrpc_controller *c) { return &c->
 rrpc_iobuf *rrpc_controller_response_attachment(rrpc_controller *c) { return &c->resp_att; }
 int rrpc_controller_used_rdma(const rrpc_controller *c) { return c->used_rdma; }
 
-void rrpc_controller_remote_side(const rrpc_controller *c, char *buf, size_t len) {
+/* `str` (at most `max` bytes, NUL-terminated within them) into buf. */
+static void side_copy(const char *str, size_t max, char *buf, size_t len) {
   if (len == 0) return;
-  size_t n = strnlen(c->remote, sizeof c->remote);
+  size_t n = strnlen(str, max);
   if (n >= len) n = len - 1;
-  memcpy(buf, c->remote, n);
+  memcpy(buf, str, n);
   buf[n] = '\0';
 }
 
+void rrpc_controller_remote_side(const rrpc_controller *c, char *buf, size_t len) {
+  side_copy(c->remote_ref != NULL ? c->remote_ref : c->remote, sizeof c->remote, buf, len);
+}
+
 void rrpc_controller_local_side(const rrpc_controller *c, char *buf, size_t len) {
-  if (len == 0) return;
-  size_t n = strnlen(c->local, sizeof c->local);
-  if (n >= len) n = len - 1;
-  memcpy(buf, c->local, n);
-  buf[n] = '\0';
+  side_copy(c->local_ref != NULL ? c->local_ref : c->local, sizeof c->local, buf, len);
 }
 
 int64_t rrpc_controller_remaining_ms(const rrpc_controller *c) {

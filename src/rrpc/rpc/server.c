@@ -201,6 +201,12 @@ int rrpc_server_add_method(rrpc_server *s, const char *service, const char *meth
     free(m->name);
     return -ENOMEM;
   }
+  if (rrpc__call_stats_add_part(s->stats, m->stats) != 0) {
+    rrpc__call_stats_free(m->stats);
+    free(m->service);
+    free(m->name);
+    return -ENOMEM;
+  }
   m->service_len = strlen(service);
   m->name_len = strlen(method);
   m->fn = fn;
@@ -260,17 +266,24 @@ static int find_method(const rrpc_server *s, rrpc__str svc, rrpc__str name,
   return service_seen ? -RRPC_ENOMETHOD : -RRPC_ENOSERVICE;
 }
 
-/* ---- metrics: one begin and one end per call, server totals and method ---- */
+/* ---- metrics: one begin and one end per call ----------------------------- */
+
+/* A call is recorded into its method's recorder, or the server's own when
+ * it found no method; the server's totals read its methods' recorders as
+ * parts of its own (rrpc__call_stats_add_part), so each call is recorded
+ * once, not into two recorders. */
+static rrpc__call_stats *call_stats(const rrpc_server_call *call) {
+  return call->m != NULL ? call->m->stats : call->srv->stats;
+}
 
 static void stats_begin(const rrpc_server_call *call) {
   if (!rrpc__metrics_on()) return;
-  rrpc__call_stats_begin2(call->srv->stats, call->m != NULL ? call->m->stats : NULL);
+  rrpc__call_stats_begin(call_stats(call));
 }
 
 static void stats_end(const rrpc_server_call *call) {
   if (!rrpc__metrics_on()) return;
-  rrpc__call_stats_end2(call->srv->stats, call->m != NULL ? call->m->stats : NULL, call->cntl.latency_us,
-                        call->cntl.error_code);
+  rrpc__call_stats_end(call_stats(call), call->cntl.latency_us, call->cntl.error_code);
 }
 
 int rrpc_server_set_method_max_concurrency(rrpc_server *s, const char *service, const char *method,
@@ -402,42 +415,57 @@ static void overcrowded(rrpc_server_call *call) {
   rrpc__socket_fail(call->sock, -RRPC_EOVERCROWDED);
 }
 
-/* The response frame goes to the connection; the call stays. */
+/* What send_response packs, and pack's own outcome (told apart from the
+ * write's: a frame that cannot be packed fails the connection). */
+struct response_pack {
+  rrpc__rpc_meta meta;
+  const rrpc_iobuf *payload, *attachment;
+  int rc;
+};
+
+static int pack_response(void *arg, rrpc_iobuf *out) {
+  struct response_pack *rp = arg;
+  rp->rc = rrpc__baidu_pack(out, &rp->meta, rp->payload, rp->attachment);
+  return rp->rc;
+}
+
+/* The response frame goes to the connection; the call stays. The frame is
+ * packed by the socket's writer (rrpc__socket_write_packed): behind the
+ * responses already pending when this thread holds the flush. */
 static int send_response(rrpc_server_call *call, const rrpc_iobuf *response) {
   rrpc_controller *c = &call->cntl;
   /* Only the fields named in `has` are read (rpc_meta's encoder), and
    * attachment_size, which pack sets: the rest is left unwritten. */
-  rrpc__rpc_meta meta;
-  meta.has = RRPC_META_HAS_RESPONSE | RRPC_META_HAS_CORRELATION_ID;
-  meta.correlation_id = call->cid;
-  meta.attachment_size = 0;
+  struct response_pack rp;
+  rp.meta.has = RRPC_META_HAS_RESPONSE | RRPC_META_HAS_CORRELATION_ID;
+  rp.meta.correlation_id = call->cid;
+  rp.meta.attachment_size = 0;
+  rp.rc = 0;
   int failed = c->error_code != 0;
   if (failed) {
     /* The wire carries brpc's positive codes. */
-    meta.has |= RRPC_META_HAS_ERROR_CODE | RRPC_META_HAS_ERROR_TEXT;
-    meta.error_code = -c->error_code;
-    meta.error_text.ptr = c->error_text;
-    meta.error_text.len = strlen(c->error_text);
+    rp.meta.has |= RRPC_META_HAS_ERROR_CODE | RRPC_META_HAS_ERROR_TEXT;
+    rp.meta.error_code = -c->error_code;
+    rp.meta.error_text.ptr = c->error_text;
+    rp.meta.error_text.len = strlen(c->error_text);
   }
+  rp.payload = failed ? NULL : response;
+  rp.attachment = failed ? NULL : &c->resp_att;
   uint64_t now = rrpc__now_us();
   c->latency_us = (int64_t)now - c->start_us;
   stats_end(call);
-  rrpc_iobuf frame;
-  rrpc__iobuf_init(&frame);
-  int rc = rrpc__baidu_pack(&frame, &meta, failed ? NULL : response, failed ? NULL : &c->resp_att);
-  if (rc == 0) {
-    uint64_t lent = rrpc__round_lend(now); /* a worker's write stamps with this read */
-    rc = rrpc__socket_write_response(call->sock, &frame);
-    rrpc__round_unlend(lent);
-    /* A client that sends requests and never reads the responses: its
-     * connection goes, not the process's memory. */
-    if (rc == -RRPC_EOVERCROWDED) overcrowded(call);
-  } else {
+  uint64_t lent = rrpc__round_lend(now); /* a worker's write stamps with this read */
+  int rc = rrpc__socket_write_packed(call->sock, 1, pack_response, &rp);
+  rrpc__round_unlend(lent);
+  if (rp.rc < 0) {
     RRPC_LOG(ERROR, "cannot pack response of %s.%s: %s", call->m ? call->m->service : "?",
              call->m ? call->m->name : "?", rrpc_strerror(rc));
     rrpc__socket_fail(call->sock, rc); /* the client must not wait forever */
+  } else if (rc == -RRPC_EOVERCROWDED) {
+    /* A client that sends requests and never reads the responses: its
+     * connection goes, not the process's memory. */
+    overcrowded(call);
   }
-  rrpc__iobuf_destroy(&frame);
   return rc;
 }
 
@@ -577,8 +605,8 @@ static int handle_request(struct sconn *c, rrpc__socket *sock, rrpc_iobuf *rbuf,
   if ((msg->meta.has & RRPC_META_HAS_TIMEOUT_MS) && msg->meta.timeout_ms > 0)
     call->cntl.deadline_us = call->cntl.start_us + (int64_t)msg->meta.timeout_ms * 1000;
   call->cntl.used_rdma = rrpc__socket_is_rdma(sock);
-  rrpc__socket_peer_str(sock, call->cntl.remote, sizeof call->cntl.remote);
-  rrpc__socket_local_str(sock, call->cntl.local);
+  call->cntl.remote_ref = rrpc__socket_peer_cstr(sock); /* read in place: see controller.h */
+  call->cntl.local_ref = rrpc__socket_local_cstr(sock);
   int stopping = atomic_load(&srv->state) != SRV_RUNNING;
   int bad = check_request(srv, msg, call) != 0 || admit(srv, call, stopping) != 0;
   stats_begin(call);
