@@ -228,7 +228,7 @@ include preload/preload.mk
 # examples for them.
 ifeq ($(BUILD),build)
 SCRIPT_TESTS := $(wildcard test/tools/*_test.sh)
-test: examples
+test: examples $(SHARED_LIBS)
 endif
 # builtin_unittest runs tools/rrpc_stat against a live server.
 test: tests tools
