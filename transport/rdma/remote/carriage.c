@@ -26,6 +26,9 @@
 #define CAR_TAG (1ull << 63)
 #define CAR_BIND (1ull << 62)
 
+static void post_hook(rrpc__rdma_ep *ep);
+static void td_hook(rrpc__rdma_ep *ep, unsigned in_flight);
+
 
 struct rrpc__rmt_car_mr {
   struct rrpc__rmt_rdma_region r; /* mr, and mw when remote */
@@ -98,6 +101,7 @@ static int bind_and_wait(rrpc__rdma_ep *ep, struct rrpc__rmt_car_mr *m) {
   pthread_mutex_lock(&g_bind_mu); /* held over the post: see struct bind_wait */
   pthread_mutex_lock(&g_post_mu);
   struct ibv_qp *qp = live_qp(ep);
+  if (qp != NULL) post_hook(ep);
   int rc = qp == NULL ? -RRPC_ERDMA : rrpc__rmt_rdma_region_bind(&m->r, qp, CAR_TAG | CAR_BIND | (uintptr_t)w);
   pthread_mutex_unlock(&g_post_mu);
   if (rc != 0) {
@@ -195,6 +199,7 @@ int rrpc__rmt_car_post(struct rrpc__rmt_car *c, int is_write, void *local, uint3
   wr.wr.rdma.rkey = rkey;
   pthread_mutex_lock(&g_post_mu);
   struct ibv_qp *qp = live_qp(ep);
+  if (qp != NULL) post_hook(ep);
   int rc = qp == NULL ? -RRPC_ERDMA : ibv_post_send(qp, &wr, &bad);
   pthread_mutex_unlock(&g_post_mu);
   if (rc > 0) {
@@ -204,8 +209,28 @@ int rrpc__rmt_car_post(struct rrpc__rmt_car *c, int is_write, void *local, uint3
   return rc;
 }
 
-/* car_observe.h: a test's view of the pieces' completions. */
+/* car_observe.h: a test's view of the pieces' completions, and its holds. */
 static _Atomic(rrpc__rmt_car_wc_observer) g_wc_observer;
+static _Atomic(rrpc__rmt_car_post_hook) g_post_hook;
+static _Atomic(rrpc__rmt_car_teardown_hook) g_td_hook;
+
+void rrpc__rmt_car_hook_post(rrpc__rmt_car_post_hook fn) {
+  atomic_store_explicit(&g_post_hook, fn, memory_order_release);
+}
+
+void rrpc__rmt_car_hook_teardown(rrpc__rmt_car_teardown_hook fn) {
+  atomic_store_explicit(&g_td_hook, fn, memory_order_release);
+}
+
+static void post_hook(rrpc__rdma_ep *ep) {
+  rrpc__rmt_car_post_hook fn = atomic_load_explicit(&g_post_hook, memory_order_acquire);
+  if (fn != NULL) fn((struct rrpc__rmt_car *)ep);
+}
+
+static void td_hook(rrpc__rdma_ep *ep, unsigned in_flight) {
+  rrpc__rmt_car_teardown_hook fn = atomic_load_explicit(&g_td_hook, memory_order_acquire);
+  if (fn != NULL) fn((struct rrpc__rmt_car *)ep, in_flight);
+}
 
 void rrpc__rmt_car_observe(rrpc__rmt_car_wc_observer fn) {
   atomic_store_explicit(&g_wc_observer, fn, memory_order_release);
@@ -234,8 +259,10 @@ int rrpc__rmt_car_wc(rrpc__rdma_ep *ep, const struct ibv_wc *wc) {
 void rrpc__rmt_car_teardown(rrpc__rdma_ep *ep) {
   /* The QP is marked dead: a post that read it before has finished once
    * this lock was ours, and none starts after. */
+  td_hook(ep, 1);
   pthread_mutex_lock(&g_post_mu);
   pthread_mutex_unlock(&g_post_mu);
+  td_hook(ep, 0);
   pthread_mutex_lock(&g_regions_mu);
   for (struct rrpc__rmt_car_mr *m = g_regions; m != NULL; m = m->next)
     if (m->ep == ep) rrpc__rmt_car_revoke(m);
