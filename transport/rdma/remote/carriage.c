@@ -29,7 +29,6 @@
 static void post_hook(rrpc__rdma_ep *ep);
 static void td_hook(rrpc__rdma_ep *ep, unsigned in_flight);
 
-
 struct rrpc__rmt_car_mr {
   struct rrpc__rmt_rdma_region r; /* mr, and mw when remote */
   pthread_mutex_t mu;             /* revoke once, from any thread */
