@@ -8,12 +8,19 @@
 // post does the transfer's copy in the poster's thread, so with a guard
 // shared by every connection the threads' posts run one at a time.
 //
-// Output: one line, "remote_write_pair threads=T size=S depth=D ops=N
-// secs=X ops_per_s=R cpu_us_per_op=C failed=F" (cpu: the whole process's
-// user+system time, servers included, per completed write). Exit status 0
-// only when every write succeeded.
+// --size_b=B makes the last thread's writes B bytes (the others' stay
+// --size): with one connection writing large pieces and another small ones,
+// the small writes' latency shows whether their posts wait for the large.
+//
+// Output: one line, "remote_write_pair threads=T size=S size_b=B depth=D
+// ops=N secs=X ops_per_s=R cpu_us_per_op=C failed=F" (cpu: the whole
+// process's user+system time, servers included, per completed write), then
+// per thread "t<i> size=.. ops=.. lat_p50_us=.. lat_p99_us=.." (a write's
+// latency: rrpc_remote_write called to its done). Exit status 0 only when
+// every write succeeded.
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -21,6 +28,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -35,6 +43,7 @@ namespace {
 struct Opts {
   int threads = 2;
   size_t size = 64 << 10;
+  size_t size_b = 0; /* 0: as size */
   int depth = 4;
   double seconds = 5;
   long max_ops = 1000000;
@@ -77,14 +86,23 @@ struct Writer {
   rrpc_remote_region *local = nullptr;
   rrpc_remote_token tok;
   std::vector<uint8_t> buf;
+  size_t size = 0;
   std::mutex mu;
   std::condition_variable cv;
   int in_flight = 0;
   long done = 0, failed = 0;
+  // A link completes its transfers in order: the oldest start is the done one's.
+  std::deque<std::chrono::steady_clock::time_point> starts;
+  std::vector<long> lat_us;
 
   static void Done(void *arg, int status) {
     Writer *w = static_cast<Writer *>(arg);
+    auto now = std::chrono::steady_clock::now();
     std::lock_guard<std::mutex> g(w->mu);
+    if (!w->starts.empty()) {
+      w->lat_us.push_back(long(std::chrono::duration_cast<std::chrono::microseconds>(now - w->starts.front()).count()));
+      w->starts.pop_front();
+    }
     w->in_flight--;
     if (status == 0) w->done++;
     else w->failed++;
@@ -98,7 +116,7 @@ double CpuSeconds() {
   return double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
-int Setup(Writer *w, const std::string &addr, const Opts &o) {
+int Setup(Writer *w, const std::string &addr, const Opts &o, size_t size) {
   rrpc_channel_options co = {};
   co.timeout_ms = 20000;
   co.use_rdma = o.rdma ? 1 : 0;
@@ -117,7 +135,8 @@ int Setup(Writer *w, const std::string &addr, const Opts &o) {
   rrpc_controller_free(c);
   if (rc != 0) return rc;
   if (rrpc_channel_remote_link(w->ch, &w->link) != 0) return -4;
-  w->buf.assign(o.size, 0x3c);
+  w->size = size;
+  w->buf.assign(size, 0x3c);
   return rrpc_remote_region_register(w->link, w->buf.data(), w->buf.size(), 0, &w->local);
 }
 
@@ -130,16 +149,18 @@ void Run(Writer *w, const Opts &o, std::chrono::steady_clock::time_point end) {
     if (w->in_flight >= o.depth) break;
     w->in_flight++;
     started++;
+    w->starts.push_back(std::chrono::steady_clock::now());
     g.unlock();
     rrpc_remote_xfer x = {};
     x.local = w->local;
     x.token = &w->tok;
-    x.length = o.size;
+    x.length = w->size;
     x.done = Writer::Done;
     x.arg = w;
     int rc = rrpc_remote_write(w->link, &x);
     g.lock();
     if (rc != 0) {
+      w->starts.pop_back();
       w->in_flight--;
       w->failed++;
       break;
@@ -163,6 +184,7 @@ int main(int argc, char **argv) {
     std::string v;
     if (Arg(argv[i], "--threads", &v)) o.threads = atoi(v.c_str());
     else if (Arg(argv[i], "--size", &v)) o.size = strtoull(v.c_str(), nullptr, 0);
+    else if (Arg(argv[i], "--size_b", &v)) o.size_b = strtoull(v.c_str(), nullptr, 0);
     else if (Arg(argv[i], "--depth", &v)) o.depth = atoi(v.c_str());
     else if (Arg(argv[i], "--seconds", &v)) o.seconds = atof(v.c_str());
     else if (Arg(argv[i], "--max_ops", &v)) o.max_ops = atol(v.c_str());
@@ -170,7 +192,7 @@ int main(int argc, char **argv) {
     else if (Arg(argv[i], "--tcp", &v)) o.rdma = v != "1";
     else {
       fprintf(stderr,
-              "usage: %s [--threads=2] [--size=65536] [--depth=4] [--seconds=5] [--max_ops=1000000] "
+              "usage: %s [--threads=2] [--size=65536] [--size_b=SIZE] [--depth=4] [--seconds=5] [--max_ops=1000000] "
               "[--host=127.0.0.1] [--tcp=1 (no RDMA: the TCP carriage)]\n",
               argv[0]);
       return 2;
@@ -188,14 +210,15 @@ int main(int argc, char **argv) {
   std::vector<Writer> writers(size_t(o.threads));
   for (int i = 0; i < o.threads; i++) {
     Peer &p = peers[size_t(i)];
-    p.buf.assign(o.size, 0);
+    size_t size = i == o.threads - 1 && o.size_b ? o.size_b : o.size;
+    p.buf.assign(size, 0);
     rrpc_server_options so = {};
     so.use_rdma = o.rdma ? 1 : 0;
     if (rrpc_server_new(&so, &p.srv) != 0) return 1;
     rrpc_server_add_method(p.srv, "bench.Peer", "Reg", RegHandler, &p);
     if (rrpc_server_start(p.srv, (o.host + ":0").c_str()) != 0) return 1;
     std::string addr = o.host + ":" + std::to_string(rrpc_server_port(p.srv));
-    int rc = Setup(&writers[size_t(i)], addr, o);
+    int rc = Setup(&writers[size_t(i)], addr, o, size);
     if (rc != 0) {
       fprintf(stderr, "remote_write_pair: connection %d: setup failed (%d)\n", i, rc);
       return 1;
@@ -215,8 +238,18 @@ int main(int argc, char **argv) {
     ops += w.done;
     failed += w.failed + w.in_flight;
   }
-  printf("remote_write_pair threads=%d size=%zu depth=%d ops=%ld secs=%.3f ops_per_s=%.1f cpu_us_per_op=%.1f failed=%ld\n",
-         o.threads, o.size, o.depth, ops, secs, double(ops) / secs, ops ? cpu * 1e6 / double(ops) : 0.0, failed);
+  printf("remote_write_pair threads=%d size=%zu size_b=%zu depth=%d ops=%ld secs=%.3f ops_per_s=%.1f cpu_us_per_op=%.1f "
+         "failed=%ld\n",
+         o.threads, o.size, o.size_b ? o.size_b : o.size, o.depth, ops, secs, double(ops) / secs,
+         ops ? cpu * 1e6 / double(ops) : 0.0, failed);
+  for (int i = 0; i < o.threads; i++) {
+    Writer &w = writers[size_t(i)];
+    std::lock_guard<std::mutex> g(w.mu);
+    std::vector<long> l = w.lat_us;
+    std::sort(l.begin(), l.end());
+    long p50 = l.empty() ? -1 : l[l.size() / 2], p99 = l.empty() ? -1 : l[(l.size() * 99) / 100];
+    printf("t%d size=%zu ops=%ld lat_p50_us=%ld lat_p99_us=%ld\n", i, w.size, w.done, p50, p99);
+  }
   fflush(stdout);
   for (auto &w : writers) {
     rrpc_remote_region_free(w.local);
