@@ -295,18 +295,18 @@ TEST_F(RemotePostGuard, ATeardownWaitsForItsOwnPostsInFlightOnly) {
   {
     std::lock_guard<std::mutex> g(hooks().mu);
     EXPECT_EQ(std::vector<unsigned>{1u}, hooks().td[a]) << "A's teardown did not wait for A's post";
-    EXPECT_EQ(std::vector<unsigned>{0u}, hooks().td[b]);
+    // B's teardown found nothing in flight. (A freed endpoint's address may
+    // be a later one's, whose teardown then reports here too: nothing posts
+    // on those.)
+    for (unsigned n : hooks().td[b]) EXPECT_EQ(0u, n);
   }
   Release();
   held_.join();
   // The post took the QP before the teardown marked it dead: it was made.
   EXPECT_EQ(0, held_rc_);
-  EXPECT_TRUE(WaitFor([&] {
-    auto it = hooks().td.find(a);
-    return it != hooks().td.end() && it->second.back() == 0;
-  })) << "A's teardown did not finish once its post was done";
+  EXPECT_TRUE(WaitFor([&] { return hooks().td[a].size() >= 2; })) << "A's teardown did not finish once its post was done";
   std::lock_guard<std::mutex> g(hooks().mu);
-  EXPECT_EQ((std::vector<unsigned>{1u, 0u}), hooks().td[a]);
+  EXPECT_EQ(0u, hooks().td[a][1]);
 }
 
 }  // namespace

@@ -28,10 +28,12 @@ struct rrpc__rmt_car;
  * post: a test may block here, on a condition of its own, to keep that post
  * in flight. Any thread. */
 typedef void (*rrpc__rmt_car_post_hook)(struct rrpc__rmt_car *c);
-/* Called by the teardown of connection c (the background verbs thread, or
- * a stopping loop) with the number of c's posts still in flight when it
- * is about to wait for them, and once with 0 when none is left (before
- * c's windows are deallocated and its QP destroyed). */
+/* Called by the first teardown of connection c (the background verbs
+ * thread, or a stopping loop) with the number of c's posts still in flight
+ * when it is about to wait for them, and once with 0 when none is left
+ * (before c's windows are deallocated and its QP destroyed). A later
+ * teardown of c (see carriage.c, posts_drain) waits for nothing and does
+ * not call it. */
 typedef void (*rrpc__rmt_car_teardown_hook)(struct rrpc__rmt_car *c, unsigned in_flight);
 
 /* Install fn (NULL: none), as rrpc__rmt_car_observe. */

@@ -86,11 +86,16 @@ static void post_end(rrpc__rdma_ep *ep) {
 }
 
 /* Waits until none of ep's posts holds its QP (none starts any more: the
- * QP is marked dead). */
+ * QP is marked dead, for good). An endpoint may be torn down more than once
+ * (each verbs_destroy tears down what verbs resources are left, e.g. ones a
+ * handshake step installed after the first); only the first waits: a post
+ * in flight holds the QP that one destroys, and a later one may run on the
+ * loop. */
 static void posts_drain(rrpc__rdma_ep *ep) {
-  unsigned n = atomic_fetch_or_explicit(&ep->rmt_posts, POSTS_WAITED, memory_order_acq_rel) & ~POSTS_WAITED;
-  if (n != 0) {
-    td_hook(ep, n);
+  unsigned was = atomic_fetch_or_explicit(&ep->rmt_posts, POSTS_WAITED, memory_order_acq_rel);
+  if (was & POSTS_WAITED) return;
+  if (was != 0) {
+    td_hook(ep, was);
     /* The check is under g_drain_mu, and the last post takes it to wake
      * this: its wake-up cannot fall between the check and the wait. */
     pthread_mutex_lock(&g_drain_mu);
