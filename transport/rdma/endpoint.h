@@ -267,6 +267,9 @@ typedef struct rrpc__rdma_ep {
 
   struct rrpc__ep_poll pl; /* the shared poll's, loop thread */
   struct rrpc__ep_dp dp;   /* the data path, under its own lock */
+  /* remote/carriage.c: its one-sided posts holding the QP now, and a bit
+   * for the teardown waiting for them (zero at creation). */
+  atomic_uint rmt_posts;
 } rrpc__rdma_ep;
 
 /* ---- ep_lock.c ---------------------------------------------------------- */

@@ -26,6 +26,8 @@
 #define CAR_TAG (1ull << 63)
 #define CAR_BIND (1ull << 62)
 
+static void post_hook(rrpc__rdma_ep *ep);
+static void td_hook(rrpc__rdma_ep *ep, unsigned in_flight);
 
 struct rrpc__rmt_car_mr {
   struct rrpc__rmt_rdma_region r; /* mr, and mw when remote */
@@ -37,26 +39,71 @@ struct rrpc__rmt_car_mr {
 /* Posts (pieces, binds) run outside the endpoint's lock - on rxe a post does
  * the transfer's work, and the data path and the loop take that lock - and
  * outside the remote link's lock too (link.c, pump_locked), so the QP must
- * outlive them another way: they hold g_post_mu, which the endpoint's
- * teardown takes (rrpc__rmt_car_teardown) after the QP was marked dead and
- * before it is destroyed. A close on the endpoint's loop hands that
- * teardown to the background verbs thread (endpoint.c, verbs_destroy), so
- * that loop does not wait for a post here. The endpoint itself is the
- * socket's transport state: the link's poster holds a reference on the
- * socket across a post. */
-static pthread_mutex_t g_post_mu = PTHREAD_MUTEX_INITIALIZER;
+ * outlive them another way: each post is counted in its endpoint's
+ * rmt_posts while it holds the QP (post_begin, post_end), and the
+ * endpoint's teardown (rrpc__rmt_car_teardown), which runs after the QP was
+ * marked dead and before it is destroyed, waits until that count is zero.
+ * The guard is the endpoint's own: posts on different connections share
+ * nothing, and a teardown waits for the posts on its own connection only.
+ * A close on the endpoint's loop hands that teardown to the background
+ * verbs thread (endpoint.c, verbs_destroy), so that loop does not wait for
+ * a post here. The endpoint itself is the socket's transport state: the
+ * link's poster holds a reference on the socket across a post.
+ *
+ * The one lock and condition below are for a teardown that found posts in
+ * flight: the post that ends the last of them wakes it. Only such a post
+ * and such a teardown take them. */
+#define POSTS_WAITED (1u << 31) /* in rmt_posts: the teardown waits */
+static pthread_mutex_t g_drain_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_drain_cv = PTHREAD_COND_INITIALIZER;
 /* Regions with a window, so a closing connection can deallocate its
  * windows before its QP goes: a window bound to a QP holds it, and rxe's
  * destroy_qp waits ~50 s for that reference. */
 static pthread_mutex_t g_regions_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct rrpc__rmt_car_mr *g_regions;
 
-/* The endpoint's QP while it may be posted to, else NULL. Under g_post_mu. */
-static struct ibv_qp *live_qp(rrpc__rdma_ep *ep) {
+/* The endpoint's QP for one post, counted in rmt_posts until post_end;
+ * NULL once it may not be posted to. The count is taken under the lock the
+ * teardown marks the QP dead under, so a post either is counted before the
+ * teardown looks or sees the QP dead. */
+static struct ibv_qp *post_begin(rrpc__rdma_ep *ep) {
   rrpc__ep_lock(ep);
   struct ibv_qp *qp = ep->dp.qp_dead ? NULL : ep->vb.qp;
+  if (qp != NULL) atomic_fetch_add_explicit(&ep->rmt_posts, 1, memory_order_relaxed);
   rrpc__ep_unlock(ep);
   return qp;
+}
+
+/* The post that post_begin counted is done with the QP. Nothing of ep is
+ * read after the decrement: the teardown may go on at once. */
+static void post_end(rrpc__rdma_ep *ep) {
+  unsigned was = atomic_fetch_sub_explicit(&ep->rmt_posts, 1, memory_order_acq_rel);
+  if (was == (POSTS_WAITED | 1u)) {
+    pthread_mutex_lock(&g_drain_mu);
+    pthread_cond_broadcast(&g_drain_cv);
+    pthread_mutex_unlock(&g_drain_mu);
+  }
+}
+
+/* Waits until none of ep's posts holds its QP (none starts any more: the
+ * QP is marked dead, for good). An endpoint may be torn down more than once
+ * (each verbs_destroy tears down what verbs resources are left, e.g. ones a
+ * handshake step installed after the first); only the first waits: a post
+ * in flight holds the QP that one destroys, and a later one may run on the
+ * loop. */
+static void posts_drain(rrpc__rdma_ep *ep) {
+  unsigned was = atomic_fetch_or_explicit(&ep->rmt_posts, POSTS_WAITED, memory_order_acq_rel);
+  if (was & POSTS_WAITED) return;
+  if (was != 0) {
+    td_hook(ep, was);
+    /* The check is under g_drain_mu, and the last post takes it to wake
+     * this: its wake-up cannot fall between the check and the wait. */
+    pthread_mutex_lock(&g_drain_mu);
+    while ((atomic_load_explicit(&ep->rmt_posts, memory_order_acquire) & ~POSTS_WAITED) != 0)
+      pthread_cond_wait(&g_drain_cv, &g_drain_mu);
+    pthread_mutex_unlock(&g_drain_mu);
+  }
+  td_hook(ep, 0);
 }
 
 /* One window bind waited for: the registering thread and the completion
@@ -95,17 +142,25 @@ static int bind_and_wait(rrpc__rdma_ep *ep, struct rrpc__rmt_car_mr *m) {
   struct bind_wait *w = calloc(1, sizeof *w);
   if (w == NULL) return -ENOMEM;
   atomic_init(&w->refs, 2);
-  pthread_mutex_lock(&g_bind_mu); /* held over the post: see struct bind_wait */
-  pthread_mutex_lock(&g_post_mu);
-  struct ibv_qp *qp = live_qp(ep);
-  int rc = qp == NULL ? -RRPC_ERDMA : rrpc__rmt_rdma_region_bind(&m->r, qp, CAR_TAG | CAR_BIND | (uintptr_t)w);
-  pthread_mutex_unlock(&g_post_mu);
+  /* Written under g_bind_mu, which the completion takes too: see struct
+   * bind_wait. Not held over the post, which on rxe is the bind's work. */
+  pthread_mutex_lock(&g_bind_mu);
+  w->done = 0;
+  w->status = 0;
+  pthread_mutex_unlock(&g_bind_mu);
+  struct ibv_qp *qp = post_begin(ep);
+  int rc = -RRPC_ERDMA;
+  if (qp != NULL) {
+    post_hook(ep);
+    rc = rrpc__rmt_rdma_region_bind(&m->r, qp, CAR_TAG | CAR_BIND | (uintptr_t)w);
+    post_end(ep);
+  }
   if (rc != 0) {
-    pthread_mutex_unlock(&g_bind_mu);
     atomic_fetch_sub(&w->refs, 1); /* no completion will come */
     bind_wait_unref(w);
     return rc < 0 ? rc : -RRPC_ERDMA;
   }
+  pthread_mutex_lock(&g_bind_mu);
   rrpc_remote_limits lim;
   rrpc_remote_limits_get(&lim);
   struct timespec until;
@@ -193,10 +248,11 @@ int rrpc__rmt_car_post(struct rrpc__rmt_car *c, int is_write, void *local, uint3
   wr.send_flags = IBV_SEND_SIGNALED;
   wr.wr.rdma.remote_addr = raddr;
   wr.wr.rdma.rkey = rkey;
-  pthread_mutex_lock(&g_post_mu);
-  struct ibv_qp *qp = live_qp(ep);
-  int rc = qp == NULL ? -RRPC_ERDMA : ibv_post_send(qp, &wr, &bad);
-  pthread_mutex_unlock(&g_post_mu);
+  struct ibv_qp *qp = post_begin(ep);
+  if (qp == NULL) return -RRPC_ERDMA;
+  post_hook(ep);
+  int rc = ibv_post_send(qp, &wr, &bad);
+  post_end(ep);
   if (rc > 0) {
     RRPC_LOG(WARNING, "remote memory: ibv_post_send of a one-sided piece: %s", strerror(rc));
     rc = -RRPC_ERDMA;
@@ -204,8 +260,28 @@ int rrpc__rmt_car_post(struct rrpc__rmt_car *c, int is_write, void *local, uint3
   return rc;
 }
 
-/* car_observe.h: a test's view of the pieces' completions. */
+/* car_observe.h: a test's view of the pieces' completions, and its holds. */
 static _Atomic(rrpc__rmt_car_wc_observer) g_wc_observer;
+static _Atomic(rrpc__rmt_car_post_hook) g_post_hook;
+static _Atomic(rrpc__rmt_car_teardown_hook) g_td_hook;
+
+void rrpc__rmt_car_hook_post(rrpc__rmt_car_post_hook fn) {
+  atomic_store_explicit(&g_post_hook, fn, memory_order_release);
+}
+
+void rrpc__rmt_car_hook_teardown(rrpc__rmt_car_teardown_hook fn) {
+  atomic_store_explicit(&g_td_hook, fn, memory_order_release);
+}
+
+static void post_hook(rrpc__rdma_ep *ep) {
+  rrpc__rmt_car_post_hook fn = atomic_load_explicit(&g_post_hook, memory_order_acquire);
+  if (fn != NULL) fn((struct rrpc__rmt_car *)ep);
+}
+
+static void td_hook(rrpc__rdma_ep *ep, unsigned in_flight) {
+  rrpc__rmt_car_teardown_hook fn = atomic_load_explicit(&g_td_hook, memory_order_acquire);
+  if (fn != NULL) fn((struct rrpc__rmt_car *)ep, in_flight);
+}
 
 void rrpc__rmt_car_observe(rrpc__rmt_car_wc_observer fn) {
   atomic_store_explicit(&g_wc_observer, fn, memory_order_release);
@@ -232,10 +308,8 @@ int rrpc__rmt_car_wc(rrpc__rdma_ep *ep, const struct ibv_wc *wc) {
 }
 
 void rrpc__rmt_car_teardown(rrpc__rdma_ep *ep) {
-  /* The QP is marked dead: a post that read it before has finished once
-   * this lock was ours, and none starts after. */
-  pthread_mutex_lock(&g_post_mu);
-  pthread_mutex_unlock(&g_post_mu);
+  /* The QP is marked dead: wait for the posts that took it before. */
+  posts_drain(ep);
   pthread_mutex_lock(&g_regions_mu);
   for (struct rrpc__rmt_car_mr *m = g_regions; m != NULL; m = m->next)
     if (m->ep == ep) rrpc__rmt_car_revoke(m);

@@ -61,8 +61,10 @@ int rrpc__rmt_rdma_wc_code(int st);
 struct rrpc__rdma_ep;
 int rrpc__rmt_car_wc(struct rrpc__rdma_ep *ep, const struct ibv_wc *wc);
 /* carriage.c: the endpoint's QP is marked dead and about to be destroyed:
- * wait for a one-sided post still under way, and deallocate the windows of
- * its regions (each once). Any thread but a loop thread may wait here. */
+ * wait for its one-sided posts still under way (this endpoint's only:
+ * others' go on; the endpoint's first teardown only, see posts_drain), and
+ * deallocate the windows of its regions (each once). Any thread but a loop
+ * thread may wait here. */
 void rrpc__rmt_car_teardown(struct rrpc__rdma_ep *ep);
 
 #ifdef __cplusplus
