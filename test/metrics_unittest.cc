@@ -224,17 +224,29 @@ void collect_code(void *ctx, int code, uint64_t n) {
   static_cast<std::vector<CodeSeen> *>(ctx)->push_back({code, n});
 }
 
+// A whole recorder with two parts (a server and two of its methods).
+class WholeOfTwo : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(0, rrpc__call_stats_new(&whole));
+    ASSERT_EQ(0, rrpc__call_stats_new(&p1));
+    ASSERT_EQ(0, rrpc__call_stats_new(&p2));
+    ASSERT_EQ(0, rrpc__call_stats_add_part(whole, p1));
+    ASSERT_EQ(0, rrpc__call_stats_add_part(whole, p2));
+  }
+  void TearDown() override {
+    rrpc__call_stats_free(whole);
+    rrpc__call_stats_free(p1);
+    rrpc__call_stats_free(p2);
+  }
+  rrpc__call_stats *whole = nullptr, *p1 = nullptr, *p2 = nullptr;
+};
+
 // A whole's figures are its own calls' and every part's, merged as one
 // recorder would hold them: window, totals, in flight, the since-start
 // histogram, and each error code once with its sum (order: as first seen,
 // the whole's own first).
-TEST(CallStats, WholeSumsItsOwnCallsAndEveryPart) {
-  rrpc__call_stats *whole = nullptr, *p1 = nullptr, *p2 = nullptr;
-  ASSERT_EQ(0, rrpc__call_stats_new(&whole));
-  ASSERT_EQ(0, rrpc__call_stats_new(&p1));
-  ASSERT_EQ(0, rrpc__call_stats_new(&p2));
-  ASSERT_EQ(0, rrpc__call_stats_add_part(whole, p1));
-  ASSERT_EQ(0, rrpc__call_stats_add_part(whole, p2));
+TEST_F(WholeOfTwo, WholeSumsItsOwnCallsAndEveryPart) {
   rrpc__call_stats_begin(whole);  // a call that found no method
   rrpc__call_stats_end(whole, 5, -3);
   for (int i = 0; i < 4; i++) {
@@ -278,20 +290,11 @@ TEST(CallStats, WholeSumsItsOwnCallsAndEveryPart) {
   rrpc__call_stats_read(p1, &st);
   EXPECT_EQ(4u, st.calls);
   EXPECT_EQ(1u, st.errors);
-  rrpc__call_stats_free(whole);
-  rrpc__call_stats_free(p1);
-  rrpc__call_stats_free(p2);
 }
 
 // Codes past 16 distinct ones over a whole and its parts are counted once
 // as "other" (code 0), as one recorder counts them; none is lost.
-TEST(CallStats, WholeMergesErrorCodesPastTheTableAsOther) {
-  rrpc__call_stats *whole = nullptr, *p1 = nullptr, *p2 = nullptr;
-  ASSERT_EQ(0, rrpc__call_stats_new(&whole));
-  ASSERT_EQ(0, rrpc__call_stats_new(&p1));
-  ASSERT_EQ(0, rrpc__call_stats_new(&p2));
-  ASSERT_EQ(0, rrpc__call_stats_add_part(whole, p1));
-  ASSERT_EQ(0, rrpc__call_stats_add_part(whole, p2));
+TEST_F(WholeOfTwo, WholeMergesErrorCodesPastTheTableAsOther) {
   for (int c = 1; c <= 12; c++) rrpc__call_stats_end(p1, 10, -c);       // -1 .. -12
   for (int c = 9; c <= 20; c++) rrpc__call_stats_end(p2, 10, -c);       // -9 .. -20
   std::vector<CodeSeen> codes;
@@ -309,9 +312,6 @@ TEST(CallStats, WholeMergesErrorCodesPastTheTableAsOther) {
   rrpc_call_stats st;
   rrpc__call_stats_read(whole, &st);
   EXPECT_EQ(24u, st.errors);
-  rrpc__call_stats_free(whole);
-  rrpc__call_stats_free(p1);
-  rrpc__call_stats_free(p2);
 }
 
 // Every bound is inclusive and the value just past it lands in the next

@@ -21,14 +21,21 @@
 
 /* ---- epoll-odd: odd epoll_ctl calls, fds and sets closed under it ---------------------- */
 
+/* Accepts the writer on lfd, registers mem (remote write) on the accepted
+ * socket and sends the writer its memid; the accepted fd. */
+static int accept_and_offer(int lfd, uint8_t *mem, size_t len) {
+  int fd = accept(lfd, NULL, NULL);
+  CHECK(fd >= 0);
+  uint32_t id;
+  CHECK(reg_mr(fd, mem, len, SMC_ERM_ACCESS_REMOTE_WRITE, &id) == 0);
+  write_all(fd, &id, sizeof id);
+  return fd;
+}
+
 /* The owner: a region, its memid, then it waits for the writer's EOF. */
 static void *odd_server(void *arg) {
-  int fd = accept(*(int *)arg, NULL, NULL);
-  CHECK(fd >= 0);
   static uint8_t mem[4096];
-  uint32_t id;
-  CHECK(reg_mr(fd, mem, sizeof mem, SMC_ERM_ACCESS_REMOTE_WRITE, &id) == 0);
-  write_all(fd, &id, sizeof id);
+  int fd = accept_and_offer(*(int *)arg, mem, sizeof mem);
   char b;
   CHECK(read(fd, &b, 1) == 0);
   CHECK(close(fd) == 0);
@@ -275,12 +282,8 @@ struct sets_args {
 /* The owner reads nothing until told, then everything up to EOF. */
 static void *sets_server(void *arg) {
   struct sets_args *a = arg;
-  int fd = accept(a->lfd, NULL, NULL);
-  CHECK(fd >= 0);
   static uint8_t mem[4096];
-  uint32_t id;
-  CHECK(reg_mr(fd, mem, sizeof mem, SMC_ERM_ACCESS_REMOTE_WRITE, &id) == 0);
-  write_all(fd, &id, sizeof id);
+  int fd = accept_and_offer(a->lfd, mem, sizeof mem);
   char b;
   CHECK(read(a->go[0], &b, 1) == 1);
   static char sink[65536];
