@@ -34,10 +34,12 @@ uint64_t rrpc__now_us(void);
  * age (activity for idle sweeps, a read's arrival time): one clock read a
  * round instead of one per socket and per write. Never for deadlines of
  * new calls or timers. */
+/* Initial-exec thread-locals (RRPC__TLS_IE): see rrpc__loop_in_thread. */
+#define RRPC__TLS_IE __attribute__((tls_model("initial-exec")))
 #ifdef __cplusplus
-extern thread_local uint64_t rrpc__tls_round_us; /* 0 off loop threads */
+extern thread_local uint64_t rrpc__tls_round_us RRPC__TLS_IE; /* 0 off loop threads */
 #else
-extern _Thread_local uint64_t rrpc__tls_round_us; /* 0 off loop threads */
+extern _Thread_local uint64_t rrpc__tls_round_us RRPC__TLS_IE; /* 0 off loop threads */
 #endif
 /* The slow half: a fresh read, kept as the round's clock where the round
  * has not read it yet (a polling loop's spin reads it only when used). */
@@ -88,7 +90,6 @@ void rrpc__loop_stop(rrpc__loop *loop);
  * preloaded, the library is there from the start; dlopen()ed later (a
  * plugin), it takes them from the surplus glibc keeps for such libraries
  * (test/tools/dlopen_test.sh). */
-#define RRPC__TLS_IE __attribute__((tls_model("initial-exec")))
 #ifdef __cplusplus
 extern thread_local rrpc__loop *rrpc__tls_loop RRPC__TLS_IE;
 #else
