@@ -27,6 +27,10 @@ typedef struct rrpc__loop rrpc__loop;
 /* Monotonic clock in microseconds. */
 uint64_t rrpc__now_us(void);
 
+/* Initial-exec thread-locals: see rrpc__loop_in_thread (the recorder reads
+ * the round's clock once a call end, too). */
+#define RRPC__TLS_IE __attribute__((tls_model("initial-exec")))
+
 /* rrpc__round_now_us - on a loop thread, the clock as read when the loop's
  * current round woke from its wait (older by at most the round's own work
  * so far; a polling loop's spin reads it at its first use); elsewhere a
@@ -34,8 +38,6 @@ uint64_t rrpc__now_us(void);
  * age (activity for idle sweeps, a read's arrival time): one clock read a
  * round instead of one per socket and per write. Never for deadlines of
  * new calls or timers. */
-/* Initial-exec thread-locals (RRPC__TLS_IE): see rrpc__loop_in_thread. */
-#define RRPC__TLS_IE __attribute__((tls_model("initial-exec")))
 #ifdef __cplusplus
 extern thread_local uint64_t rrpc__tls_round_us RRPC__TLS_IE; /* 0 off loop threads */
 #else
