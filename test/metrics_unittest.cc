@@ -78,6 +78,48 @@ TEST(CallStats, AnEndOnARoundClockCountsInThatClocksSecond) {
   rrpc__call_stats_free(s);
 }
 
+// Ends on a round clock take a short path while they stay in the second
+// of the thread's last slot; a new second, a clock behind it, or a failed
+// call take the full one. Every figure stays exact across the switches.
+TEST(CallStats, EndsOnARoundClockAcrossSecondsCountExactly) {
+  const uint64_t now = rrpc__now_us();
+  const uint64_t back = 2u * RRPC_METRICS_WINDOW_S * 1000000u;
+  if (now < 2 * back) GTEST_SKIP() << "the monotonic clock is too young";
+  const uint64_t base = (now / 1000000u - 3u) * 1000000u;  // a second start, in the window
+  const uint64_t old = base - back;                        // one out of it
+  rrpc__call_stats *s = nullptr;
+  ASSERT_EQ(0, rrpc__call_stats_new(&s));
+  struct End {
+    uint64_t at_us;
+    int64_t lat;
+    int code;
+  } ends[] = {{old + 100, 5, 0},            {old + 999999, 7, 0},      {base + 999999, 9, 0},
+              {base + 1000000, 11, 0},      {base + 1000000, 13, 0},   {base + 2000005, 15, 0},
+              {base + 1000001, 17, 0},      {base + 1000001, 19, 5}};
+  for (const End &e : ends) {
+    uint64_t had = rrpc__round_lend(e.at_us);
+    rrpc__call_stats_begin(s);
+    rrpc__call_stats_end(s, e.lat, e.code);
+    rrpc__round_unlend(had);
+  }
+  rrpc_call_stats st;
+  rrpc__call_stats_read(s, &st);
+  EXPECT_EQ(8u, st.calls);
+  EXPECT_EQ(6u, st.window_calls);  // not the two of the old second
+  EXPECT_EQ(1u, st.errors);
+  EXPECT_EQ(0, st.in_flight);
+  EXPECT_EQ(19u, st.latency_max_us);
+  EXPECT_EQ(14u, st.latency_avg_us);  // (9 + 11 + ... + 19) / 6
+  rrpc__latency_hist h;
+  rrpc__call_stats_histogram(s, &h);
+  uint64_t n = 0;
+  for (uint64_t c : h.count) n += c;
+  EXPECT_EQ(8u, n);
+  EXPECT_EQ(96u, h.sum_us);
+  EXPECT_EQ(1u, rrpc__call_stats_error_count(s, 5));
+  rrpc__call_stats_free(s);
+}
+
 TEST(CallStats, PercentilesNeverPassTheMax) {
   rrpc__call_stats *s = nullptr;
   ASSERT_EQ(0, rrpc__call_stats_new(&s));

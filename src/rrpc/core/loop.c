@@ -119,7 +119,7 @@ uint64_t rrpc__now_us(void) {
 
 /* The loop thread's round clock (rrpc__round_now_us); 0 on other threads,
  * and on a polling loop's spin until something reads it. */
-_Thread_local uint64_t rrpc__tls_round_us;
+_Thread_local uint64_t rrpc__tls_round_us RRPC__TLS_IE;
 static _Thread_local int tls_round_lazy; /* a spin: the first read is kept */
 
 uint64_t rrpc__round_read_us(void) {

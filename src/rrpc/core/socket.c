@@ -774,6 +774,25 @@ int rrpc__socket_write_packed(rrpc__socket *s, int response, rrpc__socket_pack_f
   return pack_elsewhere(s, on_loop, response, pack, ctx);
 }
 
+int rrpc__socket_pack_held(rrpc__socket *s, rrpc__socket_pack_fn pack, void *ctx, size_t *mark) {
+  /* Tail calls only, so no frame: off the loop (a synchronous caller, a
+   * pool thread) the answer costs a few instructions. */
+  if (!rrpc__loop_in_thread(s->loop)) return 1;
+  *mark = rrpc__iobuf_length(&s->wpend);
+  if (s->loop_holds) return pack_deferred(s, pack, ctx);
+  /* The free token taken: wpend is empty (mark 0) and the flush deferred
+   * to the round's end, as for a response. */
+  if (take_token(s)) return pack_first_deferred(s, pack, ctx);
+  return 1;
+}
+
+void rrpc__socket_unpack(rrpc__socket *s, size_t mark) {
+  size_t n = rrpc__iobuf_length(&s->wpend) - mark;
+  rrpc__iobuf_truncate(&s->wpend, mark);
+  s->pend_counted -= n;
+  written(s, n); /* the count pack_deferred made, given back */
+}
+
 void rrpc__socket_resume_write(rrpc__socket *s) { drain(s); }
 
 void rrpc__socket_finish_writes(rrpc__socket *s) {

@@ -27,6 +27,10 @@ typedef struct rrpc__loop rrpc__loop;
 /* Monotonic clock in microseconds. */
 uint64_t rrpc__now_us(void);
 
+/* Initial-exec thread-locals: see rrpc__loop_in_thread (the recorder reads
+ * the round's clock once a call end, too). */
+#define RRPC__TLS_IE __attribute__((tls_model("initial-exec")))
+
 /* rrpc__round_now_us - on a loop thread, the clock as read when the loop's
  * current round woke from its wait (older by at most the round's own work
  * so far; a polling loop's spin reads it at its first use); elsewhere a
@@ -35,9 +39,9 @@ uint64_t rrpc__now_us(void);
  * round instead of one per socket and per write. Never for deadlines of
  * new calls or timers. */
 #ifdef __cplusplus
-extern thread_local uint64_t rrpc__tls_round_us; /* 0 off loop threads */
+extern thread_local uint64_t rrpc__tls_round_us RRPC__TLS_IE; /* 0 off loop threads */
 #else
-extern _Thread_local uint64_t rrpc__tls_round_us; /* 0 off loop threads */
+extern _Thread_local uint64_t rrpc__tls_round_us RRPC__TLS_IE; /* 0 off loop threads */
 #endif
 /* The slow half: a fresh read, kept as the round's clock where the round
  * has not read it yet (a polling loop's spin reads it only when used). */
@@ -88,7 +92,6 @@ void rrpc__loop_stop(rrpc__loop *loop);
  * preloaded, the library is there from the start; dlopen()ed later (a
  * plugin), it takes them from the surplus glibc keeps for such libraries
  * (test/tools/dlopen_test.sh). */
-#define RRPC__TLS_IE __attribute__((tls_model("initial-exec")))
 #ifdef __cplusplus
 extern thread_local rrpc__loop *rrpc__tls_loop RRPC__TLS_IE;
 #else

@@ -76,6 +76,18 @@ typedef int (*rrpc__socket_pack_fn)(void *ctx, rrpc_iobuf *out);
  * written. pack's error is returned as is, nothing written; the caller
  * that must tell it from a write's error notes it in ctx. */
 int rrpc__socket_write_packed(rrpc__socket *s, int response, rrpc__socket_pack_fn pack, void *ctx);
+/* rrpc__socket_pack_held - on the socket's loop thread, where its round
+ * holds the socket's deferred flush or takes the free token for it now:
+ * the message `pack` makes goes straight into the pending output, counted,
+ * and 0 with *mark where it starts. Those bytes leave no sooner than the
+ * round's end, so until this thread returns to its loop
+ * rrpc__socket_unpack(s, mark) can still take them back (a call that could
+ * not be enrolled after all). 0 off the loop, while another thread holds
+ * the token, or when pack fails or the limits refuse it: not 0, nothing
+ * left behind (write the message the usual way, which meets the same
+ * error). */
+int rrpc__socket_pack_held(rrpc__socket *s, rrpc__socket_pack_fn pack, void *ctx, size_t *mark);
+void rrpc__socket_unpack(rrpc__socket *s, size_t mark);
 
 /* rrpc__socket_write fails with -RRPC_EOVERCROWDED (msg emptied, nothing
  * queued) when the socket already has bytes queued and this message would

@@ -34,6 +34,7 @@
 #include "rrpc/internal/lock.h"
 #include "rrpc/internal/log.h"
 #include "rrpc/internal/metrics.h"
+#include "rrpc/internal/request_pack_hook.h"
 #include "rrpc/internal/socket.h"
 #include "rrpc/remote/link.h"
 #include "rrpc/channel.h"
@@ -881,38 +882,62 @@ struct rrpc_method {
   char bytes[];
 };
 
-static int build_request(rrpc_channel *ch, struct call *c, const char *service, const char *method,
+/* A request frame's parts, read by pack_request before the call is
+ * enrolled (so before another thread can complete the call and reuse its
+ * controller). */
+struct request_pack {
+  rrpc__rpc_meta meta;
+  const rrpc_iobuf *request, *attachment;
+  size_t max_body;
+};
+
+/* The frame appended to `out` (which may hold other frames: a socket's
+ * pending output), or -RRPC_ETOOBIG / pack's error with `out` as it was. */
+static int pack_request(void *arg, rrpc_iobuf *out) {
+  struct request_pack *rp = arg;
+  size_t before = rrpc__iobuf_length(out);
+  int rc = rrpc__baidu_pack(out, &rp->meta, rp->request, rp->attachment);
+  if (rc == 0 && rrpc__iobuf_length(out) - before - RRPC_BAIDU_HEADER_SIZE > rp->max_body) {
+    rrpc__iobuf_truncate(out, before);
+    rc = -RRPC_ETOOBIG;
+  }
+  return rc;
+}
+
+static void request_fill(rrpc_channel *ch, struct call *c, const char *service, const char *method,
                          const rrpc_method *pm, const rrpc_iobuf *request, int32_t timeout_ms,
-                         rrpc_iobuf *frame) {
+                         struct request_pack *rp) {
   /* Only the fields named in `has` are read (rpc_meta's encoder), and
    * attachment_size, which pack sets: the rest is left unwritten. */
-  rrpc__rpc_meta meta;
-  meta.has = RRPC_META_HAS_REQUEST | RRPC_META_HAS_CORRELATION_ID;
-  meta.attachment_size = 0;
+  rrpc__rpc_meta *meta = &rp->meta;
+  meta->has = RRPC_META_HAS_REQUEST | RRPC_META_HAS_CORRELATION_ID;
+  meta->attachment_size = 0;
   if (pm != NULL) {
-    meta.has |= RRPC_META_HAS_NAMES_ENCODED;
-    meta.names_encoded = pm->names;
+    meta->has |= RRPC_META_HAS_NAMES_ENCODED;
+    meta->names_encoded = pm->names;
   } else {
-    meta.service_name = (rrpc__str){service, strlen(service)};
-    meta.method_name = (rrpc__str){method, strlen(method)};
+    meta->service_name = (rrpc__str){service, strlen(service)};
+    meta->method_name = (rrpc__str){method, strlen(method)};
   }
   if (c->cntl->log_id != 0) {
-    meta.has |= RRPC_META_HAS_LOG_ID;
-    meta.log_id = c->cntl->log_id;
+    meta->has |= RRPC_META_HAS_LOG_ID;
+    meta->log_id = c->cntl->log_id;
   }
   if (timeout_ms > 0) {
     /* The deadline travels (brpc's field): the server can tell its handler. */
-    meta.has |= RRPC_META_HAS_TIMEOUT_MS;
-    meta.timeout_ms = timeout_ms;
+    meta->has |= RRPC_META_HAS_TIMEOUT_MS;
+    meta->timeout_ms = timeout_ms;
   }
-  meta.correlation_id = (int64_t)c->cid;
-  int rc = rrpc__baidu_pack(frame, &meta, request, &c->cntl->req_att);
-  if (rc == 0 && rrpc__iobuf_length(frame) - RRPC_BAIDU_HEADER_SIZE > ch->max_body) rc = -RRPC_ETOOBIG;
-  return rc;
+  meta->correlation_id = (int64_t)c->cid;
+  rp->request = request;
+  rp->attachment = &c->cntl->req_att;
+  rp->max_body = ch->max_body;
 }
 
 static void cancel_call(void *arg);
 enum { ENROLLED_CANCELED = 1 };
+
+rrpc__request_packed_fn rrpc__request_packed_hook;
 
 /* Put the call on the connection (pending map + timer + canceler) unless it
  * closed. 0, ENROLLED_CANCELED (a cancel came first: its task is posted and
@@ -998,7 +1023,26 @@ static void cancel_call(void *arg) {
   }
 }
 
-static int issue(rrpc_channel *ch, struct call *c, int32_t timeout_ms, rrpc_iobuf *frame) {
+/* A connection got for a call that will not be enrolled on it. */
+static void conn_drop(struct call *c, struct conn *cn) {
+  if (c->held != NULL) conn_release(c->held); /* not enrolled: not this call's */
+  c->held = NULL;
+  conn_unref(cn);
+}
+
+static int fail_unbuilt(rrpc_channel *ch, struct call *c, int rc) {
+  return fail_unsent(ch, c, rc, rc == -RRPC_ETOOBIG ? "request larger than max_body_size" : NULL);
+}
+
+/* `frame` is the request packed already, or (built 0) not yet: then, on
+ * the connection's loop (its round holding the socket's deferred flush, or
+ * taking the free token for it), the request is packed straight into the
+ * connection's pending output before it is
+ * enrolled (rrpc__socket_pack_held: it leaves at the round's end, after
+ * the enrolment, and is taken back if the call cannot be enrolled); else
+ * into `frame`, once a connection is in hand. */
+static int issue(rrpc_channel *ch, struct call *c, int32_t timeout_ms, struct request_pack *rp,
+                 rrpc_iobuf *frame, int built) {
   char text[200];
   /* A closed connection found before the request was written is safe to
    * replace: nothing reached the server. Bounded, in case it keeps dying. */
@@ -1012,23 +1056,35 @@ static int issue(rrpc_channel *ch, struct call *c, int32_t timeout_ms, rrpc_iobu
     c->conn = cn;
     if (ch->conn_type != RRPC_CONNECTION_SINGLE) c->held = cn;
     memcpy(c->cntl->remote, cn->peer, sizeof c->cntl->remote); /* same size, NUL-terminated */
+    size_t mark = 0;
+    int packed = !built && rrpc__socket_pack_held(cn->sock, pack_request, rp, &mark) == 0;
+    if (packed && rrpc__request_packed_hook != NULL) rrpc__request_packed_hook(cn->sock, c->cntl);
+    if (!packed && !built) {
+      rc = pack_request(rp, frame);
+      if (rc != 0) {
+        conn_drop(c, cn);
+        return fail_unbuilt(ch, c, rc);
+      }
+      built = 1;
+    }
     rc = enroll(cn, c, timeout_ms);
     if (rc == 0) {
       /* From here the call belongs to the connection's loop: it may even
        * be completed before the write returns. */
-      rc = rrpc__socket_write(cn->sock, frame);
-      if (rc == -RRPC_EOVERCROWDED) fail_refused(cn, c, rc);
+      if (!packed) {
+        rc = rrpc__socket_write(cn->sock, frame);
+        if (rc == -RRPC_EOVERCROWDED) fail_refused(cn, c, rc);
+      }
       conn_unref(cn);
       return 0;
     }
+    if (packed) rrpc__socket_unpack(cn->sock, mark); /* not enrolled: it must not go out */
     if (rc == ENROLLED_CANCELED) {
       conn_unref(cn); /* its cancel task ends it; nothing needs to go out */
       return 0;
     }
     int connected = rrpc__socket_connected(cn->sock);
-    if (c->held != NULL) conn_release(c->held); /* not enrolled: not this call's */
-    c->held = NULL;
-    conn_unref(cn);
+    conn_drop(c, cn);
     if (rc != -RRPC_ECLOSE || tries >= 3) {
       snprintf(text, sizeof text, "cannot %s %s: %s", connected ? "send to" : "connect to",
                ch->addr_str, rrpc_strerror(rc));
@@ -1135,15 +1191,21 @@ static int call_start(rrpc_channel *ch, const char *service, const char *method,
     if (timeout_ms < 0 || left_ms < timeout_ms) timeout_ms = (int32_t)(left_ms > INT32_MAX ? INT32_MAX : left_ms);
   }
 
+  struct request_pack rp;
+  request_fill(ch, c, service, method, pm, request, timeout_ms, &rp);
   rrpc_iobuf frame;
   rrpc__iobuf_init(&frame);
-  int rc = build_request(ch, c, service, method, pm, request, timeout_ms, &frame);
+  /* A synchronous call (never on a loop) packs its request now, into a
+   * frame of its own; an asynchronous one may be on its connection's loop,
+   * where issue packs it into the connection's pending output instead. */
+  int built = done == NULL;
+  int rc = built ? pack_request(&rp, &frame) : 0;
   if (rc != 0) {
     rrpc__iobuf_destroy(&frame);
-    return fail_unsent(ch, c, rc, rc == -RRPC_ETOOBIG ? "request larger than max_body_size" : NULL);
+    return fail_unbuilt(ch, c, rc);
   }
   uint64_t lent = rrpc__round_lend((uint64_t)cntl->start_us); /* the write stamps with the call's read */
-  rc = issue(ch, c, timeout_ms, &frame);
+  rc = issue(ch, c, timeout_ms, &rp, &frame, built);
   rrpc__round_unlend(lent);
   rrpc__iobuf_destroy(&frame);
   if (done != NULL) return rc;
