@@ -88,9 +88,10 @@ void rrpc__loop_stop(rrpc__loop *loop);
  * -fPIC code reads it through a call to __tls_get_addr (the linker turns
  * it into a plain load for a program, but the compiler had already saved
  * the registers a call clobbers - six pushes and pops in a function that
- * only tests it). Its 8 bytes then live in the static TLS block: linked or
- * preloaded, the library is there from the start; dlopen()ed later (a
- * plugin), it takes them from the surplus glibc keeps for such libraries
+ * only tests it). Its 8 bytes, the round clock's and the recorder's shard
+ * index (20 in all) live in the static TLS block: linked or preloaded, the
+ * library is there from the start; dlopen()ed later (a plugin), it takes
+ * them from the surplus glibc keeps for such libraries
  * (test/tools/dlopen_test.sh). */
 #ifdef __cplusplus
 extern thread_local rrpc__loop *rrpc__tls_loop RRPC__TLS_IE;
