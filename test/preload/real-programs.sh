@@ -23,8 +23,22 @@ n=${REAL_N:-20000}
 ulimit -l unlimited 2>/dev/null || true
 tmp=$(mktemp -d)
 fails=0
-port=$((30000 + $$ % 20000))
-statport=$((port + 1))
+# Programs here take their port on the command line (no port 0), so each
+# case takes the next pair (port, port + 1 for the stat page) below the
+# kernel's ephemeral range, which no outgoing connection takes, skipping
+# ports a listener holds.
+eph_low=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null)
+[ "${eph_low:-0}" -gt 11024 ] 2>/dev/null || eph_low=32768
+port=$((10000 + ($$ % ((eph_low - 11024) / 2)) * 2))
+listening() { ss -ltnH 2>/dev/null | awk '{print $4}' | grep -qE "[:.]($1)\$"; }
+next_ports() {
+  for _ in $(seq 50); do
+    port=$((port + 2))
+    [ $((port + 1)) -lt "$eph_low" ] || port=10000
+    statport=$((port + 1))
+    listening "$port|$statport" || return 0
+  done
+}
 cleanup() { [ -n "${srv:-}" ] && kill "$srv" 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
 
@@ -42,7 +56,7 @@ wait_port() {
 # redis SRV_PRELOAD CLI_PRELOAD LABEL N: one server, two benchmark runs.
 redis() {
   sp=$1 cp=$2 label=$3 n=$4
-  port=$((port + 2)); statport=$((port + 1))
+  next_ports
   srvcmd="redis-server --bind $addr --port $port --save '' --appendonly no --protected-mode no"
   if [ "$sp" = 1 ]; then
     RRPC_RUN_PEERS=":$port" RRPC_RUN_STAT_PORT=$statport sh -c "exec $run $srvcmd" >"$tmp/srv.log" 2>&1 &
@@ -88,7 +102,7 @@ redis() {
 # emulation) had answered.
 socat_case() {
   sp=$1 cp=$2 label=$3
-  port=$((port + 2))
+  next_ports
   if [ "$sp" = 1 ]; then spre="$run"; else spre=""; fi
   if [ "$cp" = 1 ]; then cpre="$run"; else cpre=""; fi
   if [ "$cp" = 1 ]; then speers=":$port"; else speers=":1"; fi
