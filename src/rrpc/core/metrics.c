@@ -298,15 +298,21 @@ RECORD_FN struct slot *slot_for(struct shard *sh, const struct record *r) {
   return sl;
 }
 
-RECORD_FN void end_in(struct shard *sh, const struct record *r, int owned) {
-  struct slot *sl = slot_for(sh, r);
+/* A call's latency into its second's slot (when there is one) and the
+ * since-start histogram: what every end raises, failed or not. */
+RECORD_FN void add_latency(struct shard *sh, struct slot *sl, uint64_t lat, unsigned bucket,
+                           unsigned hist_bucket, int owned) {
   if (sl != NULL) {
-    SHARD_ADD(owned, &sl->sum_us, r->lat);
-    SHARD_ADD(owned, &sl->bucket[r->bucket], 1);
-    atomic_max(&sl->max_us, r->lat, owned);
+    SHARD_ADD(owned, &sl->sum_us, lat);
+    SHARD_ADD(owned, &sl->bucket[bucket], 1);
+    atomic_max(&sl->max_us, lat, owned);
   }
-  SHARD_ADD(owned, &sh->hist[r->hist_bucket], 1);
-  SHARD_ADD(owned, &sh->hist_sum_us, r->lat);
+  SHARD_ADD(owned, &sh->hist[hist_bucket], 1);
+  SHARD_ADD(owned, &sh->hist_sum_us, lat);
+}
+
+RECORD_FN void end_in(struct shard *sh, const struct record *r, int owned) {
+  add_latency(sh, slot_for(sh, r), r->lat, r->bucket, r->hist_bucket, owned);
   if (r->code != 0) SHARD_ADD(owned, &sh->errors, 1);
 }
 
@@ -336,8 +342,7 @@ void rrpc__call_stats_end(rrpc__call_stats *s, int64_t latency_us, int code) {
   /* The usual end, with no call in it (so no registers saved for one): a
    * successful call ended on a thread with its own shard that holds the
    * round's clock (a loop thread, a worker that lent its read), in the
-   * second of its last slot (shard.cur). The same counters as end_in
-   * raises. */
+   * second of its last slot (shard.cur). */
   int t = tl_shard;
   uint64_t round_us = rrpc__tls_round_us;
   if ((unsigned)t >= OWNED || code != 0 || round_us == 0) {
@@ -352,11 +357,7 @@ void rrpc__call_stats_end(rrpc__call_stats *s, int64_t latency_us, int code) {
   }
   uint64_t lat = latency_us > 0 ? (uint64_t)latency_us : 0;
   unsigned bucket = bucket_of(lat);
-  SHARD_ADD(1, &sl->sum_us, lat);
-  SHARD_ADD(1, &sl->bucket[bucket], 1);
-  atomic_max(&sl->max_us, lat, 1);
-  SHARD_ADD(1, &sh->hist[hist_bucket_of(lat, bucket)], 1);
-  SHARD_ADD(1, &sh->hist_sum_us, lat);
+  add_latency(sh, sl, lat, bucket, hist_bucket_of(lat, bucket), 1);
 }
 
 /* The calls a shard saw end: every end raises exactly one hist[] bucket. */
