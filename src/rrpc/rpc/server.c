@@ -196,13 +196,9 @@ int rrpc_server_add_method(rrpc_server *s, const char *service, const char *meth
   memset(m, 0, sizeof *m);
   m->service = strdup(service);
   m->name = strdup(method);
-  if (m->service == NULL || m->name == NULL || rrpc__call_stats_new(&m->stats) != 0) {
-    free(m->service);
-    free(m->name);
-    return -ENOMEM;
-  }
-  if (rrpc__call_stats_add_part(s->stats, m->stats) != 0) {
-    rrpc__call_stats_free(m->stats);
+  if (m->service == NULL || m->name == NULL || rrpc__call_stats_new(&m->stats) != 0 ||
+      rrpc__call_stats_add_part(s->stats, m->stats) != 0) {
+    rrpc__call_stats_free(m->stats); /* NULL unless made */
     free(m->service);
     free(m->name);
     return -ENOMEM;
