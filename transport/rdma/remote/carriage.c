@@ -65,12 +65,14 @@ static struct rrpc__rmt_car_mr *g_regions;
 /* The endpoint's QP for one post, counted in rmt_posts until post_end;
  * NULL once it may not be posted to. The count is taken under the lock the
  * teardown marks the QP dead under, so a post either is counted before the
- * teardown looks or sees the QP dead. */
+ * teardown looks or sees the QP dead. A counted post meets the test's hold
+ * (car_observe.h) here, just before it posts. */
 static struct ibv_qp *post_begin(rrpc__rdma_ep *ep) {
   rrpc__ep_lock(ep);
   struct ibv_qp *qp = ep->dp.qp_dead ? NULL : ep->vb.qp;
   if (qp != NULL) atomic_fetch_add_explicit(&ep->rmt_posts, 1, memory_order_relaxed);
   rrpc__ep_unlock(ep);
+  if (qp != NULL) post_hook(ep);
   return qp;
 }
 
@@ -151,7 +153,6 @@ static int bind_and_wait(rrpc__rdma_ep *ep, struct rrpc__rmt_car_mr *m) {
   struct ibv_qp *qp = post_begin(ep);
   int rc = -RRPC_ERDMA;
   if (qp != NULL) {
-    post_hook(ep);
     rc = rrpc__rmt_rdma_region_bind(&m->r, qp, CAR_TAG | CAR_BIND | (uintptr_t)w);
     post_end(ep);
   }
@@ -250,7 +251,6 @@ int rrpc__rmt_car_post(struct rrpc__rmt_car *c, int is_write, void *local, uint3
   wr.wr.rdma.rkey = rkey;
   struct ibv_qp *qp = post_begin(ep);
   if (qp == NULL) return -RRPC_ERDMA;
-  post_hook(ep);
   int rc = ibv_post_send(qp, &wr, &bad);
   post_end(ep);
   if (rc > 0) {
