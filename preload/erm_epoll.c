@@ -19,8 +19,9 @@
 #include <stdlib.h>
 
 #include "preload/env_num.h"
+#include "preload/relay.h"
 
-enum { FD_MAX = 1 << 16 }; /* relayed sockets' fds are below (intercept.c's table) */
+enum { FD_MAX = RRPC_RUN_FD_TABLE }; /* relay.h: relayed sockets' fds are below */
 
 enum pair_state { WAITING, JOINED, NOJOIN };
 

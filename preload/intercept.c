@@ -42,7 +42,7 @@
 #include "preload/bpf/smc_opt.h"
 #include "preload/stat_page.h"
 
-enum { FD_TABLE = 1 << 16 }; /* fds at or above stay plain TCP */
+enum { FD_TABLE = RRPC_RUN_FD_TABLE }; /* relay.h: fds at or above stay plain TCP */
 
 static _Atomic(rrpc_run_conn *) g_fds[FD_TABLE];
 static rrpc_run_policy *g_policy;

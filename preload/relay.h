@@ -17,6 +17,10 @@
 
 typedef struct rrpc_run_conn rrpc_run_conn;
 
+/* Only fds below this are relayed (intercept.c's fd table; those at or
+ * above stay plain TCP), so per-fd tables of the preload stop here. */
+enum { RRPC_RUN_FD_TABLE = 1 << 16 };
+
 /* The libc functions the preload replaces, as found behind it (dlsym
  * RTLD_NEXT): the relay calls these, never its own wrappers. */
 typedef struct rrpc_run_libc {
