@@ -307,9 +307,11 @@ FUZZERS := $(patsubst test/fuzz/%.c,build/fuzz/%,$(wildcard test/fuzz/*_fuzzer.c
 fuzz: $(FUZZERS)
 # Keep the fuzz objects: they are shared by every target.
 .SECONDARY: $(FUZZ_OBJS)
+# -MMD: a header's change rebuilds the objects that include it (an inline
+# that moved into a header otherwise leaves a stale object without it).
 build/fuzz/obj/%.c.o: %.c
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -c $< -o $@
+	$(FUZZ_CC) $(FUZZ_FLAGS) -MMD -MP -c $< -o $@
 build/fuzz/%: test/fuzz/%.c $(FUZZ_OBJS)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $^ -lpthread
@@ -317,4 +319,4 @@ build/fuzz/%: test/fuzz/%.c $(FUZZ_OBJS)
 clean:
 	rm -rf build
 
--include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj build/fuzz/obj -name '*.d' 2>/dev/null)
