@@ -82,10 +82,10 @@ int rrpc__socket_write_packed(rrpc__socket *s, int response, rrpc__socket_pack_f
  * and 0 with *mark where it starts. Those bytes leave no sooner than the
  * round's end, so until this thread returns to its loop
  * rrpc__socket_unpack(s, mark) can still take them back (a call that could
- * not be enrolled after all). 0 off the loop, while another thread holds
- * the token, or when pack fails or the limits refuse it: not 0, nothing
- * left behind (write the message the usual way, which meets the same
- * error). */
+ * not be enrolled after all). Off the loop or while another thread holds
+ * the token: 1; when pack fails or the limits refuse it: that negative
+ * code. Either way nothing is left behind (write the message the usual
+ * way, which meets the same error). */
 int rrpc__socket_pack_held(rrpc__socket *s, rrpc__socket_pack_fn pack, void *ctx, size_t *mark);
 void rrpc__socket_unpack(rrpc__socket *s, size_t mark);
 

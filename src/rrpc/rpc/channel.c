@@ -1037,10 +1037,10 @@ static int fail_unbuilt(rrpc_channel *ch, struct call *c, int rc) {
 /* `frame` is the request packed already, or (built 0) not yet: then, on
  * the connection's loop (its round holding the socket's deferred flush, or
  * taking the free token for it), the request is packed straight into the
- * connection's pending output before it is
- * enrolled (rrpc__socket_pack_held: it leaves at the round's end, after
- * the enrolment, and is taken back if the call cannot be enrolled); else
- * into `frame`, once a connection is in hand. */
+ * connection's pending output before the call is enrolled
+ * (rrpc__socket_pack_held: it leaves at the round's end, after the
+ * enrolment, and is taken back if the call cannot be enrolled); else into
+ * `frame`, once a connection is in hand. */
 static int issue(rrpc_channel *ch, struct call *c, int32_t timeout_ms, struct request_pack *rp,
                  rrpc_iobuf *frame, int built) {
   char text[200];
